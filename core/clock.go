@@ -1,0 +1,55 @@
+package core
+
+import (
+	"time"
+
+	"go.uber.org/atomic"
+)
+
+// Clock is the breaker's only source of time (R14): a monotonic reading, as a
+// duration since an arbitrary base. Implementations must be safe for
+// concurrent use. A reading that goes backwards is tolerated: the breaker
+// treats the elapsed time as zero and never brings evicted data back.
+type Clock interface {
+	Now() time.Duration
+}
+
+// SystemClock reads Go's monotonic clock as the time since its construction.
+// It never goes through Unix time, which would drop the monotonic reading and
+// let a wall-clock step pin a breaker open or skip its open period (regression
+// B19, exaring/hoglet #25). The zero value measures from the zero time.Time,
+// which has no monotonic reading: use NewSystemClock.
+type SystemClock struct{ base time.Time }
+
+// NewSystemClock returns a SystemClock whose base is now.
+func NewSystemClock() SystemClock { return SystemClock{base: time.Now()} }
+
+// Now returns the monotonic time elapsed since the clock was made.
+func (c SystemClock) Now() time.Duration { return time.Since(c.base) }
+
+// ManualClock is a Clock that moves only when told: for tests, simulations and
+// the examples. The zero value reads 0 and is ready to use. All methods are
+// safe for concurrent use; a Set or Advance synchronizes before every Now that
+// observes it.
+type ManualClock struct {
+	now atomic.Int64 // first word: 64-bit aligned on 32-bit platforms
+}
+
+// NewManualClock returns a ManualClock reading start.
+func NewManualClock(start time.Duration) *ManualClock {
+	c := &ManualClock{}
+	c.now.Store(int64(start))
+	return c
+}
+
+// Now returns the current reading.
+func (c *ManualClock) Now() time.Duration { return time.Duration(c.now.Load()) }
+
+// Set moves the clock to t, forwards or backwards.
+func (c *ManualClock) Set(t time.Duration) { c.now.Store(int64(t)) }
+
+// Advance moves the clock by d (negative d moves it backwards) and returns
+// the new reading.
+func (c *ManualClock) Advance(d time.Duration) time.Duration {
+	return time.Duration(c.now.Add(int64(d)))
+}

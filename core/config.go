@@ -1,0 +1,388 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/casbreaker/casbreaker/window"
+)
+
+// WindowType selects how the sliding window that the rate and count rules
+// read is bounded. The zero value is CountBased.
+type WindowType uint8
+
+const (
+	// CountBased keeps the last WindowSize counted calls (Resilience4j
+	// COUNT_BASED).
+	CountBased WindowType = iota
+	// TimeBased keeps the calls completed in the last WindowSize whole seconds
+	// of the breaker clock (Resilience4j TIME_BASED), in per-second buckets.
+	TimeBased
+)
+
+// String returns "count-based" or "time-based".
+func (t WindowType) String() string {
+	if t == TimeBased {
+		return "time-based"
+	}
+	if t == CountBased {
+		return "count-based"
+	}
+	return fmt.Sprintf("WindowType(%d)", uint8(t))
+}
+
+// Limits of the configuration. They come from the widths of the packed words
+// (docs/design.md): the count window packs five counts of up to 8 bits into one
+// word, the half-open probe counts have 8 bits each, and the backoff step 5.
+const (
+	MaxCountWindow       = 255                  // calls
+	MaxTimeWindow        = 3600                 // seconds
+	MaxPermittedInHalf   = maxProbes            // calls
+	MaxBackoffSteps      = maxStep              // re-opens
+	MaxOpenDurationLimit = 365 * 24 * time.Hour // a year, well inside the 2^35 ms deadline range
+	defaultWindowSize    = 100
+	defaultMinCalls      = 100
+	defaultOpenDuration  = 60 * time.Second
+)
+
+// ErrInvalidConfig is what every configuration error matches with errors.Is.
+// The constructors return errors.Join of one *ConfigError per problem found.
+var ErrInvalidConfig = errors.New("casbreaker: invalid config")
+
+// ConfigError names one configuration field and what is wrong with it (R3).
+// It matches ErrInvalidConfig with errors.Is.
+type ConfigError struct {
+	Field   string // the Config field, for example "MinimumNumberOfCalls"
+	Problem string // what is wrong, with the offending value
+}
+
+func (e *ConfigError) Error() string {
+	return "casbreaker: Config." + e.Field + ": " + e.Problem
+}
+
+// Is reports whether target is ErrInvalidConfig.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// Config describes a breaker. Field names follow Resilience4j and gobreaker.
+// Every field's zero value is documented; a zero Config is invalid only
+// because it enables no trip rule (R3). Config is read once by the
+// constructor; changing it afterwards has no effect.
+type Config struct {
+	// Name labels the breaker in Transition notifications. Zero: "".
+	Name string
+
+	// WindowType selects a count-based or time-based sliding window. Zero:
+	// CountBased.
+	WindowType WindowType
+	// WindowSize is the window length: calls for CountBased (1..255), whole
+	// seconds for TimeBased (1..3600). Zero: 100 when a rule needs a window
+	// (a rate threshold or FailureCountThreshold), otherwise no window.
+	WindowSize int
+	// MinimumNumberOfCalls is the number of calls the window must hold before
+	// the rate rules may trip (seed 003: never judge a partial window). Zero:
+	// WindowSize for CountBased, 100 for TimeBased. When set (non-zero) it
+	// also applies to FailureCountThreshold (R1). It never applies to
+	// ConsecutiveFailures or in half-open (R7).
+	MinimumNumberOfCalls int
+
+	// FailureRateThreshold trips the breaker when failures*100 >=
+	// threshold*calls, in percent, 0..100 (R1, inclusive). Zero: disabled.
+	FailureRateThreshold int
+	// SlowCallRateThreshold trips the breaker when slow*100 >= threshold*calls,
+	// in percent, 0..100. Zero: disabled. Needs SlowCallDurationThreshold.
+	SlowCallRateThreshold int
+	// SlowCallDurationThreshold marks a counted call slower than it as slow.
+	// Zero: no call is slow, and no duration is measured (no clock read on
+	// Allow or Done for it).
+	SlowCallDurationThreshold time.Duration
+	// FailureCountThreshold trips the breaker when the window holds at least
+	// this many failures (seed 000: 3 failures within 10 minutes). Zero:
+	// disabled.
+	FailureCountThreshold int
+	// ConsecutiveFailures trips the breaker after this many counted failures
+	// in a row while closed (gobreaker's ConsecutiveFailures > N). Zero:
+	// disabled. It needs no window.
+	ConsecutiveFailures int
+
+	// OpenDuration is how long the breaker stays open before a call may probe
+	// (R4; Resilience4j waitDurationInOpenState, gobreaker Timeout). It is kept
+	// at millisecond resolution, rounded up, so it is never shortened.
+	// Zero: 60 s. At most a year.
+	OpenDuration time.Duration
+	// OpenDurationBackoff multiplies the open duration on every re-open from
+	// half-open, up to MaxOpenDuration; closing resets it (R4, seed 000: "a
+	// few seconds, growing to minutes"). Zero or 1: no backoff. The maximum
+	// must be reached within 31 re-opens.
+	OpenDurationBackoff float64
+	// MaxOpenDuration caps the backed-off open duration. Zero: OpenDuration
+	// (no growth); required when OpenDurationBackoff > 1.
+	MaxOpenDuration time.Duration
+
+	// PermittedCallsInHalfOpen is how many probes may be in flight at once in
+	// half-open (R6), 1..255. Zero: 1.
+	PermittedCallsInHalfOpen int
+	// SuccessesToClose is how many probe successes close the breaker (R7),
+	// 1..255. Zero: PermittedCallsInHalfOpen.
+	SuccessesToClose int
+
+	// Classifier maps a call's error to an outcome (R9). Zero:
+	// DefaultClassifier. It runs on the caller's goroutine inside Done; if it
+	// panics the permit is released as Ignored and the panic propagates (R10).
+	Classifier func(error) Outcome
+	// Clock is the only source of time (R14). Zero: a monotonic clock started
+	// at construction (NewSystemClock).
+	Clock Clock
+	// OnStateChange is called once per committed transition, in generation
+	// order, outside every internal critical section, on the goroutine of one
+	// of the callers involved (R12). It may call back into the breaker. Zero:
+	// no notifications.
+	OnStateChange func(Transition)
+}
+
+// Settings is a validated Config with every default resolved. Both breaker
+// implementations are built from it, so they can never disagree about a
+// default. Build one with Config.Validate.
+type Settings struct {
+	Name                      string
+	WindowType                WindowType
+	WindowSize                int // 0: no window
+	MinimumNumberOfCalls      int
+	MinimumAppliesToCount     bool
+	FailureRateThreshold      int
+	SlowCallRateThreshold     int
+	SlowCallDurationThreshold time.Duration
+	FailureCountThreshold     int
+	ConsecutiveFailures       int
+	PermittedCallsInHalfOpen  int
+	SuccessesToClose          int
+	Classifier                func(error) Outcome
+	Clock                     Clock
+	OnStateChange             func(Transition)
+
+	openDurations [MaxBackoffSteps + 1]time.Duration
+	lastStep      uint8
+}
+
+// Validate checks c against R3 and resolves its defaults. It returns every
+// problem at once, as errors.Join of *ConfigError values that each match
+// ErrInvalidConfig; it never panics and never clamps a value.
+func (c Config) Validate() (Settings, error) {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)})
+	}
+	s := Settings{
+		Name:                      c.Name,
+		WindowType:                c.WindowType,
+		FailureRateThreshold:      c.FailureRateThreshold,
+		SlowCallRateThreshold:     c.SlowCallRateThreshold,
+		SlowCallDurationThreshold: c.SlowCallDurationThreshold,
+		FailureCountThreshold:     c.FailureCountThreshold,
+		ConsecutiveFailures:       c.ConsecutiveFailures,
+		Classifier:                c.Classifier,
+		Clock:                     c.Clock,
+		OnStateChange:             c.OnStateChange,
+	}
+	if c.WindowType != CountBased && c.WindowType != TimeBased {
+		bad("WindowType", "unknown window type %d", uint8(c.WindowType))
+	}
+	for _, r := range []struct {
+		field string
+		v     int
+	}{{"FailureRateThreshold", c.FailureRateThreshold}, {"SlowCallRateThreshold", c.SlowCallRateThreshold}} {
+		if r.v < 0 || r.v > 100 {
+			bad(r.field, "%d is outside 0..100 percent", r.v)
+		}
+	}
+	if c.SlowCallDurationThreshold < 0 {
+		bad("SlowCallDurationThreshold", "%v is negative", c.SlowCallDurationThreshold)
+	}
+	if c.SlowCallRateThreshold > 0 && c.SlowCallDurationThreshold == 0 {
+		bad("SlowCallRateThreshold", "%d%% needs SlowCallDurationThreshold to say what is slow", c.SlowCallRateThreshold)
+	}
+	if c.FailureCountThreshold < 0 {
+		bad("FailureCountThreshold", "%d is negative", c.FailureCountThreshold)
+	}
+	if c.ConsecutiveFailures < 0 {
+		bad("ConsecutiveFailures", "%d is negative", c.ConsecutiveFailures)
+	}
+	needWindow := c.FailureRateThreshold > 0 || c.SlowCallRateThreshold > 0 || c.FailureCountThreshold > 0
+	if !needWindow && c.ConsecutiveFailures <= 0 {
+		bad("FailureRateThreshold", "no trip rule is enabled: set FailureRateThreshold, SlowCallRateThreshold, FailureCountThreshold or ConsecutiveFailures")
+	}
+
+	s.WindowSize = c.WindowSize
+	maxWindow, unit := MaxCountWindow, "calls"
+	if c.WindowType == TimeBased {
+		maxWindow, unit = MaxTimeWindow, "seconds"
+	}
+	switch {
+	case c.WindowSize < 0 || c.WindowSize > maxWindow:
+		bad("WindowSize", "%d is outside 1..%d %s for a %v window", c.WindowSize, maxWindow, unit, c.WindowType)
+	case c.WindowSize == 0 && needWindow:
+		s.WindowSize = defaultWindowSize
+	}
+
+	s.MinimumNumberOfCalls = c.MinimumNumberOfCalls
+	s.MinimumAppliesToCount = c.MinimumNumberOfCalls != 0
+	switch {
+	case c.MinimumNumberOfCalls < 0:
+		bad("MinimumNumberOfCalls", "%d is below 1 call", c.MinimumNumberOfCalls)
+	case c.MinimumNumberOfCalls == 0 && c.WindowType == CountBased && s.WindowSize > 0:
+		s.MinimumNumberOfCalls = s.WindowSize
+	case c.MinimumNumberOfCalls == 0:
+		s.MinimumNumberOfCalls = defaultMinCalls
+	case c.WindowType == CountBased && s.WindowSize > 0 && c.MinimumNumberOfCalls > s.WindowSize:
+		bad("MinimumNumberOfCalls", "%d exceeds WindowSize %d: a count window of %d calls can never hold that many", c.MinimumNumberOfCalls, s.WindowSize, s.WindowSize)
+	}
+	if c.WindowType == CountBased && s.WindowSize > 0 && c.FailureCountThreshold > s.WindowSize {
+		bad("FailureCountThreshold", "%d exceeds WindowSize %d: the breaker could never trip on it", c.FailureCountThreshold, s.WindowSize)
+	}
+
+	s.PermittedCallsInHalfOpen = c.PermittedCallsInHalfOpen
+	switch {
+	case c.PermittedCallsInHalfOpen < 0 || c.PermittedCallsInHalfOpen > MaxPermittedInHalf:
+		bad("PermittedCallsInHalfOpen", "%d is outside 1..%d calls", c.PermittedCallsInHalfOpen, MaxPermittedInHalf)
+	case c.PermittedCallsInHalfOpen == 0:
+		s.PermittedCallsInHalfOpen = 1
+	}
+	s.SuccessesToClose = c.SuccessesToClose
+	switch {
+	case c.SuccessesToClose < 0 || c.SuccessesToClose > MaxPermittedInHalf:
+		bad("SuccessesToClose", "%d is outside 1..%d calls", c.SuccessesToClose, MaxPermittedInHalf)
+	case c.SuccessesToClose == 0:
+		s.SuccessesToClose = s.PermittedCallsInHalfOpen
+	}
+
+	s.lastStep, errs = openDurations(c, &s.openDurations, errs)
+
+	if s.Classifier == nil {
+		s.Classifier = DefaultClassifier
+	}
+	if s.Clock == nil {
+		s.Clock = NewSystemClock()
+	}
+	if len(errs) > 0 {
+		return Settings{}, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+// openDurations fills the backoff table: d[0] is the open duration after a
+// trip from closed, d[i] after the i-th consecutive re-open from half-open.
+// The table is computed once so both implementations and every call agree to
+// the nanosecond, and no float arithmetic runs on a transition.
+func openDurations(c Config, d *[MaxBackoffSteps + 1]time.Duration, errs []error) (uint8, []error) {
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)})
+	}
+	base := c.OpenDuration
+	switch {
+	case base < 0:
+		bad("OpenDuration", "%v is negative", base)
+		return 0, errs
+	case base == 0:
+		base = defaultOpenDuration
+	case base > MaxOpenDurationLimit:
+		bad("OpenDuration", "%v exceeds the limit of %v", base, MaxOpenDurationLimit)
+		return 0, errs
+	}
+	factor := c.OpenDurationBackoff
+	switch {
+	case math.IsNaN(factor) || math.IsInf(factor, 0) || factor < 0 || (factor > 0 && factor < 1):
+		bad("OpenDurationBackoff", "%v is not a factor >= 1 (0 means no backoff)", factor)
+		return 0, errs
+	case factor == 0:
+		factor = 1
+	}
+	limit := c.MaxOpenDuration
+	switch {
+	case limit < 0:
+		bad("MaxOpenDuration", "%v is negative", limit)
+		return 0, errs
+	case limit == 0 && factor > 1:
+		bad("MaxOpenDuration", "must be set when OpenDurationBackoff is %v", factor)
+		return 0, errs
+	case limit == 0:
+		limit = base
+	case limit < base:
+		bad("MaxOpenDuration", "%v is below OpenDuration %v", limit, base)
+		return 0, errs
+	case limit > MaxOpenDurationLimit:
+		bad("MaxOpenDuration", "%v exceeds the limit of %v", limit, MaxOpenDurationLimit)
+		return 0, errs
+	}
+	d[0] = base
+	last := -1
+	for i := 1; i <= MaxBackoffSteps; i++ {
+		next := float64(d[i-1]) * factor
+		if next >= float64(limit) || d[i-1] == limit {
+			d[i] = limit
+		} else {
+			d[i] = time.Duration(next)
+		}
+	}
+	for i, v := range d {
+		if v == limit {
+			last = i
+			break
+		}
+	}
+	if last < 0 {
+		bad("OpenDurationBackoff", "factor %v needs more than %d re-opens to grow %v to MaxOpenDuration %v; raise the factor or lower the maximum", factor, MaxBackoffSteps, base, limit)
+		return 0, errs
+	}
+	return uint8(last), errs
+}
+
+// OpenDuration returns the open duration after step consecutive re-opens
+// from half-open (0 after a trip from closed).
+func (s *Settings) OpenDuration(step uint8) time.Duration {
+	if step > s.lastStep {
+		step = s.lastStep
+	}
+	return s.openDurations[step]
+}
+
+// NextStep returns the backoff step of a re-open that follows step. It stops
+// at the first step whose duration is the maximum, so the 5-bit field never
+// overflows.
+func (s *Settings) NextStep(step uint8) uint8 {
+	if step >= s.lastStep {
+		return s.lastStep
+	}
+	return step + 1
+}
+
+// SlowEnabled reports whether call durations are measured at all.
+func (s *Settings) SlowEnabled() bool { return s.SlowCallDurationThreshold > 0 }
+
+// IsSlow reports whether a call that took d counts as slow: strictly slower
+// than the threshold, as in Resilience4j.
+func (s *Settings) IsSlow(d time.Duration) bool {
+	return s.SlowCallDurationThreshold > 0 && d > s.SlowCallDurationThreshold
+}
+
+// ShouldTrip is rule R1: whether a closed breaker whose window holds c and
+// whose last consecutive failures number consecutive must trip. Products are
+// 64-bit integers: c.Calls is at most 2^56 and thresholds at most 100, so
+// nothing overflows.
+func (s *Settings) ShouldTrip(c window.Counts, consecutive uint64) bool {
+	if s.ConsecutiveFailures > 0 && consecutive >= uint64(s.ConsecutiveFailures) {
+		return true
+	}
+	enough := c.Calls >= uint64(s.MinimumNumberOfCalls)
+	if s.FailureCountThreshold > 0 && c.Failures >= uint64(s.FailureCountThreshold) &&
+		(enough || !s.MinimumAppliesToCount) {
+		return true
+	}
+	if !enough {
+		return false
+	}
+	if s.FailureRateThreshold > 0 && c.Failures*100 >= uint64(s.FailureRateThreshold)*c.Calls {
+		return true
+	}
+	return s.SlowCallRateThreshold > 0 && c.Slow*100 >= uint64(s.SlowCallRateThreshold)*c.Calls
+}

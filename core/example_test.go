@@ -1,0 +1,89 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/casbreaker/casbreaker/core"
+)
+
+// The quick start of the README: wrap a call with Do.
+func Example() {
+	b, err := core.New(core.Config{
+		WindowSize:           20, // the last 20 calls
+		FailureRateThreshold: 50, // percent
+		MinimumNumberOfCalls: 10,
+		OpenDuration:         5 * time.Second,
+	})
+	if err != nil {
+		panic(err)
+	}
+	errDown := errors.New("dependency down")
+	for range 10 {
+		_, err = core.Do(context.Background(), b, func(ctx context.Context) (string, error) {
+			return "", errDown
+		})
+	}
+	fmt.Println(b.State())
+	_, err = core.Do(context.Background(), b, func(ctx context.Context) (string, error) {
+		return "never called", nil
+	})
+	fmt.Println(err, errors.Is(err, core.ErrRejected))
+	// Output:
+	// open
+	// casbreaker: circuit breaker is open true
+}
+
+// The two-step API: Allow before the call, Done after it. Nothing allocates.
+func ExampleBreaker_Allow() {
+	clock := core.NewManualClock(0)
+	b, _ := core.New(core.Config{ConsecutiveFailures: 2, OpenDuration: time.Second, Clock: clock})
+	for range 2 {
+		p, _ := b.Allow()
+		b.Done(p, errors.New("timeout"))
+	}
+	p, err := b.Allow()
+	fmt.Println(err, "- retry in", p.Wait)
+	clock.Advance(time.Second)
+	p, err = b.Allow() // the first call after the open duration is the probe
+	fmt.Println(b.State(), err, p.Probe)
+	b.Done(p, nil)
+	fmt.Println(b.State())
+	// Output:
+	// casbreaker: circuit breaker is open - retry in 1s
+	// half-open <nil> true
+	// closed
+}
+
+// Every configuration problem at once, each naming its field.
+func ExampleConfig_Validate() {
+	_, err := core.Config{WindowSize: 5, MinimumNumberOfCalls: 10, FailureRateThreshold: 150}.Validate()
+	fmt.Println(errors.Is(err, core.ErrInvalidConfig))
+	fmt.Println(err)
+	// Output:
+	// true
+	// casbreaker: Config.FailureRateThreshold: 150 is outside 0..100 percent
+	// casbreaker: Config.MinimumNumberOfCalls: 10 exceeds WindowSize 5: a count window of 5 calls can never hold that many
+}
+
+// State changes arrive in order, outside any lock, with their generation.
+func ExampleConfig_onStateChange() {
+	clock := core.NewManualClock(0)
+	b, _ := core.New(core.Config{
+		Name: "payments", ConsecutiveFailures: 1, OpenDuration: time.Second, Clock: clock,
+		OnStateChange: func(t core.Transition) {
+			fmt.Printf("%s: %v -> %v (generation %d)\n", t.Name, t.From, t.To, t.Generation)
+		},
+	})
+	p, _ := b.Allow()
+	b.Done(p, errors.New("boom"))
+	clock.Advance(time.Second)
+	p, _ = b.Allow()
+	b.Done(p, nil)
+	// Output:
+	// payments: closed -> open (generation 1)
+	// payments: open -> half-open (generation 2)
+	// payments: half-open -> closed (generation 3)
+}

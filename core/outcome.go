@@ -1,0 +1,87 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Outcome is what a finished call means to the breaker (R9).
+type Outcome uint8
+
+const (
+	// Success is counted as a successful call. It is the zero value.
+	Success Outcome = iota
+	// Failure is counted as a failed call.
+	Failure
+	// Ignored is not counted at all: no call, no failure, no slow call, no
+	// evaluation. In half-open it returns the probe's slot (R9, regressions
+	// B05, B06, B08).
+	Ignored
+)
+
+// String returns "success", "failure" or "ignored".
+func (o Outcome) String() string {
+	switch o {
+	case Success:
+		return "success"
+	case Failure:
+		return "failure"
+	case Ignored:
+		return "ignored"
+	}
+	return "outcome(?)"
+}
+
+// DefaultClassifier is R9's rule: nil is Success, an error matching
+// context.Canceled is Ignored (the caller gave up; regressions B06, B32), and
+// every other error, context.DeadlineExceeded included, is Failure.
+func DefaultClassifier(err error) Outcome {
+	switch {
+	case err == nil:
+		return Success
+	case errors.Is(err, context.Canceled):
+		return Ignored
+	}
+	return Failure
+}
+
+// Permit is the small value Allow returns: the right to make one call, tied to
+// the generation it was granted in (R8). Pass it to Done or Record exactly
+// once. It is a plain value: copying it costs nothing and allocates nothing.
+//
+// A permit whose generation has passed when its outcome arrives is stale: its
+// outcome changes nothing (R8). A zero Permit, or one built by hand, is
+// treated as a permit of the generation it names.
+type Permit struct {
+	// Generation is the breaker generation the permit was granted in (mod 2^20).
+	Generation uint32
+	// Probe is true for a half-open probe.
+	Probe bool
+	// Start is the clock reading at Allow, taken only when slow calls are
+	// configured (otherwise zero, and no clock was read).
+	Start time.Duration
+	// Wait is set on a rejection from an open breaker: the time until a call
+	// may probe, measured on the breaker clock. It is zero otherwise.
+	Wait time.Duration
+}
+
+// ErrOpen is returned by Allow while the breaker is open (or forced open):
+// the call was not made. Permit.Wait tells when a probe may go. It matches
+// ErrRejected with errors.Is. Returning it allocates nothing.
+var ErrOpen error = &rejection{msg: "casbreaker: circuit breaker is open"}
+
+// ErrHalfOpenFull is returned by Allow in half-open when every permitted probe
+// is in flight or no more successes are needed (R6). It matches ErrRejected.
+var ErrHalfOpenFull error = &rejection{msg: "casbreaker: circuit breaker is half-open and has no probe permit left"}
+
+// ErrRejected matches both rejections with errors.Is: use it to tell "the
+// breaker refused" from the call's own errors.
+var ErrRejected = errors.New("casbreaker: call rejected by the circuit breaker")
+
+// rejection is a precomputed error, so the reject path never allocates
+// (cep21/circuit does the same).
+type rejection struct{ msg string }
+
+func (r *rejection) Error() string        { return r.msg }
+func (r *rejection) Is(target error) bool { return target == ErrRejected }

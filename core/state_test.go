@@ -1,0 +1,78 @@
+package core
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Every field of the state word survives pack/unpack at its limits, and no
+// field's extreme leaks into a neighbour.
+func TestStateWordRoundTrip(t *testing.T) {
+	for _, st := range []State{Closed, Open, HalfOpen, 7} {
+		for _, step := range []uint8{0, 1, maxStep} {
+			for _, gen := range []uint32{0, 1, genMask - 1, genMask} {
+				var payloads []word
+				switch st {
+				case HalfOpen:
+					for _, i := range []uint8{0, 1, maxProbes} {
+						for _, s := range []uint8{0, 1, maxProbes} {
+							payloads = append(payloads, word{inFlight: i, success: s, payload: uint64(i) | uint64(s)<<probeBits})
+						}
+					}
+				default:
+					for _, p := range []uint64{0, 1, payMask - 1, payMask} {
+						payloads = append(payloads, word{payload: p})
+					}
+				}
+				for _, p := range payloads {
+					u := p
+					u.state, u.step, u.gen = st, step, gen
+					require.Equal(t, u, unpack(pack(u)), "%+v", u)
+				}
+			}
+		}
+	}
+}
+
+// The generation increment carries out of the word, never into the payload.
+func TestGenerationWraps(t *testing.T) {
+	w := pack(word{state: Open, step: maxStep, gen: genMask, payload: payMask})
+	u := unpack(w + genOne)
+	require.Equal(t, word{state: Open, step: maxStep, gen: 0, payload: payMask}, u)
+	require.Equal(t, uint32(0), nextGen(genMask))
+	require.Equal(t, uint32(GenerationModulus), uint32(genMask)+1)
+}
+
+func TestDeadline(t *testing.T) {
+	ms := time.Millisecond
+	// Rounded up to the millisecond, never shortened.
+	require.Equal(t, uint64(10_001), deadline(time.Second+500*time.Microsecond, 9*time.Second))
+	require.Equal(t, uint64(10_000), deadline(time.Second, 9*time.Second))
+	dl := deadline(time.Second, 9*time.Second)
+	require.Equal(t, time.Duration(1), untilDeadline(dl, 10*time.Second-1))
+	require.Zero(t, untilDeadline(dl, 10*time.Second))
+	require.Zero(t, untilDeadline(dl, 11*time.Second))
+	require.Equal(t, 9*time.Second, untilDeadline(dl, time.Second))
+	// A clock that went backwards only lengthens the wait (R14).
+	require.Equal(t, 10*time.Second, untilDeadline(dl, 0))
+	require.Equal(t, 10*time.Second, untilDeadline(dl, -5*time.Second))
+	// Exact across the 2^36 ms wrap of the payload.
+	wrap := time.Duration(deadlineMod) * ms
+	dl = deadline(wrap-ms, 2*ms)
+	require.Equal(t, uint64(1), dl)
+	require.Equal(t, 2*ms, untilDeadline(dl, wrap-ms))
+	require.Equal(t, ms, untilDeadline(dl, wrap))
+	require.Zero(t, untilDeadline(dl, wrap+ms))
+	// Exact while consulted within 2^35 ms of the deadline.
+	require.Zero(t, untilDeadline(deadline(0, ms), time.Duration(1<<35-1)*ms))
+}
+
+func TestStateString(t *testing.T) {
+	require.Equal(t, "closed", Closed.String())
+	require.Equal(t, "open", Open.String())
+	require.Equal(t, "half-open", HalfOpen.String())
+	require.Equal(t, "state(5)", State(5).String())
+	require.Zero(t, testing.AllocsPerRun(100, func() { _ = HalfOpen.String() }))
+}

@@ -1,0 +1,29 @@
+// Package window holds what the two lock-free sliding windows share: the
+// aggregate they report. The windows themselves live in window/atomicring
+// (count-based: the last W calls) and window/buckets (time-based: per-second
+// buckets over the last B seconds).
+//
+// Both windows tag what they hold with the breaker generation (R8 in
+// docs/semantics.md): an outcome recorded under an older generation than the
+// window holds is dropped, and a newer generation starts an empty window
+// (R11) without a separate clear step that could race with writers.
+package window
+
+// Counts is the aggregate of the outcomes in a window.
+//
+// Invariants, in every value a window returns, under any concurrency:
+// 0 <= Failures <= Calls, 0 <= Slow <= Calls, and
+// SlowFailures <= min(Slow, Failures). A count window also keeps
+// Calls <= its size W. The zero value is an empty window.
+type Counts struct {
+	// Calls is the number of counted outcomes (successes and failures; ignored
+	// outcomes are never counted).
+	Calls uint64
+	// Failures is the number of counted outcomes that were failures.
+	Failures uint64
+	// Slow is the number of counted outcomes slower than the slow-call
+	// duration threshold.
+	Slow uint64
+	// SlowFailures is the number of outcomes that were both slow and failures.
+	SlowFailures uint64
+}
