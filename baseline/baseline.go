@@ -204,22 +204,25 @@ func (b *Breaker) unlockAndNotify() {
 		return
 	}
 	b.delivering = true
-	returned := false
+	returned, i := false, 0
 	defer func() {
-		// A panicking listener must not stop later deliveries.
+		// A panicking listener must not stop later deliveries: the events
+		// queued behind its event go out with the next transition, as in the
+		// lock-free dispatcher.
 		if !returned {
 			b.mu.Lock()
+			b.queue = append(b.queue[:0], b.queue[i+1:]...)
 			b.delivering = false
 			b.mu.Unlock()
 		}
 	}()
-	for len(b.queue) > 0 {
-		t := b.queue[0]
-		b.queue = append(b.queue[:0], b.queue[1:]...)
+	for ; i < len(b.queue); i++ {
+		t := b.queue[i]
 		b.mu.Unlock()
 		b.s.OnStateChange(t)
 		b.mu.Lock()
 	}
+	b.queue = b.queue[:0]
 	b.delivering = false
 	returned = true
 	b.mu.Unlock()

@@ -30,9 +30,13 @@ type Transition struct {
 // runs, so a publisher never waits for a listener. A listener that causes a
 // transition publishes it and returns; the deliverer picks it up next.
 //
-// Bound: when 256 events await a slow listener, the next committing
-// goroutine yields until its slot is free. This cannot deadlock a listener
-// that itself causes transitions unless one listener call causes 256 of them.
+// Bounds: when 256 events await delivery, the next committing goroutine
+// yields until the deliverer is within 256 of it. That cannot deadlock unless
+// one listener call itself causes 256 transitions. While transitions keep
+// committing, the deliverer keeps delivering them (in-order delivery without
+// making publishers wait has to put the work somewhere); transitions are
+// paced by the open duration, so this is a storm only with open durations of
+// about a millisecond.
 type dispatcher struct {
 	// next is [next generation to deliver << 1 | busy]. It is the first
 	// field so go.uber.org/atomic's 64-bit word is aligned on 32-bit
@@ -64,7 +68,10 @@ func newDispatcher(name string, fn func(Transition)) *dispatcher {
 // every event that is next in line. Call it after the committing CAS.
 func (d *dispatcher) publish(from, to State, gen uint32, at time.Duration) {
 	s := &d.slots[gen%uint32(len(d.slots))]
-	for s.seq.Load() != 0 {
+	// Wait until gen is within 256 of the next event to deliver, not merely
+	// for a free slot: if the publisher of gen-256 was descheduled before
+	// publishing, its slot is free, but taking it would strand both events.
+	for (gen-uint32(d.next.Load()>>1))&genMask >= uint32(len(d.slots)) || s.seq.Load() != 0 {
 		runtime.Gosched()
 	}
 	s.at, s.gen, s.from, s.to = int64(at), gen, from, to
@@ -93,15 +100,19 @@ func (d *dispatcher) deliver() {
 // once more, so an event published just before the bit cleared is not left
 // behind (its publisher saw busy and returned).
 func (d *dispatcher) drain(gen uint32) {
+	returned := false
 	defer func() {
-		// A panicking listener must not leave the busy bit set forever.
-		if d.next.Load()&1 != 0 {
+		// A panicking listener must not leave the busy bit set forever. Only
+		// then: after a normal return another goroutine may already be the
+		// deliverer, and its busy bit is not ours to clear.
+		if !returned {
 			d.next.Store(uint64(gen) << 1)
 		}
 	}()
 	for {
 		s := &d.slots[gen%uint32(len(d.slots))]
 		if s.seq.Load() != uint64(gen)<<1|1 {
+			returned = true
 			d.next.Store(uint64(gen) << 1)
 			return
 		}

@@ -516,33 +516,46 @@ func TestRegression_StateAndDeadlineNeverDriftUnderStress(t *testing.T) {
 		}()
 
 		var ok, failed, rejected atomic.Int64
-		parallel(workers, func(int) {
-			ctx := context.Background()
-			for i := range calls {
-				fail := i%5 < 3
-				err := r.call(ctx, func(context.Context) error {
-					if fail {
-						return errFail
+		finished := make(chan struct{})
+		go func() {
+			defer close(finished)
+			parallel(workers, func(int) {
+				ctx := context.Background()
+				for i := range calls {
+					fail := i%5 < 3
+					err := r.call(ctx, func(context.Context) error {
+						if fail {
+							return errFail
+						}
+						return nil
+					})
+					switch {
+					case err == nil:
+						ok.Add(1)
+					case errors.Is(err, errFail):
+						failed.Add(1)
+					case errors.Is(err, core.ErrRejected):
+						rejected.Add(1)
+					default:
+						faults.add("Execute: unexpected error %v", err)
 					}
-					return nil
-				})
-				switch {
-				case err == nil:
-					ok.Add(1)
-				case errors.Is(err, errFail):
-					failed.Add(1)
-				case errors.Is(err, core.ErrRejected):
-					rejected.Add(1)
-				default:
-					faults.add("Execute: unexpected error %v", err)
 				}
-			}
-		})
+			})
+		}()
+		// Watchdog: a stuck notification dispatcher would hang the callers
+		// that must publish; fail with a diagnosis instead of hanging.
+		select {
+		case <-finished:
+		case <-time.After(2 * time.Minute):
+			close(stop)
+			t.Fatalf("callers still running after 2m: generation %d, %d notifications delivered",
+				r.B.Counts().Generation, len(r.Transitions()))
+		}
 		close(stop)
 		bg.Wait()
 		faults.check(t)
 		require.EqualValues(t, workers*calls, ok.Load()+failed.Load()+rejected.Load())
-		require.NotZero(t, rejected.Load(), "the breaker never tripped under 60 %% failures")
+		require.NotZero(t, rejected.Load(), "the breaker never tripped under 60 percent failures")
 		require.NotZero(t, checks.Load())
 
 		// Notifications: one per transition, in order, chained (R12).

@@ -1,0 +1,348 @@
+// Package atomicring is a lock-free, allocation-free count-based sliding
+// window: the aggregate of the last W counted outcomes (calls), W in 1..255
+// (R2 in docs/semantics.md).
+//
+// The whole aggregate, the write cursor and the generation live in one
+// 64-bit word advanced by compare-and-swap, so every value a Ring returns is
+// one committed state: never torn, never negative, always within the
+// invariants of window.Counts. The word's layout and the protocol that keeps
+// it exact are documented beside pack and unpack.
+package atomicring
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+
+	"go.uber.org/atomic"
+
+	"github.com/casbreaker/casbreaker/window"
+)
+
+// MaxSize is the largest window size, in calls: four counts and the cursor
+// of the aggregate word need bits.Len(W) bits each, and 255 is the largest W
+// that still leaves room for a lap counter beside them (see pack).
+const MaxSize = 255
+
+// ErrSize is returned, wrapped with the rejected size, by New for a window
+// size outside 1..MaxSize. Test for it with errors.Is.
+var ErrSize = errors.New("atomicring: window size must be between 1 and 255 calls")
+
+// Ring is a count-based sliding window over the last W calls. Outcomes are
+// tagged with a breaker generation (R8): a ring holds one generation at a
+// time, an outcome of a newer generation starts an empty window (R11), and
+// an outcome of an older one is dropped.
+//
+// Only the low 16 bits of a generation are kept. Newer and older are decided
+// by serial-number arithmetic on them: a generation 1..2^15-1 ahead of the
+// ring's is newer, one 2^15..2^16-1 ahead is older, and one 2^16 apart is the
+// same. A caller whose generation can run 2^15 or more ahead of the last one
+// it recorded must expect its outcomes to be reported stale.
+//
+// A Ring made by New holds generation 0 with an empty window. The zero Ring
+// is not usable: use New. All methods of a Ring made by New are safe for
+// concurrent use with each other, allocate nothing, never block (lock-free:
+// a call retries only after another call's commit) and never panic.
+type Ring struct {
+	// hot is first so that its 64-bit word is the first word of the
+	// allocation, which Go aligns to 8 bytes even on 32-bit platforms, where
+	// a misaligned 64-bit atomic panics.
+	hot hot
+	// slots holds the outcome of each position; make aligns the first
+	// element to 8 bytes and every element is 8 bytes, so all are aligned.
+	slots []atomic.Uint64
+
+	// Read-only after New: the geometry of the packed words for this W.
+	size     uint64 // W
+	field    uint64 // mask of one k-bit count field, k = bits.Len(W)
+	sShift   uint
+	fShift   uint
+	nShift   uint
+	posShift uint
+	lapShift uint   // 3 + 5k
+	lapMask  uint64 // 2^L - 1, L = 45 - 5k
+	verShift uint   // 3 + L, in a slot
+	verMask  uint64 // 2^(5k) - 1
+	tagMask  uint64 // a slot's gen and lap
+}
+
+// hot is the aggregate word on a cache line of its own: 8 bytes of word and
+// 56 of padding make 64, so the read-only fields after it, which every call
+// reads, never share the line that every successful CAS invalidates.
+type hot struct {
+	a atomic.Uint64
+	_ [56]byte
+}
+
+// New returns an empty ring of size calls that holds generation 0. It
+// returns an error wrapping ErrSize when size is outside 1..MaxSize; it
+// never panics.
+func New(size int) (*Ring, error) {
+	if size < 1 || size > MaxSize {
+		return nil, fmt.Errorf("%w: got %d", ErrSize, size)
+	}
+	k := uint(bits.Len(uint(size)))
+	l := 45 - 5*k
+	return &Ring{
+		slots:    make([]atomic.Uint64, size),
+		size:     uint64(size),
+		field:    1<<k - 1,
+		sShift:   3 + k,
+		fShift:   3 + 2*k,
+		nShift:   3 + 3*k,
+		posShift: 3 + 4*k,
+		lapShift: 3 + 5*k,
+		lapMask:  1<<l - 1,
+		verShift: 3 + l,
+		verMask:  1<<(5*k) - 1,
+		tagMask:  (1<<16-1)<<genShift | (1<<l-1)<<3,
+	}, nil
+}
+
+// Size returns the window size W, in calls.
+func (r *Ring) Size() int { return int(r.size) }
+
+// Record adds one counted outcome (a failure or a success, either of which
+// may be slow) recorded under breaker generation gen, of which only the low
+// 16 bits are used.
+//
+// It returns the window's aggregate right after this outcome entered it and
+// ok = true: the value committed by the same compare-and-swap that added the
+// outcome, so it is a linearizable snapshot that includes this call. When gen
+// is older than the generation the ring holds, the outcome is stale: nothing
+// changes and Record returns the zero Counts and ok = false. A gen newer than
+// the ring's first empties the window, then counts the outcome there. Record
+// may run concurrently with every other call on r.
+func (r *Ring) Record(gen uint32, failure, slow bool) (c window.Counts, ok bool) {
+	g := uint16(gen)
+	out := uint64(present)
+	if failure {
+		out |= failBit
+	}
+	if slow {
+		out |= slowBit
+	}
+	for {
+		a := r.hot.a.Load()
+		w := r.unpack(a)
+		if w.gen != g {
+			if uint16(g-w.gen) >= 1<<15 {
+				return window.Counts{}, false
+			}
+			// Losing this swap means someone else moved A; either way the
+			// next load decides again.
+			r.hot.a.CompareAndSwap(a, uint64(g)<<genShift)
+			continue
+		}
+		if w.pend&present != 0 && !r.flush(a, w) {
+			continue
+		}
+		if w.n == r.size {
+			e := r.slots[w.pos].Load()
+			if e&r.tagMask != r.tag(g, w.lap-1) {
+				continue // A moved on: the slot already holds a later lap
+			}
+			w.sub(e)
+		} else {
+			w.n++
+		}
+		w.add(out)
+		w.pend = out
+		if w.pos++; w.pos == r.size {
+			w.pos = 0
+			w.lap++
+		}
+		if r.hot.a.CompareAndSwap(a, r.pack(w)) {
+			return w.counts(), true
+		}
+	}
+}
+
+// Snapshot returns the window's aggregate if the ring holds generation gen
+// (low 16 bits), else the zero Counts: a newer generation's window starts
+// empty and an older one's is gone. It is one atomic load, so it is never
+// torn, and it may run concurrently with every other call on r.
+func (r *Ring) Snapshot(gen uint32) window.Counts {
+	a := r.hot.a.Load()
+	if uint16(a>>genShift) != uint16(gen) {
+		return window.Counts{}
+	}
+	return r.unpack(a).counts()
+}
+
+// The ring's whole state is one packed word, A, and W slots. A holds the
+// aggregate and the cursor together, so one compare-and-swap both claims a
+// position and changes the counts: no reader can see one without the other,
+// and Snapshot is a single load. With k = bits.Len(W) (1 for W = 1, 7 for
+// W = 100, 8 for W = 255), every count 0..W fits in k bits, and
+// L = 45 - 5k is what is left for the lap (40 for W = 1, 10 for W = 100, 5
+// for W = 255):
+//
+//	A:
+//	bits          width  field  meaning
+//	 0..2           3    pend   outcome of the last claim, which its slot may
+//	                            not hold yet: bit 0 valid, 1 failure, 2 slow
+//	 3..            k    sf     slow failures in the window
+//	 3+k..          k    s      slow calls in the window
+//	 3+2k..         k    f      failures in the window
+//	 3+3k..         k    n      calls in the window, 0..W
+//	 3+4k..         k    pos    position the next claim takes, 0..W-1
+//	 3+5k..47       L    lap    times pos wrapped to 0, mod 2^L
+//	48..63         16    gen    low 16 bits of the breaker generation
+//
+//	slot:
+//	 0..2           3    out    bit 0 present, 1 failure, 2 slow
+//	 3..            L    lap    lap of the claim whose outcome this is
+//	 3+L..47       5k    ver    +1 on every write to this slot, mod 2^(5k)
+//	48..63         16    gen    generation of that claim
+//
+// (gen, lap) is a slot's tag: which claim at this position it holds. A zero
+// slot has never been written; out carries pend's bits unchanged, present
+// included, so a zero slot never looks like a written one.
+//
+// A claim (one iteration of Record's loop) loads A, then:
+//
+//  1. flushes pend, the previous claim's outcome, into the slot before pos,
+//     tagged with that claim's lap (flush);
+//  2. when the window is full, reads the leaving outcome from slot pos,
+//     which must carry the previous lap's tag;
+//  3. swaps A for the counts with the leaving outcome subtracted and its own
+//     added, its own outcome as pend, and pos advanced.
+//
+// Any surprise (a swap lost, a tag that does not match) sends the claim back
+// to load A again; each such surprise means another claim committed, so the
+// ring is lock-free.
+//
+// Why it is exact: claim c+1 cannot commit before claim c's outcome is in
+// its slot, because its own step 1 puts it there first (or finds it there).
+// The claim that evicts c is claim c+W, which commits after c+1, so the
+// outcome it reads in step 2 is always written; for W = 1, c+W is c+1, whose
+// step 1 has just written the very slot its step 2 reads.
+//
+// What each successful swap transfers:
+//
+//   - The claim swap on A: position pos of lap lap to this outcome, the
+//     leaving outcome out of the counts and this one into them, and the
+//     duty to flush this outcome to whichever claim comes next. Its new value
+//     is the linearization point of Record and the Counts it returns.
+//   - The reset swap on A, to a word holding only a newer gen: the ring to
+//     that generation with an empty window. pend is dropped unflushed:
+//     a claim of the new generation only ever subtracts an outcome that
+//     its own generation wrote (step 2 checks the tag).
+//   - The flush swap on a slot: the outcome in pend, with its tag, to the
+//     claim W positions later, which subtracts it. It is made only after A
+//     is seen unchanged since the claim loaded it: while A still shows claim
+//     c as the last commit, c has already evicted what the slot held and
+//     c+W, the next to read it, cannot commit before c+1, so the slot holds
+//     nothing anyone needs. The check is what lets a flusher overwrite
+//     whatever it finds without judging it: a zero, an earlier lap, an
+//     older generation, or a leftover from 2^16 generations back that
+//     carries the current tag. A flusher that has fallen behind (A moved to
+//     a later claim or a newer generation) sees A changed and writes
+//     nothing, however the slot looks.
+//
+// The flush swap compares the whole slot, ver included, so a flusher delayed
+// between its check of A and its swap fails if anyone wrote the slot in
+// between. ver advances with every write and lap with every lap, so a slot
+// returns to a value it held only after 2^max(L,5k) >= 2^25 writes to it
+// (L + 5k = 45), or across 2^16 generations.
+//
+// The one bound: A itself returns to a value it held only after W*2^L claims
+// (8160 for W = 255, 102,400 for W = 100, 2^40 for W = 1), or 2^16
+// generations, that end with the same counts and pend. Should a claim be
+// descheduled that long between reading the leaving slot in step 2 and its
+// swap, the swap would succeed and subtract the outcome it read, which may
+// not be the one leaving now. (A flush across such a repeat is harmless:
+// equal A means the same pending outcome for the same slot.) Everything else
+// is exact under any interleaving.
+const (
+	present = 1 << 0
+	failBit = 1 << 1
+	slowBit = 1 << 2
+
+	pendMask = 1<<3 - 1
+	sfShift  = 3
+	genShift = 48
+)
+
+// state is A unpacked. Only pack and unpack translate between the two.
+type state struct {
+	pend                  uint64
+	sf, s, f, n, pos, lap uint64
+	gen                   uint16
+}
+
+func (r *Ring) unpack(a uint64) state {
+	return state{
+		pend: a & pendMask,
+		sf:   a >> sfShift & r.field,
+		s:    a >> r.sShift & r.field,
+		f:    a >> r.fShift & r.field,
+		n:    a >> r.nShift & r.field,
+		pos:  a >> r.posShift & r.field,
+		lap:  a >> r.lapShift & r.lapMask,
+		gen:  uint16(a >> genShift),
+	}
+}
+
+// pack masks only lap, which wraps by design; every count stays in 0..W by
+// the protocol, so masking the others would only hide a bug.
+func (r *Ring) pack(w state) uint64 {
+	return w.pend |
+		w.sf<<sfShift |
+		w.s<<r.sShift |
+		w.f<<r.fShift |
+		w.n<<r.nShift |
+		w.pos<<r.posShift |
+		(w.lap&r.lapMask)<<r.lapShift |
+		uint64(w.gen)<<genShift
+}
+
+// add counts outcome bits out (a pend or a slot's out field) into the
+// aggregate; sub takes them out again.
+func (w *state) add(out uint64) {
+	w.f += out >> 1 & 1
+	w.s += out >> 2 & 1
+	w.sf += out >> 1 & (out >> 2) & 1
+}
+
+func (w *state) sub(out uint64) {
+	w.f -= out >> 1 & 1
+	w.s -= out >> 2 & 1
+	w.sf -= out >> 1 & (out >> 2) & 1
+}
+
+func (w state) counts() window.Counts {
+	return window.Counts{Calls: w.n, Failures: w.f, Slow: w.s, SlowFailures: w.sf}
+}
+
+// tag is the slot tag of the claim of generation g in lap lap (mod 2^L).
+func (r *Ring) tag(g uint16, lap uint64) uint64 {
+	return uint64(g)<<genShift | (lap&r.lapMask)<<3
+}
+
+// flush makes sure the outcome in w.pend, loaded as A == a, is in its slot.
+// It reports false when A has moved on, so the caller must load A again.
+func (r *Ring) flush(a uint64, w state) bool {
+	q, lap := w.pos, w.lap
+	if q == 0 {
+		q, lap = r.size, lap-1
+	}
+	q--
+	want := r.tag(w.gen, lap) | w.pend
+	keep := r.tagMask | pendMask // all but ver
+	slot := &r.slots[q]
+	for {
+		s := slot.Load()
+		if s&keep == want {
+			return true
+		}
+		if r.hot.a.Load() != a {
+			return false
+		}
+		ver := (s>>r.verShift + 1) & r.verMask
+		if slot.CompareAndSwap(s, want|ver<<r.verShift) {
+			return true
+		}
+	}
+}

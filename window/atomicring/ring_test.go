@@ -1,0 +1,414 @@
+package atomicring
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/window"
+)
+
+// oracle is the naive model of a count window: the last W outcomes of the
+// generation it holds, summed from scratch on every read. It uses the same
+// 16-bit generation rule the Ring documents.
+type oracle struct {
+	size int
+	gen  uint16
+	outs []outcome
+}
+
+type outcome struct{ fail, slow bool }
+
+func (o *oracle) record(gen uint32, fail, slow bool) (window.Counts, bool) {
+	g := uint16(gen)
+	if g != o.gen {
+		if uint16(g-o.gen) >= 1<<15 {
+			return window.Counts{}, false
+		}
+		o.gen, o.outs = g, nil
+	}
+	o.outs = append(o.outs, outcome{fail, slow})
+	if len(o.outs) > o.size {
+		o.outs = o.outs[1:]
+	}
+	return o.counts(), true
+}
+
+func (o *oracle) counts() window.Counts {
+	var c window.Counts
+	for _, x := range o.outs {
+		c.Calls++
+		if x.fail {
+			c.Failures++
+		}
+		if x.slow {
+			c.Slow++
+		}
+		if x.fail && x.slow {
+			c.SlowFailures++
+		}
+	}
+	return c
+}
+
+// violation returns what is wrong with c as a window of size w, or "".
+func violation(c window.Counts, w int) string {
+	switch {
+	case c.Calls > uint64(w):
+		return fmt.Sprintf("calls above the window size %d: %+v", w, c)
+	case c.Failures > c.Calls, c.Slow > c.Calls:
+		return fmt.Sprintf("failures or slow above calls: %+v", c)
+	case c.SlowFailures > min(c.Slow, c.Failures):
+		return fmt.Sprintf("slow failures above min(slow, failures): %+v", c)
+	}
+	return ""
+}
+
+func mustNew(t testing.TB, size int) *Ring {
+	t.Helper()
+	r, err := New(size)
+	require.NoError(t, err)
+	return r
+}
+
+func TestNew_RejectsSizesOutsideRange(t *testing.T) {
+	for _, size := range []int{0, -1, 256, math.MinInt, math.MaxInt} {
+		r, err := New(size)
+		require.ErrorIs(t, err, ErrSize, "size %d", size)
+		assert.Nil(t, r)
+		assert.Contains(t, err.Error(), fmt.Sprintf("got %d", size))
+	}
+	for _, size := range []int{1, 2, 100, MaxSize} {
+		r, err := New(size)
+		require.NoError(t, err, "size %d", size)
+		assert.Equal(t, size, r.Size())
+		assert.Zero(t, r.Snapshot(0), "a new ring holds generation 0, empty")
+	}
+}
+
+// TestLayout_EveryFieldFits checks, for every size, that the fields of A
+// tile 64 bits exactly, that a slot's fields fit below its generation, and
+// that a state with every field at its largest value survives pack/unpack.
+func TestLayout_EveryFieldFits(t *testing.T) {
+	for size := 1; size <= MaxSize; size++ {
+		r := mustNew(t, size)
+		k := uint(bits.Len(uint(size)))
+		l := uint(bits.Len64(r.lapMask))
+		require.Equal(t, uint(64), 3+5*k+l+16, "size %d", size)
+		require.GreaterOrEqual(t, l, uint(5), "size %d", size)
+		require.Equal(t, uint(genShift), r.verShift+uint(bits.Len64(r.verMask)), "size %d", size)
+
+		m := r.field
+		aFields := []state{{pend: pendMask}, {sf: m}, {s: m}, {f: m}, {n: m}, {pos: m}, {lap: r.lapMask}, {gen: math.MaxUint16}}
+		var masks []uint64
+		for _, f := range aFields {
+			masks = append(masks, r.pack(f))
+		}
+		requireTiles(t, masks, "A, size %d", size)
+		requireTiles(t, []uint64{pendMask, r.lapMask << 3, r.verMask << r.verShift, math.MaxUint16 << genShift}, "slot, size %d", size)
+		require.Equal(t, uint64(math.MaxUint16<<genShift|r.lapMask<<3), r.tagMask, "size %d", size)
+
+		w := uint64(size)
+		full := state{pend: pendMask, sf: w, s: w, f: w, n: w, pos: w - 1, lap: r.lapMask, gen: math.MaxUint16}
+		require.Equal(t, full, r.unpack(r.pack(full)), "size %d", size)
+	}
+}
+
+// requireTiles requires the masks to be disjoint and to cover all 64 bits.
+func requireTiles(t *testing.T, masks []uint64, msg string, args ...any) {
+	t.Helper()
+	var union uint64
+	for _, m := range masks {
+		require.Zero(t, union&m, append([]any{msg}, args...)...)
+		union |= m
+	}
+	require.Equal(t, uint64(math.MaxUint64), union, append([]any{msg}, args...)...)
+}
+
+// TestRecord_MatchesOracle drives rings of several sizes with random
+// outcomes and generation changes (newer, older, equal modulo 2^16, and
+// across the 16-bit wrap) and compares every result and every snapshot with
+// the naive model.
+func TestRecord_MatchesOracle(t *testing.T) {
+	steps, seeds := 3000, uint64(8)
+	if testing.Short() {
+		steps, seeds = 800, 3
+	}
+	for _, size := range []int{1, 2, 3, 7, 100, 255} {
+		for seed := uint64(1); seed <= seeds; seed++ {
+			t.Run(fmt.Sprintf("W=%d/seed=%d", size, seed), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(seed, uint64(size)))
+				r := mustNew(t, size)
+				o := &oracle{size: size}
+				var cur uint32
+				for i := 0; i < steps; i++ {
+					gen := cur
+					switch p := rng.IntN(100); {
+					case p < 3: // a newer generation
+						cur += 1 + rng.Uint32N(3)
+						gen = cur
+					case p < 4: // a big jump forward, still newer
+						cur += 1 + rng.Uint32N(1<<15-1)
+						gen = cur
+					case p < 8: // stale: older by 1..2^15
+						gen = cur - 1 - rng.Uint32N(1<<15)
+					case p < 9: // the same generation modulo 2^16
+						gen = cur + (1<<16)*(1+rng.Uint32N(4))
+					}
+					fail, slow := rng.IntN(3) == 0, rng.IntN(4) == 0
+					want, wantOK := o.record(gen, fail, slow)
+					got, ok := r.Record(gen, fail, slow)
+					// Plain comparisons: testify's reflection per step would
+					// dominate the run time under the race detector.
+					if ok != wantOK || got != want {
+						t.Fatalf("step %d gen %#x (ring at %#x): got %+v, %v; want %+v, %v", i, gen, cur, got, ok, want, wantOK)
+					}
+					if v := violation(got, size); v != "" {
+						t.Fatalf("step %d: %s", i, v)
+					}
+					if s, want := r.Snapshot(cur), o.counts(); s != want {
+						t.Fatalf("step %d: snapshot %+v, want %+v", i, s, want)
+					}
+					if r.Snapshot(cur+1) != (window.Counts{}) || r.Snapshot(cur-1) != (window.Counts{}) {
+						t.Fatalf("step %d: a newer generation must start empty and an older one be gone", i)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestRegression_EvictionClearsSlowFailures is resilience4j issue #1335:
+// evicting a slow failure must take it out of the slow-failure count too, or
+// the count drifts above min(slow, failures).
+func TestRegression_EvictionClearsSlowFailures(t *testing.T) {
+	pattern := []outcome{{fail: true, slow: true}, {}, {fail: true}, {slow: true}}
+	r := mustNew(t, 3)
+	o := &oracle{size: 3}
+	for i := 0; i < 250*len(pattern); i++ {
+		x := pattern[i%len(pattern)]
+		want, _ := o.record(1, x.fail, x.slow)
+		got, ok := r.Record(1, x.fail, x.slow)
+		require.True(t, ok)
+		require.Equal(t, want, got, "call %d", i+1)
+		require.LessOrEqual(t, got.SlowFailures, min(got.Slow, got.Failures), "call %d", i+1)
+		if i == 3 {
+			require.Zero(t, got.SlowFailures, "the 4th call evicts the only slow failure")
+		}
+	}
+}
+
+func TestRecord_StaleGenerationChangesNothing(t *testing.T) {
+	r := mustNew(t, 5)
+	_, ok := r.Record(10, true, true)
+	require.True(t, ok)
+	before := r.Snapshot(10)
+	for _, gen := range []uint32{9, 0, 10 + 1<<15, 10 + 1<<15 + 1, 10 + 1<<16 - 1} {
+		c, ok := r.Record(gen, true, true)
+		assert.False(t, ok, "gen %d", gen)
+		assert.Zero(t, c, "gen %d", gen)
+		assert.Equal(t, before, r.Snapshot(10), "gen %d", gen)
+	}
+	c, ok := r.Record(11, false, false)
+	require.True(t, ok)
+	assert.Equal(t, window.Counts{Calls: 1}, c, "a newer generation starts empty")
+}
+
+// TestRecord_GenerationWrapsAt16Bits: only the low 16 bits count, so
+// 0x1_0000 follows 0xFFFF, and a generation 2^16 apart is the same one.
+func TestRecord_GenerationWrapsAt16Bits(t *testing.T) {
+	r := mustNew(t, 4)
+	for gen := uint32(0); gen <= 0xFFFF; gen += 1 << 12 {
+		_, ok := r.Record(gen, false, false)
+		require.True(t, ok, "gen %#x", gen)
+	}
+	_, ok := r.Record(0xFFFF, true, false)
+	require.True(t, ok)
+	c, ok := r.Record(0x1_0000, true, false)
+	require.True(t, ok)
+	assert.Equal(t, window.Counts{Calls: 1, Failures: 1}, c, "0x10000 is newer than 0xFFFF")
+	c, ok = r.Record(0x5_0000, false, true)
+	require.True(t, ok)
+	assert.Equal(t, window.Counts{Calls: 2, Failures: 1, Slow: 1}, c, "0x50000 is 0x10000 again")
+	_, ok = r.Record(0xFFFF, true, true)
+	assert.False(t, ok, "0xFFFF is now older")
+}
+
+// recordFrom replays outcomes drawn from rng into both r and o, checking
+// each result.
+func recordFrom(t *testing.T, rng *rand.Rand, r *Ring, o *oracle, gen uint32, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		fail, slow := rng.IntN(2) == 0, rng.IntN(3) == 0
+		want, wantOK := o.record(gen, fail, slow)
+		got, ok := r.Record(gen, fail, slow)
+		require.Equal(t, wantOK, ok, "call %d of gen %d", i, gen)
+		require.Equal(t, want, got, "call %d of gen %d", i, gen)
+	}
+}
+
+// TestFlush_DelayedFlusherWritesNothing replays a Record that loaded A and
+// then stalled before flushing, while other calls moved the ring on: to a
+// newer generation, or 2^L-1 laps on, where the slot holds the tag of the
+// lap just before the stalled flusher's. In both cases the slot already
+// holds something the window still needs, so the late flush must leave it
+// alone and send its caller back to reload A.
+func TestFlush_DelayedFlusherWritesNothing(t *testing.T) {
+	cases := []struct {
+		name  string
+		size  int
+		then  func(t *testing.T, rng *rand.Rand, r *Ring, o *oracle) uint32
+		check int
+	}{
+		{
+			name: "newer generation wrote the slot",
+			size: 3,
+			then: func(t *testing.T, rng *rand.Rand, r *Ring, o *oracle) uint32 {
+				recordFrom(t, rng, r, o, 2, 3) // gen 2 writes slots 0 and 1
+				return 2
+			},
+			check: 20,
+		},
+		{
+			name: "2^L-1 laps later the slot holds the previous lap's tag",
+			size: 128, // k = 8, L = 5
+			then: func(t *testing.T, rng *rand.Rand, r *Ring, o *oracle) uint32 {
+				// The stalled flush targets slot 1 of lap 0. Claim
+				// 31*128+1 = 3969 takes slot 1 in lap 31 (lap -1 mod 32),
+				// claim 3970 flushes it there, and claim 32*128+1 = 4097
+				// evicts it. Stop in between, after claim 3999.
+				recordFrom(t, rng, r, o, 1, 4000-2)
+				return 1
+			},
+			check: 2 * 128,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, uint64(tc.size)))
+			r := mustNew(t, tc.size)
+			o := &oracle{size: tc.size}
+			recordFrom(t, rng, r, o, 1, 2)
+			stalled := r.hot.a.Load()
+			w := r.unpack(stalled)
+			require.NotZero(t, w.pend&present)
+
+			gen := tc.then(t, rng, r, o)
+			slots := make([]uint64, len(r.slots))
+			for i := range r.slots {
+				slots[i] = r.slots[i].Load()
+			}
+			require.False(t, r.flush(stalled, w), "a flush from a superseded A must report it")
+			for i := range r.slots {
+				require.Equal(t, slots[i], r.slots[i].Load(), "slot %d", i)
+			}
+			recordFrom(t, rng, r, o, gen, tc.check)
+		})
+	}
+}
+
+// TestRecord_LeftoverSlotsFrom2To16GenerationsBack: slots keep whatever an
+// old generation wrote, and 2^16 generations later that leftover carries
+// the current generation's tag. A first-lap flush must overwrite it whatever
+// it looks like: whether it has the flush's own tag with another outcome,
+// or a later lap's tag, which a flusher that trusted the slot alone would
+// take for "A has moved on" forever.
+func TestRecord_LeftoverSlotsFrom2To16GenerationsBack(t *testing.T) {
+	const size = 7
+	for _, tc := range []struct {
+		name string
+		old  int // outcomes of generation 1 before the 2^16 others
+	}{
+		{"same tag, other outcome", size + 1},
+		{"later lap tag", 3*size + 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(11, uint64(tc.old)))
+			r := mustNew(t, size)
+			o := &oracle{size: size}
+			for i := 0; i < tc.old; i++ {
+				_, ok := r.Record(1, true, true) // every leftover is a slow failure
+				require.True(t, ok)
+			}
+			// One call per generation writes no slot: its outcome stays in
+			// pend until the next call, which is of the next generation.
+			for gen := uint32(2); gen <= 1<<16; gen++ {
+				_, ok := r.Record(gen, false, false)
+				require.True(t, ok)
+				o.record(gen, false, false)
+			}
+			// A ring that trusted the leftover would spin in Record, so
+			// run the calls where a watchdog can give up on them.
+			type result struct{ got, want window.Counts }
+			results := make(chan result)
+			go func() {
+				defer close(results)
+				for i := 0; i < 4*size; i++ {
+					fail, slow := rng.IntN(2) == 0, i%3 == 0
+					want, _ := o.record(1<<16+1, fail, slow)
+					got, _ := r.Record(1<<16+1, fail, slow)
+					results <- result{got, want}
+				}
+			}()
+			for i := 0; ; i++ {
+				select {
+				case res, more := <-results:
+					if !more {
+						return
+					}
+					require.Equal(t, res.want, res.got, "call %d", i)
+				case <-time.After(10 * time.Second):
+					t.Fatalf("call %d does not return: a leftover slot stalls the first lap", i)
+				}
+			}
+		})
+	}
+}
+
+func TestRecordAndSnapshot_DoNotAllocate(t *testing.T) {
+	r := mustNew(t, 100)
+	var i uint32
+	allocs := testing.AllocsPerRun(1000, func() {
+		i++
+		r.Record(i/300, i%3 == 0, i%5 == 0) // crosses generations and laps
+		r.Snapshot(i / 300)
+	})
+	assert.Zero(t, allocs)
+}
+
+func BenchmarkRecord(b *testing.B) {
+	r := mustNew(b, 100)
+	b.ReportAllocs()
+	var i int
+	for b.Loop() {
+		i++
+		r.Record(1, i%10 == 0, i%7 == 0)
+	}
+}
+
+func BenchmarkRecordParallel(b *testing.B) {
+	r := mustNew(b, 100)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		var i int
+		for pb.Next() {
+			i++
+			r.Record(1, i%10 == 0, i%7 == 0)
+		}
+	})
+}
+
+func BenchmarkSnapshot(b *testing.B) {
+	r := mustNew(b, 100)
+	r.Record(1, true, false)
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Snapshot(1)
+	}
+}

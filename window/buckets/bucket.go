@@ -1,0 +1,245 @@
+package buckets
+
+import (
+	"go.uber.org/atomic"
+
+	"github.com/casbreaker/casbreaker/window"
+)
+
+// A bucket holds the outcomes of one second of one breaker generation. It is
+// five words, each changed only by compare-and-swap:
+//
+//	id = | gen (24 bits) | inc (8 bits) | sec (32 bits) |
+//	      63          40   39        32   31           0
+//
+//	n, f, s, sf = | tag (8 bits) | count (56 bits) |
+//	               63         56   55             0
+//
+// id names what the bucket currently holds:
+//   - gen: the breaker generation of its outcomes (R8), compared with
+//     wrap-around (see newerGen).
+//   - inc: the incarnation, +1 (mod 256) at every recycle, i.e. every time
+//     the bucket is handed to a newer (gen, sec).
+//   - sec: the second it holds, in whole seconds since the clock base. 32
+//     bits last 136 years; later readings saturate (see second).
+//
+// n (calls), f (failures), s (slow calls) and sf (slow failures) each carry
+// the tag of the incarnation their count belongs to. A counter whose tag is
+// older than id's inc holds leftovers of a recycled incarnation and means 0
+// in the current one. Counters are never cleared by a plain store: a
+// counter only moves forward, to a newer incarnation, by CAS, so an
+// increment made for the current incarnation can never be wiped by a late
+// clear. That is the write cep21/circuit's lock-free roll lost.
+//
+// The count sits in the low bits so that an increment is a plain +1 on the
+// word; it could carry into the tag only after 2^56 outcomes in one second.
+//
+// Every CAS, as (before) -> (after), and what a successful swap transfers:
+//   - recycle, in Record: id (g0, i, s0) -> (g, i+1, s), where (g, s) is
+//     newer than (g0, s0). Transfers the bucket to second s of generation
+//     g. Incarnation i is abandoned (its second left the window, or its
+//     generation is dead) and the winner, alone, owes the reset.
+//   - reset, in advance: counter (t, k) -> (i, 0), t older than i, id
+//     still naming i. Transfers the counter to incarnation i; k belonged
+//     to an abandoned incarnation and is discarded.
+//   - catch-up, in addTagged: counter (t, k) -> (i, 1), t older than i,
+//     id still naming i. A writer of i got there before the recycler's
+//     reset: transfers the counter to i and counts the writer's outcome in
+//     the same swap, so no writer waits for the recycler.
+//   - increment, in addTagged: counter (i, k) -> (i, k+1). Adds one
+//     outcome to incarnation i; fails, and is retried on the new value, if
+//     the counter changed since it was loaded.
+//   - head, in Window.advance: h -> s, s > h. Moves the newest second seen
+//     forward; it never moves back (R14).
+//
+// Within the bound below, no CAS moves a tag backwards, and none touches a
+// counter that already carries the target incarnation or a newer one: the reset and a writer's
+// catch-up may run in either order and the writer's outcome survives.
+//
+// Bound of the 8-bit incarnation. "Older" is judged mod 256, as
+// (i - t) mod 256 in 1..127, so only a goroutine that has fallen 128 or
+// more recycles behind the bucket can misjudge a tag. Such a goroutine must
+// never move a tag: a tag moved to an incarnation that looks newer than
+// the live one makes every later writer of the bucket drop its outcome
+// until the bucket is recycled far enough to pass it (without the re-check
+// below, TestStress_GenerationChangesUnderLoad, with generations changing
+// every microsecond, wedged buckets this way about one run in 40). That is
+// why reset and catch-up re-read id just before their CAS and give up when
+// it no longer names their incarnation: the recycler stops (a newer one
+// owns the reset), the writer reports its outcome dropped. What the 8 bits
+// still allow:
+//   - A writer paused across 256 or more recycles of its bucket may find a
+//     counter whose tag aliases its own incarnation and add its outcome to
+//     the live one: an over-count of one outcome, never a wedged bucket.
+//   - A goroutine paused between its id re-check and its counter CAS (two
+//     adjacent instructions) while the bucket is recycled 129 or more times
+//     and no other goroutine moves that counter may wedge the bucket as
+//     above.
+//
+// Each recycle of a bucket needs a newer second for it (B seconds later) or
+// a breaker transition followed by an outcome in it, so both need a
+// goroutine paused for at least 128*B seconds or 128 such transitions.
+// Within that bound no outcome is lost or miscounted.
+type bucket struct {
+	// All fields are atomic.Uint64 (8 bytes, no padding), so bucket is 40
+	// bytes and every field of every element of a []bucket is 64-bit
+	// aligned, which atomic 64-bit operations need on 386 and ARM.
+	id atomic.Uint64
+	n  atomic.Uint64
+	f  atomic.Uint64
+	s  atomic.Uint64
+	sf atomic.Uint64
+}
+
+const (
+	genBits   = 24
+	incBits   = 8
+	secBits   = 32
+	countBits = 64 - incBits
+
+	genMask   = 1<<genBits - 1
+	maxSec    = 1<<secBits - 1
+	countMask = 1<<countBits - 1
+)
+
+// packID builds an id word. gen must already be masked to 24 bits and sec
+// be at most maxSec, so that no field spills into its neighbour.
+func packID(gen uint32, inc uint8, sec uint64) uint64 {
+	return uint64(gen)<<(incBits+secBits) | uint64(inc)<<secBits | sec
+}
+
+func unpackID(id uint64) (gen uint32, inc uint8, sec uint64) {
+	return uint32(id >> (incBits + secBits)), uint8(id >> secBits), id & maxSec
+}
+
+func packCount(tag uint8, count uint64) uint64 {
+	return uint64(tag)<<countBits | count
+}
+
+func unpackCount(c uint64) (tag uint8, count uint64) {
+	return uint8(c >> countBits), c & countMask
+}
+
+// newerGen reports whether generation a is newer than b: serial-number
+// arithmetic on 24 bits, a is newer iff (a-b) mod 2^24 is in (0, 2^23). The
+// breaker's generation wraps after 2^24 transitions; comparing this way
+// keeps the order right across the wrap for any two generations less than
+// 2^23 transitions apart.
+func newerGen(a, b uint32) bool {
+	d := (a - b) & genMask
+	return d != 0 && d < 1<<(genBits-1)
+}
+
+// olderInc reports whether counter tag t belongs to an incarnation older
+// than inc: (inc - t) mod 256 in 1..127. See bucket for why 127 recycles
+// is a safe horizon.
+func olderInc(t, inc uint8) bool {
+	d := inc - t
+	return d != 0 && d < 1<<(incBits-1)
+}
+
+// add counts one outcome in the incarnation named by id, which the caller
+// loaded from b.id, in the order n, f, s, sf. The order is what keeps a
+// concurrent Snapshot's invariants: every f, s or sf increment of an
+// incarnation is preceded by the same writer's n increment of it (and sf
+// by its f and s), and Snapshot reads in the reverse order.
+//
+// It reports false when the bucket was recycled after the caller loaded
+// id: its second (or generation) is gone and the outcome no longer counts
+// anywhere. Increments that landed before that point stay in the abandoned
+// incarnation, which no Snapshot reads.
+func (b *bucket) add(id uint64, failure, slow bool) bool {
+	if !b.addTagged(&b.n, id) {
+		return false
+	}
+	if failure && !b.addTagged(&b.f, id) {
+		return false
+	}
+	if slow && !b.addTagged(&b.s, id) {
+		return false
+	}
+	if failure && slow && !b.addTagged(&b.sf, id) {
+		return false
+	}
+	return true
+}
+
+// addTagged adds one to counter c in the incarnation named by id; false
+// means the bucket has moved on from it.
+func (b *bucket) addTagged(c *atomic.Uint64, id uint64) bool {
+	_, inc, _ := unpackID(id)
+	for {
+		v := c.Load()
+		tag, _ := unpackCount(v)
+		var next uint64
+		switch {
+		case tag == inc:
+			next = v + 1
+		case olderInc(tag, inc) && b.id.Load() == id:
+			// The recycler has not reset c yet: catch it up ourselves,
+			// counting our outcome in the same swap; the recycler's later
+			// reset sees tag inc and leaves c alone. The id re-check keeps
+			// a writer that fell behind from moving a tag it misjudged.
+			next = packCount(inc, 1)
+		default:
+			return false
+		}
+		if c.CompareAndSwap(v, next) {
+			return true
+		}
+	}
+}
+
+// reset moves every counter to the incarnation named by id with count 0,
+// unless a writer already moved it there. Only the goroutine whose recycle
+// CAS installed id calls it, and it stops as soon as the bucket is
+// recycled again: the next recycler owns the reset from then on.
+func (b *bucket) reset(id uint64) {
+	if !b.advance(&b.n, id) || !b.advance(&b.f, id) || !b.advance(&b.s, id) {
+		return
+	}
+	b.advance(&b.sf, id)
+}
+
+// advance moves counter c to the incarnation named by id, count 0, if its
+// tag is older; it reports false, without touching c, once id is no longer
+// current.
+func (b *bucket) advance(c *atomic.Uint64, id uint64) bool {
+	_, inc, _ := unpackID(id)
+	for {
+		v := c.Load()
+		if tag, _ := unpackCount(v); !olderInc(tag, inc) {
+			return true
+		}
+		if b.id.Load() != id {
+			return false
+		}
+		if c.CompareAndSwap(v, packCount(inc, 0)) {
+			return true
+		}
+	}
+}
+
+// read returns the counts of incarnation inc. It reads sf, s, f, n in that
+// order, the reverse of add's, so that sf <= s <= n and sf <= f <= n hold
+// even while writers run: each count is read no later than the one it must
+// not exceed, and counts of one incarnation only grow. The caller must check
+// that id still names inc afterwards; only then are all four from inc.
+func (b *bucket) read(inc uint8) window.Counts {
+	var c window.Counts
+	c.SlowFailures = countIn(b.sf.Load(), inc)
+	c.Slow = countIn(b.s.Load(), inc)
+	c.Failures = countIn(b.f.Load(), inc)
+	c.Calls = countIn(b.n.Load(), inc)
+	return c
+}
+
+// countIn is the count of counter word v in incarnation inc: a counter not
+// yet moved to inc holds only abandoned outcomes, which count as 0.
+func countIn(v uint64, inc uint8) uint64 {
+	tag, count := unpackCount(v)
+	if tag != inc {
+		return 0
+	}
+	return count
+}

@@ -1,0 +1,238 @@
+// Package buckets is the time-based sliding window of the breaker: B
+// per-second buckets (1 <= B <= 3600) that hold the outcomes of the last B
+// seconds, lock-free and allocation-free.
+//
+// Membership follows R2 in docs/semantics.md: at time now the window holds
+// the outcomes whose completion second falls in floor(now)-B+1 ..
+// floor(now), however long the window was idle. Every bucket is tagged with
+// the breaker generation of its outcomes (R8), so a newer generation starts
+// an empty window (R11) without a clear step, and a late outcome of an older
+// generation is dropped.
+package buckets
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/atomic"
+
+	"github.com/casbreaker/casbreaker/window"
+)
+
+// MaxSeconds is the largest window New accepts, in seconds (one hour). It
+// bounds the memory of a window (40 bytes a second) and the cost of
+// Snapshot, which reads every bucket.
+const MaxSeconds = 3600
+
+// ErrSize is returned, wrapped with the rejected value, by New when the
+// window size is outside 1..MaxSeconds. Check it with errors.Is.
+var ErrSize = errors.New("buckets: window size must be between 1 and 3600 seconds")
+
+// Window counts outcomes over the last B seconds in B per-second buckets;
+// second S lives in bucket S mod B.
+//
+// Create it with New. The zero value is a window of zero seconds: it holds
+// nothing, Record drops every outcome and Snapshot returns zero Counts. A
+// Window must not be copied after first use. All methods are safe for
+// concurrent use, never block, never allocate and never panic.
+//
+// Time is an argument: a time.Duration on the breaker's monotonic clock
+// (time since an arbitrary base; a negative reading counts as 0). Readings
+// past 2^32-1 seconds (136 years) count as that second. The window keeps
+// the newest second any call has seen (head) and uses max(floor(now), head)
+// as the current second, so when the clock goes backwards elapsed time is
+// zero and nothing evicted comes back (R14); an outcome reported with an
+// older time is counted in the head second.
+//
+// Cost. In the steady state (the bucket of the current second already holds
+// it) Record is one load of head, one load of the bucket's id and one to
+// four CAS, one per counter it raises; Snapshot is O(B) loads, at most six
+// per bucket. Something slower happens once per bucket per second (or per
+// breaker generation): the first Record of a new second or generation into
+// a bucket recycles it with one CAS on its id and then moves its four
+// counters forward, each with an id re-check and a CAS, and the first call
+// of a new second advances head with one CAS. Writers never wait for a
+// recycle: one that reaches a counter before the recycler does moves it
+// along itself (see bucket).
+//
+// Ordering rule: a counter is only ever moved forward, to a newer
+// incarnation of its bucket, by CAS; there is no clear that could wipe an
+// outcome already counted for the bucket's current second. Snapshot reads a
+// bucket's counters in the reverse of the order Record writes them and
+// re-checks the bucket's id, so every bucket it sums is one consistent
+// incarnation.
+//
+// Loss. None within the bounds below: an outcome is dropped only when its
+// generation is older than its bucket's (stale, R8) or its second left the
+// window while it was being recorded, and Record reports both.
+//   - The 8-bit incarnation (see bucket): no loss unless a goroutine stays
+//     paused, inside one Record call, while its bucket is recycled 128 times
+//     or more: at least 128*B seconds, or 128 breaker transitions each
+//     followed by an outcome in that very bucket. Even then the worst case
+//     of all but a two-instruction pause is one outcome over-counted.
+//   - The 24-bit generation: a bucket nobody wrote to while the generation
+//     advanced by 2^23 or more (8,388,608 breaker transitions) holds a
+//     generation that looks newer than the current one, and drops its
+//     second's outcomes until the wrapping generation reaches it again.
+//     Every bucket of a fresh window holds generation 0, so the breaker
+//     should start at generation 0.
+//
+// Memory model: every operation here is a sequentially consistent atomic.
+// A Record that returned true is synchronized before every Snapshot that
+// begins after it, and that Snapshot includes the outcome if gen is the
+// outcome's generation, no newer generation has recorded into its bucket,
+// and its second is still in the window. Records running concurrently with
+// a Snapshot may or may not be included, bucket by bucket, but every
+// Snapshot keeps the invariants of window.Counts.
+type Window struct {
+	// head is first so that its word is the first of the allocation, which
+	// the Go allocator 64-bit aligns on every platform.
+	head paddedHead
+	// buckets never changes after New; its elements are 40 bytes, a
+	// multiple of 8, so they all stay 64-bit aligned too.
+	buckets []bucket
+}
+
+// paddedHead gives head a cache line of its own. head is loaded by every
+// Record and Snapshot and stored about once a second; without padding,
+// writes to whatever the allocator places next to the Window would evict
+// it from every core's cache. 8 bytes of word + 56 of padding = 64, the
+// cache line of amd64 and arm64, pinned by a size test.
+type paddedHead struct {
+	// second is the largest whole second any call has seen; it only grows.
+	second atomic.Uint64
+	_      [cacheLine - 8]byte
+}
+
+const cacheLine = 64
+
+// New returns an empty window of seconds seconds. It returns an error
+// wrapping ErrSize, naming the value, when seconds is outside
+// 1..MaxSeconds; it never panics.
+func New(seconds int) (*Window, error) {
+	if seconds < 1 || seconds > MaxSeconds {
+		return nil, fmt.Errorf("%w: got %d", ErrSize, seconds)
+	}
+	return &Window{buckets: make([]bucket, seconds)}, nil
+}
+
+// Seconds returns the window size B in seconds (0 for the zero Window).
+func (w *Window) Seconds() int {
+	return len(w.buckets)
+}
+
+// Record counts one outcome completed at now under breaker generation gen:
+// a call, and also a failure and/or a slow call as flagged. Only the low 24
+// bits of gen are used; generations compare with wrap-around (a is newer
+// than b iff (a-b) mod 2^24 is in (0, 2^23)).
+//
+// It returns true if the outcome was added to its second's bucket, where
+// Snapshot counts it for as long as that second is in the window, and false
+// if it was dropped: because gen is older than the generation its bucket
+// already holds (stale), or because a newer second took over its bucket
+// while it was being recorded (its second left the window). An outcome
+// recorded under the newest generation is never dropped by a sequential
+// caller, and by concurrent ones only when it raced with a clock that moved
+// B seconds on.
+func (w *Window) Record(gen uint32, now time.Duration, failure, slow bool) bool {
+	size := uint64(len(w.buckets))
+	if size == 0 {
+		return false
+	}
+	gen &= genMask
+	sec := w.advance(now)
+	b := &w.buckets[sec%size]
+	for {
+		id := b.id.Load()
+		idGen, inc, idSec := unpackID(id)
+		switch {
+		case idGen == gen && idSec == sec:
+			return b.add(id, failure, slow)
+		case newerGen(gen, idGen) || (idGen == gen && sec > idSec):
+			// Recycle: the bucket holds an expired second or a dead
+			// generation. Only one CAS wins; it then owes the reset. Losers
+			// and the winner alike retry and find the bucket holding
+			// (gen, sec), or something newer.
+			next := packID(gen, inc+1, sec)
+			if b.id.CompareAndSwap(id, next) {
+				b.reset(next)
+			}
+		default:
+			// The bucket holds a newer (gen, sec) than ours: our generation
+			// is stale, or our second left the window after we read head.
+			return false
+		}
+	}
+}
+
+// Snapshot returns the sums of the outcomes of generation gen (low 24 bits)
+// inside the window at now. It also moves the window's current second
+// forward to floor(now) if that is newer, so it never reports an outcome
+// that had left the window before now (R2).
+//
+// gen is meant to be the breaker's current generation. For an older one the
+// result may miss outcomes whose buckets a newer generation has since taken
+// over. A bucket is read again only if it was recycled while being read,
+// which happens at most once per recycle.
+func (w *Window) Snapshot(gen uint32, now time.Duration) window.Counts {
+	gen &= genMask
+	sec := w.advance(now)
+	size := uint64(len(w.buckets))
+	var sum window.Counts
+	for i := range w.buckets {
+		b := &w.buckets[i]
+		for {
+			id := b.id.Load()
+			idGen, inc, idSec := unpackID(id)
+			// idSec > sec: a concurrent call moved head past our now and
+			// recycled the bucket for a later second, which our read
+			// does not cover.
+			if idGen != gen || idSec > sec || sec-idSec >= size {
+				break
+			}
+			c := b.read(inc)
+			if b.id.Load() != id {
+				// Recycled while we read: the counters may mix two
+				// incarnations. A recycle always installs a newer
+				// (gen, sec), so an id never comes back and an unchanged
+				// one proves they did not.
+				continue
+			}
+			sum.Calls += c.Calls
+			sum.Failures += c.Failures
+			sum.Slow += c.Slow
+			sum.SlowFailures += c.SlowFailures
+			break
+		}
+	}
+	return sum
+}
+
+// advance returns the current second, max(second(now), head), and raises
+// head to it with a CAS-max loop. The CAS only runs on the first call of a
+// new second.
+func (w *Window) advance(now time.Duration) uint64 {
+	s := second(now)
+	for {
+		h := w.head.second.Load()
+		if s <= h {
+			return h
+		}
+		// Success transfers: the window's current second, from h to s.
+		if w.head.second.CompareAndSwap(h, s) {
+			return s
+		}
+	}
+}
+
+// second converts a clock reading to whole seconds, with negative readings
+// as 0 and readings past 136 years saturated to the largest second an id
+// can hold, so that no reading can make one bucket's second wrap below
+// another's.
+func second(now time.Duration) uint64 {
+	if now <= 0 {
+		return 0
+	}
+	return min(uint64(now/time.Second), maxSec)
+}

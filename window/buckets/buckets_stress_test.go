@@ -1,0 +1,397 @@
+package buckets
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/atomic"
+
+	"github.com/casbreaker/casbreaker/window"
+)
+
+// These tests check what -race cannot: exact accounting (every outcome
+// Record accepted is counted exactly once, none is wiped by a recycle) and
+// the Counts invariants of every Snapshot taken while writers run.
+
+// withProcs runs the rest of the test with GOMAXPROCS at least n, so that
+// goroutines interleave even on small machines, and restores it after.
+func withProcs(t *testing.T, n int) {
+	prev := runtime.GOMAXPROCS(max(n, runtime.NumCPU()))
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+}
+
+// violation keeps the first failure seen by a helper goroutine, which may
+// not call t.FailNow; the test reports it once the goroutines are done.
+type violation struct {
+	once sync.Once
+	msg  string
+}
+
+func (v *violation) set(format string, args ...any) {
+	v.once.Do(func() { v.msg = fmt.Sprintf(format, args...) })
+}
+
+// checkInvariants is window.Counts' contract: what any Snapshot returns.
+func checkInvariants(c window.Counts) error {
+	if c.Failures > c.Calls || c.Slow > c.Calls || c.SlowFailures > min(c.Slow, c.Failures) {
+		return fmt.Errorf("invariant broken: %+v", c)
+	}
+	return nil
+}
+
+// outcome returns the failure and slow flags of the i-th outcome of a
+// known mix: a quarter fail, a third are slow.
+func outcome(i int) (failure, slow bool) { return i%4 == 0, i%3 == 0 }
+
+func add(c *window.Counts, failure, slow bool) {
+	c.Calls++
+	if failure {
+		c.Failures++
+	}
+	if slow {
+		c.Slow++
+	}
+	if failure && slow {
+		c.SlowFailures++
+	}
+}
+
+// TestRegression_BurstAfterIdleLosesNoWrites is the cep21/circuit bug. Its
+// lock-free rolling bucket (faststats/rolling_bucket.go) published the new
+// bucket index before clearing the bucket, so after an idle gap the first
+// writers of the new second could write into the bucket and then see a
+// slower goroutine clear it: a burst of traffic right after a quiet period
+// lost writes. The fix fell back to a mutex (commit da534a6). Here the
+// clear is a CAS that only moves a counter forward to the new incarnation,
+// so no write of the new second can be wiped.
+//
+// Each round idles for more than B seconds, alternating gaps that land on
+// the same bucket indexes as the last round (dirty buckets) and on other
+// ones, then 64 goroutines released together all record into the new
+// second and half of them also into the next; the snapshot must equal what
+// was recorded, exactly, every round.
+func TestRegression_BurstAfterIdleLosesNoWrites(t *testing.T) {
+	withProcs(t, 4)
+	const (
+		b          = 10
+		goroutines = 64
+		perG       = 4
+	)
+	rounds := 1000
+	if testing.Short() {
+		rounds = 100
+	}
+	w := mustNew(t, b)
+	gaps := []time.Duration{2 * b, b + 1, 5*b + 3}
+	base := time.Duration(0)
+	for round := range rounds {
+		base += gaps[round%len(gaps)] * sec
+		var want window.Counts
+		var ready, done sync.WaitGroup
+		start := make(chan struct{})
+		var bad violation
+		for g := range goroutines {
+			for i := range perG {
+				f, s := outcome(g + i)
+				add(&want, f, s)
+				if g%2 == 1 {
+					f, s = outcome(g + i + 1)
+					add(&want, f, s)
+				}
+			}
+			ready.Add(1)
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				ready.Done()
+				<-start
+				for i := range perG {
+					// Spread within the second; odd goroutines also write
+					// the next second, racing with its recycle.
+					f, s := outcome(g + i)
+					if !w.Record(1, base+time.Duration(g*i)*time.Millisecond, f, s) {
+						bad.set("goroutine %d: Record %d dropped", g, i)
+					}
+					if g%2 == 1 {
+						f, s = outcome(g + i + 1)
+						if !w.Record(1, base+sec+time.Duration(g)*time.Millisecond, f, s) {
+							bad.set("goroutine %d: Record %d into the next second dropped", g, i)
+						}
+					}
+				}
+			}()
+		}
+		ready.Wait()
+		close(start)
+		done.Wait()
+		require.Empty(t, bad.msg, "round %d", round)
+		require.Equal(t, want, w.Snapshot(1, base+sec), "round %d at %v", round, base)
+	}
+}
+
+// G writers record a known mix while a clock goroutine moves time through
+// the first B seconds, so every bucket is recycled (from the fresh window's
+// generation 0) under load but nothing expires. A reader checks every
+// snapshot: the invariants hold and calls never decrease. Totals are exact.
+func TestStress_ConservationHammer(t *testing.T) {
+	withProcs(t, 4)
+	const b = 10
+	writers, perW := 8, 20000
+	if testing.Short() {
+		writers, perW = 4, 3000
+	}
+	w := mustNew(t, b)
+	var clock atomic.Int64
+	end := time.Duration(b)*sec - 1 // the last instant of second B-1
+	stop := make(chan struct{})
+	var helpers, writing sync.WaitGroup
+	var bad violation
+
+	var progress atomic.Int64
+	total := int64(writers * perW)
+
+	helpers.Add(2)
+	go func() { // clock: keeps pace with the writers, reaching end with them
+		defer helpers.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			clock.Store(int64(end) / total * progress.Load())
+			runtime.Gosched()
+		}
+	}()
+	go func() { // reader
+		defer helpers.Done()
+		var last uint64
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c := w.Snapshot(1, time.Duration(clock.Load()))
+			if err := checkInvariants(c); err != nil {
+				bad.set("%v", err)
+			}
+			if c.Calls < last {
+				bad.set("calls went down from %d to %d", last, c.Calls)
+			}
+			last = c.Calls
+		}
+	}()
+
+	var want window.Counts
+	for g := range writers {
+		for i := range perW {
+			f, s := outcome(g*perW + i)
+			add(&want, f, s)
+		}
+		writing.Add(1)
+		go func() {
+			defer writing.Done()
+			for i := range perW {
+				f, s := outcome(g*perW + i)
+				if !w.Record(1, time.Duration(clock.Load()), f, s) {
+					bad.set("writer %d: Record %d dropped", g, i)
+				}
+				progress.Inc()
+			}
+		}()
+	}
+	writing.Wait()
+	close(stop)
+	helpers.Wait()
+	require.Empty(t, bad.msg)
+	require.Equal(t, want, w.Snapshot(1, end))
+}
+
+// Writers race a clock that runs through many windows, so buckets are
+// recycled for new seconds while writers of their old second are still
+// recording, and Records may be dropped. The accounting must still be
+// exact: an outcome whose clock reading is inside the final window was
+// never dropped and is counted; the total counted never exceeds what
+// Record accepted; every snapshot keeps the invariants.
+func TestStress_RollingWindowAccounting(t *testing.T) {
+	withProcs(t, 4)
+	const b = 3
+	writers, perW := 8, 20000
+	if testing.Short() {
+		writers, perW = 4, 3000
+	}
+	w := mustNew(t, b)
+	var clock atomic.Int64
+	// Each Record moves the clock on by a step, so the run crosses
+	// about 40 windows in total and each second sees hundreds of outcomes.
+	step := time.Duration(40*b) * sec / time.Duration(writers*perW)
+	stop := make(chan struct{})
+	var reading, writing sync.WaitGroup
+	var bad violation
+
+	reading.Add(1)
+	go func() {
+		defer reading.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := checkInvariants(w.Snapshot(1, time.Duration(clock.Load()))); err != nil {
+				bad.set("%v", err)
+			}
+		}
+	}()
+
+	type tally struct {
+		sec      uint64
+		accepted window.Counts
+		dropped  uint64
+	}
+	perWriter := make([][]tally, writers)
+	for g := range writers {
+		writing.Add(1)
+		go func() {
+			defer writing.Done()
+			var ts []tally
+			for i := range perW {
+				now := time.Duration(clock.Add(int64(step)))
+				f, s := outcome(i)
+				ok := w.Record(1, now, f, s)
+				at := second(now)
+				if len(ts) == 0 || ts[len(ts)-1].sec != at {
+					ts = append(ts, tally{sec: at})
+				}
+				if ok {
+					add(&ts[len(ts)-1].accepted, f, s)
+				} else {
+					ts[len(ts)-1].dropped++
+				}
+			}
+			perWriter[g] = ts
+		}()
+	}
+	writing.Wait()
+	close(stop)
+	reading.Wait()
+	require.Empty(t, bad.msg)
+
+	// now = 0 reads the window at its head: the newest second seen.
+	got := w.Snapshot(1, 0)
+	head := w.head.second.Load()
+	var inWindow, accepted window.Counts
+	var dropped uint64
+	for _, ts := range perWriter {
+		for _, x := range ts {
+			accepted.Calls += x.accepted.Calls
+			dropped += x.dropped
+			if x.sec+b > head {
+				// Its second, and any later one it was counted in, is in
+				// the window: it must be there.
+				require.Zero(t, x.dropped, "outcomes of second %d (head %d) dropped", x.sec, head)
+				inWindow.Calls += x.accepted.Calls
+				inWindow.Failures += x.accepted.Failures
+				inWindow.Slow += x.accepted.Slow
+				inWindow.SlowFailures += x.accepted.SlowFailures
+			}
+		}
+	}
+	require.NoError(t, checkInvariants(got))
+	require.GreaterOrEqual(t, got.Calls, inWindow.Calls, "lost an outcome of the final window")
+	require.GreaterOrEqual(t, got.Failures, inWindow.Failures)
+	require.GreaterOrEqual(t, got.Slow, inWindow.Slow)
+	require.GreaterOrEqual(t, got.SlowFailures, inWindow.SlowFailures)
+	require.LessOrEqual(t, got.Calls, accepted.Calls)
+	t.Logf("head %d: counted %d (%d from the final window's own seconds), %d accepted, %d dropped",
+		head, got.Calls, inWindow.Calls, accepted.Calls, dropped)
+}
+
+// Writers record under whatever generation is current while another
+// goroutine keeps starting new ones, one every few microseconds: far faster
+// than any breaker can transition, so buckets are recycled by generation
+// hundreds of times while a writer may be descheduled, past the 8-bit
+// incarnation horizon (see bucket). The bumper stops after 2^20
+// generations, well inside the 24-bit generation horizon. Outcomes of the
+// final generation are never dropped and are counted exactly; outcomes of
+// older ones never show in its snapshot.
+func TestStress_GenerationChangesUnderLoad(t *testing.T) {
+	withProcs(t, 4)
+	const b = 5
+	writers, perW := 8, 10000
+	if testing.Short() {
+		writers, perW = 4, 2000
+	}
+	w := mustNew(t, b)
+	var gen atomic.Uint32
+	gen.Store(1)
+	stop := make(chan struct{})
+	var bumping, writing sync.WaitGroup
+	bumping.Add(1)
+	go func() {
+		defer bumping.Done()
+		for range 1 << 20 {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			gen.Inc()
+			runtime.Gosched()
+		}
+	}()
+
+	type genTally struct {
+		accepted window.Counts
+		dropped  int
+	}
+	perWriter := make([]map[uint32]genTally, writers)
+	for g := range writers {
+		writing.Add(1)
+		go func() {
+			defer writing.Done()
+			tallies := map[uint32]genTally{}
+			for i := range perW {
+				cur := gen.Load()
+				f, s := outcome(i)
+				x := tallies[cur]
+				// Seconds 0..B-1: once head reaches B-1 they all count
+				// there (R14); nothing expires.
+				if w.Record(cur, time.Duration(i%b)*sec+time.Duration(g), f, s) {
+					add(&x.accepted, f, s)
+				} else {
+					x.dropped++
+				}
+				tallies[cur] = x
+			}
+			perWriter[g] = tallies
+		}()
+	}
+	writing.Wait()
+	close(stop)
+	bumping.Wait()
+
+	// No generation newer than the final one ever existed, so none of its
+	// outcomes may have been dropped; a few more, recorded now, must land.
+	final := gen.Load()
+	var want window.Counts
+	for g, tallies := range perWriter {
+		x := tallies[final]
+		require.Zero(t, x.dropped, "writer %d: outcomes of the final generation dropped", g)
+		want.Calls += x.accepted.Calls
+		want.Failures += x.accepted.Failures
+		want.Slow += x.accepted.Slow
+		want.SlowFailures += x.accepted.SlowFailures
+	}
+	for i := range b {
+		f, s := outcome(i)
+		require.True(t, w.Record(final, time.Duration(i)*sec, f, s))
+		add(&want, f, s)
+	}
+	require.Equal(t, want, w.Snapshot(final, 0))
+}
