@@ -183,11 +183,17 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 	switch {
 	case b.ring != nil:
 		var ok bool
-		if c, ok = b.ring.Record(p.Generation, fail, slow); !ok {
-			return
+		for c, ok = b.ring.Record(p.Generation, fail, slow); !ok; c, ok = b.ring.Record(p.Generation, fail, slow) {
+			if !b.current(p.Generation) {
+				return // stale (R8)
+			}
+			// Current, yet the ring judged it old: the ring saw no outcome
+			// while 2^15 or more generations passed (a long outage).
+			b.ring.Reset(p.Generation)
 		}
 	case b.buckets != nil:
-		if !b.buckets.Record(p.Generation, now, fail, slow) {
+		if !b.buckets.Record(p.Generation, now, fail, slow) &&
+			(!b.current(p.Generation) || !b.buckets.RecordCurrent(p.Generation, now, fail, slow)) {
 			return
 		}
 		c = b.buckets.Snapshot(p.Generation, now)
@@ -224,6 +230,14 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 			return
 		}
 	}
+}
+
+// current reports whether gen is the generation of a closed breaker now.
+// The windows compare only the low bits of generations and ask this when
+// their own arithmetic says an outcome is stale.
+func (b *Breaker) current(gen uint32) bool {
+	w := b.state.Load()
+	return State(w&stateMask) == Closed && uint32(w>>genShift) == gen
 }
 
 func (b *Breaker) recordProbe(p Permit, o Outcome) {

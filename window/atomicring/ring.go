@@ -37,7 +37,8 @@ var ErrSize = errors.New("atomicring: window size must be between 1 and 255 call
 // by serial-number arithmetic on them: a generation 1..2^15-1 ahead of the
 // ring's is newer, one 2^15..2^16-1 ahead is older, and one 2^16 apart is the
 // same. A caller whose generation can run 2^15 or more ahead of the last one
-// it recorded must expect its outcomes to be reported stale.
+// it recorded must expect its outcomes to be reported stale, and calls Reset
+// when it knows better (the breaker does, from its state word).
 //
 // A Ring made by New holds generation 0 with an empty window. The zero Ring
 // is not usable: use New. All methods of a Ring made by New are safe for
@@ -154,6 +155,26 @@ func (r *Ring) Record(gen uint32, failure, slow bool) (c window.Counts, ok bool)
 		}
 		if r.hot.a.CompareAndSwap(a, r.pack(w)) {
 			return w.counts(), true
+		}
+	}
+}
+
+// Reset makes the ring hold generation gen (low 16 bits) with an empty
+// window, unless it already holds gen. It is for a caller that knows gen is
+// current although Record reported it stale: a ring that saw no outcome while
+// the generation advanced 2^15 or more reads the current generation as
+// older, and only a caller with an authority on the generation (the
+// breaker's state word) can tell. It may run concurrently with every other
+// call on r; a Record of another generation racing with it may reset the
+// ring again.
+func (r *Ring) Reset(gen uint32) {
+	g := uint16(gen)
+	for {
+		a := r.hot.a.Load()
+		// Success transfers: the ring to generation g, empty, as the
+		// newer-generation swap in Record does.
+		if uint16(a>>genShift) == g || r.hot.a.CompareAndSwap(a, uint64(g)<<genShift) {
+			return
 		}
 	}
 }

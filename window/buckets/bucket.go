@@ -36,7 +36,8 @@ import (
 //
 // Every CAS, as (before) -> (after), and what a successful swap transfers:
 //   - recycle, in Record: id (g0, i, s0) -> (g, i+1, s), where (g, s) is
-//     newer than (g0, s0). Transfers the bucket to second s of generation
+//     newer than (g0, s0), or (in RecordCurrent) g is the caller's current
+//     generation and g0 any other. Transfers the bucket to second s of generation
 //     g. Incarnation i is abandoned (its second left the window, or its
 //     generation is dead) and the winner, alone, owes the reset.
 //   - reset, in advance: counter (t, k) -> (i, 0), t older than i, id
@@ -121,10 +122,10 @@ func unpackCount(c uint64) (tag uint8, count uint64) {
 }
 
 // newerGen reports whether generation a is newer than b: serial-number
-// arithmetic on 24 bits, a is newer iff (a-b) mod 2^24 is in (0, 2^23). The
-// breaker's generation wraps after 2^24 transitions; comparing this way
-// keeps the order right across the wrap for any two generations less than
-// 2^23 transitions apart.
+// arithmetic on 24 bits, a is newer iff (a-b) mod 2^24 is in (0, 2^23). It
+// keeps the order right across a 24-bit wrap for any two generations less
+// than 2^23 apart; the breaker's own generation is narrower (20 bits), and
+// across its wrap, or after a longer gap, it uses RecordCurrent.
 func newerGen(a, b uint32) bool {
 	d := (a - b) & genMask
 	return d != 0 && d < 1<<(genBits-1)

@@ -72,11 +72,11 @@ var ErrSize = errors.New("buckets: window size must be between 1 and 3600 second
 //     followed by an outcome in that very bucket. Even then the worst case
 //     of all but a two-instruction pause is one outcome over-counted.
 //   - The 24-bit generation: a bucket nobody wrote to while the generation
-//     advanced by 2^23 or more (8,388,608 breaker transitions) holds a
-//     generation that looks newer than the current one, and drops its
-//     second's outcomes until the wrapping generation reaches it again.
-//     Every bucket of a fresh window holds generation 0, so the breaker
-//     should start at generation 0.
+//     advanced by 2^23 or more (8,388,608 transitions), or across a wrap of
+//     a narrower caller generation, holds a generation that looks newer
+//     than the current one, and Record drops its second's outcomes. A caller
+//     that knows its generation is current uses RecordCurrent, which takes
+//     the bucket over; the breaker does, after checking its state word.
 //
 // Memory model: every operation here is a sequentially consistent atomic.
 // A Record that returned true is synchronized before every Snapshot that
@@ -136,6 +136,22 @@ func (w *Window) Seconds() int {
 // caller, and by concurrent ones only when it raced with a clock that moved
 // B seconds on.
 func (w *Window) Record(gen uint32, now time.Duration, failure, slow bool) bool {
+	return w.record(gen, now, failure, slow, false)
+}
+
+// RecordCurrent is Record for a caller that knows gen is the current
+// generation although Record reported the outcome dropped: a bucket nobody
+// wrote while the generation advanced 2^23 or more, or across a wrap of the
+// caller's narrower generation, holds a generation that serial-number
+// arithmetic reads as newer. RecordCurrent takes over a bucket of any other
+// generation. It returns false only when the outcome's second left the
+// window while it was being recorded (or gen lost a race with another
+// caller's generation). The breaker calls it after checking its state word.
+func (w *Window) RecordCurrent(gen uint32, now time.Duration, failure, slow bool) bool {
+	return w.record(gen, now, failure, slow, true)
+}
+
+func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bool) bool {
 	size := uint64(len(w.buckets))
 	if size == 0 {
 		return false
@@ -149,7 +165,7 @@ func (w *Window) Record(gen uint32, now time.Duration, failure, slow bool) bool 
 		switch {
 		case idGen == gen && idSec == sec:
 			return b.add(id, failure, slow)
-		case newerGen(gen, idGen) || (idGen == gen && sec > idSec):
+		case newerGen(gen, idGen) || (current && idGen != gen) || (idGen == gen && sec > idSec):
 			// Recycle: the bucket holds an expired second or a dead
 			// generation. Only one CAS wins; it then owes the reset. Losers
 			// and the winner alike retry and find the bucket holding
