@@ -15,11 +15,51 @@ lint: ## gofmt check, go vet, staticcheck
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-unit: ## all tests under the race detector
-	$(GO) test -race -count=1 ./...
+unit: ## all tests under the race detector (race/ at its -short size; make stress runs it in full)
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/race$$')
+	$(GO) test -race -count=1 -short ./race/
 
-test386: ## all tests as GOARCH=386, where a misaligned 64-bit atomic panics
-	GOARCH=386 $(GO) test -count=1 -short ./...
+test386: ## all tests (-short) as GOARCH=386, where a misaligned 64-bit atomic panics; under qemu-user where the kernel cannot run 386
+	GO=$(GO) bash scripts/test386.sh
 
 demo: ## a real HTTP outage behind the breaker: fails fast, then recovers
 	$(GO) run ./examples/outage
+
+# Benchmarks (issue 4): both modules, raw output into bench/results/, then
+# benchstat -col /impl. BENCH_CPU=1,2,4,8,16 BENCH_COUNT=5 on a 16-core
+# machine for the parallel table; BENCH_RUN narrows the set (a -bench regexp).
+BENCHSTAT   := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+BENCH_COUNT ?= 10
+BENCH_CPU   ?= 1,2,4
+BENCH_TIME  ?= 50ms
+BENCH_RUN   ?= .
+BENCH_OUT   ?= bench/results/$(shell date -u +%Y-%m-%d)-$(shell hostname -s).txt
+
+.PHONY: bench bench-quick
+
+bench: ## benchmarks of bench/ and bench/peers into bench/results/, then benchstat tables
+	GO=$(GO) BENCHSTAT=$(BENCHSTAT) BENCH_COUNT=$(BENCH_COUNT) BENCH_CPU=$(BENCH_CPU) \
+		BENCH_TIME=$(BENCH_TIME) BENCH_RUN='$(BENCH_RUN)' BENCH_OUT=$(BENCH_OUT) bash bench/run.sh
+
+bench-quick: ## a short bench run (3 counts, -cpu 1,2) to check that everything works
+	$(MAKE) bench BENCH_COUNT=3 BENCH_CPU=1,2 BENCH_TIME=20ms \
+		BENCH_OUT=bench/results/$(shell date -u +%Y-%m-%d)-$(shell hostname -s)-quick.txt
+
+# Contention proofs and fuzzing (issue 3; docs/verification.md). stress runs
+# race/ at full size; fuzz runs every fuzz target in turn for FUZZTIME each.
+FUZZTIME     ?= 60s
+STRESS_COUNT ?= 10
+FUZZ_TARGETS := ./fuzz:FuzzDifferential ./fuzz:FuzzAtomicRing ./fuzz:FuzzBuckets ./fuzz:FuzzConfig \
+	./core:FuzzStateWord
+
+.PHONY: stress fuzz
+
+stress: ## race/ at full size under the race detector, STRESS_COUNT (10) times, halting on the first race
+	GORACE=halt_on_error=1 $(GO) test -race -count=$(STRESS_COUNT) -timeout=0 -v ./race/
+
+fuzz: ## every fuzz target in turn for FUZZTIME each (make fuzz FUZZTIME=10m)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	done
