@@ -15,9 +15,8 @@ lint: ## gofmt check, go vet, staticcheck
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-unit: ## all tests under the race detector (race/ at its -short size; make stress runs it in full)
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/race$$')
-	$(GO) test -race -count=1 -short ./race/
+unit: ## all tests under the race detector, at their -short sizes (make stress runs the full ones)
+	$(GO) test -race -count=1 -short ./...
 
 test386: ## all tests (-short) as GOARCH=386, where a misaligned 64-bit atomic panics; under qemu-user where the kernel cannot run 386
 	GO=$(GO) bash scripts/test386.sh
@@ -31,7 +30,7 @@ demo: ## a real HTTP outage behind the breaker: fails fast, then recovers
 BENCHSTAT   := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 BENCH_COUNT ?= 10
 BENCH_CPU   ?= 1,2,4
-BENCH_TIME  ?= 50ms
+BENCH_TIME  ?= 30ms
 BENCH_RUN   ?= .
 BENCH_OUT   ?= bench/results/$(shell date -u +%Y-%m-%d)-$(shell hostname -s).txt
 
@@ -54,7 +53,8 @@ FUZZ_TARGETS := ./fuzz:FuzzDifferential ./fuzz:FuzzAtomicRing ./fuzz:FuzzBuckets
 
 .PHONY: stress fuzz
 
-stress: ## race/ at full size under the race detector, STRESS_COUNT (10) times, halting on the first race
+stress: ## full-size core, window and race/ tests under the race detector; race/ STRESS_COUNT (10) times, halting on the first race
+	GORACE=halt_on_error=1 $(GO) test -race -count=1 -timeout=0 ./core/ ./window/...
 	GORACE=halt_on_error=1 $(GO) test -race -count=$(STRESS_COUNT) -timeout=0 -v ./race/
 
 fuzz: ## every fuzz target in turn for FUZZTIME each (make fuzz FUZZTIME=10m)

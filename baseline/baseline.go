@@ -19,8 +19,9 @@ import (
 )
 
 // Breaker is the mutex-based breaker. All methods are safe for concurrent
-// use; each holds the mutex for a few field updates and never while calling
-// the classifier, the clock's caller code or a listener. Allow, Done and
+// use; each holds the mutex for a few field updates. It reads the Clock
+// under the mutex (Config.Clock must not panic or call into the breaker) but
+// never calls the classifier or a listener while holding it. Allow, Done and
 // Record allocate nothing in steady state.
 type Breaker struct {
 	mu       sync.Mutex
@@ -28,10 +29,10 @@ type Breaker struct {
 	state    core.State
 	gen      uint32
 	consec   uint64
-	deadline time.Duration // open: first clock reading at which a call may probe
-	step     uint8         // backoff step of the current open/half-open period
-	inFlight int           // half-open probes in flight
-	success  int           // half-open probe successes
+	deadline uint64 // open: first whole millisecond of the clock at which a call may probe
+	step     uint8  // backoff step of the current open/half-open period
+	inFlight int    // half-open probes in flight
+	success  int    // half-open probe successes
 	count    countWindow
 	time     timeWindow
 
@@ -77,8 +78,7 @@ func (b *Breaker) Allow() (core.Permit, error) {
 		return p, nil
 	case core.Open:
 		now := b.now()
-		if now < b.deadline {
-			wait := b.deadline - now
+		if wait := b.wait(now); wait > 0 {
 			b.mu.Unlock()
 			return core.Permit{Wait: wait}, core.ErrOpen
 		}
@@ -88,7 +88,15 @@ func (b *Breaker) Allow() (core.Permit, error) {
 		if b.s.SlowEnabled() {
 			p.Start = now
 		}
+		// A panicking listener must not strand the probe the caller never got.
+		delivered := false
+		defer func() {
+			if !delivered {
+				b.Record(p, core.Ignored)
+			}
+		}()
 		b.unlockAndNotify()
+		delivered = true
 		return p, nil
 	default:
 		if b.inFlight >= b.s.PermittedCallsInHalfOpen || b.inFlight+b.success >= b.s.SuccessesToClose {
@@ -116,8 +124,12 @@ func (b *Breaker) Done(p core.Permit, err error) {
 
 // Record records outcome o for p; see core.Breaker.Record.
 func (b *Breaker) Record(p core.Permit, o core.Outcome) {
+	if o > core.Ignored {
+		o = core.Failure
+	}
 	b.mu.Lock()
-	if p.Generation != b.gen || p.Probe != (b.state == core.HalfOpen) || b.state == core.Open || o == core.Ignored && !p.Probe {
+	if p.Generation != b.gen || p.Probe != (b.state == core.HalfOpen) || b.state == core.Open ||
+		o == core.Ignored && !p.Probe || p.Probe && b.inFlight == 0 {
 		b.mu.Unlock()
 		return
 	}
@@ -142,9 +154,11 @@ func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 		b.count.add(fail, slow)
 		c = b.count.sum
 	}
-	if fail {
+	switch {
+	case b.s.ConsecutiveFailures == 0: // not tracked, as in the lock-free word
+	case fail:
 		b.consec++
-	} else {
+	default:
 		b.consec = 0
 	}
 	if b.s.ShouldTrip(c.counts(), b.consec) {
@@ -173,9 +187,17 @@ func (b *Breaker) recordProbe(o core.Outcome) {
 func (b *Breaker) open(step uint8, now time.Duration) {
 	b.transition(core.Open, now)
 	b.step = step
-	now = max(now, 0)
 	// Millisecond resolution, rounded up: the same rule as the lock-free word.
-	b.deadline = (now + b.s.OpenDuration(step) + time.Millisecond - 1) / time.Millisecond * time.Millisecond
+	b.deadline = core.DeadlineMillis(now, b.s.OpenDuration(step))
+}
+
+// wait is how long before a call at now may probe (0: it may).
+func (b *Breaker) wait(now time.Duration) time.Duration {
+	nowMs := uint64(now / time.Millisecond)
+	if nowMs >= b.deadline {
+		return 0
+	}
+	return time.Duration(b.deadline-nowMs)*time.Millisecond - now%time.Millisecond
 }
 
 // transition commits a state change: new generation, fresh state (R11), and
@@ -236,7 +258,7 @@ func (b *Breaker) now() time.Duration { return max(b.s.Clock.Now(), 0) }
 func (b *Breaker) State() core.State {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.state == core.Open && b.now() >= b.deadline {
+	if b.state == core.Open && b.wait(b.now()) == 0 {
 		return core.HalfOpen
 	}
 	return b.state
@@ -260,7 +282,7 @@ func (b *Breaker) Counts() core.Counts {
 		c.Calls, c.Failures, c.SlowCalls, c.SlowFailures = w.n, w.f, w.s, w.sf
 		c.ConsecutiveFailures = b.consec
 	case core.Open:
-		if b.now() >= b.deadline {
+		if b.wait(b.now()) == 0 {
 			c.State = core.HalfOpen
 		}
 	case core.HalfOpen:

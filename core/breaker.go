@@ -43,7 +43,8 @@ type Breaker struct {
 // Counts is a snapshot of a breaker. Calls, Failures, SlowCalls and
 // SlowFailures are the current window's (zero when no window is configured,
 // and zero in open and half-open, which start fresh per R11);
-// ConsecutiveFailures is the closed-state run of failures; ProbesInFlight and
+// ConsecutiveFailures is the closed-state run of failures, tracked only when
+// Config.ConsecutiveFailures is set; ProbesInFlight and
 // ProbeSuccesses are half-open's. State is time-aware like State().
 //
 // A snapshot read while other goroutines record may not include outcomes
@@ -117,8 +118,9 @@ func (b *Breaker) Allow() (Permit, error) {
 			if !b.state.CompareAndSwap(w, pack(word{state: HalfOpen, step: u.step, gen: g, inFlight: 1})) {
 				continue
 			}
-			b.notify(Open, HalfOpen, g, now)
-			return Permit{Generation: g, Probe: true, Start: b.startIf(now)}, nil
+			p := Permit{Generation: g, Probe: true, Start: b.startIf(now)}
+			b.notifyProbe(p, now)
+			return p, nil
 		default:
 			u := unpack(w)
 			if int(u.inFlight) >= b.s.PermittedCallsInHalfOpen ||
@@ -160,8 +162,12 @@ func (b *Breaker) Done(p Permit, err error) {
 }
 
 // Record records outcome o for the call made with p. An outcome whose permit
-// is of another generation is stale and changes nothing (R8).
+// is of another generation is stale and changes nothing (R8). An Outcome
+// value other than Success, Failure and Ignored counts as Failure.
 func (b *Breaker) Record(p Permit, o Outcome) {
+	if o > Ignored {
+		o = Failure // an Outcome no classifier should return: the safe side
+	}
 	if p.Probe {
 		b.recordProbe(p, o)
 		return
@@ -201,6 +207,8 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 	for {
 		consec := w >> payShift & payMask
 		switch {
+		case b.s.ConsecutiveFailures == 0:
+			// Not tracked: a success then costs no write to the state word.
 		case !fail:
 			consec = 0
 		case consec < maxConsec:
@@ -208,6 +216,14 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 		}
 		if b.s.ShouldTrip(c, consec) {
 			t := b.s.Clock.Now()
+			// c is the window at this outcome's own commit; records that
+			// landed since may have changed it. Trip only on a window that
+			// still warrants it, so the trip is explained by the window as
+			// it is at the trip, as in the sequential model.
+			if fresh := b.windowCounts(p.Generation, t); fresh != c && !b.s.ShouldTrip(fresh, consec) {
+				c = fresh
+				continue
+			}
 			g := nextGen(p.Generation)
 			// closed -> open: a successful swap is the one trip of this
 			// generation; every other recorder of the old generation
@@ -230,6 +246,18 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 			return
 		}
 	}
+}
+
+// windowCounts reads the window of generation gen at now (zero when no
+// window is configured).
+func (b *Breaker) windowCounts(gen uint32, now time.Duration) window.Counts {
+	switch {
+	case b.ring != nil:
+		return b.ring.Snapshot(gen)
+	case b.buckets != nil:
+		return b.buckets.Snapshot(gen, now)
+	}
+	return window.Counts{}
 }
 
 // current reports whether gen is the generation of a closed breaker now.
@@ -292,6 +320,23 @@ func (b *Breaker) clockIfListening() time.Duration {
 	return b.s.Clock.Now()
 }
 
+// notifyProbe announces open -> half-open, whose caller holds probe p. The
+// listener runs before Allow can return p: if it panics, p is released as
+// Ignored so the slot does not leak (R10), and the panic goes on.
+func (b *Breaker) notifyProbe(p Permit, at time.Duration) {
+	if b.dispatch == nil {
+		return
+	}
+	delivered := false
+	defer func() {
+		if !delivered {
+			b.Record(p, Ignored)
+		}
+	}()
+	b.dispatch.publish(Open, HalfOpen, p.Generation, at)
+	delivered = true
+}
+
 func (b *Breaker) notify(from, to State, gen uint32, at time.Duration) {
 	if b.dispatch != nil {
 		b.dispatch.publish(from, to, gen, at)
@@ -318,13 +363,11 @@ func (b *Breaker) Counts() Counts {
 	switch u.state {
 	case Closed:
 		c.ConsecutiveFailures = u.payload
-		var wc window.Counts
-		switch {
-		case b.ring != nil:
-			wc = b.ring.Snapshot(u.gen)
-		case b.buckets != nil:
-			wc = b.buckets.Snapshot(u.gen, b.s.Clock.Now())
+		var now time.Duration
+		if b.buckets != nil {
+			now = b.s.Clock.Now()
 		}
+		wc := b.windowCounts(u.gen, now)
 		c.Calls, c.Failures, c.SlowCalls, c.SlowFailures = wc.Calls, wc.Failures, wc.Slow, wc.SlowFailures
 	case Open:
 		if untilDeadline(u.payload, b.s.Clock.Now()) == 0 {
@@ -340,10 +383,17 @@ func (b *Breaker) Counts() Counts {
 // after now+d, mod 2^36. Rounding up keeps the open duration from being
 // shortened by the coarser unit.
 func deadline(now, d time.Duration) uint64 {
-	if now < 0 {
-		now = 0
-	}
-	return uint64((now+d+time.Millisecond-1)/time.Millisecond) % deadlineMod
+	return DeadlineMillis(now, d) % deadlineMod
+}
+
+// DeadlineMillis is the open deadline rule both implementations share: the
+// first whole millisecond of the clock at or after now+d, with a negative
+// reading counted as zero. It works in milliseconds so that no clock reading
+// (up to 2^63-1 ns) and duration (up to a year) can overflow.
+func DeadlineMillis(now, d time.Duration) uint64 {
+	now = max(now, 0)
+	ms := time.Millisecond
+	return uint64(now/ms) + uint64(d/ms) + uint64((now%ms+d%ms+ms-1)/ms)
 }
 
 // untilDeadline is how long before a call at now may probe, or 0 if it may.

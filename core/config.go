@@ -42,9 +42,12 @@ const (
 	MaxPermittedInHalf   = maxProbes            // calls
 	MaxBackoffSteps      = maxStep              // re-opens
 	MaxOpenDurationLimit = 365 * 24 * time.Hour // a year, well inside the 2^35 ms deadline range
-	defaultWindowSize    = 100
-	defaultMinCalls      = 100
-	defaultOpenDuration  = 60 * time.Second
+	// MaxConsecutiveFailures is the largest ConsecutiveFailures: the run of
+	// failures is counted in 36 bits of the state word.
+	MaxConsecutiveFailures = maxConsec
+	defaultWindowSize      = 100
+	defaultMinCalls        = 100
+	defaultOpenDuration    = 60 * time.Second
 )
 
 // ErrInvalidConfig is what every configuration error matches with errors.Is.
@@ -132,7 +135,9 @@ type Config struct {
 	// panics the permit is released as Ignored and the panic propagates (R10).
 	Classifier func(error) Outcome
 	// Clock is the only source of time (R14). Zero: a monotonic clock started
-	// at construction (NewSystemClock).
+	// at construction (NewSystemClock); a zero SystemClock{} is rejected. It
+	// must not panic or call into the breaker: the baseline reads it under
+	// its mutex.
 	Clock Clock
 	// OnStateChange is called once per committed transition, in generation
 	// order, outside every internal critical section, on the goroutine of one
@@ -205,8 +210,11 @@ func (c Config) Validate() (Settings, error) {
 	if c.FailureCountThreshold < 0 {
 		bad("FailureCountThreshold", "%d is negative", c.FailureCountThreshold)
 	}
-	if c.ConsecutiveFailures < 0 {
-		bad("ConsecutiveFailures", "%d is negative", c.ConsecutiveFailures)
+	if c.ConsecutiveFailures < 0 || c.ConsecutiveFailures > MaxConsecutiveFailures {
+		bad("ConsecutiveFailures", "%d is outside 0..%d calls", c.ConsecutiveFailures, MaxConsecutiveFailures)
+	}
+	if sc, ok := c.Clock.(SystemClock); ok && sc.base.IsZero() {
+		bad("Clock", "a zero SystemClock has no monotonic base and reads a frozen maximum; use NewSystemClock")
 	}
 	needWindow := c.FailureRateThreshold > 0 || c.SlowCallRateThreshold > 0 || c.FailureCountThreshold > 0
 	if !needWindow && c.ConsecutiveFailures <= 0 {
@@ -307,6 +315,9 @@ func openDurations(c Config, d *[MaxBackoffSteps + 1]time.Duration, errs []error
 		return 0, errs
 	case limit == 0:
 		limit = base
+	case factor == 1 && limit != base:
+		bad("MaxOpenDuration", "%v has no effect without an OpenDurationBackoff above 1", limit)
+		return 0, errs
 	case limit < base:
 		bad("MaxOpenDuration", "%v is below OpenDuration %v", limit, base)
 		return 0, errs

@@ -260,6 +260,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, op uint8, now tim
 		}
 		consec := u.payload
 		switch {
+		case s.ConsecutiveFailures == 0: // not tracked: the word keeps what it had
 		case !fail:
 			consec = 0
 		case consec < maxConsec:

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"runtime"
 	"time"
 
 	"go.uber.org/atomic"
@@ -30,22 +29,32 @@ type Transition struct {
 // runs, so a publisher never waits for a listener. A listener that causes a
 // transition publishes it and returns; the deliverer picks it up next.
 //
-// Bounds: when 256 events await delivery, the next committing goroutine
-// yields until the deliverer is within 256 of it. That cannot deadlock unless
-// one listener call itself causes 256 transitions. While transitions keep
-// committing, the deliverer keeps delivering them (in-order delivery without
-// making publishers wait has to put the work somewhere); transitions are
-// paced by the open duration, so this is a storm only with open durations of
-// about a millisecond.
+// A slot is only taken by a generation within 256 of the next one to
+// deliver: a later generation must not take the slot of an earlier one whose
+// publisher was descheduled before publishing, or neither could be
+// delivered. An event further ahead (256 events are waiting on a slow
+// listener) goes on the overflow stack instead, one small allocation, and
+// the deliverer takes it from there in turn. Nobody ever waits: not even a
+// listener that itself commits a transition while 256 are queued.
+//
+// While transitions keep committing, the deliverer keeps delivering them (in
+// order, without making publishers wait, the work has to go somewhere);
+// transitions are paced by the open duration, so this is a storm only with
+// open durations of about a millisecond.
 type dispatcher struct {
 	// next is [next generation to deliver << 1 | busy]. It is the first
 	// field so go.uber.org/atomic's 64-bit word is aligned on 32-bit
 	// platforms; the padding keeps it off the slots' cache line.
-	next  atomic.Uint64
-	_     [56]byte
-	slots [256]eventSlot
-	fn    func(Transition)
-	name  string
+	next     atomic.Uint64
+	_        [56]byte
+	slots    [256]eventSlot
+	overflow atomic.Pointer[overflowEvent]
+	fn       func(Transition)
+	name     string
+
+	// parked holds overflow events taken off the stack that are not next
+	// yet. Only the deliverer (the holder of the busy bit) touches it.
+	parked []Transition
 }
 
 // eventSlot holds one event. seq is gen<<1|1 while the slot holds the event
@@ -58,6 +67,11 @@ type eventSlot struct {
 	from, to State
 }
 
+type overflowEvent struct {
+	t    Transition
+	next *overflowEvent
+}
+
 func newDispatcher(name string, fn func(Transition)) *dispatcher {
 	d := &dispatcher{fn: fn, name: name}
 	d.next.Store(uint64(nextGen(0)) << 1)
@@ -68,14 +82,20 @@ func newDispatcher(name string, fn func(Transition)) *dispatcher {
 // every event that is next in line. Call it after the committing CAS.
 func (d *dispatcher) publish(from, to State, gen uint32, at time.Duration) {
 	s := &d.slots[gen%uint32(len(d.slots))]
-	// Wait until gen is within 256 of the next event to deliver, not merely
-	// for a free slot: if the publisher of gen-256 was descheduled before
-	// publishing, its slot is free, but taking it would strand both events.
-	for (gen-uint32(d.next.Load()>>1))&genMask >= uint32(len(d.slots)) || s.seq.Load() != 0 {
-		runtime.Gosched()
+	if (gen-uint32(d.next.Load()>>1))&genMask < uint32(len(d.slots)) {
+		// Within the window the slot's previous event (gen-256) was
+		// delivered, and the deliverer cleared seq before advancing next.
+		s.at, s.gen, s.from, s.to = int64(at), gen, from, to
+		s.seq.Store(uint64(gen)<<1 | 1)
+	} else {
+		e := &overflowEvent{t: Transition{Name: d.name, From: from, To: to, Generation: gen, At: at}}
+		for {
+			e.next = d.overflow.Load()
+			if d.overflow.CompareAndSwap(e.next, e) {
+				break
+			}
+		}
 	}
-	s.at, s.gen, s.from, s.to = int64(at), gen, from, to
-	s.seq.Store(uint64(gen)<<1 | 1)
 	d.deliver()
 }
 
@@ -86,7 +106,7 @@ func (d *dispatcher) deliver() {
 			return // another goroutine is delivering and will see our event
 		}
 		gen := uint32(n >> 1)
-		if d.slots[gen%uint32(len(d.slots))].seq.Load() != uint64(gen)<<1|1 {
+		if d.slots[gen%uint32(len(d.slots))].seq.Load() != uint64(gen)<<1|1 && d.overflow.Load() == nil {
 			return // the next event in line is not published yet; its publisher delivers it
 		}
 		if d.next.CompareAndSwap(n, n|1) {
@@ -110,16 +130,35 @@ func (d *dispatcher) drain(gen uint32) {
 		}
 	}()
 	for {
-		s := &d.slots[gen%uint32(len(d.slots))]
-		if s.seq.Load() != uint64(gen)<<1|1 {
+		t, ok := d.take(gen)
+		if !ok {
 			returned = true
 			d.next.Store(uint64(gen) << 1)
 			return
 		}
-		t := Transition{Name: d.name, From: s.from, To: s.to, Generation: s.gen, At: time.Duration(s.at)}
-		s.seq.Store(0)
 		gen = nextGen(gen)
 		d.next.Store(uint64(gen)<<1 | 1)
 		d.fn(t)
 	}
+}
+
+// take removes the event of generation gen from its slot or from the
+// overflow events, if it has been published.
+func (d *dispatcher) take(gen uint32) (Transition, bool) {
+	s := &d.slots[gen%uint32(len(d.slots))]
+	if s.seq.Load() == uint64(gen)<<1|1 {
+		t := Transition{Name: d.name, From: s.from, To: s.to, Generation: s.gen, At: time.Duration(s.at)}
+		s.seq.Store(0)
+		return t, true
+	}
+	for e := d.overflow.Swap(nil); e != nil; e = e.next {
+		d.parked = append(d.parked, e.t)
+	}
+	for i, t := range d.parked {
+		if t.Generation == gen {
+			d.parked = append(d.parked[:i], d.parked[i+1:]...)
+			return t, true
+		}
+	}
+	return Transition{}, false
 }

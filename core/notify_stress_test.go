@@ -38,7 +38,7 @@ func TestNotificationStormDeliversEveryEventInOrder(t *testing.T) {
 			var wg sync.WaitGroup
 			for g := range 16 {
 				wg.Go(func() {
-					for i := range rounds(40000, 4000) {
+					for i := range rounds(10000, 2000) {
 						p, err := r.B.Allow()
 						if err != nil {
 							r.Clock.Advance(time.Millisecond)
