@@ -39,12 +39,12 @@ func (t WindowType) String() string {
 const (
 	MaxCountWindow       = 255                  // calls
 	MaxTimeWindow        = 3600                 // seconds
-	MaxPermittedInHalf   = maxProbes            // calls
-	MaxBackoffSteps      = maxStep              // re-opens
+	MaxPermittedInHalf   = 255                  // calls: 8 bits of the state word (TestLimitsMatchWord)
+	MaxBackoffSteps      = 31                   // re-opens: 5 bits of the state word
 	MaxOpenDurationLimit = 365 * 24 * time.Hour // a year, well inside the 2^35 ms deadline range
 	// MaxConsecutiveFailures is the largest ConsecutiveFailures: the run of
 	// failures is counted in 36 bits of the state word.
-	MaxConsecutiveFailures = maxConsec
+	MaxConsecutiveFailures = 1<<36 - 1
 	defaultWindowSize      = 100
 	defaultMinCalls        = 100
 	defaultOpenDuration    = 60 * time.Second

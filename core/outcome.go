@@ -54,7 +54,8 @@ func DefaultClassifier(err error) Outcome {
 // outcome changes nothing (R8). A zero Permit, or one built by hand, is
 // treated as a permit of the generation it names.
 type Permit struct {
-	// Generation is the breaker generation the permit was granted in (mod 2^20).
+	// Generation is the breaker generation the permit was granted in (mod
+	// 2^20); zero on a rejection.
 	Generation uint32
 	// Probe is true for a half-open probe.
 	Probe bool
@@ -66,8 +67,8 @@ type Permit struct {
 	Wait time.Duration
 }
 
-// ErrOpen is returned by Allow while the breaker is open (or forced open):
-// the call was not made. Permit.Wait tells when a probe may go. It matches
+// ErrOpen is returned by Allow while the breaker is open: the call was not
+// made. Permit.Wait tells when a probe may go. It matches
 // ErrRejected with errors.Is. Returning it allocates nothing.
 var ErrOpen error = &rejection{msg: "casbreaker: circuit breaker is open"}
 

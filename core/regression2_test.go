@@ -1,8 +1,8 @@
 package core_test
 
-// Regressions B15-B32 of shared/regressions.md: failures that users reported
+// Regressions B15-B32 of docs/regressions.md: failures that users reported
 // against other circuit breakers, restated as tests of the rules in
-// shared/semantics.md and run against both implementations.
+// docs/semantics.md and run against both implementations.
 
 import (
 	"context"

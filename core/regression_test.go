@@ -1,6 +1,6 @@
 package core_test
 
-// Regressions B01-B13 of shared/regressions.md: bugs other breakers shipped,
+// Regressions B01-B13 of docs/regressions.md: bugs other breakers shipped,
 // as tests for ours, against both implementations. Expected values follow
 // semantics.md, never another library's behaviour. B15-B32 are in
 // regression2_test.go.

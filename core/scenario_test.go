@@ -1,6 +1,6 @@
 package core_test
 
-// The scenarios of shared/scenarios.md (S1-S13), each an exact vector from the
+// The scenarios of docs/scenarios.md (S1-S13), each an exact vector from the
 // seed documents, run against both implementations.
 
 import (

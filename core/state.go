@@ -122,7 +122,7 @@ func pack(u word) uint64 {
 // GenerationModulus is the number of distinct generations: a Permit's and a
 // Transition's Generation is the breaker generation mod GenerationModulus
 // (2^20). Both implementations wrap at the same point.
-const GenerationModulus = 1 << genBits
+const GenerationModulus = 1 << 20
 
 // nextGen is the generation after g, wrapping at 2^20 like the word does.
 func nextGen(g uint32) uint32 { return (g + 1) & genMask }

@@ -76,3 +76,12 @@ func TestStateString(t *testing.T) {
 	require.Equal(t, "state(5)", State(5).String())
 	require.Zero(t, testing.AllocsPerRun(100, func() { _ = HalfOpen.String() }))
 }
+
+// The exported limits are written as numbers for the docs; they must match
+// the widths of the state word.
+func TestLimitsMatchWord(t *testing.T) {
+	require.Equal(t, maxProbes, MaxPermittedInHalf)
+	require.Equal(t, maxStep, MaxBackoffSteps)
+	require.Equal(t, uint64(maxConsec), uint64(MaxConsecutiveFailures))
+	require.Equal(t, 1<<genBits, GenerationModulus)
+}
