@@ -44,10 +44,10 @@ const (
 	MaxOpenDurationLimit = 365 * 24 * time.Hour // a year, well inside the 2^35 ms deadline range
 	// MaxConsecutiveFailures is the largest ConsecutiveFailures: the run of
 	// failures is counted in 36 bits of the state word.
-	MaxConsecutiveFailures = 1<<36 - 1
-	defaultWindowSize      = 100
-	defaultMinCalls        = 100
-	defaultOpenDuration    = 60 * time.Second
+	MaxConsecutiveFailures int64 = 1<<36 - 1
+	defaultWindowSize            = 100
+	defaultMinCalls              = 100
+	defaultOpenDuration          = 60 * time.Second
 )
 
 // ErrInvalidConfig is what every configuration error matches with errors.Is.
@@ -210,7 +210,7 @@ func (c Config) Validate() (Settings, error) {
 	if c.FailureCountThreshold < 0 {
 		bad("FailureCountThreshold", "%d is negative", c.FailureCountThreshold)
 	}
-	if c.ConsecutiveFailures < 0 || c.ConsecutiveFailures > MaxConsecutiveFailures {
+	if c.ConsecutiveFailures < 0 || int64(c.ConsecutiveFailures) > MaxConsecutiveFailures {
 		bad("ConsecutiveFailures", "%d is outside 0..%d calls", c.ConsecutiveFailures, MaxConsecutiveFailures)
 	}
 	if sc, ok := c.Clock.(SystemClock); ok && sc.base.IsZero() {
