@@ -25,8 +25,9 @@ demo: ## a real HTTP outage behind the breaker: fails fast, then recovers
 	$(GO) run ./examples/outage
 
 # Benchmarks (issue 4): both modules, raw output into bench/results/, then
-# benchstat -col /impl. BENCH_CPU=1,2,4,8,16 BENCH_COUNT=5 on a 16-core
-# machine for the parallel table; BENCH_RUN narrows the set (a -bench regexp).
+# benchstat -col /impl (docs/benchmarks.md). BENCH_RUN narrows the set (a
+# -bench regexp). The parallel table on a 16-core machine:
+#   make bench BENCH_CPU=1,2,4,8,16 BENCH_COUNT=5 BENCH_RUN='Parallel|OpenReject|ProbeStorm|Churn|Snapshot'
 BENCHSTAT   := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 BENCH_COUNT ?= 10
 BENCH_CPU   ?= 1,2,4

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# bench/run.sh: what `make bench` and `make bench-quick` run. It runs the
+# benchmarks of the root module (bench/: lock-free, mutex and the floors) and
+# of the nested module bench/peers (the other Go breakers) with the same
+# flags, writes their raw output, one file, to $BENCH_OUT, and prints the
+# benchstat tables. Every setting comes from the environment (the Makefile
+# sets them all); benchstat runs from the pinned version in $BENCHSTAT.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GO=${GO:-go}
+: "${BENCHSTAT:?set BENCHSTAT to a pinned golang.org/x/perf/cmd/benchstat@version}"
+: "${BENCH_OUT:?set BENCH_OUT to the raw output file}"
+BENCH_COUNT=${BENCH_COUNT:-10}
+BENCH_CPU=${BENCH_CPU:-1,2,4}
+BENCH_TIME=${BENCH_TIME:-30ms}
+BENCH_RUN=${BENCH_RUN:-.}
+
+flags=(-run '^$' -bench "$BENCH_RUN" -benchtime "$BENCH_TIME" -count "$BENCH_COUNT" -cpu "$BENCH_CPU" -timeout 60m)
+mkdir -p "$(dirname "$BENCH_OUT")"
+tmp=$BENCH_OUT.tmp
+start=$(date +%s)
+
+# Lines that start with '#' are not benchmark data: benchstat ignores them.
+{
+	echo "# casbreaker benchmarks, $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname)"
+	echo "# go test ${flags[*]} (./bench/ then bench/peers)"
+	echo "# $($GO version)"
+	echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores visible, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+} >"$tmp"
+
+status=0
+"$GO" test "${flags[@]}" ./bench/ 2>&1 | tee -a "$tmp" || status=1
+(cd bench/peers && "$GO" test "${flags[@]}" .) 2>&1 | tee -a "$tmp" || status=1
+if grep -q -- '--- FAIL' "$tmp"; then
+	status=1
+	echo "benchmark failures:" >&2
+	grep -A1 -- '--- FAIL' "$tmp" >&2 || true
+fi
+echo "# took $(($(date +%s) - start)) s; load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$tmp"
+mv "$tmp" "$BENCH_OUT"
+
+echo
+echo "raw output: $BENCH_OUT"
+echo
+echo "== floors (ns per operation; read every other table as a ratio to these) =="
+"$GO" run "$BENCHSTAT" -filter '.name:/^Floor/' -row /op,/gomaxprocs -col .name "$BENCH_OUT"
+echo
+echo "== implementations (columns: /impl, each compared with the first, lockfree) =="
+"$GO" run "$BENCHSTAT" -filter '-.name:/^Floor/' -ignore pkg -col /impl "$BENCH_OUT"
+exit $status
