@@ -3,6 +3,7 @@ module github.com/casbreaker/casbreaker
 go 1.26
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/atomic v1.12.0
 	go.uber.org/goleak v1.3.0

@@ -552,6 +552,7 @@ func TestAdv_ConsecutiveRunAndWindowDisagreeStress(t *testing.T) {
 // snapshot. No sequential order of A, B and that Counts ends open after such a
 // Counts (A,B: Counts would see open; B,A: the window [S,F] is 50%, no trip).
 func TestAdv_TripOnStaleWindowSnapshot(t *testing.T) {
+	advBug(t, "the record and its trip are two steps: a trip may follow a window that records since have changed")
 	hc := &hookClock{}
 	b, err := core.New(core.Config{
 		WindowSize: 2, MinimumNumberOfCalls: 2, FailureRateThreshold: 100,

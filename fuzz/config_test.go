@@ -1,0 +1,191 @@
+package fuzz_test
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/casbreaker/casbreaker/baseline"
+	"github.com/casbreaker/casbreaker/core"
+)
+
+// configFields is the set of core.Config field names a ConfigError may name.
+var configFields = func() map[string]bool {
+	m := map[string]bool{}
+	t := reflect.TypeFor[core.Config]()
+	for i := range t.NumField() {
+		m[t.Field(i).Name] = true
+	}
+	return m
+}()
+
+// FuzzConfig: configuration validation (R3) on arbitrary values, NaN and
+// infinite backoff factors and the extremes of every integer included.
+//
+//   - Validate, core.New and baseline.New never panic.
+//   - A rejection matches ErrInvalidConfig; every error it joins is a
+//     *core.ConfigError (errors.As) that names a real Config field and says
+//     so in its message; core.New and baseline.New reject with the same
+//     message as Validate.
+//   - Values R3 rules out are rejected naming their own field, never
+//     clamped: rate thresholds outside 0..100, negative counts and
+//     durations, window sizes and probe counts above their maxima, an
+//     unknown window type.
+//   - An accepted config yields Settings within every limit (window size,
+//     minimum calls >= 1, 1..255 probes and successes, open durations in
+//     1 ns..a year, never shrinking with the backoff step, the step itself
+//     stopping at most at 31), keeps every non-zero value it was given, and
+//     both constructors accept it.
+func FuzzConfig(f *testing.F) {
+	f.Add(uint8(0), 20, 10, 50, 0, int64(0), 0, 0, int64(5*time.Second), 0.0, int64(0), 1, 0)
+	f.Add(uint8(1), 60, 0, 0, 30, int64(time.Second), 3, 0, int64(time.Second), 2.0, int64(time.Minute), 3, 2)
+	f.Add(uint8(0), 0, 0, 0, 0, int64(0), 0, 5, int64(0), 0.0, int64(0), 0, 0)
+	f.Add(uint8(7), -1, -1, 101, -1, int64(-1), -1, -1, int64(-1), math.NaN(), int64(-1), 256, 256)
+	f.Add(uint8(0), 5, 10, 50, 0, int64(0), 0, 0, int64(0), 0.0, int64(0), 0, 0)
+	f.Add(uint8(1), 3601, 0, 100, 100, int64(0), 0, 0, int64(400*24*time.Hour), math.Inf(1), int64(0), 255, 255)
+	f.Add(uint8(0), 255, 255, 100, 0, int64(0), 255, math.MaxInt, int64(time.Millisecond), 1.01, int64(time.Second), 0, 0)
+	f.Fuzz(func(t *testing.T, wt uint8, size, minCalls, rate, slowRate int, slowDur int64, count, consec int,
+		open int64, backoff float64, maxOpen int64, permitted, successes int) {
+		c := core.Config{
+			WindowType:                core.WindowType(wt),
+			WindowSize:                size,
+			MinimumNumberOfCalls:      minCalls,
+			FailureRateThreshold:      rate,
+			SlowCallRateThreshold:     slowRate,
+			SlowCallDurationThreshold: time.Duration(slowDur),
+			FailureCountThreshold:     count,
+			ConsecutiveFailures:       consec,
+			OpenDuration:              time.Duration(open),
+			OpenDurationBackoff:       backoff,
+			MaxOpenDuration:           time.Duration(maxOpen),
+			PermittedCallsInHalfOpen:  permitted,
+			SuccessesToClose:          successes,
+			Clock:                     core.NewManualClock(0),
+		}
+		s, err := c.Validate()
+		_, errCore := core.New(c)
+		_, errBase := baseline.New(c)
+		if err != nil {
+			checkRejection(t, c, err)
+			for name, e := range map[string]error{"core.New": errCore, "baseline.New": errBase} {
+				if e == nil || e.Error() != err.Error() {
+					t.Fatalf("%s: %v, want Validate's %v", name, e, err)
+				}
+			}
+			return
+		}
+		if errCore != nil || errBase != nil {
+			t.Fatalf("Validate accepted %+v but core.New says %v and baseline.New %v", c, errCore, errBase)
+		}
+		checkSettings(t, c, s)
+	})
+}
+
+// checkRejection: every joined error is a *ConfigError naming a real field,
+// and every value R3 rules out is named.
+func checkRejection(t *testing.T, c core.Config, err error) {
+	t.Helper()
+	if !errors.Is(err, core.ErrInvalidConfig) {
+		t.Fatalf("%v does not match ErrInvalidConfig", err)
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	named := map[string]bool{}
+	for _, e := range errs {
+		var ce *core.ConfigError
+		if !errors.As(e, &ce) {
+			t.Fatalf("%v (in %v) is not a *core.ConfigError", e, err)
+		}
+		if !configFields[ce.Field] || !strings.Contains(ce.Error(), "Config."+ce.Field) || ce.Problem == "" {
+			t.Fatalf("%#v does not name a Config field in its message %q", ce, ce.Error())
+		}
+		named[ce.Field] = true
+	}
+	maxWindow := core.MaxCountWindow
+	if c.WindowType == core.TimeBased {
+		maxWindow = core.MaxTimeWindow
+	}
+	for field, bad := range map[string]bool{
+		"WindowType":                c.WindowType != core.CountBased && c.WindowType != core.TimeBased,
+		"WindowSize":                c.WindowSize < 0 || c.WindowSize > maxWindow,
+		"MinimumNumberOfCalls":      c.MinimumNumberOfCalls < 0,
+		"FailureRateThreshold":      c.FailureRateThreshold < 0 || c.FailureRateThreshold > 100,
+		"SlowCallRateThreshold":     c.SlowCallRateThreshold < 0 || c.SlowCallRateThreshold > 100,
+		"SlowCallDurationThreshold": c.SlowCallDurationThreshold < 0,
+		"FailureCountThreshold":     c.FailureCountThreshold < 0,
+		"ConsecutiveFailures":       c.ConsecutiveFailures < 0,
+		"OpenDuration":              c.OpenDuration < 0 || c.OpenDuration > core.MaxOpenDurationLimit,
+		"PermittedCallsInHalfOpen":  c.PermittedCallsInHalfOpen < 0 || c.PermittedCallsInHalfOpen > core.MaxPermittedInHalf,
+		"SuccessesToClose":          c.SuccessesToClose < 0 || c.SuccessesToClose > core.MaxPermittedInHalf,
+	} {
+		if bad && !named[field] {
+			t.Fatalf("config %+v has a bad %s, but the rejection %v does not name it", c, field, err)
+		}
+	}
+}
+
+// checkSettings: an accepted config resolves within every limit and keeps
+// every value it was given.
+func checkSettings(t *testing.T, c core.Config, s core.Settings) {
+	t.Helper()
+	fail := func(what string) { t.Fatalf("config %+v accepted with settings %+v: %s", c, s, what) }
+	maxWindow := core.MaxCountWindow
+	if s.WindowType == core.TimeBased {
+		maxWindow = core.MaxTimeWindow
+	}
+	switch {
+	case s.WindowSize < 0 || s.WindowSize > maxWindow:
+		fail("window size out of range")
+	case s.WindowSize == 0 && (s.FailureRateThreshold > 0 || s.SlowCallRateThreshold > 0 || s.FailureCountThreshold > 0):
+		fail("a window rule without a window")
+	case s.FailureRateThreshold == 0 && s.SlowCallRateThreshold == 0 && s.FailureCountThreshold == 0 && s.ConsecutiveFailures == 0:
+		fail("no trip rule")
+	case s.MinimumNumberOfCalls < 1:
+		fail("minimum calls below 1")
+	case s.WindowType == core.CountBased && s.WindowSize > 0 && s.MinimumNumberOfCalls > s.WindowSize:
+		fail("minimum calls above the count window")
+	case s.PermittedCallsInHalfOpen < 1 || s.PermittedCallsInHalfOpen > core.MaxPermittedInHalf:
+		fail("permitted half-open calls out of range")
+	case s.SuccessesToClose < 1 || s.SuccessesToClose > core.MaxPermittedInHalf:
+		fail("successes to close out of range")
+	case s.Classifier == nil || s.Clock == nil:
+		fail("no classifier or clock")
+	}
+	for name, kept := range map[string]bool{
+		"WindowSize":                c.WindowSize == 0 || s.WindowSize == c.WindowSize,
+		"MinimumNumberOfCalls":      c.MinimumNumberOfCalls == 0 || s.MinimumNumberOfCalls == c.MinimumNumberOfCalls,
+		"FailureRateThreshold":      s.FailureRateThreshold == c.FailureRateThreshold,
+		"SlowCallRateThreshold":     s.SlowCallRateThreshold == c.SlowCallRateThreshold,
+		"SlowCallDurationThreshold": s.SlowCallDurationThreshold == c.SlowCallDurationThreshold,
+		"FailureCountThreshold":     s.FailureCountThreshold == c.FailureCountThreshold,
+		"ConsecutiveFailures":       s.ConsecutiveFailures == c.ConsecutiveFailures,
+		"PermittedCallsInHalfOpen":  c.PermittedCallsInHalfOpen == 0 || s.PermittedCallsInHalfOpen == c.PermittedCallsInHalfOpen,
+		"SuccessesToClose":          c.SuccessesToClose == 0 || s.SuccessesToClose == c.SuccessesToClose,
+		"OpenDuration":              c.OpenDuration == 0 || s.OpenDuration(0) == c.OpenDuration,
+	} {
+		if !kept {
+			fail(name + " was changed")
+		}
+	}
+	prev, step := time.Duration(0), uint8(0)
+	for i := range core.MaxBackoffSteps + 2 {
+		d := s.OpenDuration(step)
+		if d <= 0 || d > core.MaxOpenDurationLimit || d < prev {
+			fail("open duration out of range or shrinking at step " + strconv.Itoa(i))
+		}
+		if c.MaxOpenDuration > 0 && d > c.MaxOpenDuration {
+			fail("open duration above MaxOpenDuration")
+		}
+		next := s.NextStep(step)
+		if next > core.MaxBackoffSteps || next < step {
+			fail("backoff step out of range")
+		}
+		prev, step = d, next
+	}
+}

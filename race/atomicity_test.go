@@ -1,0 +1,190 @@
+package race_test
+
+import (
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/casbreaker/casbreaker/core"
+)
+
+// showBugs, set by CASBREAKER_BUGS=1, turns the known-bug skips of this
+// package into failures, so whoever fixes a bug can watch its test fail
+// first and pass after.
+var showBugs = os.Getenv("CASBREAKER_BUGS") == "1"
+
+// knownBug skips t with msg (which starts "BUG: ") unless showBugs is set.
+func knownBug(t *testing.T, msg string) {
+	t.Helper()
+	if !showBugs {
+		t.Skip(msg + " (CASBREAKER_BUGS=1 makes this test fail instead)")
+	}
+}
+
+// pausingClock is a manual clock that, once armed, parks the goroutine
+// making its parkAt-th reading (counted from arming) until release is closed
+// (or a minute passes, so a broken test cannot hang). paused is closed when
+// that goroutine is parked.
+type pausingClock struct {
+	*core.ManualClock
+	parkAt  int32
+	armed   atomic.Bool
+	reads   atomic.Int32
+	paused  chan struct{}
+	release chan struct{}
+}
+
+func newPausingClock(parkAt int32) *pausingClock {
+	return &pausingClock{ManualClock: core.NewManualClock(0), parkAt: parkAt, paused: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (c *pausingClock) Now() time.Duration {
+	if c.armed.Load() && c.reads.Add(1) == c.parkAt {
+		close(c.paused)
+		select {
+		case <-c.release:
+		case <-time.After(time.Minute):
+		}
+	}
+	return c.ManualClock.Now()
+}
+
+// A Record and the trip it causes are one step (R1, R13). The trip rule
+// holds "after every counted outcome": once an outcome that makes the rule
+// hold is counted, the breaker is open for everybody. Here goroutine A
+// records the success that brings a count window to 1 failure in 2 calls (50
+// %, minimum 2), and is parked by the clock on its way to the trip: the
+// lock-free Record reads the clock for the open deadline after its window
+// add and before its CAS. While A is parked, the test records one more
+// success and asks for the state.
+//
+// In every sequential order of these calls the breaker is open once both
+// successes are recorded: if A's comes first it trips, and otherwise the
+// test's own success is the second call (1 failure in 2) and trips. The
+// mutex baseline holds its lock across the clock read, so the test's calls
+// wait for A and see open. The lock-free core lets them run against a window
+// that already holds A's outcome (1 failure in 3: no trip) with the state
+// word still closed: the test's success is counted, State says closed and
+// Allow grants a closed-state permit, none of which any sequential order
+// allows; and when A resumes, its re-check of the window (1 failure in 3)
+// abandons the trip, so the breaker stays closed until some later outcome
+// trips it. TestLinearizable finds the same from random histories.
+//
+// The Counts case parks a trip by the first failure (failure count 1): a
+// lock-free Counts then reports closed with 1 failure in the window, a
+// snapshot no sequential order produces (its window fields are read after
+// the state word, from a window that already holds the tripping outcome).
+func TestRecordAndItsTripAreOneStep(t *testing.T) {
+	t.Run("record-and-state", func(t *testing.T) {
+		forEachImpl(t, func(t *testing.T, newB newFunc) {
+			clk := newPausingClock(1) // the trip's read, the only one of a count-window Record
+			b := mustNew(t, newB, core.Config{WindowSize: 4, FailureRateThreshold: 50, MinimumNumberOfCalls: 2,
+				OpenDuration: time.Second, Clock: clk})
+			p0, _ := b.Allow()
+			b.Record(p0, core.Failure) // 1 call: below the minimum
+			pA, _ := b.Allow()
+			clk.armed.Store(true)
+			aDone := make(chan struct{})
+			go func() {
+				defer close(aDone)
+				b.Record(pA, core.Success) // 1 failure in 2: trips, parked on the clock
+			}()
+			<-clk.paused
+
+			type seen struct {
+				granted bool
+				st      core.State
+				again   bool
+			}
+			res := make(chan seen, 1)
+			go func() {
+				var s seen
+				p, err := b.Allow()
+				if s.granted = err == nil; s.granted {
+					b.Record(p, core.Success)
+				}
+				s.st = b.State()
+				p2, err := b.Allow()
+				if s.again = err == nil; s.again {
+					b.Record(p2, core.Ignored)
+				}
+				res <- s
+			}()
+			var s seen
+			got := false
+			select {
+			case s = <-res:
+				got = true
+			case <-time.After(200 * time.Millisecond):
+				// The baseline: its calls wait for A's lock. Not a timing
+				// assertion; the verdict below is the same either way.
+			}
+			close(clk.release)
+			<-aDone
+			if !got {
+				s = <-res
+			}
+			var wrong []string
+			if s.granted && s.st != core.Open {
+				wrong = append(wrong, "State() after the test's success returned says "+s.st.String())
+			}
+			if s.granted && s.again {
+				wrong = append(wrong, "Allow after it granted a closed-state permit")
+			}
+			if st := b.State(); st != core.Open {
+				wrong = append(wrong, "after both successes returned the breaker is "+st.String()+": no trip happened")
+			}
+			if len(wrong) > 0 {
+				knownBugIfLockfree(t, "BUG: lock-free Record adds its outcome to the window before its CAS on the state word; a success recorded in between (1 failure in 3) is counted in closed state ("+strings.Join(wrong, "; ")+"), although every sequential order of 1 failure and 2 successes at 50 % (minimum 2) is open once both successes are recorded")
+				t.Fatal(strings.Join(wrong, "; "))
+			}
+		})
+	})
+	t.Run("counts", func(t *testing.T) {
+		forEachImpl(t, func(t *testing.T, newB newFunc) {
+			// A time-window Record reads the clock for the outcome's second,
+			// then again for the open deadline: park the second read.
+			clk := newPausingClock(2)
+			b := mustNew(t, newB, core.Config{WindowType: core.TimeBased, WindowSize: 10, FailureCountThreshold: 1,
+				OpenDuration: time.Second, Clock: clk})
+			p, _ := b.Allow()
+			clk.armed.Store(true)
+			aDone := make(chan struct{})
+			go func() {
+				defer close(aDone)
+				b.Record(p, core.Failure) // trips, parked on the clock
+			}()
+			<-clk.paused
+			res := make(chan core.Counts, 1)
+			go func() { res <- b.Counts() }()
+			var c core.Counts
+			got := false
+			select {
+			case c = <-res:
+				got = true
+			case <-time.After(200 * time.Millisecond): // the baseline waits for the lock
+			}
+			close(clk.release)
+			<-aDone
+			if !got {
+				c = <-res
+			}
+			if c.State == core.Closed && c.Failures > 0 {
+				knownBugIfLockfree(t, "BUG: lock-free Counts reads the window after the state word; during a trip it reports closed with the tripping outcome in the window (closed, 1 failure at a failure count of 1), a snapshot no sequential order produces")
+				t.Fatalf("Counts during the trip: %+v", c)
+			}
+		})
+	})
+}
+
+// knownBugIfLockfree marks a failure of the lock-free subtest as the known
+// bug described by msg. The caller fails the test right after, so with
+// CASBREAKER_BUGS=1, or for the mutex baseline, the failure stands.
+func knownBugIfLockfree(t *testing.T, msg string) {
+	t.Helper()
+	if strings.HasSuffix(t.Name(), "/impl=lockfree") {
+		knownBug(t, msg)
+	}
+}

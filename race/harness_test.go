@@ -1,0 +1,150 @@
+package race_test
+
+import (
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/casbreaker/casbreaker/baseline"
+	"github.com/casbreaker/casbreaker/core"
+)
+
+// impls is the one table every test here runs against: the lock-free core and
+// the mutex baseline, behind the core.CircuitBreaker contract.
+var impls = []struct {
+	name string
+	new  func(core.Config) (core.CircuitBreaker, error)
+}{
+	{"lockfree", func(c core.Config) (core.CircuitBreaker, error) { return core.New(c) }},
+	{"mutex", func(c core.Config) (core.CircuitBreaker, error) { return baseline.New(c) }},
+}
+
+type newFunc = func(core.Config) (core.CircuitBreaker, error)
+
+// forEachImpl runs fn once per implementation, as subtest "impl=<name>".
+func forEachImpl(t *testing.T, fn func(t *testing.T, newB newFunc)) {
+	t.Helper()
+	for _, im := range impls {
+		t.Run("impl="+im.name, func(t *testing.T) { fn(t, im.new) })
+	}
+}
+
+// procs sets GOMAXPROCS to n for the calling test and restores it when the
+// test ends: old := runtime.GOMAXPROCS(n); defer runtime.GOMAXPROCS(old).
+// More Ps than cores is deliberate: the OS then preempts goroutines in the
+// middle of an operation, which is where the interleavings worth testing are.
+func procs(t *testing.T, n int) {
+	old := runtime.GOMAXPROCS(n)
+	t.Cleanup(func() { runtime.GOMAXPROCS(old) })
+}
+
+// size is the full size (make stress) or the -short size (make test).
+func size(full, short int) int {
+	if testing.Short() {
+		return short
+	}
+	return full
+}
+
+// mustNew builds a breaker or fails the test.
+func mustNew(t testing.TB, newB newFunc, c core.Config) core.CircuitBreaker {
+	t.Helper()
+	b, err := newB(c)
+	if err != nil {
+		t.Fatalf("config %+v: %v", c, err)
+	}
+	return b
+}
+
+// transitions records every notification a breaker delivers, in delivery
+// order. Its listen method is safe to use as core.Config.OnStateChange.
+type transitions struct {
+	mu   sync.Mutex
+	list []core.Transition
+}
+
+func (r *transitions) listen(tr core.Transition) {
+	r.mu.Lock()
+	r.list = append(r.list, tr)
+	r.mu.Unlock()
+}
+
+func (r *transitions) get() []core.Transition {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]core.Transition(nil), r.list...)
+}
+
+// gang is a pool of n goroutines that run one function per round, all
+// released at once by closing the round's ready channel they are parked on:
+// a start barrier that costs one close per round, not one goroutine or one
+// channel send per goroutine.
+type gang struct {
+	n    int
+	next *gangRound // the round the goroutines are parked on
+	wg   sync.WaitGroup
+}
+
+type gangRound struct {
+	ready chan struct{}
+	fn    func(i int) // nil: stop
+	next  *gangRound
+	done  sync.WaitGroup
+}
+
+func newGang(n int) *gang {
+	g := &gang{n: n, next: &gangRound{ready: make(chan struct{})}}
+	g.wg.Add(n)
+	for i := range n {
+		go func(r *gangRound) {
+			defer g.wg.Done()
+			for {
+				<-r.ready
+				if r.fn == nil {
+					return
+				}
+				r.fn(i)
+				next := r.next
+				r.done.Done()
+				r = next
+			}
+		}(g.next)
+	}
+	return g
+}
+
+// run hands fn to every goroutine of the gang, releases them together and
+// waits for all of them.
+func (g *gang) run(fn func(i int)) {
+	r := g.next
+	r.fn, r.next = fn, &gangRound{ready: make(chan struct{})}
+	r.done.Add(g.n)
+	close(r.ready) // publishes fn and next to every goroutine
+	r.done.Wait()
+	g.next = r.next
+}
+
+// stop ends the gang's goroutines and waits for them.
+func (g *gang) stop() {
+	close(g.next.ready)
+	g.wg.Wait()
+}
+
+// parallel runs fn on n fresh goroutines released together by a barrier.
+func parallel(n int, fn func(i int)) {
+	g := newGang(n)
+	g.run(fn)
+	g.stop()
+}
+
+func letter(s core.State) string {
+	switch s {
+	case core.Closed:
+		return "C"
+	case core.Open:
+		return "O"
+	case core.HalfOpen:
+		return "H"
+	}
+	return s.String()
+}

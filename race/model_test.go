@@ -1,0 +1,252 @@
+package race_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/casbreaker/casbreaker/baseline"
+	"github.com/casbreaker/casbreaker/core"
+)
+
+// The sequential specification for the linearizability checks is the mutex
+// baseline itself, driven by one goroutine: the reference model of R1-R15
+// that every differential test already holds the lock-free core to.
+//
+// A model state is the list of operations that changed the breaker so far
+// (Allow calls that took a probe slot, Done calls, clock steps); Step
+// replays that list on a fresh baseline built from the same config and
+// clock start, applies the new operation and compares its output. Reads
+// (State, Counts), refused Allow calls and closed-state grants change
+// nothing in the baseline, so they are left out of the list: histories that
+// differ only in where their reads fall reach equal states, and porcupine's
+// cache prunes them. Two states are equal when their lists are: sound (equal
+// lists replay to equal breakers) if not complete, which costs only search
+// time, never a wrong verdict.
+
+// linKind is the operation of one history entry.
+type linKind uint8
+
+const (
+	linAllow linKind = iota
+	linDone
+	linState
+	linCounts
+	linAdvance
+)
+
+// linErrs are the errors a Done may report: success, a failure, a
+// cancellation and an error the classifier ignores (R9).
+var linErrs = []error{nil, errFail, context.Canceled, errIgnored}
+
+// linIn is an operation's input. It is comparable, as porcupine's default
+// equality and this file's need.
+type linIn struct {
+	kind linKind
+	p    core.Permit   // linDone: the permit, as Allow returned it
+	err  int           // linDone: index into linErrs
+	d    time.Duration // linAdvance: the clock step
+}
+
+// Rejection kinds of an Allow output.
+const (
+	rejNone = iota
+	rejOpen
+	rejHalfOpenFull
+	rejOther
+)
+
+// linOut is an operation's output: what a caller could observe.
+type linOut struct {
+	p   core.Permit // linAllow
+	rej int         // linAllow
+	st  core.State  // linState
+	c   core.Counts // linCounts
+}
+
+func rejKind(err error) int {
+	switch {
+	case err == nil:
+		return rejNone
+	case errors.Is(err, core.ErrOpen):
+		return rejOpen
+	case errors.Is(err, core.ErrHalfOpenFull):
+		return rejHalfOpenFull
+	}
+	return rejOther
+}
+
+// countsView is what a history keeps of a Counts result.
+type countsView func(core.Counts) core.Counts
+
+// fullCounts keeps every field: the snapshot must be one the sequential
+// model could return.
+func fullCounts(c core.Counts) core.Counts { return c }
+
+// wordCounts keeps the fields the lock-free core reads from its state word in
+// one load (state, generation, consecutive failures, probes in flight and
+// probe successes) and drops the window's (calls, failures, slow calls, slow
+// failures), which it reads from the window afterwards: see
+// TestCountsSnapshotDuringTrip for why that part is not linearizable.
+func wordCounts(c core.Counts) core.Counts {
+	c.Calls, c.Failures, c.SlowCalls, c.SlowFailures = 0, 0, 0, 0
+	return c
+}
+
+// apply runs one operation on b (whose clock is clk) and returns its output,
+// with a Counts result passed through view.
+func apply(b core.CircuitBreaker, clk *core.ManualClock, in linIn, view countsView) linOut {
+	switch in.kind {
+	case linAllow:
+		p, err := b.Allow()
+		return linOut{p: p, rej: rejKind(err)}
+	case linDone:
+		b.Done(in.p, linErrs[in.err])
+	case linState:
+		return linOut{st: b.State()}
+	case linCounts:
+		return linOut{c: view(b.Counts())}
+	case linAdvance:
+		clk.Advance(in.d)
+	}
+	return linOut{}
+}
+
+// mutates reports whether the operation can change the baseline's state.
+func mutates(in linIn, out linOut) bool {
+	switch in.kind {
+	case linAllow:
+		return out.rej == rejNone && out.p.Probe // open -> half-open, or a probe slot
+	case linDone, linAdvance:
+		return true
+	}
+	return false
+}
+
+func (in linIn) String() string {
+	switch in.kind {
+	case linAllow:
+		return "Allow()"
+	case linDone:
+		return fmt.Sprintf("Done(g%d probe=%v start=%v, %v)", in.p.Generation, in.p.Probe, in.p.Start, linErrs[in.err])
+	case linState:
+		return "State()"
+	case linCounts:
+		return "Counts()"
+	}
+	return fmt.Sprintf("Advance(%v)", in.d)
+}
+
+func describe(in linIn, out linOut) string {
+	switch in.kind {
+	case linAllow:
+		if out.rej != rejNone {
+			return fmt.Sprintf("Allow() -> reject%d wait=%v", out.rej, out.p.Wait)
+		}
+		return fmt.Sprintf("Allow() -> g%d probe=%v start=%v", out.p.Generation, out.p.Probe, out.p.Start)
+	case linState:
+		return "State() -> " + out.st.String()
+	case linCounts:
+		return fmt.Sprintf("Counts() -> %+v", out.c)
+	}
+	return in.String()
+}
+
+// modelState is a model state: the mutating operations so far and their
+// encoding, which is what Equal and Hash compare.
+type modelState struct {
+	ops []linIn
+	key string
+}
+
+// linModel builds the porcupine model for breakers made from cfg (its Clock
+// and OnStateChange are replaced) with a manual clock starting at start.
+// replays counts the Step calls, so a test can say how much was checked.
+func linModel(cfg core.Config, start time.Duration, view countsView, steps *atomic.Int64) porcupine.Model {
+	cfg.OnStateChange = nil
+	return porcupine.Model{
+		Init: func() any { return modelState{} },
+		Step: func(state, input, output any) (bool, any) {
+			steps.Add(1)
+			s, in, out := state.(modelState), input.(linIn), output.(linOut)
+			clk := core.NewManualClock(start)
+			c := cfg
+			c.Clock = clk
+			b, err := baseline.New(c)
+			if err != nil {
+				panic(err)
+			}
+			for _, op := range s.ops {
+				apply(b, clk, op, view)
+			}
+			if apply(b, clk, in, view) != out {
+				return false, nil
+			}
+			if !mutates(in, out) {
+				return true, s
+			}
+			return true, modelState{ops: append(slices.Clip(s.ops), in), key: s.key + in.String() + ";"}
+		},
+		Equal: func(a, b any) bool { return a.(modelState).key == b.(modelState).key },
+		Hash: func(state any) uint64 {
+			h := fnv.New64a()
+			h.Write([]byte(state.(modelState).key))
+			return h.Sum64()
+		},
+		DescribeOperation: func(input, output any) string { return describe(input.(linIn), output.(linOut)) },
+		DescribeState: func(state any) string {
+			return "[" + strings.TrimSuffix(state.(modelState).key, ";") + "]"
+		},
+	}
+}
+
+// historian records a concurrent history: every operation's call and return
+// are stamped from one atomic counter, so the stamps order them as they
+// really happened. Each client appends to its own list, so recording adds
+// no lock between clients.
+type historian struct {
+	stamp   atomic.Int64
+	clients [][]porcupine.Operation
+	b       core.CircuitBreaker
+	clk     *core.ManualClock
+	view    countsView
+}
+
+func newHistorian(b core.CircuitBreaker, clk *core.ManualClock, view countsView, clients int) *historian {
+	return &historian{b: b, clk: clk, view: view, clients: make([][]porcupine.Operation, clients)}
+}
+
+// do runs in on the breaker as client c and records it.
+func (h *historian) do(c int, in linIn) linOut {
+	call := h.stamp.Add(1)
+	out := apply(h.b, h.clk, in, h.view)
+	ret := h.stamp.Add(1)
+	h.clients[c] = append(h.clients[c], porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret})
+	return out
+}
+
+func (h *historian) history() []porcupine.Operation {
+	var all []porcupine.Operation
+	for _, ops := range h.clients {
+		all = append(all, ops...)
+	}
+	return all
+}
+
+// describeHistory renders a history in call order, for a failure message.
+func describeHistory(ops []porcupine.Operation) string {
+	ops = slices.Clone(ops)
+	slices.SortFunc(ops, func(a, b porcupine.Operation) int { return int(a.Call - b.Call) })
+	var sb strings.Builder
+	for _, op := range ops {
+		fmt.Fprintf(&sb, "  client %d [%3d,%3d] %s\n", op.ClientId, op.Call, op.Return, describe(op.Input.(linIn), op.Output.(linOut)))
+	}
+	return sb.String()
+}

@@ -1,0 +1,221 @@
+package race_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/casbreaker/casbreaker/core"
+)
+
+// Teaching pair 1: check-then-mark (R6; seed 000's eight callers, scenario
+// S3; regressions B01, B03, B04). One probe is permitted; eight callers
+// arrive at the exact expiry instant. An adversary holds every caller
+// between its check and its mark until all eight have checked: for the naive
+// breaker through its beforeMark hook, for the real implementations through
+// the clock, which both read after loading their state and before
+// committing (the rendezvous in gateClock). No luck is involved:
+//
+//   - naive: all eight pass the check before any marks, so all eight are
+//     admitted, every round;
+//   - lock-free: all eight are held after loading the open word, yet only
+//     one CAS from that word can succeed; the seven others reload, find
+//     half-open with its one slot taken and are refused: exactly one;
+//   - mutex: the adversary never holds more than one caller (the lock makes
+//     check and mark one critical section): exactly one.
+//
+// Each round's history (the trip, the clock step and the eight Allow calls,
+// all eight in flight at once) also goes through the porcupine checker:
+// rejected for the naive breaker, accepted for both real ones.
+func TestNaiveHalfOpenAdmitsEveryone(t *testing.T) {
+	procs(t, 8)
+	const callers = 8
+	type result struct {
+		admitted, held int
+		verdict        porcupine.CheckResult
+	}
+	run := func(t *testing.T, b core.CircuitBreaker, clk *core.ManualClock, gate *rendezvous, arm func()) result {
+		t.Helper()
+		h := newHistorian(b, clk, fullCounts, callers+1)
+		setup := callers
+		p := h.do(setup, linIn{kind: linAllow}).p
+		h.do(setup, linIn{kind: linDone, p: p, err: 1}) // one failure trips
+		h.do(setup, linIn{kind: linAdvance, d: time.Second})
+		arm()
+		var admitted atomic.Int32
+		parallel(callers, func(i int) {
+			if out := h.do(i, linIn{kind: linAllow}); out.rej == rejNone {
+				admitted.Add(1)
+			}
+		})
+		var steps atomic.Int64
+		cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second}
+		verdict := porcupine.CheckOperationsTimeout(linModel(cfg, 0, fullCounts, &steps), h.history(), time.Minute)
+		return result{admitted: int(admitted.Load()), held: gate.most(), verdict: verdict}
+	}
+	rounds := size(200, 10)
+	t.Run("impl=naive", func(t *testing.T) {
+		for round := range rounds {
+			clk := core.NewManualClock(0)
+			gate := newRendezvous(callers, time.Minute)
+			b := &naiveBreaker{clock: clk, open: time.Second, permitted: 1}
+			r := run(t, b, clk, gate, func() { b.beforeMark = gate.arrive })
+			if r.admitted != callers || r.held != callers || r.verdict != porcupine.Illegal {
+				t.Fatalf("round %d: naive breaker admitted %d of %d with %d held between check and mark, checker %s; want all %d, %d, Illegal",
+					round, r.admitted, callers, r.held, r.verdict, callers, callers)
+			}
+		}
+		t.Logf("%d rounds: every round all %d callers admitted for 1 permitted probe; porcupine rejected every history", rounds, callers)
+	})
+	forEachImpl(t, func(t *testing.T, newB newFunc) {
+		lockfree := strings.HasSuffix(t.Name(), "/impl=lockfree")
+		for round := range rounds {
+			clk := &gateClock{ManualClock: core.NewManualClock(0)}
+			// The mutex lets one caller at a time reach the clock, so
+			// its rendezvous can only time out; keep that short.
+			timeout := time.Minute
+			if !lockfree {
+				timeout = 20 * time.Millisecond
+			}
+			gate := newRendezvous(callers, timeout)
+			b := mustNew(t, newB, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, Clock: clk})
+			r := run(t, b, clk.ManualClock, gate, func() { clk.gate.Store(gate) })
+			wantHeld := 1
+			if lockfree {
+				wantHeld = callers
+			}
+			if r.admitted != 1 || r.held != wantHeld || r.verdict != porcupine.Ok {
+				t.Fatalf("round %d: admitted %d of %d with %d held between check and mark, checker %s; want 1, %d, Ok",
+					round, r.admitted, callers, r.held, r.verdict, wantHeld)
+			}
+		}
+		t.Logf("%d rounds: every round exactly 1 of %d admitted", rounds, callers)
+	})
+}
+
+// Teaching pair 2: what the race detector does see. A naive breaker whose
+// State reads its state field without synchronisation while Record writes
+// it under a mutex (the hystrix-go bug of regression B30, afex/hystrix-go
+// #71), and the real implementations under the same workload, each run in a
+// subprocess of this test binary built with -race (as the Go runtime's own
+// race tests do): the detector reports "DATA RACE" for the naive one and
+// nothing for either real one. Skipped when the binary is not built with
+// -race.
+func TestRaceDetectorSeesNaiveReadOnly(t *testing.T) {
+	if !raceEnabled {
+		t.Skip("needs a test binary built with -race")
+	}
+	for _, variant := range []string{"naive", "lockfree", "mutex"} {
+		t.Run("impl="+variant, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestRaceDetectorChild$", "-test.count=1", "-test.v", "-test.timeout=2m")
+			cmd.Env = append(os.Environ(), raceChildEnv+"="+variant, "GORACE=halt_on_error=1")
+			out, err := cmd.CombinedOutput()
+			raced := strings.Contains(string(out), "WARNING: DATA RACE")
+			ran := strings.Contains(string(out), "raceChild: "+variant+" done")
+			switch {
+			case variant == "naive" && (!raced || err == nil):
+				t.Fatalf("the race detector missed the unsynchronised read (exit %v):\n%s", err, out)
+			case variant != "naive" && (raced || err != nil || !ran):
+				t.Fatalf("race detector output or failure on the real implementation (exit %v):\n%s", err, out)
+			}
+			t.Logf("subprocess exit %v, DATA RACE reported: %v", err, raced)
+		})
+	}
+}
+
+const raceChildEnv = "CASBREAKER_RACE_CHILD"
+
+// TestRaceDetectorChild is the subprocess of TestRaceDetectorSeesNaiveReadOnly;
+// it does nothing unless CASBREAKER_RACE_CHILD names the variant to run.
+func TestRaceDetectorChild(t *testing.T) {
+	variant := os.Getenv(raceChildEnv)
+	if variant == "" {
+		t.Skip("runs only as the subprocess of TestRaceDetectorSeesNaiveReadOnly")
+	}
+	clk := core.NewManualClock(0)
+	var b core.CircuitBreaker
+	cfg := core.Config{WindowType: core.TimeBased, WindowSize: 2, FailureRateThreshold: 50, MinimumNumberOfCalls: 2,
+		OpenDuration: time.Millisecond, PermittedCallsInHalfOpen: 2, Clock: clk, OnStateChange: func(core.Transition) {}}
+	switch variant {
+	case "naive":
+		b = &racyBreaker{clock: clk}
+	default:
+		for _, im := range impls {
+			if im.name == variant {
+				b = mustNew(t, im.new, cfg)
+			}
+		}
+	}
+	if b == nil {
+		t.Fatalf("unknown variant %q", variant)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 2000 {
+				switch {
+				case g < 2:
+					if p, err := b.Allow(); err == nil {
+						b.Done(p, []error{nil, errFail}[(g+i)%2])
+					}
+					clk.Advance(time.Millisecond / 2)
+				default:
+					_ = b.State()
+					_ = b.Counts()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Printf("raceChild: %s done\n", variant)
+}
+
+// racyBreaker writes its state under a mutex but reads it in State without
+// one: the race the detector is for. (Its logic is minimal: one failure
+// opens it for a millisecond, the next call closes it again.)
+type racyBreaker struct {
+	mu     sync.Mutex
+	clock  core.Clock
+	state  core.State // written under mu, read without it in State: the bug
+	gen    uint32
+	opened time.Duration
+}
+
+func (r *racyBreaker) Allow() (core.Permit, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state == core.Open && r.clock.Now()-r.opened < time.Millisecond {
+		return core.Permit{}, core.ErrOpen
+	}
+	if r.state == core.Open {
+		r.state, r.gen = core.Closed, r.gen+1
+	}
+	return core.Permit{Generation: r.gen}, nil
+}
+
+func (r *racyBreaker) Done(p core.Permit, err error) {
+	core.RecordError(r, core.DefaultClassifier, p, err)
+}
+
+func (r *racyBreaker) Record(p core.Permit, o core.Outcome) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p.Generation == r.gen && o == core.Failure && r.state == core.Closed {
+		r.state, r.gen, r.opened = core.Open, r.gen+1, r.clock.Now()
+	}
+}
+
+func (r *racyBreaker) State() core.State { return r.state } // no lock: the data race
+
+func (r *racyBreaker) Counts() core.Counts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return core.Counts{State: r.state, Generation: r.gen}
+}
