@@ -6,7 +6,7 @@ GO          ?= go
 .PHONY: help test lint unit test386 demo
 
 help: ## list the targets
-	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 test: lint unit test386 ## gofmt, vet, staticcheck, race tests, 32-bit tests
 
