@@ -39,8 +39,8 @@ func advBug(t *testing.T, what string) {
 // with its own manual clock at start and its own notification log.
 func advPair(t *testing.T, c core.Config, start time.Duration) (lf, mu *rig) {
 	t.Helper()
-	lf = maker{new: impls[0].new}.build(t, c)
-	mu = maker{new: impls[1].new}.build(t, c)
+	lf = maker{new: impls[0].New}.build(t, c)
+	mu = maker{new: impls[1].New}.build(t, c)
 	lf.Clock.Set(start)
 	mu.Clock.Set(start)
 	return lf, mu

@@ -58,9 +58,9 @@ func TestConfigRejectsEachBadField(t *testing.T) {
 		require.Equal(t, tc.field, ce.Field, "%v", err)
 		require.Contains(t, err.Error(), "Config."+tc.field)
 		for _, im := range impls {
-			b, err := im.new(c)
+			b, err := im.New(c)
 			require.Nil(t, b)
-			require.ErrorIs(t, err, core.ErrInvalidConfig, "%s %s", im.name, tc.field)
+			require.ErrorIs(t, err, core.ErrInvalidConfig, "%s %s", im.Name, tc.field)
 		}
 	}
 }
@@ -119,8 +119,8 @@ func TestConfigAcceptsLimits(t *testing.T) {
 		{ConsecutiveFailures: 1, OpenDuration: core.MaxOpenDurationLimit},
 	} {
 		for _, im := range impls {
-			_, err := im.new(c)
-			require.NoError(t, err, "%s %+v", im.name, c)
+			_, err := im.New(c)
+			require.NoError(t, err, "%s %+v", im.Name, c)
 		}
 	}
 }

@@ -22,8 +22,8 @@ func TestDifferentialRandomHistories(t *testing.T) {
 	for seed := range n {
 		rng := rand.New(rand.NewPCG(uint64(seed), 7))
 		cfg := randomConfig(rng)
-		lf := maker{new: impls[0].new}.build(t, cfg)
-		mu := maker{new: impls[1].new}.build(t, cfg)
+		lf := maker{new: impls[0].New}.build(t, cfg)
+		mu := maker{new: impls[1].New}.build(t, cfg)
 		var held []core.Permit // the same permits for both: the generations agree
 		for step := range 300 {
 			where := fmt.Sprintf("seed %d step %d cfg %+v", seed, step, cfg)

@@ -10,26 +10,20 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/casbreaker/casbreaker/baseline"
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 	"github.com/casbreaker/casbreaker/window"
 )
 
-// impls is the one table every behavioural test runs against (the
+// impls is internal/breakers.All, the one table every behavioural test runs against (the
 // uber-go/ratelimit pattern): the lock-free core and the mutex baseline.
-var impls = []struct {
-	name string
-	new  func(core.Config) (core.CircuitBreaker, error)
-}{
-	{"lockfree", func(c core.Config) (core.CircuitBreaker, error) { return core.New(c) }},
-	{"mutex", func(c core.Config) (core.CircuitBreaker, error) { return baseline.New(c) }},
-}
+var impls = breakers.All
 
 // forEachImpl runs fn once per implementation as a subtest.
 func forEachImpl(t *testing.T, fn func(t *testing.T, mk maker)) {
 	t.Helper()
 	for _, im := range impls {
-		t.Run("impl="+im.name, func(t *testing.T) { fn(t, maker{new: im.new}) })
+		t.Run("impl="+im.Name, func(t *testing.T) { fn(t, maker{new: im.New}) })
 	}
 }
 

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/casbreaker/casbreaker/baseline"
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 )
 
 // TestForgedProbePermit is the case FuzzDifferential leaves out: a probe
@@ -22,16 +22,10 @@ import (
 // (The mutex baseline used to decrement its in-flight count to -1 and then
 // admit three probes.)
 func TestForgedProbePermit(t *testing.T) {
-	for _, im := range []struct {
-		name string
-		new  func(core.Config) (core.CircuitBreaker, error)
-	}{
-		{"lockfree", func(c core.Config) (core.CircuitBreaker, error) { return core.New(c) }},
-		{"mutex", func(c core.Config) (core.CircuitBreaker, error) { return baseline.New(c) }},
-	} {
-		t.Run("impl="+im.name, func(t *testing.T) {
+	for _, im := range breakers.All {
+		t.Run("impl="+im.Name, func(t *testing.T) {
 			clk := core.NewManualClock(0)
-			b, err := im.new(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, PermittedCallsInHalfOpen: 2, Clock: clk})
+			b, err := im.New(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, PermittedCallsInHalfOpen: 2, Clock: clk})
 			if err != nil {
 				t.Fatal(err)
 			}

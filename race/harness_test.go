@@ -5,19 +5,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/casbreaker/casbreaker/baseline"
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 )
 
 // impls is the one table every test here runs against: the lock-free core and
 // the mutex baseline, behind the core.CircuitBreaker contract.
-var impls = []struct {
-	name string
-	new  func(core.Config) (core.CircuitBreaker, error)
-}{
-	{"lockfree", func(c core.Config) (core.CircuitBreaker, error) { return core.New(c) }},
-	{"mutex", func(c core.Config) (core.CircuitBreaker, error) { return baseline.New(c) }},
-}
+var impls = breakers.All
 
 type newFunc = func(core.Config) (core.CircuitBreaker, error)
 
@@ -25,7 +19,7 @@ type newFunc = func(core.Config) (core.CircuitBreaker, error)
 func forEachImpl(t *testing.T, fn func(t *testing.T, newB newFunc)) {
 	t.Helper()
 	for _, im := range impls {
-		t.Run("impl="+im.name, func(t *testing.T) { fn(t, im.new) })
+		t.Run("impl="+im.Name, func(t *testing.T) { fn(t, im.New) })
 	}
 }
 

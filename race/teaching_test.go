@@ -163,8 +163,8 @@ func TestRaceDetectorChild(t *testing.T) {
 		b = &racyBreaker{clock: clk}
 	default:
 		for _, im := range impls {
-			if im.name == variant {
-				b = mustNew(t, im.new, cfg)
+			if im.Name == variant {
+				b = mustNew(t, im.New, cfg)
 			}
 		}
 	}
