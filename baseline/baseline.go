@@ -33,6 +33,10 @@ type Breaker struct {
 	step     uint8  // backoff step of the current open/half-open period
 	inFlight int    // half-open probes in flight
 	success  int    // half-open probe successes
+	expiry   uint64 // half-open: max-wait deadline, in Settings.HalfOpenUnits
+	ramping  bool   // closed: ramping up after half-open -> closed
+	rampEnd  uint64 // closed: ramp-up deadline, in Settings.RampUnits
+	m        core.Metrics
 	count    countWindow
 	time     timeWindow
 
@@ -69,48 +73,101 @@ func New(c core.Config) (*Breaker, error) {
 func (b *Breaker) Allow() (core.Permit, error) {
 	b.mu.Lock()
 	switch b.state {
-	case core.Closed:
+	case core.Closed, core.Disabled, core.MetricsOnly:
 		p := core.Permit{Generation: b.gen}
-		if b.s.SlowEnabled() {
+		if b.ramping {
+			now := b.s.Clock.Now()
+			if end, at := b.rampEnd, b.s.RampUnits(now); at >= end {
+				b.ramping = false
+			} else if !b.s.RampAdmits(end-at, now) {
+				return b.reject(core.Permit{}, core.ErrRampingUp)
+			}
+			if b.s.SlowEnabled() {
+				p.Start = now
+			}
+		} else if b.s.SlowEnabled() && b.state != core.Disabled {
 			p.Start = b.s.Clock.Now()
 		}
+		b.admit()
 		b.mu.Unlock()
 		return p, nil
 	case core.Open:
 		now := b.now()
 		if wait := b.wait(now); wait > 0 {
-			b.mu.Unlock()
-			return core.Permit{Wait: wait}, core.ErrOpen
+			return b.reject(core.Permit{Wait: wait}, core.ErrOpen)
 		}
-		b.transition(core.HalfOpen, now)
-		b.inFlight = 1
-		p := core.Permit{Generation: b.gen, Probe: true}
-		if b.s.SlowEnabled() {
-			p.Start = now
-		}
-		// A panicking listener must not strand the probe the caller never got.
-		delivered := false
-		defer func() {
-			if !delivered {
-				b.Record(p, core.Ignored)
-			}
-		}()
-		b.unlockAndNotify()
-		delivered = true
-		return p, nil
+		return b.probe(now)
+	case core.ForcedOpen:
+		return b.reject(core.Permit{}, core.ErrForcedOpen)
 	default:
 		if b.inFlight >= b.s.PermittedCallsInHalfOpen || b.inFlight+b.success >= b.s.SuccessesToClose {
-			b.mu.Unlock()
-			return core.Permit{}, core.ErrHalfOpenFull
+			if b.s.MaxWaitInHalfOpen == 0 {
+				return b.reject(core.Permit{}, core.ErrHalfOpenFull)
+			}
+			now := b.now()
+			if b.s.HalfOpenUnits(now) < b.expiry {
+				return b.reject(core.Permit{}, core.ErrHalfOpenFull)
+			}
+			// The max wait passed without a verdict: a new half-open
+			// generation, whose first probe this caller holds.
+			return b.probe(now)
 		}
 		b.inFlight++
 		p := core.Permit{Generation: b.gen, Probe: true}
 		if b.s.SlowEnabled() {
 			p.Start = b.s.Clock.Now()
 		}
+		b.admit()
 		b.mu.Unlock()
 		return p, nil
 	}
+}
+
+// probe starts a new half-open generation at now whose first probe the
+// caller holds, and unlocks.
+func (b *Breaker) probe(now time.Duration) (core.Permit, error) {
+	b.transition(core.HalfOpen, now)
+	b.inFlight = 1
+	b.expiry = b.s.HalfOpenDeadline(now)
+	p := core.Permit{Generation: b.gen, Probe: true}
+	if b.s.SlowEnabled() {
+		p.Start = now
+	}
+	b.admit()
+	// A panicking listener must not strand the probe the caller never got.
+	delivered := false
+	defer func() {
+		if !delivered {
+			b.Record(p, core.Ignored)
+		}
+	}()
+	b.unlockAndNotify()
+	delivered = true
+	return p, nil
+}
+
+func (b *Breaker) admit() {
+	if b.s.CollectMetrics {
+		b.m.Admitted++
+	}
+}
+
+// reject counts a rejection, unlocks and returns it.
+func (b *Breaker) reject(p core.Permit, err error) (core.Permit, error) {
+	if b.s.CollectMetrics {
+		switch err {
+		case core.ErrOpen:
+			b.m.RejectedOpen++
+		case core.ErrHalfOpenFull:
+			b.m.RejectedHalfOpenFull++
+		case core.ErrForcedOpen:
+			b.m.RejectedForcedOpen++
+		default:
+			b.m.RejectedRampUp++
+		}
+	}
+	b.mu.Unlock()
+	return p, err
 }
 
 // Done records the call's error; see core.Breaker.Done.
@@ -119,7 +176,23 @@ func (b *Breaker) Done(p core.Permit, err error) {
 		b.Record(p, core.Success)
 		return
 	}
-	core.RecordError(b, b.s.Classifier, p, err)
+	core.RecordError(b, &b.s, p, err)
+}
+
+// counting reports whether the breaker counts outcomes in a window.
+func (b *Breaker) counting() bool {
+	return b.state == core.Closed || b.state == core.MetricsOnly
+}
+
+// current reports whether an outcome for p would be acted on.
+func (b *Breaker) current(p core.Permit) bool {
+	if p.Generation != b.gen {
+		return false
+	}
+	if p.Probe {
+		return b.state == core.HalfOpen && b.inFlight > 0
+	}
+	return b.counting()
 }
 
 // Record records outcome o for p; see core.Breaker.Record.
@@ -128,14 +201,20 @@ func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 		o = core.Failure
 	}
 	b.mu.Lock()
-	if p.Generation != b.gen || p.Probe != (b.state == core.HalfOpen) || b.state == core.Open ||
-		o == core.Ignored && !p.Probe || p.Probe && b.inFlight == 0 {
+	if !b.current(p) {
+		b.tally(false, o, false)
 		b.mu.Unlock()
 		return
 	}
 	if p.Probe {
+		b.tally(true, o, false)
 		b.recordProbe(o)
 		b.unlockAndNotify()
+		return
+	}
+	if o == core.Ignored {
+		b.tally(true, o, false)
+		b.mu.Unlock()
 		return
 	}
 	fail := o == core.Failure
@@ -144,6 +223,7 @@ func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 		now = b.s.Clock.Now()
 	}
 	slow := b.s.IsSlow(now - p.Start)
+	b.tally(true, o, slow)
 	var c windowCounts
 	switch {
 	case b.s.WindowSize == 0:
@@ -156,13 +236,68 @@ func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 	}
 	switch {
 	case b.s.ConsecutiveFailures == 0: // not tracked, as in the lock-free word
-	case fail:
-		b.consec++
-	default:
+	case !fail:
 		b.consec = 0
+	case b.consec < core.MaxConsecutiveFailures:
+		b.consec++
 	}
 	if b.s.ShouldTrip(c.counts(), b.consec) {
-		b.open(0, b.s.Clock.Now())
+		b.trip(0)
+	}
+	b.unlockAndNotify()
+}
+
+// tally counts one outcome in the metrics: acted on, or dropped.
+func (b *Breaker) tally(acted bool, o core.Outcome, slow bool) {
+	switch {
+	case !b.s.CollectMetrics:
+	case !acted:
+		b.m.Dropped++
+	case o == core.Success:
+		b.m.Successes++
+	case o == core.Failure:
+		b.m.Failures++
+	default:
+		b.m.Ignored++
+	}
+	if acted && slow && b.s.CollectMetrics {
+		b.m.SlowCalls++
+	}
+}
+
+// trip commits the trip of a counting breaker: closed -> open for at least
+// the bounded hint h, or metrics-only's "would have opened".
+func (b *Breaker) trip(h time.Duration) {
+	if b.state == core.MetricsOnly {
+		var now time.Duration
+		if b.s.OnStateChange != nil {
+			now = b.s.Clock.Now()
+		}
+		b.transition(core.MetricsOnly, now)
+		return
+	}
+	b.open(0, h, b.s.Clock.Now())
+}
+
+// RecordHint records a failure carrying a retry-after hint; see
+// core.Breaker.RecordHint.
+func (b *Breaker) RecordHint(p core.Permit, retryAfter time.Duration) {
+	h := b.s.Hint(retryAfter)
+	if h == 0 {
+		b.Record(p, core.Failure)
+		return
+	}
+	b.mu.Lock()
+	if !b.current(p) {
+		b.tally(false, core.Failure, false)
+		b.mu.Unlock()
+		return
+	}
+	b.tally(true, core.Failure, false)
+	if p.Probe {
+		b.open(b.s.NextStep(b.step), h, b.s.Clock.Now())
+	} else {
+		b.trip(h)
 	}
 	b.unlockAndNotify()
 }
@@ -174,21 +309,26 @@ func (b *Breaker) recordProbe(o core.Outcome) {
 		b.success++
 		if b.success >= b.s.SuccessesToClose {
 			var now time.Duration
-			if b.s.OnStateChange != nil {
+			if b.s.OnStateChange != nil || b.s.RampUpDuration > 0 {
 				now = b.s.Clock.Now()
 			}
 			b.transition(core.Closed, now)
+			if b.s.RampUpDuration > 0 {
+				b.ramping, b.rampEnd = true, b.s.RampDeadline(now)
+			}
 		}
 	case core.Failure:
-		b.open(b.s.NextStep(b.step), b.s.Clock.Now())
+		b.open(b.s.NextStep(b.step), 0, b.s.Clock.Now())
 	}
 }
 
-func (b *Breaker) open(step uint8, now time.Duration) {
+// open commits a transition to Open at backoff step for at least the
+// bounded hint h.
+func (b *Breaker) open(step uint8, h time.Duration, now time.Duration) {
 	b.transition(core.Open, now)
 	b.step = step
 	// Millisecond resolution, rounded up: the same rule as the lock-free word.
-	b.deadline = core.DeadlineMillis(now, b.s.OpenDuration(step))
+	b.deadline = core.DeadlineMillis(now, b.s.OpenDurationHinted(step, h))
 }
 
 // wait is how long before a call at now may probe (0: it may).
@@ -207,8 +347,12 @@ func (b *Breaker) transition(to core.State, now time.Duration) {
 	b.state = to
 	b.gen = (b.gen + 1) % core.GenerationModulus
 	b.inFlight, b.success, b.consec = 0, 0, 0
-	if to == core.Closed {
+	b.ramping, b.expiry = false, 0
+	if to != core.Open && to != core.HalfOpen {
 		b.step = 0
+	}
+	if b.s.CollectMetrics {
+		b.m.Transitions[from][to]++
 	}
 	b.count.reset()
 	b.time.reset()
@@ -270,7 +414,7 @@ func (b *Breaker) Counts() core.Counts {
 	defer b.mu.Unlock()
 	c := core.Counts{State: b.state, Generation: b.gen}
 	switch b.state {
-	case core.Closed:
+	case core.Closed, core.MetricsOnly:
 		var w windowCounts
 		switch {
 		case b.s.WindowSize == 0:
@@ -289,4 +433,58 @@ func (b *Breaker) Counts() core.Counts {
 		c.ProbesInFlight, c.ProbeSuccesses = b.inFlight, b.success
 	}
 	return c
+}
+
+// Metrics returns the cumulative counters; see core.Metrics. The snapshot is
+// one instant.
+func (b *Breaker) Metrics() core.Metrics {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.m
+}
+
+// ForceOpen forces the breaker open; see core.Breaker.ForceOpen.
+func (b *Breaker) ForceOpen(d time.Duration) error {
+	if err := core.CheckForceOpen(d); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	if d == 0 {
+		b.command(core.ForcedOpen)
+		return nil
+	}
+	now := b.s.Clock.Now()
+	b.transition(core.Open, now)
+	b.step = 0
+	b.deadline = core.DeadlineMillis(now, d)
+	b.unlockAndNotify()
+	return nil
+}
+
+// Disable disables the breaker; see core.Breaker.Disable.
+func (b *Breaker) Disable() {
+	b.mu.Lock()
+	b.command(core.Disabled)
+}
+
+// MetricsOnly moves the breaker to metrics-only; see core.Breaker.MetricsOnly.
+func (b *Breaker) MetricsOnly() {
+	b.mu.Lock()
+	b.command(core.MetricsOnly)
+}
+
+// Reset closes the breaker; see core.Breaker.Reset.
+func (b *Breaker) Reset() {
+	b.mu.Lock()
+	b.command(core.Closed)
+}
+
+// command commits a manual control to state to, and unlocks.
+func (b *Breaker) command(to core.State) {
+	var now time.Duration
+	if b.s.OnStateChange != nil {
+		now = b.s.Clock.Now()
+	}
+	b.transition(to, now)
+	b.unlockAndNotify()
 }

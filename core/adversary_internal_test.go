@@ -2,32 +2,27 @@ package core
 
 import (
 	"errors"
-	"math"
 	"testing"
 	"time"
 )
 
-// ConsecutiveFailures >= 2^36 used to validate although the lock-free run of
-// failures saturates at 2^36-1 and could never reach it (R3: nothing clamped
-// silently). It is rejected now; if it ever validates again, the breaker must
-// still trip.
+// ConsecutiveFailures above the word's saturation point used to validate
+// although the lock-free run of failures could never reach it (R3: nothing
+// clamped silently). It is rejected now; at the limit the breaker must still
+// trip.
 func TestAdvInternal_ConsecutiveFailuresAboveSaturationValidates(t *testing.T) {
-	limit := MaxConsecutiveFailures // a variable: on 32-bit, int(constant) would not compile
-	threshold := limit + 1
-	if threshold > math.MaxInt {
-		t.Skip("an int cannot hold 2^36 on this platform, so no Config can ask for it")
-	}
-	_, err := New(Config{ConsecutiveFailures: int(threshold), OpenDuration: time.Second, Clock: NewManualClock(0)})
+	limit := MaxConsecutiveFailures
+	_, err := New(Config{ConsecutiveFailures: limit + 1, OpenDuration: time.Second, Clock: NewManualClock(0)})
 	var ce *ConfigError
 	if !errors.As(err, &ce) || ce.Field != "ConsecutiveFailures" {
-		t.Fatalf("ConsecutiveFailures %d: want a ConfigError naming the field, got %v", threshold, err)
+		t.Fatalf("ConsecutiveFailures %d: want a ConfigError naming the field, got %v", limit+1, err)
 	}
 	// At the limit the run still reaches the threshold.
-	b, err := New(Config{ConsecutiveFailures: int(limit), OpenDuration: time.Second, Clock: NewManualClock(0)})
+	b, err := New(Config{ConsecutiveFailures: limit, OpenDuration: time.Second, Clock: NewManualClock(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.state.Store(pack(word{state: Closed, payload: maxConsec - 1}))
+	b.state.Store(pack(word{state: Closed, consec: maxConsec - 1}))
 	p, _ := b.Allow()
 	b.Record(p, Failure)
 	if s := b.State(); s != Open {

@@ -21,7 +21,8 @@ import (
 // State and Counts. Allow, Done and Record allocate nothing in any state.
 //
 // Where the clock is read: Allow reads it in open state (to check the
-// deadline) and, only with slow calls configured, to stamp Permit.Start;
+// deadline), while ramping up, when half-open is full and a max wait is
+// configured, and, only with slow calls configured, to stamp Permit.Start;
 // Done/Record read it with slow calls configured, with a time-based window,
 // and when committing a transition into open. With a count-based window and
 // no slow threshold, the closed-state Allow/Done path reads no clock.
@@ -38,6 +39,7 @@ type Breaker struct {
 	ring     *atomicring.Ring
 	buckets  *buckets.Window
 	dispatch *dispatcher
+	m        *counters // nil unless Config.CollectMetrics
 }
 
 // Counts is a snapshot of a breaker. Calls, Failures, SlowCalls and
@@ -84,48 +86,78 @@ func New(c Config) (*Breaker, error) {
 	if s.OnStateChange != nil {
 		b.dispatch = newDispatcher(s.Name, s.OnStateChange)
 	}
+	if s.CollectMetrics {
+		b.m = new(counters)
+	}
 	return b, nil
 }
 
 // Settings returns the validated settings the breaker runs with.
 func (b *Breaker) Settings() Settings { return b.s }
 
-// Allow asks to make one call. It returns a Permit, or ErrOpen (with
-// Permit.Wait set) or ErrHalfOpenFull. In open state, the first call at or
-// after the deadline moves the breaker to half-open and is one of its probes
-// (R4, R6; regression B04).
+// errRetry tells Allow that the state word moved under a helper's CAS.
+var errRetry = &rejection{msg: "casbreaker: internal retry"}
+
+// Allow asks to make one call. It returns a Permit, or a rejection that
+// matches ErrRejected: ErrOpen (with Permit.Wait set), ErrHalfOpenFull,
+// ErrForcedOpen or ErrRampingUp. In open state, the first call at or after
+// the deadline moves the breaker to half-open and is one of its probes (R4,
+// R6; regression B04). Disabled and MetricsOnly admit every call.
 func (b *Breaker) Allow() (Permit, error) {
 	for {
 		w := b.state.Load()
 		switch State(w & stateMask) {
 		case Closed:
+			if w&rampFlag != 0 {
+				p, err := b.allowRamping(w)
+				if err == errRetry {
+					continue
+				}
+				return p, err
+			}
 			// The hot path: one load, no write, no clock unless slow calls are measured.
 			p := Permit{Generation: uint32(w >> genShift)}
 			if b.slow {
 				p.Start = b.s.Clock.Now()
 			}
+			if b.m != nil {
+				b.m.admitted.Inc()
+			}
 			return p, nil
 		case Open:
 			now := max(b.s.Clock.Now(), 0)
 			u := unpack(w)
-			if wait := untilDeadline(u.payload, now); wait > 0 {
-				return Permit{Wait: wait}, ErrOpen
+			if wait := untilDeadline(u.deadline, now); wait > 0 {
+				return b.reject(Permit{Wait: wait}, ErrOpen)
 			}
 			g := nextGen(u.gen)
 			// open -> half-open: a successful swap hands this caller the
 			// first probe slot of the new generation; losers reload and
 			// compete for the remaining slots.
-			if !b.state.CompareAndSwap(w, pack(word{state: HalfOpen, step: u.step, gen: g, inFlight: 1})) {
+			if !b.state.CompareAndSwap(w, pack(word{state: HalfOpen, step: u.step, gen: g, inFlight: 1, expiry: b.expiry(now)})) {
 				continue
 			}
-			p := Permit{Generation: g, Probe: true, Start: b.startIf(now)}
-			b.notifyProbe(p, now)
-			return p, nil
-		default:
+			return b.admitProbe(Open, Permit{Generation: g, Probe: true, Start: b.startIf(now)}, now), nil
+		case HalfOpen:
 			u := unpack(w)
 			if int(u.inFlight) >= b.s.PermittedCallsInHalfOpen ||
 				int(u.inFlight)+int(u.success) >= b.s.SuccessesToClose {
-				return Permit{}, ErrHalfOpenFull
+				if b.s.MaxWaitInHalfOpen == 0 {
+					return b.reject(Permit{}, ErrHalfOpenFull)
+				}
+				now := max(b.s.Clock.Now(), 0)
+				if signedDiff(uint64(u.expiry), b.s.HalfOpenUnits(now), expiryBits) > 0 {
+					return b.reject(Permit{}, ErrHalfOpenFull)
+				}
+				g := nextGen(u.gen)
+				// half-open -> half-open: the max wait passed without a
+				// verdict. A successful swap starts a new generation, whose
+				// first probe this caller holds; the lost probes' permits
+				// are stale from here on (R8).
+				if !b.state.CompareAndSwap(w, pack(word{state: HalfOpen, step: u.step, gen: g, inFlight: 1, expiry: b.expiry(now)})) {
+					continue
+				}
+				return b.admitProbe(HalfOpen, Permit{Generation: g, Probe: true, Start: b.startIf(now)}, now), nil
 			}
 			u.inFlight++
 			// half-open -> half-open with one more probe in flight: a
@@ -135,10 +167,62 @@ func (b *Breaker) Allow() (Permit, error) {
 				if b.slow {
 					p.Start = b.s.Clock.Now()
 				}
+				if b.m != nil {
+					b.m.admitted.Inc()
+				}
 				return p, nil
 			}
+		case ForcedOpen:
+			return b.reject(Permit{}, ErrForcedOpen)
+		default: // Disabled, MetricsOnly
+			p := Permit{Generation: uint32(w >> genShift)}
+			if b.slow && State(w&stateMask) == MetricsOnly {
+				p.Start = b.s.Clock.Now()
+			}
+			if b.m != nil {
+				b.m.admitted.Inc()
+			}
+			return p, nil
 		}
 	}
+}
+
+// allowRamping is Allow in closed state during the ramp-up after closing.
+func (b *Breaker) allowRamping(w uint64) (Permit, error) {
+	now := b.s.Clock.Now()
+	u := unpack(w)
+	if left := signedDiff(uint64(u.rampEnd), b.s.RampUnits(now), rampBits); left > 0 {
+		if !b.s.RampAdmits(uint64(left), now) {
+			return b.reject(Permit{}, ErrRampingUp)
+		}
+	} else {
+		// The ramp is over. Clearing its flag (closed -> closed, same
+		// generation) lets later calls skip the clock; a lost swap means the
+		// word moved, and the caller decides again from the new one.
+		u.ramping, u.rampEnd = false, 0
+		if !b.state.CompareAndSwap(w, pack(u)) {
+			return Permit{}, errRetry
+		}
+	}
+	p := Permit{Generation: u.gen, Start: b.startIf(now)}
+	if b.m != nil {
+		b.m.admitted.Inc()
+	}
+	return p, nil
+}
+
+// reject counts a rejection and returns it.
+func (b *Breaker) reject(p Permit, err error) (Permit, error) {
+	if b.m != nil {
+		b.m.rejected(err)
+	}
+	return p, err
+}
+
+// expiry is the half-open max-wait deadline of a generation starting at now
+// (zero when the max wait is off).
+func (b *Breaker) expiry(now time.Duration) uint32 {
+	return uint32(b.s.HalfOpenDeadline(now) & expiryMask)
 }
 
 func (b *Breaker) startIf(now time.Duration) time.Duration {
@@ -149,21 +233,26 @@ func (b *Breaker) startIf(now time.Duration) time.Duration {
 }
 
 // Done records the outcome of the call made with p, classifying err with
-// Config.Classifier (nil is always Success). A panicking classifier releases
-// the permit as Ignored and the panic propagates (R10). Call Done or Record
-// exactly once per permit: a second call for the same half-open probe may
-// release another probe's slot.
+// Config.Classifier (nil is always Success). A Failure whose error carries a
+// retry-after hint is recorded with RecordHint when Config.MaxRetryAfter is
+// set. A panicking classifier releases the permit as Ignored and the panic
+// propagates (R10). Call Done or Record exactly once per permit: a second
+// call for the same half-open probe may release another probe's slot.
 func (b *Breaker) Done(p Permit, err error) {
 	if err == nil {
 		b.Record(p, Success)
 		return
 	}
-	RecordError(b, b.s.Classifier, p, err)
+	RecordError(b, &b.s, p, err)
 }
 
+// counting reports whether s counts outcomes in a window.
+func counting(s State) bool { return s == Closed || s == MetricsOnly }
+
 // Record records outcome o for the call made with p. An outcome whose permit
-// is of another generation is stale and changes nothing (R8). An Outcome
-// value other than Success, Failure and Ignored counts as Failure.
+// is of another generation is stale and changes nothing (R8), nor does one
+// recorded while Disabled. An Outcome value other than Success, Failure and
+// Ignored counts as Failure.
 func (b *Breaker) Record(p Permit, o Outcome) {
 	if o > Ignored {
 		o = Failure // an Outcome no classifier should return: the safe side
@@ -173,10 +262,18 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 		return
 	}
 	if o == Ignored {
+		if b.m != nil {
+			if b.current(p.Generation) {
+				b.counted(Ignored)
+			} else {
+				b.drop()
+			}
+		}
 		return
 	}
 	w := b.state.Load()
-	if State(w&stateMask) != Closed || uint32(w>>genShift) != p.Generation {
+	if !counting(State(w&stateMask)) || uint32(w>>genShift) != p.Generation {
+		b.drop()
 		return
 	}
 	fail := o == Failure
@@ -191,6 +288,7 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 		var ok bool
 		for c, ok = b.ring.Record(p.Generation, fail, slow); !ok; c, ok = b.ring.Record(p.Generation, fail, slow) {
 			if !b.current(p.Generation) {
+				b.drop()
 				return // stale (R8)
 			}
 			// Current, yet the ring judged it old: the ring saw no outcome
@@ -200,12 +298,16 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 	case b.buckets != nil:
 		if !b.buckets.Record(p.Generation, now, fail, slow) &&
 			(!b.current(p.Generation) || !b.buckets.RecordCurrent(p.Generation, now, fail, slow)) {
+			b.drop()
 			return
 		}
 		c = b.buckets.Snapshot(p.Generation, now)
 	}
+	if b.m != nil {
+		b.m.outcome(o, slow)
+	}
 	for {
-		consec := w >> payShift & payMask
+		consec := uint32(w >> consecShift & consecMask)
 		switch {
 		case b.s.ConsecutiveFailures == 0:
 			// Not tracked: a success then costs no write to the state word.
@@ -214,33 +316,115 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 		case consec < maxConsec:
 			consec++
 		}
-		if b.s.ShouldTrip(c, consec) {
+		if b.s.ShouldTrip(c, uint64(consec)) {
 			// c is the window as this outcome's own CAS committed it: the
 			// outcome that made the rule hold trips the breaker (R1), even if
 			// records that landed since would not (docs/design.md, Known
 			// limits: the record and its trip are two steps).
-			t := b.s.Clock.Now()
-			g := nextGen(p.Generation)
-			// closed -> open: a successful swap is the one trip of this
-			// generation; every other recorder of the old generation
-			// becomes stale and the window is abandoned with it (R8, R11).
-			if b.state.CompareAndSwap(w, pack(word{state: Open, gen: g, payload: deadline(t, b.s.OpenDuration(0))})) {
-				b.notify(Closed, Open, g, t)
+			if b.trip(w, p.Generation, 0) {
 				return
 			}
 		} else {
-			if consec == w>>payShift&payMask {
+			if uint64(consec) == w>>consecShift&consecMask {
 				return // a success after a success: nothing to write
 			}
-			// closed -> closed with the new run of failures.
-			if b.state.CompareAndSwap(w, w&^(payMask<<payShift)|consec<<payShift) {
+			// closed -> closed with the new run of failures; the ramp-up
+			// bits ride along unchanged.
+			if b.state.CompareAndSwap(w, w&^(consecMask<<consecShift)|uint64(consec)<<consecShift) {
 				return
 			}
 		}
 		w = b.state.Load()
-		if State(w&stateMask) != Closed || uint32(w>>genShift) != p.Generation {
+		if !counting(State(w&stateMask)) || uint32(w>>genShift) != p.Generation {
 			return
 		}
+	}
+}
+
+// trip commits the trip of the counting generation gen whose word was w:
+// closed -> open for an open duration of at least hint, or, in
+// MetricsOnly, MetricsOnly -> MetricsOnly ("would have opened": a fresh
+// generation and window, and nothing rejected). It reports whether the swap
+// won; a lost swap means the caller reloads.
+func (b *Breaker) trip(w uint64, gen uint32, hint time.Duration) bool {
+	g := nextGen(gen)
+	if State(w&stateMask) == MetricsOnly {
+		if !b.state.CompareAndSwap(w, pack(word{state: MetricsOnly, gen: g})) {
+			return false
+		}
+		b.notify(MetricsOnly, MetricsOnly, g, b.clockIfListening())
+		return true
+	}
+	t := b.s.Clock.Now()
+	// closed -> open: a successful swap is the one trip of this
+	// generation; every other recorder of the old generation becomes
+	// stale and the window is abandoned with it (R8, R11).
+	if !b.state.CompareAndSwap(w, pack(word{state: Open, gen: g, deadline: deadline(t, b.s.OpenDurationHinted(0, hint))})) {
+		return false
+	}
+	b.notify(Closed, Open, g, t)
+	return true
+}
+
+// RecordHint records a failure for p that carries the dependency's
+// retry-after hint: bounded by Config.MaxRetryAfter (Settings.Hint), it
+// trips a closed breaker at once (MetricsOnly: "would have opened") or
+// re-opens a half-open one, for the longer of the configured open duration
+// and the hint. With hints off or a hint of zero or less it is
+// Record(p, Failure). A stale permit changes nothing (R8).
+func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
+	h := b.s.Hint(retryAfter)
+	if h == 0 {
+		b.Record(p, Failure)
+		return
+	}
+	for {
+		w := b.state.Load()
+		u := unpack(w)
+		switch {
+		case u.gen != p.Generation:
+		case !p.Probe && counting(u.state):
+			if b.trip(w, u.gen, h) {
+				b.counted(Failure)
+				return
+			}
+			continue
+		case p.Probe && u.state == HalfOpen && u.inFlight > 0:
+			if b.reopen(w, u, h) {
+				b.counted(Failure)
+				return
+			}
+			continue
+		}
+		b.drop()
+		return
+	}
+}
+
+// reopen commits half-open -> open for the half-open word w (unpacked u):
+// the first failure of the generation re-opens with the next backoff step,
+// for at least hint; later failures of the same generation are stale (R7,
+// B12, B29). It reports whether the swap won.
+func (b *Breaker) reopen(w uint64, u word, hint time.Duration) bool {
+	t := b.s.Clock.Now()
+	g := nextGen(u.gen)
+	step := b.s.NextStep(u.step)
+	if !b.state.CompareAndSwap(w, pack(word{state: Open, step: step, gen: g, deadline: deadline(t, b.s.OpenDurationHinted(step, hint))})) {
+		return false
+	}
+	b.notify(HalfOpen, Open, g, t)
+	return true
+}
+
+func (b *Breaker) drop() {
+	if b.m != nil {
+		b.m.dropped.Inc()
+	}
+}
+
+func (b *Breaker) counted(o Outcome) {
+	if b.m != nil {
+		b.m.outcome(o, false)
 	}
 }
 
@@ -256,12 +440,13 @@ func (b *Breaker) windowCounts(gen uint32, now time.Duration) window.Counts {
 	return window.Counts{}
 }
 
-// current reports whether gen is the generation of a closed breaker now.
-// The windows compare only the low bits of generations and ask this when
-// their own arithmetic says an outcome is stale.
+// current reports whether gen is the generation of a counting breaker
+// (closed or metrics-only) now. The windows compare only the low bits of
+// generations and ask this when their own arithmetic says an outcome is
+// stale.
 func (b *Breaker) current(gen uint32) bool {
 	w := b.state.Load()
-	return State(w&stateMask) == Closed && uint32(w>>genShift) == gen
+	return counting(State(w&stateMask)) && uint32(w>>genShift) == gen
 }
 
 func (b *Breaker) recordProbe(p Permit, o Outcome) {
@@ -269,6 +454,7 @@ func (b *Breaker) recordProbe(p Permit, o Outcome) {
 		w := b.state.Load()
 		u := unpack(w)
 		if u.state != HalfOpen || u.gen != p.Generation || u.inFlight == 0 {
+			b.drop()
 			return
 		}
 		u.inFlight--
@@ -276,32 +462,37 @@ func (b *Breaker) recordProbe(p Permit, o Outcome) {
 		case Ignored:
 			// half-open -> half-open with the slot returned (R9, B05).
 			if b.state.CompareAndSwap(w, pack(u)) {
+				b.counted(Ignored)
 				return
 			}
 		case Success:
 			if int(u.success)+1 < b.s.SuccessesToClose {
 				u.success++
 				if b.state.CompareAndSwap(w, pack(u)) {
+					b.counted(Success)
 					return
 				}
 				continue
 			}
 			g := nextGen(u.gen)
+			closed := word{state: Closed, gen: g}
+			var t time.Duration
+			if b.s.RampUpDuration > 0 || b.dispatch != nil {
+				t = b.s.Clock.Now()
+			}
+			if b.s.RampUpDuration > 0 {
+				closed.ramping, closed.rampEnd = true, uint32(b.s.RampDeadline(t)&rampMask)
+			}
 			// half-open -> closed: the swap that counts the last needed
 			// success; every probe still in flight becomes stale (R7, R8).
-			if b.state.CompareAndSwap(w, pack(word{state: Closed, gen: g})) {
-				b.notify(HalfOpen, Closed, g, b.clockIfListening())
+			if b.state.CompareAndSwap(w, pack(closed)) {
+				b.counted(Success)
+				b.notify(HalfOpen, Closed, g, t)
 				return
 			}
 		default:
-			t := b.s.Clock.Now()
-			g := nextGen(u.gen)
-			step := b.s.NextStep(u.step)
-			// half-open -> open: the first failure of the generation
-			// re-opens with the next backoff step; later failures of the
-			// same generation are stale (R7, B12, B29).
-			if b.state.CompareAndSwap(w, pack(word{state: Open, step: step, gen: g, payload: deadline(t, b.s.OpenDuration(step))})) {
-				b.notify(HalfOpen, Open, g, t)
+			if b.reopen(w, unpack(w), 0) {
+				b.counted(Failure)
 				return
 			}
 		}
@@ -316,12 +507,17 @@ func (b *Breaker) clockIfListening() time.Duration {
 	return b.s.Clock.Now()
 }
 
-// notifyProbe announces open -> half-open, whose caller holds probe p. The
-// listener runs before Allow can return p: if it panics, p is released as
-// Ignored so the slot does not leak (R10), and the panic goes on.
-func (b *Breaker) notifyProbe(p Permit, at time.Duration) {
+// admitProbe counts and announces from -> half-open, whose caller holds
+// probe p, and returns p. The listener runs before Allow can return p: if it
+// panics, p is released as Ignored so the slot does not leak (R10), and the
+// panic goes on.
+func (b *Breaker) admitProbe(from State, p Permit, at time.Duration) Permit {
+	if b.m != nil {
+		b.m.admitted.Inc()
+		b.m.transitions[from][HalfOpen].Inc()
+	}
 	if b.dispatch == nil {
-		return
+		return p
 	}
 	delivered := false
 	defer func() {
@@ -329,14 +525,78 @@ func (b *Breaker) notifyProbe(p Permit, at time.Duration) {
 			b.Record(p, Ignored)
 		}
 	}()
-	b.dispatch.publish(Open, HalfOpen, p.Generation, at)
+	b.dispatch.publish(from, HalfOpen, p.Generation, at)
 	delivered = true
+	return p
 }
 
 func (b *Breaker) notify(from, to State, gen uint32, at time.Duration) {
+	if b.m != nil {
+		b.m.transitions[from][to].Inc()
+	}
 	if b.dispatch != nil {
 		b.dispatch.publish(from, to, gen, at)
 	}
+}
+
+// ForceOpen moves the breaker, from any state, to ForcedOpen when d is 0
+// (every call rejected with ErrForcedOpen until another manual control), or
+// to Open for d when d > 0 (then half-open and probes as after a trip, with
+// the backoff step reset). It commits one transition and emits one
+// notification, even when the breaker was already there. It returns an
+// error matching ErrInvalidArgument, and changes nothing, when d is
+// negative or above MaxOpenDurationLimit.
+func (b *Breaker) ForceOpen(d time.Duration) error {
+	if err := CheckForceOpen(d); err != nil {
+		return err
+	}
+	if d == 0 {
+		b.command(word{state: ForcedOpen}, b.clockIfListening())
+		return nil
+	}
+	t := b.s.Clock.Now()
+	b.command(word{state: Open, deadline: deadline(t, d)}, t)
+	return nil
+}
+
+// Disable moves the breaker, from any state, to Disabled: every call is
+// admitted and no outcome recorded, until another manual control. One
+// transition, one notification.
+func (b *Breaker) Disable() { b.command(word{state: Disabled}, b.clockIfListening()) }
+
+// MetricsOnly moves the breaker, from any state, to MetricsOnly with a fresh
+// window: every call is admitted, outcomes are counted, and where the trip
+// rule holds the breaker notifies MetricsOnly -> MetricsOnly instead of
+// opening. One transition, one notification.
+func (b *Breaker) MetricsOnly() { b.command(word{state: MetricsOnly}, b.clockIfListening()) }
+
+// Reset moves the breaker, from any state, to Closed with a fresh window,
+// no backoff and no ramp-up. One transition, one notification.
+func (b *Breaker) Reset() { b.command(word{state: Closed}, b.clockIfListening()) }
+
+// command commits a manual control: whatever the breaker was doing, the
+// next generation is n. Every permit of the old generation becomes stale
+// (R8).
+func (b *Breaker) command(n word, at time.Duration) {
+	for {
+		w := b.state.Load()
+		u := unpack(w)
+		n.gen = nextGen(u.gen)
+		if b.state.CompareAndSwap(w, pack(n)) {
+			b.notify(u.state, n.state, n.gen, at)
+			return
+		}
+	}
+}
+
+// Metrics returns the cumulative counters (all zero without
+// Config.CollectMetrics); see Metrics for what a read concurrent with
+// writers may show. It allocates nothing.
+func (b *Breaker) Metrics() Metrics {
+	if b.m == nil {
+		return Metrics{}
+	}
+	return b.m.snapshot()
 }
 
 // State returns the current state. It is time-aware (R5): an open breaker
@@ -357,8 +617,8 @@ func (b *Breaker) Counts() Counts {
 	u := unpack(w)
 	c := Counts{State: u.state, Generation: u.gen}
 	switch u.state {
-	case Closed:
-		c.ConsecutiveFailures = u.payload
+	case Closed, MetricsOnly:
+		c.ConsecutiveFailures = uint64(u.consec)
 		var now time.Duration
 		if b.buckets != nil {
 			now = b.s.Clock.Now()
@@ -366,7 +626,7 @@ func (b *Breaker) Counts() Counts {
 		wc := b.windowCounts(u.gen, now)
 		c.Calls, c.Failures, c.SlowCalls, c.SlowFailures = wc.Calls, wc.Failures, wc.Slow, wc.SlowFailures
 	case Open:
-		if untilDeadline(u.payload, b.s.Clock.Now()) == 0 {
+		if untilDeadline(u.deadline, b.s.Clock.Now()) == 0 {
 			c.State = HalfOpen
 		}
 	case HalfOpen:
@@ -401,7 +661,7 @@ func untilDeadline(dl uint64, now time.Duration) time.Duration {
 		now = 0
 	}
 	nowMs := uint64(now / time.Millisecond)
-	diff := int64((dl-nowMs)%deadlineMod<<(64-payBits)) >> (64 - payBits)
+	diff := signedDiff(dl, nowMs, payBits)
 	if diff <= 0 {
 		return 0
 	}

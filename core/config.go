@@ -43,11 +43,12 @@ const (
 	MaxBackoffSteps      = 31                   // re-opens: 5 bits of the state word
 	MaxOpenDurationLimit = 365 * 24 * time.Hour // a year, well inside the 2^35 ms deadline range
 	// MaxConsecutiveFailures is the largest ConsecutiveFailures: the run of
-	// failures is counted in 36 bits of the state word.
-	MaxConsecutiveFailures int64 = 1<<36 - 1
-	defaultWindowSize            = 100
-	defaultMinCalls              = 100
-	defaultOpenDuration          = 60 * time.Second
+	// failures is counted in 16 bits of the state word (the rest of the
+	// closed payload holds the ramp-up deadline).
+	MaxConsecutiveFailures = 1<<16 - 1 // calls
+	defaultWindowSize      = 100
+	defaultMinCalls        = 100
+	defaultOpenDuration    = 60 * time.Second
 )
 
 // ErrInvalidConfig is what every configuration error matches with errors.Is.
@@ -139,6 +140,41 @@ type Config struct {
 	// must not panic or call into the breaker: the baseline reads it under
 	// its mutex.
 	Clock Clock
+	// MaxWaitInHalfOpen bounds how long a half-open generation may go without
+	// a verdict (Resilience4j maxWaitDurationInHalfOpenState). When it has
+	// passed, the first call that would be rejected because every probe slot
+	// is taken starts a new half-open generation instead and is its first
+	// probe: the permits of the lost probes (a caller that never called Done,
+	// a goroutine that died) become stale (R8). It is kept in coarse units of
+	// max(1 ms, MaxWaitInHalfOpen/1024) rounded up, so it is never shortened.
+	// Zero: off, and half-open reads no clock for it. At most a year.
+	MaxWaitInHalfOpen time.Duration
+
+	// RampUpDuration is how long after half-open -> closed the breaker admits
+	// only a linearly growing share of calls, from RampUpStartPercent to
+	// 100 %, rejecting the rest with ErrRampingUp (seed 002: the pent-up
+	// demand that re-trips a dependency the moment it recovers). The share
+	// is decided per call from its clock reading, with no shared counter.
+	// A manual Reset closes without ramp-up. Zero: off, and closed Allow reads
+	// no clock for it. At most a year.
+	RampUpDuration time.Duration
+	// RampUpStartPercent is the share of calls admitted at the instant of
+	// closing, in percent, 0..100. Zero: 0 %. Needs RampUpDuration.
+	RampUpStartPercent int
+
+	// MaxRetryAfter enables retry-after hints and bounds them: a call whose
+	// outcome is Failure and whose error carries a positive hint (RetryAfterOf)
+	// trips the breaker at once, closed or half-open, and keeps it open for
+	// at least min(hint, MaxRetryAfter) (seed 000: "hints from the
+	// dependency"). Zero: hints are ignored and errors are not inspected for
+	// them. At most a year.
+	MaxRetryAfter time.Duration
+
+	// CollectMetrics turns on the cumulative counters that Metrics returns.
+	// They cost one shared atomic add per Allow and per outcome. Zero: off,
+	// Metrics returns zeros and no counter is written.
+	CollectMetrics bool
+
 	// OnStateChange is called once per committed transition, in generation
 	// order, outside every internal critical section, on the goroutine of one
 	// of the callers involved (R12). It may call back into the breaker. Zero:
@@ -162,10 +198,17 @@ type Settings struct {
 	ConsecutiveFailures       int
 	PermittedCallsInHalfOpen  int
 	SuccessesToClose          int
+	MaxWaitInHalfOpen         time.Duration
+	RampUpDuration            time.Duration
+	RampUpStartPercent        int
+	MaxRetryAfter             time.Duration
+	CollectMetrics            bool
 	Classifier                func(error) Outcome
 	Clock                     Clock
 	OnStateChange             func(Transition)
 
+	halfOpenWait  coarse
+	rampUp        coarse
 	openDurations [MaxBackoffSteps + 1]time.Duration
 	lastStep      uint8
 }
@@ -186,6 +229,11 @@ func (c Config) Validate() (Settings, error) {
 		SlowCallDurationThreshold: c.SlowCallDurationThreshold,
 		FailureCountThreshold:     c.FailureCountThreshold,
 		ConsecutiveFailures:       c.ConsecutiveFailures,
+		MaxWaitInHalfOpen:         c.MaxWaitInHalfOpen,
+		RampUpDuration:            c.RampUpDuration,
+		RampUpStartPercent:        c.RampUpStartPercent,
+		MaxRetryAfter:             c.MaxRetryAfter,
+		CollectMetrics:            c.CollectMetrics,
 		Classifier:                c.Classifier,
 		Clock:                     c.Clock,
 		OnStateChange:             c.OnStateChange,
@@ -210,7 +258,7 @@ func (c Config) Validate() (Settings, error) {
 	if c.FailureCountThreshold < 0 {
 		bad("FailureCountThreshold", "%d is negative", c.FailureCountThreshold)
 	}
-	if c.ConsecutiveFailures < 0 || int64(c.ConsecutiveFailures) > MaxConsecutiveFailures {
+	if c.ConsecutiveFailures < 0 || c.ConsecutiveFailures > MaxConsecutiveFailures {
 		bad("ConsecutiveFailures", "%d is outside 0..%d calls", c.ConsecutiveFailures, MaxConsecutiveFailures)
 	}
 	if sc, ok := c.Clock.(SystemClock); ok && sc.base.IsZero() {
@@ -265,6 +313,23 @@ func (c Config) Validate() (Settings, error) {
 	}
 
 	s.lastStep, errs = openDurations(c, &s.openDurations, errs)
+
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"MaxWaitInHalfOpen", c.MaxWaitInHalfOpen}, {"RampUpDuration", c.RampUpDuration}, {"MaxRetryAfter", c.MaxRetryAfter}} {
+		if d.v < 0 || d.v > MaxOpenDurationLimit {
+			bad(d.field, "%v is outside 0..%v (0 means off)", d.v, MaxOpenDurationLimit)
+		}
+	}
+	switch {
+	case c.RampUpStartPercent < 0 || c.RampUpStartPercent > 100:
+		bad("RampUpStartPercent", "%d is outside 0..100 percent", c.RampUpStartPercent)
+	case c.RampUpStartPercent > 0 && c.RampUpDuration == 0:
+		bad("RampUpStartPercent", "%d%% has no effect without a RampUpDuration", c.RampUpStartPercent)
+	}
+	s.halfOpenWait = newCoarse(c.MaxWaitInHalfOpen)
+	s.rampUp = newCoarse(c.RampUpDuration)
 
 	if s.Classifier == nil {
 		s.Classifier = DefaultClassifier

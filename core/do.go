@@ -1,31 +1,65 @@
 package core
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
 
 // CircuitBreaker is the contract both implementations keep: the lock-free
 // Breaker in this package and the mutex baseline in package baseline. Every
 // behavioural test runs against both through it.
 type CircuitBreaker interface {
+	Recorder
 	Allow() (Permit, error)
 	Done(p Permit, err error)
-	Record(p Permit, o Outcome)
 	State() State
 	Counts() Counts
+	Metrics() Metrics
+	ForceOpen(d time.Duration) error
+	Disable()
+	MetricsOnly()
+	Reset()
 }
 
 // Recorder is the part of CircuitBreaker that RecordError needs.
 type Recorder interface {
 	Record(p Permit, o Outcome)
+	RecordHint(p Permit, retryAfter time.Duration)
 }
 
-// RecordError classifies err and records the outcome for p. If classify
-// panics, p is recorded as Ignored, so no half-open slot leaks, and the panic
-// propagates unchanged (R10, regression B07). Implementations of
-// CircuitBreaker use it for Done.
-func RecordError(r Recorder, classify func(error) Outcome, p Permit, err error) {
+// RecordError classifies err with s.Classifier and records the outcome for
+// p; a Failure whose error carries a retry-after hint (RetryAfterOf) is
+// recorded with RecordHint when s.MaxRetryAfter enables hints. If the
+// classifier panics, p is recorded as Ignored, so no half-open slot leaks,
+// and the panic propagates unchanged (R10, regression B07).
+// Implementations of CircuitBreaker use it for Done.
+func RecordError(r Recorder, s *Settings, p Permit, err error) {
 	o := Ignored
-	defer func() { r.Record(p, o) }()
-	o = classify(err)
+	defer func() {
+		if o == Failure && s.MaxRetryAfter > 0 {
+			if d := RetryAfterOf(err); d > 0 {
+				r.RecordHint(p, d)
+				return
+			}
+		}
+		r.Record(p, o)
+	}()
+	o = s.Classifier(err)
+}
+
+// ErrInvalidArgument is what a manual control's error for a bad argument
+// matches with errors.Is; the error names the argument and its value.
+var ErrInvalidArgument = errors.New("casbreaker: invalid argument")
+
+// CheckForceOpen is ForceOpen's argument rule, shared by both
+// implementations: d must be in 0..MaxOpenDurationLimit.
+func CheckForceOpen(d time.Duration) error {
+	if d < 0 || d > MaxOpenDurationLimit {
+		return fmt.Errorf("%w: ForceOpen duration %v is outside 0..%v (0: until another manual control)", ErrInvalidArgument, d, MaxOpenDurationLimit)
+	}
+	return nil
 }
 
 // Do runs fn under b, the common case of the two-step API. It returns

@@ -135,28 +135,22 @@ func roundTrip(t *testing.T, raw uint64) {
 	u := unpack(raw)
 	w := pack(u)
 	want := raw
-	if u.state == HalfOpen {
-		want = raw &^ (uint64(payMask) << payShift) // the payload is rebuilt from the probe counts
-		want |= (uint64(u.inFlight) | uint64(u.success)<<probeBits) << payShift
+	switch u.state {
+	case MetricsOnly: // bits 24..43 are unused
+		want = raw&^(uint64(payMask)<<payShift) | uint64(u.consec)<<consecShift
+	case ForcedOpen, Disabled, 6, 7: // no payload
+		want = raw &^ (uint64(payMask) << payShift)
 	}
 	if w != want {
 		t.Fatalf("pack(unpack(%#x)) = %#x, want %#x", raw, w, want)
 	}
-	if pack(unpack(w)) != w || unpack(w) != unpackNormalized(u) {
+	if pack(unpack(w)) != w || unpack(w) != u {
 		t.Fatalf("%#x is not a fixed point of pack/unpack", w)
 	}
-	if u.state > 7 || u.step > maxStep || u.gen > genMask || u.payload > payMask {
+	if u.state > 7 || u.step > maxStep || u.gen > genMask || u.deadline > payMask || u.consec > maxConsec ||
+		u.expiry > expiryMask || u.rampEnd > rampMask {
 		t.Fatalf("unpack(%#x) = %+v has a field out of range", raw, u)
 	}
-}
-
-// unpackNormalized is u as unpack returns it after a pack: in half-open the
-// payload holds only the probe counts.
-func unpackNormalized(u word) word {
-	if u.state == HalfOpen {
-		u.payload = uint64(u.inFlight) | uint64(u.success)<<probeBits
-	}
-	return u
 }
 
 // reachable turns any 64-bit value into a word a breaker with settings s can
@@ -165,13 +159,16 @@ func unpackNormalized(u word) word {
 func reachable(raw uint64, s *Settings) uint64 {
 	u := unpack(raw)
 	u.state = State(uint8(u.state) % 3)
+	u = unpack(pack(u))
 	if u.step > s.lastStep {
 		u.step %= s.lastStep + 1
 	}
+	// No ramp-up and no max wait in these configs.
+	u.ramping, u.rampEnd, u.expiry = false, 0, 0
 	if u.state == HalfOpen {
 		n, need := s.PermittedCallsInHalfOpen, s.SuccessesToClose
-		inFlight := int(u.payload&probeMask) % (n + 1)
-		success := int(u.payload>>probeBits&probeMask) % need
+		inFlight := int(u.inFlight) % (n + 1)
+		success := int(u.success) % need
 		if inFlight+success > need {
 			inFlight = need - success
 		}
@@ -207,7 +204,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, op uint8, now tim
 			e.permit = Permit{Generation: u.gen, Start: start(now)}
 		case Open:
 			nz := max(now, 0)
-			if wait := untilDeadline(u.payload, nz); wait > 0 {
+			if wait := untilDeadline(u.deadline, nz); wait > 0 {
 				e.permit, e.err = Permit{Wait: wait}, ErrOpen
 				break
 			}
@@ -240,7 +237,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, op uint8, now tim
 				e.at = now
 			default:
 				step := s.NextStep(u.step)
-				e.word = pack(word{state: Open, step: step, gen: nextGen(u.gen), payload: deadline(now, s.OpenDuration(step))})
+				e.word = pack(word{state: Open, step: step, gen: nextGen(u.gen), deadline: deadline(now, s.OpenDuration(step))})
 				e.at = now
 			}
 			break
@@ -258,7 +255,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, op uint8, now tim
 			}
 			c = sumOutcomes(all)
 		}
-		consec := u.payload
+		consec := uint64(u.consec)
 		switch {
 		case s.ConsecutiveFailures == 0: // not tracked: the word keeps what it had
 		case !fail:
@@ -267,15 +264,15 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, op uint8, now tim
 			consec++
 		}
 		if s.ShouldTrip(c, consec) {
-			e.word = pack(word{state: Open, gen: nextGen(u.gen), payload: deadline(now, s.OpenDuration(0))})
+			e.word = pack(word{state: Open, gen: nextGen(u.gen), deadline: deadline(now, s.OpenDuration(0))})
 			e.at = now
 		} else {
-			u.payload = consec
+			u.consec = uint32(consec)
 			e.word = pack(u)
 		}
 	case 3: // State
 		e.state = u.state
-		if u.state == Open && untilDeadline(u.payload, now) == 0 {
+		if u.state == Open && untilDeadline(u.deadline, now) == 0 {
 			e.state = HalfOpen
 		}
 	}

@@ -76,8 +76,18 @@ var ErrOpen error = &rejection{msg: "casbreaker: circuit breaker is open"}
 // is in flight or no more successes are needed (R6). It matches ErrRejected.
 var ErrHalfOpenFull error = &rejection{msg: "casbreaker: circuit breaker is half-open and has no probe permit left"}
 
-// ErrRejected matches both rejections with errors.Is: use it to tell "the
-// breaker refused" from the call's own errors.
+// ErrForcedOpen is returned by Allow while the breaker is ForcedOpen (see
+// Breaker.ForceOpen). Permit.Wait is zero: only a manual control ends it.
+// It matches ErrRejected.
+var ErrForcedOpen error = &rejection{msg: "casbreaker: circuit breaker is forced open"}
+
+// ErrRampingUp is returned by Allow for a call that the ramp-up after
+// closing sheds (Config.RampUpDuration). It matches ErrRejected.
+var ErrRampingUp error = &rejection{msg: "casbreaker: circuit breaker is ramping up after closing and shed this call"}
+
+// ErrRejected matches every rejection (ErrOpen, ErrHalfOpenFull,
+// ErrForcedOpen, ErrRampingUp) with errors.Is: use it to tell "the breaker
+// refused" from the call's own errors.
 var ErrRejected = errors.New("casbreaker: call rejected by the circuit breaker")
 
 // rejection is a precomputed error, so the reject path never allocates

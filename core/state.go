@@ -4,9 +4,9 @@ import "fmt"
 
 // State is the position of a breaker in its state machine.
 //
-// The zero value is Closed. Three more values fit in the state word's three
-// state bits and are reserved for the manual controls (forced open, disabled,
-// metrics-only) that come with a later feature; no breaker reports them yet.
+// The zero value is Closed. Open, HalfOpen and the rest follow from calls;
+// ForcedOpen, Disabled and MetricsOnly only from the manual controls
+// (ForceOpen, Disable, MetricsOnly), as in Resilience4j.
 type State uint8
 
 const (
@@ -17,10 +17,26 @@ const (
 	// HalfOpen admits up to PermittedCallsInHalfOpen probes; their outcomes
 	// close or re-open the breaker.
 	HalfOpen
+	// ForcedOpen rejects every call with ErrForcedOpen until a manual
+	// control moves the breaker on; time never ends it (Resilience4j
+	// FORCED_OPEN).
+	ForcedOpen
+	// Disabled admits every call and records nothing: outcomes are dropped
+	// and the breaker never trips (Resilience4j DISABLED).
+	Disabled
+	// MetricsOnly admits every call and counts outcomes like Closed, but
+	// where Closed would trip it commits MetricsOnly -> MetricsOnly instead
+	// (a new generation and a fresh window, and the notification that says
+	// "would have opened"); it never rejects (Resilience4j METRICS_ONLY).
+	MetricsOnly
+
+	// NumStates is the number of states, for tables indexed by State.
+	NumStates = 6
 )
 
-// String returns "closed", "open" or "half-open", or "state(N)" for a value
-// no breaker produces. It does not allocate for the three real states.
+// String returns "closed", "open", "half-open", "forced-open", "disabled" or
+// "metrics-only", or "state(N)" for a value no breaker produces. It does not
+// allocate for the real states.
 func (s State) String() string {
 	switch s {
 	case Closed:
@@ -29,6 +45,12 @@ func (s State) String() string {
 		return "open"
 	case HalfOpen:
 		return "half-open"
+	case ForcedOpen:
+		return "forced-open"
+	case Disabled:
+		return "disabled"
+	case MetricsOnly:
+		return "metrics-only"
 	}
 	return fmt.Sprintf("state(%d)", uint8(s))
 }
@@ -40,16 +62,21 @@ func (s State) String() string {
 // drift, regressions.md B25).
 //
 //	bits    width  field       meaning
-//	 0..2     3    state       Closed, Open, HalfOpen (values 3..7 reserved)
+//	 0..2     3    state       Closed .. MetricsOnly (values 6, 7 unused)
 //	 3..7     5    step        open-duration backoff step, 0..31; reset on close
 //	 8..43   36    payload     depends on state, see below
 //	44..63   20    generation  +1 on every committed transition, mod 2^20
 //
-//	payload in Closed:   consecutive failures (bits 8..43, saturating)
-//	payload in Open:     deadline: the first millisecond of the breaker clock
-//	                     at which a call may probe, mod 2^36
-//	payload in HalfOpen: bits 8..15 probes in flight, bits 16..23 probe
-//	                     successes counted, bits 24..43 zero
+//	Closed:      bits 8..23 consecutive failures (saturating at 2^16-1);
+//	             bit 24 ramping up; bits 25..43 ramp-up deadline in coarse
+//	             units mod 2^19 (zero unless ramping)
+//	MetricsOnly: bits 8..23 consecutive failures; bits 24..43 zero
+//	Open:        deadline: the first millisecond of the breaker clock at
+//	             which a call may probe, mod 2^36
+//	HalfOpen:    bits 8..15 probes in flight, bits 16..23 probe successes,
+//	             bits 24..43 max-wait deadline in coarse units mod 2^20
+//	             (zero when MaxWaitInHalfOpen is off)
+//	ForcedOpen, Disabled: zero
 //
 // The generation is in the high bits so that incrementing it by adding
 // genOne can only carry out of the word, never into another field. Its width
@@ -61,7 +88,10 @@ func (s State) String() string {
 //
 // The deadline has 36 bits of milliseconds: 2^36 ms is about 795 days, and
 // it is compared by signed difference, so it is exact while an open breaker
-// is consulted at least once every 2^35 ms (about 397 days).
+// is consulted at least once every 2^35 ms (about 397 days). The coarse
+// deadlines (coarse.go) are compared the same way: exact while the breaker
+// is consulted at least once every 2^18 units (256 ramp-ups) or 2^19 units
+// (512 max waits).
 const (
 	stateBits   = 3
 	stepShift   = 3
@@ -78,45 +108,85 @@ const (
 	probeBits   = 8
 	probeMask   = 1<<probeBits - 1
 	maxStep     = stepMask
-	maxConsec   = payMask
 	maxProbes   = probeMask
 	deadlineMod = 1 << payBits
+
+	consecShift = 8
+	consecBits  = 16
+	consecMask  = 1<<consecBits - 1
+	maxConsec   = consecMask
+	rampFlag    = uint64(1) << 24
+	rampShift   = 25
+	rampBits    = 19
+	rampMask    = 1<<rampBits - 1
+	expiryShift = 24
+	expiryBits  = 20
+	expiryMask  = 1<<expiryBits - 1
 )
 
 // word is an unpacked view of the state word. Only pack and unpack translate
-// between the two; everything else works on fields.
+// between the two; everything else works on fields. A field that the state
+// does not carry is zero.
 type word struct {
 	state    State
 	step     uint8
-	payload  uint64
 	gen      uint32
-	inFlight uint8 // HalfOpen only
-	success  uint8 // HalfOpen only
+	deadline uint64 // Open: ms mod 2^36
+	inFlight uint8  // HalfOpen
+	success  uint8  // HalfOpen
+	expiry   uint32 // HalfOpen: max-wait deadline, coarse units mod 2^20
+	consec   uint32 // Closed, MetricsOnly
+	ramping  bool   // Closed
+	rampEnd  uint32 // Closed: ramp-up deadline, coarse units mod 2^19
 }
 
 func unpack(w uint64) word {
 	u := word{
-		state:   State(w & stateMask),
-		step:    uint8(w >> stepShift & stepMask),
-		payload: w >> payShift & payMask,
-		gen:     uint32(w >> genShift & genMask),
+		state: State(w & stateMask),
+		step:  uint8(w >> stepShift & stepMask),
+		gen:   uint32(w >> genShift & genMask),
 	}
-	if u.state == HalfOpen {
-		u.inFlight = uint8(u.payload & probeMask)
-		u.success = uint8(u.payload >> probeBits & probeMask)
+	switch u.state {
+	case Closed:
+		u.consec = uint32(w >> consecShift & consecMask)
+		u.ramping = w&rampFlag != 0
+		u.rampEnd = uint32(w >> rampShift & rampMask)
+	case MetricsOnly:
+		u.consec = uint32(w >> consecShift & consecMask)
+	case Open:
+		u.deadline = w >> payShift & payMask
+	case HalfOpen:
+		u.inFlight = uint8(w >> payShift & probeMask)
+		u.success = uint8(w >> (payShift + probeBits) & probeMask)
+		u.expiry = uint32(w >> expiryShift & expiryMask)
 	}
 	return u
 }
 
 func pack(u word) uint64 {
-	p := u.payload
-	if u.state == HalfOpen {
-		p = uint64(u.inFlight) | uint64(u.success)<<probeBits
+	var p uint64
+	switch u.state {
+	case Closed, MetricsOnly:
+		p = uint64(u.consec&consecMask)<<consecShift | uint64(u.rampEnd&rampMask)<<rampShift
+		if u.ramping {
+			p |= rampFlag
+		}
+	case Open:
+		p = (u.deadline & payMask) << payShift
+	case HalfOpen:
+		p = uint64(u.inFlight)<<payShift | uint64(u.success)<<(payShift+probeBits) |
+			uint64(u.expiry&expiryMask)<<expiryShift
 	}
 	return uint64(u.state)&stateMask |
 		uint64(u.step&stepMask)<<stepShift |
-		(p&payMask)<<payShift |
+		p |
 		uint64(u.gen&genMask)<<genShift
+}
+
+// signedDiff is (a - b) mod 2^bits read as a signed number of bits bits:
+// exact whenever the true difference is within ±2^(bits-1).
+func signedDiff(a, b uint64, bits uint) int64 {
+	return int64((a-b)<<(64-bits)) >> (64 - bits)
 }
 
 // GenerationModulus is the number of distinct generations: a Permit's and a

@@ -10,7 +10,7 @@ import (
 // Every field of the state word survives pack/unpack at its limits, and no
 // field's extreme leaks into a neighbour.
 func TestStateWordRoundTrip(t *testing.T) {
-	for _, st := range []State{Closed, Open, HalfOpen, 7} {
+	for _, st := range []State{Closed, Open, HalfOpen, ForcedOpen, Disabled, MetricsOnly, 7} {
 		for _, step := range []uint8{0, 1, maxStep} {
 			for _, gen := range []uint32{0, 1, genMask - 1, genMask} {
 				var payloads []word
@@ -18,13 +18,26 @@ func TestStateWordRoundTrip(t *testing.T) {
 				case HalfOpen:
 					for _, i := range []uint8{0, 1, maxProbes} {
 						for _, s := range []uint8{0, 1, maxProbes} {
-							payloads = append(payloads, word{inFlight: i, success: s, payload: uint64(i) | uint64(s)<<probeBits})
+							for _, e := range []uint32{0, 1, expiryMask} {
+								payloads = append(payloads, word{inFlight: i, success: s, expiry: e})
+							}
+						}
+					}
+				case Open:
+					for _, p := range []uint64{0, 1, payMask - 1, payMask} {
+						payloads = append(payloads, word{deadline: p})
+					}
+				case Closed, MetricsOnly:
+					for _, c := range []uint32{0, 1, maxConsec} {
+						payloads = append(payloads, word{consec: c})
+						if st == Closed {
+							for _, r := range []uint32{0, 1, rampMask} {
+								payloads = append(payloads, word{consec: c, ramping: true, rampEnd: r})
+							}
 						}
 					}
 				default:
-					for _, p := range []uint64{0, 1, payMask - 1, payMask} {
-						payloads = append(payloads, word{payload: p})
-					}
+					payloads = append(payloads, word{})
 				}
 				for _, p := range payloads {
 					u := p
@@ -38,9 +51,9 @@ func TestStateWordRoundTrip(t *testing.T) {
 
 // The generation increment carries out of the word, never into the payload.
 func TestGenerationWraps(t *testing.T) {
-	w := pack(word{state: Open, step: maxStep, gen: genMask, payload: payMask})
+	w := pack(word{state: Open, step: maxStep, gen: genMask, deadline: payMask})
 	u := unpack(w + genOne)
-	require.Equal(t, word{state: Open, step: maxStep, gen: 0, payload: payMask}, u)
+	require.Equal(t, word{state: Open, step: maxStep, gen: 0, deadline: payMask}, u)
 	require.Equal(t, uint32(0), nextGen(genMask))
 	require.Equal(t, uint32(GenerationModulus), uint32(genMask)+1)
 }
@@ -73,7 +86,10 @@ func TestStateString(t *testing.T) {
 	require.Equal(t, "closed", Closed.String())
 	require.Equal(t, "open", Open.String())
 	require.Equal(t, "half-open", HalfOpen.String())
-	require.Equal(t, "state(5)", State(5).String())
+	require.Equal(t, "forced-open", ForcedOpen.String())
+	require.Equal(t, "disabled", Disabled.String())
+	require.Equal(t, "metrics-only", MetricsOnly.String())
+	require.Equal(t, "state(6)", State(6).String())
 	require.Zero(t, testing.AllocsPerRun(100, func() { _ = HalfOpen.String() }))
 }
 

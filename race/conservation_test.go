@@ -172,9 +172,9 @@ func hammer(b core.CircuitBreaker, g, per int, total uint64, tick bool, clock *c
 // double count), and nothing trips.
 func TestConsecutiveFailuresConserved(t *testing.T) {
 	procs(t, 8)
-	g, per := size(64, 16), size(5_000, 300)
+	g, per := size(64, 16), size(1_000, 300) // at most MaxConsecutiveFailures in all
 	forEachImpl(t, func(t *testing.T, newB newFunc) {
-		b := mustNew(t, newB, core.Config{ConsecutiveFailures: 1 << 30, Clock: core.NewManualClock(0)})
+		b := mustNew(t, newB, core.Config{ConsecutiveFailures: core.MaxConsecutiveFailures, Clock: core.NewManualClock(0)})
 		reads, bad := hammer(b, g, per, uint64(g*per), false, nil, func(int, int) core.Outcome { return core.Failure })
 		if bad != "" {
 			t.Fatal(bad)

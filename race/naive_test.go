@@ -25,6 +25,7 @@ import (
 // Only what the teaching tests need is implemented: consecutive failures
 // with a threshold of one, one probe budget, no window, no notifications.
 type naiveBreaker struct {
+	noExtras
 	clock     core.Clock
 	open      time.Duration
 	permitted int32
@@ -72,7 +73,7 @@ func (n *naiveBreaker) Allow() (core.Permit, error) {
 }
 
 func (n *naiveBreaker) Done(p core.Permit, err error) {
-	core.RecordError(n, core.DefaultClassifier, p, err)
+	n.Record(p, core.DefaultClassifier(err))
 }
 
 func (n *naiveBreaker) Record(p core.Permit, o core.Outcome) {
@@ -89,6 +90,20 @@ func (n *naiveBreaker) Record(p core.Permit, o core.Outcome) {
 		n.sg.CompareAndSwap(sgWord(st, gen), sgWord(core.Closed, gen+1))
 	}
 }
+
+// RecordHint has no hints to honour: the naive breaker only counts the failure.
+func (n *naiveBreaker) RecordHint(p core.Permit, _ time.Duration) { n.Record(p, core.Failure) }
+
+// noExtras completes core.CircuitBreaker for the naive teaching breakers:
+// they keep no metrics, and the manual controls are outside what the
+// teaching tests show, so calling one is a mistake in a test.
+type noExtras struct{}
+
+func (noExtras) Metrics() core.Metrics         { return core.Metrics{} }
+func (noExtras) ForceOpen(time.Duration) error { panic("naive breaker: no manual controls") }
+func (noExtras) Disable()                      { panic("naive breaker: no manual controls") }
+func (noExtras) MetricsOnly()                  { panic("naive breaker: no manual controls") }
+func (noExtras) Reset()                        { panic("naive breaker: no manual controls") }
 
 func (n *naiveBreaker) State() core.State {
 	st, _ := n.load()

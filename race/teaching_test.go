@@ -196,6 +196,7 @@ func TestRaceDetectorChild(t *testing.T) {
 // one: the race the detector is for. (Its logic is minimal: one failure
 // opens it for a millisecond, the next call closes it again.)
 type racyBreaker struct {
+	noExtras
 	mu     sync.Mutex
 	clock  core.Clock
 	state  core.State // written under mu, read without it in State: the bug
@@ -216,7 +217,7 @@ func (r *racyBreaker) Allow() (core.Permit, error) {
 }
 
 func (r *racyBreaker) Done(p core.Permit, err error) {
-	core.RecordError(r, core.DefaultClassifier, p, err)
+	r.Record(p, core.DefaultClassifier(err))
 }
 
 func (r *racyBreaker) Record(p core.Permit, o core.Outcome) {
@@ -226,6 +227,8 @@ func (r *racyBreaker) Record(p core.Permit, o core.Outcome) {
 		r.state, r.gen, r.opened = core.Open, r.gen+1, r.clock.Now()
 	}
 }
+
+func (r *racyBreaker) RecordHint(p core.Permit, _ time.Duration) { r.Record(p, core.Failure) }
 
 func (r *racyBreaker) State() core.State { return r.state } // no lock: the data race
 

@@ -1,0 +1,98 @@
+package core
+
+import "time"
+
+// coarse measures one configured duration d (the half-open max wait, the
+// ramp-up) in units of max(1 ms, d/1024) rounded up to whole milliseconds,
+// so that a deadline d ahead fits in the 19 or 20 bits the state word has
+// for it with room to spare: d is at most 1024 units, and a signed
+// difference of 19 bits stays exact for 2^18 units, 256 times d.
+type coarse struct {
+	d    time.Duration
+	unit time.Duration // 0: the feature is off
+	span uint64        // d in whole units, rounded up: 1..1024
+}
+
+func newCoarse(d time.Duration) coarse {
+	if d <= 0 || d > MaxOpenDurationLimit {
+		return coarse{}
+	}
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	unit := max(1, (ms+1023)/1024) * time.Millisecond
+	return coarse{d: d, unit: unit, span: uint64((d + unit - 1) / unit)}
+}
+
+// at is the number of whole units of the clock up to now; a negative
+// reading counts as zero, as everywhere else in the breaker.
+func (c coarse) at(now time.Duration) uint64 { return uint64(max(now, 0) / c.unit) }
+
+// deadline is the first unit boundary at or after now+d: a call at a clock
+// reading r has reached it exactly when at(r) >= deadline(now). Computed in
+// quotient and remainder so that no reading up to 2^63-1 ns overflows.
+func (c coarse) deadline(now time.Duration) uint64 {
+	now = max(now, 0)
+	u := c.unit
+	return uint64(now/u) + uint64(c.d/u) + uint64((now%u+c.d%u+u-1)/u)
+}
+
+// HalfOpenDeadline is the half-open max-wait deadline of a generation that
+// starts at now, in the coarse units of Config.MaxWaitInHalfOpen; it has
+// passed at a reading r when HalfOpenUnits(r) >= HalfOpenDeadline(now).
+// Both implementations use it so they agree to the unit. Zero when the max
+// wait is off.
+func (s *Settings) HalfOpenDeadline(now time.Duration) uint64 {
+	if s.halfOpenWait.unit == 0 {
+		return 0
+	}
+	return s.halfOpenWait.deadline(now)
+}
+
+// HalfOpenUnits is the clock reading now in the units of HalfOpenDeadline.
+func (s *Settings) HalfOpenUnits(now time.Duration) uint64 {
+	if s.halfOpenWait.unit == 0 {
+		return 0
+	}
+	return s.halfOpenWait.at(now)
+}
+
+// RampDeadline is the end of a ramp-up that starts when the breaker closes
+// at now, in the coarse units of Config.RampUpDuration; zero when ramp-up is
+// off. The ramp is over at a reading r when RampUnits(r) >= the deadline.
+func (s *Settings) RampDeadline(now time.Duration) uint64 {
+	if s.rampUp.unit == 0 {
+		return 0
+	}
+	return s.rampUp.deadline(now)
+}
+
+// RampUnits is the clock reading now in the units of RampDeadline.
+func (s *Settings) RampUnits(now time.Duration) uint64 {
+	if s.rampUp.unit == 0 {
+		return 0
+	}
+	return s.rampUp.at(now)
+}
+
+// RampAdmits decides whether a call at clock reading now, remaining units
+// (at least 1) before the ramp-up deadline, is admitted. The admitted share
+// grows linearly from RampUpStartPercent at the start of the ramp to 100 %
+// at its end. The decision is a hash of the reading compared with the
+// share, so it needs no shared counter and is the same in both
+// implementations; calls whose readings differ are decided independently,
+// which makes the admitted fraction of many calls the share.
+func (s *Settings) RampAdmits(remaining uint64, now time.Duration) bool {
+	span := s.rampUp.span
+	elapsed := span - min(remaining, span)
+	start := uint64(s.RampUpStartPercent)
+	// share of 2^32: (start% of the span + the rest of 100% grown linearly)
+	// over 100% of the span. At most 100*1024*2^32 < 2^47: no overflow.
+	threshold := (start*span + (100-start)*elapsed) << 32 / (100 * span)
+	return uint64(rampHash(now)) < threshold
+}
+
+// rampHash spreads clock readings over 32 bits (Fibonacci hashing), so
+// that nearby readings land far apart and a caller that arrives at a
+// regular interval is not always admitted or always rejected.
+func rampHash(now time.Duration) uint32 {
+	return uint32(uint64(now) * 0x9E3779B97F4A7C15 >> 32)
+}
