@@ -84,7 +84,8 @@ func (r *rig) A() core.Permit {
 	return p
 }
 
-// Reject is Allow that must be refused with want (ErrOpen or ErrHalfOpenFull).
+// Reject is Allow that must be refused with want (ErrOpen, ErrHalfOpenFull,
+// ErrForcedOpen or ErrRampingUp).
 func (r *rig) Reject(want error) {
 	r.t.Helper()
 	_, err := r.B.Allow()
@@ -158,7 +159,8 @@ func (r *rig) Transitions() []core.Transition {
 }
 
 func letter(s core.State) string {
-	return map[core.State]string{core.Closed: "C", core.Open: "O", core.HalfOpen: "H"}[s]
+	return map[core.State]string{core.Closed: "C", core.Open: "O", core.HalfOpen: "H",
+		core.ForcedOpen: "F", core.Disabled: "D", core.MetricsOnly: "M"}[s]
 }
 
 // classify maps the test errors: errIgnored is Ignored, the rest default.
