@@ -842,3 +842,41 @@ func TestAdv_MaxOpenDurationWithoutBackoffRejected(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "MaxOpenDuration", ce.Field)
 }
+
+// ---------------------------------------------------------------------------
+// Limit: the ramp-up deadline has 19 bits of coarse units (1 ms for a 1 s
+// ramp-up), compared by signed difference. A ramping breaker that sees no
+// call for 2^18 units (about 262 s here) past the ramp's end reads the
+// deadline as in the future again and sheds calls for up to one more ramp.
+// The baseline has no such limit.
+func TestAdv_RampUpDeadlineAliasesAfterLongIdle(t *testing.T) {
+	advBug(t, "ramping breaker idle > 2^18 units past the ramp's end ramps up again")
+	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, RampUpDuration: time.Second}
+	lf, mu := advPair(t, cfg, 0)
+	for _, r := range []*rig{lf, mu} {
+		r.X(core.Failure)
+		r.At(1)
+		r.X(core.Success) // the probe closes: ramp-up from 0 % until t = 2 s
+		r.Is(core.Closed)
+		r.Clock.Set(2*time.Second + time.Duration(1<<18)*time.Millisecond + time.Millisecond)
+		r.A() // the ramp ended 2^18 ms + 1 ms ago: every call is admitted
+	}
+}
+
+// Limit: the half-open max-wait deadline has 20 bits of coarse units (1 ms
+// for a 1 s max wait). A half-open breaker whose probe was lost and that
+// sees no call for 2^19 units (about 524 s here) past the deadline reads it
+// as in the future again and rejects for up to one more max wait. The
+// baseline has no such limit.
+func TestAdv_MaxWaitDeadlineAliasesAfterLongIdle(t *testing.T) {
+	advBug(t, "half-open breaker idle > 2^19 units past its max wait waits again")
+	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, MaxWaitInHalfOpen: time.Second}
+	lf, mu := advPair(t, cfg, 0)
+	for _, r := range []*rig{lf, mu} {
+		r.X(core.Failure)
+		r.At(1)
+		r.A() // the probe, lost
+		r.Clock.Set(2*time.Second + time.Duration(1<<19)*time.Millisecond + time.Millisecond)
+		r.A() // the max wait passed 2^19 ms + 1 ms ago: a new probe generation
+	}
+}
