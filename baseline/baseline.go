@@ -77,9 +77,9 @@ func (b *Breaker) Allow() (core.Permit, error) {
 		p := core.Permit{Generation: b.gen}
 		if b.ramping {
 			now := b.s.Clock.Now()
-			if end, at := b.rampEnd, b.s.RampUnits(now); at >= end {
+			if left := int64(b.rampEnd) - int64(b.s.RampUnits(now)); b.s.RampOver(left) {
 				b.ramping = false
-			} else if !b.s.RampAdmits(end-at, now) {
+			} else if !b.s.RampAdmits(uint64(left), now) {
 				return b.reject(core.Permit{}, core.ErrRampingUp)
 			}
 			if b.s.SlowEnabled() {
@@ -105,7 +105,7 @@ func (b *Breaker) Allow() (core.Permit, error) {
 				return b.reject(core.Permit{}, core.ErrHalfOpenFull)
 			}
 			now := b.now()
-			if b.s.HalfOpenUnits(now) < b.expiry {
+			if !b.s.HalfOpenExpired(int64(b.expiry) - int64(b.s.HalfOpenUnits(now))) {
 				return b.reject(core.Permit{}, core.ErrHalfOpenFull)
 			}
 			// The max wait passed without a verdict: a new half-open

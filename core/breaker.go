@@ -146,7 +146,7 @@ func (b *Breaker) Allow() (Permit, error) {
 					return b.reject(Permit{}, ErrHalfOpenFull)
 				}
 				now := max(b.s.Clock.Now(), 0)
-				if signedDiff(uint64(u.expiry), b.s.HalfOpenUnits(now), expiryBits) > 0 {
+				if !b.s.HalfOpenExpired(signedDiff(uint64(u.expiry), b.s.HalfOpenUnits(now), expiryBits)) {
 					return b.reject(Permit{}, ErrHalfOpenFull)
 				}
 				g := nextGen(u.gen)
@@ -191,7 +191,7 @@ func (b *Breaker) Allow() (Permit, error) {
 func (b *Breaker) allowRamping(w uint64) (Permit, error) {
 	now := b.s.Clock.Now()
 	u := unpack(w)
-	if left := signedDiff(uint64(u.rampEnd), b.s.RampUnits(now), rampBits); left > 0 {
+	if left := signedDiff(uint64(u.rampEnd), b.s.RampUnits(now), rampBits); !b.s.RampOver(left) {
 		if !b.s.RampAdmits(uint64(left), now) {
 			return b.reject(Permit{}, ErrRampingUp)
 		}
@@ -282,11 +282,14 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 		now = b.s.Clock.Now()
 	}
 	slow := b.slow && b.s.IsSlow(now-p.Start)
-	var c window.Counts
+	var (
+		c     window.Counts
+		trips bool // the window rule trips with this outcome in it
+	)
 	switch {
 	case b.ring != nil:
-		var ok bool
-		for c, ok = b.ring.Record(p.Generation, fail, slow); !ok; c, ok = b.ring.Record(p.Generation, fail, slow) {
+		var v atomicring.Verdict
+		for c, v = b.ring.RecordTrip(p.Generation, fail, slow, &b.s.rule); v == atomicring.Stale; c, v = b.ring.RecordTrip(p.Generation, fail, slow, &b.s.rule) {
 			if !b.current(p.Generation) {
 				b.drop()
 				return // stale (R8)
@@ -295,6 +298,16 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 			// while 2^15 or more generations passed (a long outage).
 			b.ring.Reset(p.Generation)
 		}
+		if v == atomicring.Closed {
+			// Another outcome closed this generation's window with the trip
+			// it warranted: this one comes after that trip, so it is stale.
+			// Commit the trip in case its owner has not yet, so that no
+			// call returns while the breaker still looks closed.
+			b.drop()
+			b.finishTrip(p.Generation)
+			return
+		}
+		trips = v == atomicring.Tripped
 	case b.buckets != nil:
 		if !b.buckets.Record(p.Generation, now, fail, slow) &&
 			(!b.current(p.Generation) || !b.buckets.RecordCurrent(p.Generation, now, fail, slow)) {
@@ -302,6 +315,7 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 			return
 		}
 		c = b.buckets.Snapshot(p.Generation, now)
+		trips = b.s.rule.Trips(c)
 	}
 	if b.m != nil {
 		b.m.outcome(o, slow)
@@ -316,11 +330,14 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 		case consec < maxConsec:
 			consec++
 		}
-		if b.s.ShouldTrip(c, uint64(consec)) {
-			// c is the window as this outcome's own CAS committed it: the
-			// outcome that made the rule hold trips the breaker (R1), even if
-			// records that landed since would not (docs/design.md, Known
-			// limits: the record and its trip are two steps).
+		if trips || b.s.consecutiveTrips(uint64(consec)) {
+			// With a count window, the ring closed this generation's window
+			// in the swap that added the outcome, so the record and the trip
+			// are one step to every observer (Counts, other recorders help
+			// commit it). With a time window, c is the window as this
+			// outcome's own write left it: the outcome that made the rule
+			// hold trips the breaker (R1), even if records that landed since
+			// would not (docs/design.md, Known limits).
 			if b.trip(w, p.Generation, 0) {
 				return
 			}
@@ -336,6 +353,17 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 		}
 		w = b.state.Load()
 		if !counting(State(w&stateMask)) || uint32(w>>genShift) != p.Generation {
+			return
+		}
+	}
+}
+
+// finishTrip commits the trip of counting generation gen whose count window
+// a RecordTrip has closed, unless the state word has moved on already.
+func (b *Breaker) finishTrip(gen uint32) {
+	for {
+		w := b.state.Load()
+		if !counting(State(w&stateMask)) || uint32(w>>genShift) != gen || b.trip(w, gen, 0) {
 			return
 		}
 	}
@@ -426,18 +454,6 @@ func (b *Breaker) counted(o Outcome) {
 	if b.m != nil {
 		b.m.outcome(o, false)
 	}
-}
-
-// windowCounts reads the window of generation gen at now (zero when no
-// window is configured).
-func (b *Breaker) windowCounts(gen uint32, now time.Duration) window.Counts {
-	switch {
-	case b.ring != nil:
-		return b.ring.Snapshot(gen)
-	case b.buckets != nil:
-		return b.buckets.Snapshot(gen, now)
-	}
-	return window.Counts{}
 }
 
 // current reports whether gen is the generation of a counting breaker
@@ -542,7 +558,8 @@ func (b *Breaker) notify(from, to State, gen uint32, at time.Duration) {
 // ForceOpen moves the breaker, from any state, to ForcedOpen when d is 0
 // (every call rejected with ErrForcedOpen until another manual control), or
 // to Open for d when d > 0 (then half-open and probes as after a trip, with
-// the backoff step reset). It commits one transition and emits one
+// the backoff step reset; d is kept in whole milliseconds, rounded up, like
+// every open duration). It commits one transition and emits one
 // notification, even when the breaker was already there. It returns an
 // error matching ErrInvalidArgument, and changes nothing, when d is
 // negative or above MaxOpenDurationLimit.
@@ -611,28 +628,39 @@ func (b *Breaker) State() State {
 	return s
 }
 
-// Counts returns a snapshot; see Counts. It allocates nothing.
+// Counts returns a snapshot; see Counts. It allocates nothing. With a count
+// window it may commit a trip that an outcome has already decided (its
+// window is closed) but whose recorder has not committed yet, so that no
+// snapshot shows a closed breaker with a window that has tripped.
 func (b *Breaker) Counts() Counts {
-	w := b.state.Load()
-	u := unpack(w)
-	c := Counts{State: u.state, Generation: u.gen}
-	switch u.state {
-	case Closed, MetricsOnly:
-		c.ConsecutiveFailures = uint64(u.consec)
-		var now time.Duration
-		if b.buckets != nil {
-			now = b.s.Clock.Now()
+	for {
+		w := b.state.Load()
+		u := unpack(w)
+		c := Counts{State: u.state, Generation: u.gen}
+		switch u.state {
+		case Closed, MetricsOnly:
+			c.ConsecutiveFailures = uint64(u.consec)
+			var wc window.Counts
+			switch {
+			case b.ring != nil:
+				var closed bool
+				if wc, closed = b.ring.SnapshotClosed(u.gen); closed {
+					b.finishTrip(u.gen)
+					continue
+				}
+			case b.buckets != nil:
+				wc = b.buckets.Snapshot(u.gen, b.s.Clock.Now())
+			}
+			c.Calls, c.Failures, c.SlowCalls, c.SlowFailures = wc.Calls, wc.Failures, wc.Slow, wc.SlowFailures
+		case Open:
+			if untilDeadline(u.deadline, b.s.Clock.Now()) == 0 {
+				c.State = HalfOpen
+			}
+		case HalfOpen:
+			c.ProbesInFlight, c.ProbeSuccesses = int(u.inFlight), int(u.success)
 		}
-		wc := b.windowCounts(u.gen, now)
-		c.Calls, c.Failures, c.SlowCalls, c.SlowFailures = wc.Calls, wc.Failures, wc.Slow, wc.SlowFailures
-	case Open:
-		if untilDeadline(u.deadline, b.s.Clock.Now()) == 0 {
-			c.State = HalfOpen
-		}
-	case HalfOpen:
-		c.ProbesInFlight, c.ProbeSuccesses = int(u.inFlight), int(u.success)
+		return c
 	}
-	return c
 }
 
 // deadline is the open-state payload: the first whole millisecond at or

@@ -65,6 +65,24 @@ func (s *Settings) RampDeadline(now time.Duration) uint64 {
 	return s.rampUp.deadline(now)
 }
 
+// HalfOpenExpired reports whether the max wait has passed when its deadline
+// is remaining units ahead of the clock (deadline minus HalfOpenUnits, as a
+// signed difference). A deadline is never set more than span+1 units ahead
+// (span: the max wait in whole units), so a larger remainder can only be a
+// deadline that passed so long ago that the lock-free word's 20-bit
+// difference wrapped, or a clock that went backwards by more than the max
+// wait: both count as passed. Both implementations decide with it.
+func (s *Settings) HalfOpenExpired(remaining int64) bool {
+	return remaining <= 0 || uint64(remaining) > s.halfOpenWait.span+1
+}
+
+// RampOver is HalfOpenExpired for the ramp-up deadline (19 bits in the
+// lock-free word): the ramp is over when its deadline is not ahead, or
+// impossibly far ahead.
+func (s *Settings) RampOver(remaining int64) bool {
+	return remaining <= 0 || uint64(remaining) > s.rampUp.span+1
+}
+
 // RampUnits is the clock reading now in the units of RampDeadline.
 func (s *Settings) RampUnits(now time.Duration) uint64 {
 	if s.rampUp.unit == 0 {
@@ -74,7 +92,7 @@ func (s *Settings) RampUnits(now time.Duration) uint64 {
 }
 
 // RampAdmits decides whether a call at clock reading now, remaining units
-// (at least 1) before the ramp-up deadline, is admitted. The admitted share
+// before the ramp-up deadline (a ramp that is not RampOver), is admitted. The admitted share
 // grows linearly from RampUpStartPercent at the start of the ramp to 100 %
 // at its end. The decision is a hash of the reading compared with the
 // share, so it needs no shared counter and is the same in both

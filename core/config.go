@@ -207,6 +207,7 @@ type Settings struct {
 	Clock                     Clock
 	OnStateChange             func(Transition)
 
+	rule          window.Rule
 	halfOpenWait  coarse
 	rampUp        coarse
 	openDurations [MaxBackoffSteps + 1]time.Duration
@@ -328,6 +329,13 @@ func (c Config) Validate() (Settings, error) {
 	case c.RampUpStartPercent > 0 && c.RampUpDuration == 0:
 		bad("RampUpStartPercent", "%d%% has no effect without a RampUpDuration", c.RampUpStartPercent)
 	}
+	s.rule = window.Rule{
+		MinimumNumberOfCalls:  uint64(max(s.MinimumNumberOfCalls, 0)),
+		MinimumAppliesToCount: s.MinimumAppliesToCount,
+		FailureCountThreshold: uint64(max(c.FailureCountThreshold, 0)),
+		FailureRateThreshold:  uint64(max(c.FailureRateThreshold, 0)),
+		SlowCallRateThreshold: uint64(max(c.SlowCallRateThreshold, 0)),
+	}
 	s.halfOpenWait = newCoarse(c.MaxWaitInHalfOpen)
 	s.rampUp = newCoarse(c.RampUpDuration)
 
@@ -442,23 +450,12 @@ func (s *Settings) IsSlow(d time.Duration) bool {
 }
 
 // ShouldTrip is rule R1: whether a closed breaker whose window holds c and
-// whose last consecutive failures number consecutive must trip. Products are
-// 64-bit integers: c.Calls is at most 2^56 and thresholds at most 100, so
-// nothing overflows.
+// whose last consecutive failures number consecutive must trip.
 func (s *Settings) ShouldTrip(c window.Counts, consecutive uint64) bool {
-	if s.ConsecutiveFailures > 0 && consecutive >= uint64(s.ConsecutiveFailures) {
-		return true
-	}
-	enough := c.Calls >= uint64(s.MinimumNumberOfCalls)
-	if s.FailureCountThreshold > 0 && c.Failures >= uint64(s.FailureCountThreshold) &&
-		(enough || !s.MinimumAppliesToCount) {
-		return true
-	}
-	if !enough {
-		return false
-	}
-	if s.FailureRateThreshold > 0 && c.Failures*100 >= uint64(s.FailureRateThreshold)*c.Calls {
-		return true
-	}
-	return s.SlowCallRateThreshold > 0 && c.Slow*100 >= uint64(s.SlowCallRateThreshold)*c.Calls
+	return s.consecutiveTrips(consecutive) || s.rule.Trips(c)
+}
+
+// consecutiveTrips is the part of R1 that reads the run of failures.
+func (s *Settings) consecutiveTrips(consecutive uint64) bool {
+	return s.ConsecutiveFailures > 0 && consecutive >= uint64(s.ConsecutiveFailures)
 }

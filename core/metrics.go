@@ -20,9 +20,12 @@ type Metrics struct {
 	// RejectedRampUp count Allow's rejections by their error: ErrOpen,
 	// ErrHalfOpenFull, ErrForcedOpen and ErrRampingUp.
 	RejectedOpen, RejectedHalfOpenFull, RejectedForcedOpen, RejectedRampUp uint64
-	// Successes, Failures and Ignored count outcomes the breaker acted on:
-	// counted in the closed or metrics-only window, or a probe's verdict
-	// (a retry-after hint counts as a failure).
+	// Successes, Failures and Ignored count outcomes of current permits the
+	// breaker acted on: a success or failure counted in the closed or
+	// metrics-only window (or by the run of consecutive failures), an
+	// ignored outcome of a current closed or metrics-only permit (R9: it
+	// touches no window), or a probe's outcome (an ignored probe returns
+	// its slot). A retry-after hint counts as a failure.
 	Successes, Failures, Ignored uint64
 	// SlowCalls counts the window outcomes among Successes and Failures
 	// that were slow (probes are not judged slow, R7).

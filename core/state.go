@@ -89,9 +89,9 @@ func (s State) String() string {
 // The deadline has 36 bits of milliseconds: 2^36 ms is about 795 days, and
 // it is compared by signed difference, so it is exact while an open breaker
 // is consulted at least once every 2^35 ms (about 397 days). The coarse
-// deadlines (coarse.go) are compared the same way: exact while the breaker
-// is consulted at least once every 2^18 units (256 ramp-ups) or 2^19 units
-// (512 max waits).
+// deadlines (coarse.go) are compared the same way, with a remainder beyond
+// their span read as passed; docs/design.md has the idle times where the
+// 19 and 20 bits can still mislead.
 const (
 	stateBits   = 3
 	stepShift   = 3

@@ -57,25 +57,28 @@ func (c *pausingClock) Now() time.Duration {
 // records the success that brings a count window to 1 failure in 2 calls (50
 // %, minimum 2), and is parked by the clock on its way to the trip: the
 // lock-free Record reads the clock for the open deadline after its window
-// add and before its CAS. While A is parked, the test records one more
-// success and asks for the state.
+// add and before its CAS on the state word. While A is parked, the test
+// records one more success and asks for the state.
 //
 // In every sequential order of these calls the breaker is open once both
 // successes are recorded: if A's comes first it trips, and otherwise the
 // test's own success is the second call (1 failure in 2) and trips. The
 // mutex baseline holds its lock across the clock read, so the test's calls
-// wait for A and see open. The lock-free core lets them run against a window
-// that already holds A's outcome (1 failure in 3: no trip) with the state
-// word still closed: the test's success is counted, State says closed and
-// Allow grants a closed-state permit, none of which any sequential order
-// allows; and when A resumes, its re-check of the window (1 failure in 3)
-// abandons the trip, so the breaker stays closed until some later outcome
-// trips it. TestLinearizable finds the same from random histories.
+// wait for A and see open. The lock-free core closes the count window of the
+// generation in the very swap that adds A's outcome (atomicring.RecordTrip):
+// the test's success finds the window closed, is stale, and commits A's trip
+// itself before returning, so State says open and Allow refuses. Before that
+// fix the success was counted in a window already holding A's outcome (1
+// failure in 3), the breaker stayed closed, and TestLinearizable found the
+// same from random histories.
 //
-// The Counts case parks a trip by the first failure (failure count 1): a
-// lock-free Counts then reports closed with 1 failure in the window, a
-// snapshot no sequential order produces (its window fields are read after
-// the state word, from a window that already holds the tripping outcome).
+// The Counts cases park a trip by the first failure (failure count 1). With
+// a count window, Counts sees the closed window and commits the trip first,
+// so it reports open. With a time window the record and its trip are still
+// two steps (docs/design.md, Known limits): the buckets have no one word
+// that could close the window with the outcome, so a lock-free Counts then
+// reports closed with 1 failure in the window, a snapshot no sequential
+// order produces; that case stays a known bug (CASBREAKER_BUGS=1 shows it).
 func TestRecordAndItsTripAreOneStep(t *testing.T) {
 	t.Run("record-and-state", func(t *testing.T) {
 		forEachImpl(t, func(t *testing.T, newB newFunc) {
@@ -137,46 +140,54 @@ func TestRecordAndItsTripAreOneStep(t *testing.T) {
 				wrong = append(wrong, "after both successes returned the breaker is "+st.String()+": no trip happened")
 			}
 			if len(wrong) > 0 {
-				knownBugIfLockfree(t, "BUG: lock-free Record adds its outcome to the window before its CAS on the state word; a success recorded in between (1 failure in 3) is counted in closed state ("+strings.Join(wrong, "; ")+"), although every sequential order of 1 failure and 2 successes at 50 % (minimum 2) is open once both successes are recorded")
 				t.Fatal(strings.Join(wrong, "; "))
 			}
 		})
 	})
-	t.Run("counts", func(t *testing.T) {
-		forEachImpl(t, func(t *testing.T, newB newFunc) {
-			// A time-window Record reads the clock for the outcome's second,
-			// then again for the open deadline: park the second read.
-			clk := newPausingClock(2)
-			b := mustNew(t, newB, core.Config{WindowType: core.TimeBased, WindowSize: 10, FailureCountThreshold: 1,
-				OpenDuration: time.Second, Clock: clk})
-			p, _ := b.Allow()
-			clk.armed.Store(true)
-			aDone := make(chan struct{})
-			go func() {
-				defer close(aDone)
-				b.Record(p, core.Failure) // trips, parked on the clock
-			}()
-			<-clk.paused
-			res := make(chan core.Counts, 1)
-			go func() { res <- b.Counts() }()
-			var c core.Counts
-			got := false
-			select {
-			case c = <-res:
-				got = true
-			case <-time.After(200 * time.Millisecond): // the baseline waits for the lock
-			}
-			close(clk.release)
-			<-aDone
-			if !got {
-				c = <-res
-			}
-			if c.State == core.Closed && c.Failures > 0 {
-				knownBugIfLockfree(t, "BUG: lock-free Counts reads the window after the state word; during a trip it reports closed with the tripping outcome in the window (closed, 1 failure at a failure count of 1), a snapshot no sequential order produces")
-				t.Fatalf("Counts during the trip: %+v", c)
-			}
+	for _, wt := range []core.WindowType{core.CountBased, core.TimeBased} {
+		t.Run("counts/"+wt.String(), func(t *testing.T) {
+			forEachImpl(t, func(t *testing.T, newB newFunc) {
+				// A count-window Record reads the clock once, for the open
+				// deadline; a time-window Record reads it for the outcome's
+				// second, then for the deadline: park the deadline's read.
+				parkAt := int32(1)
+				if wt == core.TimeBased {
+					parkAt = 2
+				}
+				clk := newPausingClock(parkAt)
+				b := mustNew(t, newB, core.Config{WindowType: wt, WindowSize: 10, FailureCountThreshold: 1,
+					OpenDuration: time.Second, Clock: clk})
+				p, _ := b.Allow()
+				clk.armed.Store(true)
+				aDone := make(chan struct{})
+				go func() {
+					defer close(aDone)
+					b.Record(p, core.Failure) // trips, parked on the clock
+				}()
+				<-clk.paused
+				res := make(chan core.Counts, 1)
+				go func() { res <- b.Counts() }()
+				var c core.Counts
+				got := false
+				select {
+				case c = <-res:
+					got = true
+				case <-time.After(200 * time.Millisecond): // the baseline waits for the lock
+				}
+				close(clk.release)
+				<-aDone
+				if !got {
+					c = <-res
+				}
+				if c.State == core.Closed && c.Failures > 0 {
+					if wt == core.TimeBased {
+						knownBugIfLockfree(t, "BUG: with a time window, lock-free Counts reads the window after the state word; during a trip it reports closed with the tripping outcome in the window (closed, 1 failure at a failure count of 1), a snapshot no sequential order produces")
+					}
+					t.Fatalf("Counts during the trip: %+v", c)
+				}
+			})
 		})
-	})
+	}
 }
 
 // knownBugIfLockfree marks a failure of the lock-free subtest as the known

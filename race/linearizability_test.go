@@ -26,9 +26,10 @@ type linFamily struct {
 	// others; otherwise the clock only moves between phases.
 	stepping bool
 	steps    []time.Duration
-	// windowTrips: a window rule can trip the breaker, which is where the
-	// lock-free Record is two steps (TestRecordAndItsTripAreOneStep).
-	windowTrips bool
+	// timeWindowTrips: a time-window rule can trip the breaker, where the
+	// lock-free Record and its trip are still two steps
+	// (TestRecordAndItsTripAreOneStep, docs/design.md Known limits).
+	timeWindowTrips bool
 	// view is what the history keeps of Counts results; nil keeps all.
 	view countsView
 }
@@ -46,8 +47,7 @@ var linFamilies = []linFamily{
 		cfg: core.Config{WindowSize: 4, FailureRateThreshold: 50, MinimumNumberOfCalls: 2,
 			OpenDuration: time.Second, PermittedCallsInHalfOpen: 2, SuccessesToClose: 2},
 		clients: 5, ops: 4, phases: 3, stepping: true,
-		steps:       []time.Duration{0, 300 * time.Millisecond, 700 * time.Millisecond, time.Second},
-		windowTrips: true,
+		steps: []time.Duration{0, 300 * time.Millisecond, 700 * time.Millisecond, time.Second},
 	},
 	{
 		name: "consecutive/backoff/stepping",
@@ -61,7 +61,9 @@ var linFamilies = []linFamily{
 		// of 4 failures, and 2 in a row trip first): every Record takes the
 		// two-step path of a windowed breaker, window add then CAS, but only
 		// the state word decides. Counts results keep the state word's
-		// fields only (wordCounts): the window's are the known bug.
+		// fields only (wordCounts): the run of failures and the window are
+		// two words, and a trip by the run does not close the window
+		// (docs/design.md, Known limits).
 		name: "count-window/consecutive-decides/stepping",
 		cfg: core.Config{WindowSize: 4, FailureRateThreshold: 100, ConsecutiveFailures: 2,
 			OpenDuration: time.Second, PermittedCallsInHalfOpen: 2, SuccessesToClose: 2},
@@ -75,8 +77,8 @@ var linFamilies = []linFamily{
 			SlowCallRateThreshold: 50, SlowCallDurationThreshold: 400 * time.Millisecond, MinimumNumberOfCalls: 3,
 			OpenDuration: 800 * time.Millisecond, PermittedCallsInHalfOpen: 3, SuccessesToClose: 2},
 		clients: 6, ops: 4, phases: 4,
-		steps:       []time.Duration{0, 500 * time.Millisecond, 900 * time.Millisecond, 2 * time.Second},
-		windowTrips: true,
+		steps:           []time.Duration{0, 500 * time.Millisecond, 900 * time.Millisecond, 2 * time.Second},
+		timeWindowTrips: true,
 	},
 }
 
@@ -123,11 +125,11 @@ func TestLinearizable(t *testing.T) {
 						continue
 					}
 					msg := fmt.Sprintf("history %d (seed %d) is %s against the sequential model:\n%s", round, seed, res, describeHistory(hist))
-					if lockfree && fam.windowTrips && res == porcupine.Illegal {
+					if lockfree && fam.timeWindowTrips && res == porcupine.Illegal {
 						// Stop at the first: an illegal history costs an
 						// exhaustive search.
 						t.Log(msg)
-						knownBug(t, fmt.Sprintf("BUG: lock-free history %d of %d is not linearizable (logged above): a closed-state Record adds its outcome to the window before its CAS on the state word, and other operations observe the window in between (TestRecordAndItsTripAreOneStep)", round+1, histories))
+						knownBug(t, fmt.Sprintf("BUG: lock-free history %d of %d is not linearizable (logged above): with a time window, a closed-state Record adds its outcome to the buckets before its CAS on the state word, and other operations observe the window in between (TestRecordAndItsTripAreOneStep)", round+1, histories))
 					}
 					t.Fatal(msg)
 				}

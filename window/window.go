@@ -27,3 +27,39 @@ type Counts struct {
 	// SlowFailures is the number of outcomes that were both slow and failures.
 	SlowFailures uint64
 }
+
+// Rule is the part of the trip rule (R1) that reads a window: whether a
+// closed breaker whose window holds c must trip. A window that is given a
+// Rule can decide the trip in the same atomic step that records the
+// outcome (atomicring.Ring.RecordTrip), which is what makes the record and
+// its trip one linearizable step. Thresholds are in calls or percent; a
+// zero threshold is disabled. The zero Rule never trips.
+type Rule struct {
+	// MinimumNumberOfCalls is how many calls the window must hold before a
+	// rate threshold may trip, and before FailureCountThreshold may when
+	// MinimumAppliesToCount is set.
+	MinimumNumberOfCalls  uint64
+	MinimumAppliesToCount bool
+	// FailureCountThreshold trips at this many failures in the window.
+	FailureCountThreshold uint64
+	// FailureRateThreshold trips at failures*100 >= threshold*calls.
+	FailureRateThreshold uint64
+	// SlowCallRateThreshold trips at slow*100 >= threshold*calls.
+	SlowCallRateThreshold uint64
+}
+
+// Trips reports whether a window holding c trips the rule. Products are
+// 64-bit: calls are at most 2^56 and thresholds at most 100.
+func (r *Rule) Trips(c Counts) bool {
+	enough := c.Calls >= r.MinimumNumberOfCalls
+	if r.FailureCountThreshold > 0 && c.Failures >= r.FailureCountThreshold && (enough || !r.MinimumAppliesToCount) {
+		return true
+	}
+	if !enough {
+		return false
+	}
+	if r.FailureRateThreshold > 0 && c.Failures*100 >= r.FailureRateThreshold*c.Calls {
+		return true
+	}
+	return r.SlowCallRateThreshold > 0 && c.Slow*100 >= r.SlowCallRateThreshold*c.Calls
+}

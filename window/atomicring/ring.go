@@ -61,7 +61,7 @@ type Ring struct {
 	nShift   uint
 	posShift uint
 	lapShift uint   // 3 + 5k
-	lapMask  uint64 // 2^L - 1, L = 45 - 5k
+	lapMask  uint64 // 2^L - 1, L = 44 - 5k
 	verShift uint   // 3 + L, in a slot
 	verMask  uint64 // 2^(5k) - 1
 	tagMask  uint64 // a slot's gen and lap
@@ -83,7 +83,7 @@ func New(size int) (*Ring, error) {
 		return nil, fmt.Errorf("%w: got %d", ErrSize, size)
 	}
 	k := uint(bits.Len(uint(size)))
-	l := 45 - 5*k
+	l := 44 - 5*k
 	return &Ring{
 		slots:    make([]atomic.Uint64, size),
 		size:     uint64(size),
@@ -110,11 +110,44 @@ func (r *Ring) Size() int { return int(r.size) }
 // It returns the window's aggregate right after this outcome entered it and
 // ok = true: the value committed by the same compare-and-swap that added the
 // outcome, so it is a linearizable snapshot that includes this call. When gen
-// is older than the generation the ring holds, the outcome is stale: nothing
-// changes and Record returns the zero Counts and ok = false. A gen newer than
-// the ring's first empties the window, then counts the outcome there. Record
-// may run concurrently with every other call on r.
+// is older than the generation the ring holds, or the ring's window of gen
+// is closed by a trip (RecordTrip), the outcome is stale: nothing changes
+// and Record returns the zero Counts and ok = false. A gen newer than the
+// ring's first empties the window, then counts the outcome there. Record may
+// run concurrently with every other call on r.
 func (r *Ring) Record(gen uint32, failure, slow bool) (c window.Counts, ok bool) {
+	c, v := r.RecordTrip(gen, failure, slow, nil)
+	return c, v == Recorded
+}
+
+// Verdict is what RecordTrip did with an outcome.
+type Verdict uint8
+
+const (
+	// Recorded: the outcome is in the window and the rule does not trip.
+	Recorded Verdict = iota
+	// Tripped: the outcome is in the window, the rule trips on the result,
+	// and the same swap closed the window of this generation: no later
+	// outcome of the generation enters it. The caller commits the trip.
+	Tripped
+	// Closed: the window of this generation was already closed by a trip
+	// (another caller's Tripped), so the outcome was not counted. The trip
+	// may not be committed yet; the caller may commit it for the other.
+	Closed
+	// Stale: the generation is older than the ring's; nothing changed.
+	Stale
+)
+
+// RecordTrip is Record with the trip rule decided in the same
+// compare-and-swap that adds the outcome (R1): when rule trips on the window
+// with this outcome in it, the window of gen is closed at once, so the
+// outcome that warranted the trip is the last one it holds and every
+// snapshot shows it closed. That is what lets a breaker make a record and
+// its trip one linearizable step. A nil rule never trips, as in Record.
+// The returned Counts are the window with the outcome in it (Recorded,
+// Tripped) or zero (Closed, Stale). It may run concurrently with every other
+// call on r.
+func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (window.Counts, Verdict) {
 	g := uint16(gen)
 	out := uint64(present)
 	if failure {
@@ -128,12 +161,15 @@ func (r *Ring) Record(gen uint32, failure, slow bool) (c window.Counts, ok bool)
 		w := r.unpack(a)
 		if w.gen != g {
 			if uint16(g-w.gen) >= 1<<15 {
-				return window.Counts{}, false
+				return window.Counts{}, Stale
 			}
 			// Losing this swap means someone else moved A; either way the
 			// next load decides again.
 			r.hot.a.CompareAndSwap(a, uint64(g)<<genShift)
 			continue
+		}
+		if w.closed {
+			return window.Counts{}, Closed
 		}
 		if w.pend&present != 0 && !r.flush(a, w) {
 			continue
@@ -153,8 +189,12 @@ func (r *Ring) Record(gen uint32, failure, slow bool) (c window.Counts, ok bool)
 			w.pos = 0
 			w.lap++
 		}
+		w.closed = rule != nil && rule.Trips(w.counts())
 		if r.hot.a.CompareAndSwap(a, r.pack(w)) {
-			return w.counts(), true
+			if w.closed {
+				return w.counts(), Tripped
+			}
+			return w.counts(), Recorded
 		}
 	}
 }
@@ -184,11 +224,19 @@ func (r *Ring) Reset(gen uint32) {
 // empty and an older one's is gone. It is one atomic load, so it is never
 // torn, and it may run concurrently with every other call on r.
 func (r *Ring) Snapshot(gen uint32) window.Counts {
+	c, _ := r.SnapshotClosed(gen)
+	return c
+}
+
+// SnapshotClosed is Snapshot, and from the same load whether a RecordTrip
+// closed the window of gen (its trip may not be committed yet).
+func (r *Ring) SnapshotClosed(gen uint32) (c window.Counts, closed bool) {
 	a := r.hot.a.Load()
 	if uint16(a>>genShift) != uint16(gen) {
-		return window.Counts{}
+		return window.Counts{}, false
 	}
-	return r.unpack(a).counts()
+	w := r.unpack(a)
+	return w.counts(), w.closed
 }
 
 // The ring's whole state is one packed word, A, and W slots. A holds the
@@ -196,7 +244,7 @@ func (r *Ring) Snapshot(gen uint32) window.Counts {
 // position and changes the counts: no reader can see one without the other,
 // and Snapshot is a single load. With k = bits.Len(W) (1 for W = 1, 7 for
 // W = 100, 8 for W = 255), every count 0..W fits in k bits, and
-// L = 45 - 5k is what is left for the lap (40 for W = 1, 10 for W = 100, 5
+// L = 44 - 5k is what is left for the lap (39 for W = 1, 9 for W = 100, 4
 // for W = 255):
 //
 //	A:
@@ -208,13 +256,15 @@ func (r *Ring) Snapshot(gen uint32) window.Counts {
 //	 3+2k..         k    f      failures in the window
 //	 3+3k..         k    n      calls in the window, 0..W
 //	 3+4k..         k    pos    position the next claim takes, 0..W-1
-//	 3+5k..47       L    lap    times pos wrapped to 0, mod 2^L
+//	 3+5k..46       L    lap    times pos wrapped to 0, mod 2^L
+//	47              1    closed the window of gen is closed by a trip
 //	48..63         16    gen    low 16 bits of the breaker generation
 //
 //	slot:
 //	 0..2           3    out    bit 0 present, 1 failure, 2 slow
 //	 3..            L    lap    lap of the claim whose outcome this is
-//	 3+L..47       5k    ver    +1 on every write to this slot, mod 2^(5k)
+//	 3+L..46       5k    ver    +1 on every write to this slot, mod 2^(5k)
+//	47              1    -      zero
 //	48..63         16    gen    generation of that claim
 //
 // (gen, lap) is a slot's tag: which claim at this position it holds. A zero
@@ -246,6 +296,10 @@ func (r *Ring) Snapshot(gen uint32) window.Counts {
 //     leaving outcome out of the counts and this one into them, and the
 //     duty to flush this outcome to whichever claim comes next. Its new value
 //     is the linearization point of Record and the Counts it returns.
+//   - The claim swap that closes the window (RecordTrip, when the rule trips
+//     on the new counts): all of the above, and the end of the window of
+//     gen: every later claim of gen sees closed and counts nothing, so the
+//     window a reader sees is the one that warranted the trip.
 //   - The reset swap on A, to a word holding only a newer gen: the ring to
 //     that generation with an empty window. pend is dropped unflushed:
 //     a claim of the new generation only ever subtracts an outcome that
@@ -265,11 +319,11 @@ func (r *Ring) Snapshot(gen uint32) window.Counts {
 // The flush swap compares the whole slot, ver included, so a flusher delayed
 // between its check of A and its swap fails if anyone wrote the slot in
 // between. ver advances with every write and lap with every lap, so a slot
-// returns to a value it held only after 2^max(L,5k) >= 2^25 writes to it
-// (L + 5k = 45), or across 2^16 generations.
+// returns to a value it held only after 2^max(L,5k) >= 2^22 writes to it
+// (L + 5k = 44), or across 2^16 generations.
 //
 // The one bound: A itself returns to a value it held only after W*2^L claims
-// (8160 for W = 255, 102,400 for W = 100, 2^40 for W = 1), or 2^16
+// (4080 for W = 255, 51,200 for W = 100, 2^39 for W = 1), or 2^16
 // generations, that end with the same counts and pend. Should a claim be
 // descheduled that long between reading the leaving slot in step 2 and its
 // swap, the swap would succeed and subtract the outcome it read, which may
@@ -281,35 +335,42 @@ const (
 	failBit = 1 << 1
 	slowBit = 1 << 2
 
-	pendMask = 1<<3 - 1
-	sfShift  = 3
-	genShift = 48
+	pendMask  = 1<<3 - 1
+	sfShift   = 3
+	closedBit = 1 << 47
+	genShift  = 48
 )
 
 // state is A unpacked. Only pack and unpack translate between the two.
 type state struct {
 	pend                  uint64
 	sf, s, f, n, pos, lap uint64
+	closed                bool
 	gen                   uint16
 }
 
 func (r *Ring) unpack(a uint64) state {
 	return state{
-		pend: a & pendMask,
-		sf:   a >> sfShift & r.field,
-		s:    a >> r.sShift & r.field,
-		f:    a >> r.fShift & r.field,
-		n:    a >> r.nShift & r.field,
-		pos:  a >> r.posShift & r.field,
-		lap:  a >> r.lapShift & r.lapMask,
-		gen:  uint16(a >> genShift),
+		pend:   a & pendMask,
+		sf:     a >> sfShift & r.field,
+		s:      a >> r.sShift & r.field,
+		f:      a >> r.fShift & r.field,
+		n:      a >> r.nShift & r.field,
+		pos:    a >> r.posShift & r.field,
+		lap:    a >> r.lapShift & r.lapMask,
+		closed: a&closedBit != 0,
+		gen:    uint16(a >> genShift),
 	}
 }
 
 // pack masks only lap, which wraps by design; every count stays in 0..W by
 // the protocol, so masking the others would only hide a bug.
 func (r *Ring) pack(w state) uint64 {
-	return w.pend |
+	var closed uint64
+	if w.closed {
+		closed = closedBit
+	}
+	return closed | w.pend |
 		w.sf<<sfShift |
 		w.s<<r.sShift |
 		w.f<<r.fShift |

@@ -5,6 +5,9 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,22 +103,22 @@ func TestLayout_EveryFieldFits(t *testing.T) {
 		r := mustNew(t, size)
 		k := uint(bits.Len(uint(size)))
 		l := uint(bits.Len64(r.lapMask))
-		require.Equal(t, uint(64), 3+5*k+l+16, "size %d", size)
-		require.GreaterOrEqual(t, l, uint(5), "size %d", size)
-		require.Equal(t, uint(genShift), r.verShift+uint(bits.Len64(r.verMask)), "size %d", size)
+		require.Equal(t, uint(64), 3+5*k+l+1+16, "size %d", size)
+		require.GreaterOrEqual(t, l, uint(4), "size %d", size)
+		require.Equal(t, uint(genShift-1), r.verShift+uint(bits.Len64(r.verMask)), "size %d", size)
 
 		m := r.field
-		aFields := []state{{pend: pendMask}, {sf: m}, {s: m}, {f: m}, {n: m}, {pos: m}, {lap: r.lapMask}, {gen: math.MaxUint16}}
+		aFields := []state{{pend: pendMask}, {sf: m}, {s: m}, {f: m}, {n: m}, {pos: m}, {lap: r.lapMask}, {closed: true}, {gen: math.MaxUint16}}
 		var masks []uint64
 		for _, f := range aFields {
 			masks = append(masks, r.pack(f))
 		}
 		requireTiles(t, masks, "A, size %d", size)
-		requireTiles(t, []uint64{pendMask, r.lapMask << 3, r.verMask << r.verShift, math.MaxUint16 << genShift}, "slot, size %d", size)
+		requireTiles(t, []uint64{pendMask, r.lapMask << 3, r.verMask << r.verShift, closedBit, math.MaxUint16 << genShift}, "slot, size %d", size)
 		require.Equal(t, uint64(math.MaxUint16<<genShift|r.lapMask<<3), r.tagMask, "size %d", size)
 
 		w := uint64(size)
-		full := state{pend: pendMask, sf: w, s: w, f: w, n: w, pos: w - 1, lap: r.lapMask, gen: math.MaxUint16}
+		full := state{pend: pendMask, sf: w, s: w, f: w, n: w, pos: w - 1, lap: r.lapMask, closed: true, gen: math.MaxUint16}
 		require.Equal(t, full, r.unpack(r.pack(full)), "size %d", size)
 	}
 }
@@ -410,5 +413,100 @@ func BenchmarkSnapshot(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		r.Snapshot(1)
+	}
+}
+
+// RecordTrip closes the window of a generation in the swap whose counts
+// trip the rule: the tripping outcome is the last the window holds, later
+// outcomes of the generation are refused as Closed, and a newer generation
+// opens a fresh window.
+func TestRecordTrip_ClosesWindow(t *testing.T) {
+	r := mustNew(t, 4)
+	rule := &window.Rule{FailureCountThreshold: 2}
+	c, v := r.RecordTrip(1, false, false, rule)
+	require.Equal(t, Recorded, v)
+	require.Equal(t, window.Counts{Calls: 1}, c)
+	_, v = r.RecordTrip(1, true, false, rule)
+	require.Equal(t, Recorded, v)
+	c, v = r.RecordTrip(1, true, true, rule)
+	require.Equal(t, Tripped, v)
+	require.Equal(t, window.Counts{Calls: 3, Failures: 2, Slow: 1, SlowFailures: 1}, c)
+
+	c, v = r.RecordTrip(1, false, false, rule)
+	require.Equal(t, Closed, v, "an outcome after the trip of its generation")
+	require.Zero(t, c)
+	_, ok := r.Record(1, false, false)
+	require.False(t, ok, "Record refuses a closed window too")
+	got, closed := r.SnapshotClosed(1)
+	require.True(t, closed)
+	require.Equal(t, window.Counts{Calls: 3, Failures: 2, Slow: 1, SlowFailures: 1}, got, "the window that tripped, unchanged")
+	_, v = r.RecordTrip(0, true, false, rule)
+	require.Equal(t, Stale, v, "an older generation is stale, closed or not")
+
+	c, v = r.RecordTrip(2, true, false, rule)
+	require.Equal(t, Recorded, v, "a newer generation starts an open, empty window")
+	require.Equal(t, window.Counts{Calls: 1, Failures: 1}, c)
+	_, closed = r.SnapshotClosed(2)
+	require.False(t, closed)
+}
+
+// A nil rule, or one that does not trip, never closes the window.
+func TestRecordTrip_NoRuleNeverCloses(t *testing.T) {
+	r := mustNew(t, 3)
+	for i := range 50 {
+		_, v := r.RecordTrip(7, true, true, nil)
+		require.Equal(t, Recorded, v, "call %d", i)
+		_, v = r.RecordTrip(7, true, true, &window.Rule{FailureRateThreshold: 100, MinimumNumberOfCalls: 4})
+		require.Equal(t, Recorded, v, "a 3-call window never holds 4 calls (call %d)", i)
+	}
+}
+
+// Under contention exactly one outcome trips a generation, the counts it
+// returns are exactly at the threshold, and nothing enters the window
+// after it: G goroutines race failures at a failure count of K.
+func TestRecordTrip_ExactlyOneTripUnderContention(t *testing.T) {
+	const g, k = 16, 37
+	rounds := 2000
+	if testing.Short() {
+		rounds = 200
+	}
+	old := runtime.GOMAXPROCS(8)
+	defer runtime.GOMAXPROCS(old)
+	r := mustNew(t, MaxSize)
+	rule := &window.Rule{FailureCountThreshold: k}
+	for round := range rounds {
+		gen := uint32(round + 1)
+		var tripped, recorded, closedN atomic.Int64
+		var tripCounts atomic.Pointer[window.Counts]
+		var start, done sync.WaitGroup
+		start.Add(1)
+		for range g {
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				start.Wait()
+				for range 4 {
+					c, v := r.RecordTrip(gen, true, false, rule)
+					switch v {
+					case Tripped:
+						tripped.Add(1)
+						tripCounts.Store(&c)
+					case Recorded:
+						recorded.Add(1)
+					case Closed:
+						closedN.Add(1)
+					}
+				}
+			}()
+		}
+		start.Done()
+		done.Wait()
+		require.Equal(t, int64(1), tripped.Load(), "round %d: trips", round)
+		require.Equal(t, int64(k-1), recorded.Load(), "round %d: outcomes counted before the trip", round)
+		require.Equal(t, int64(g*4-k), closedN.Load(), "round %d: outcomes refused after it", round)
+		require.Equal(t, window.Counts{Calls: k, Failures: k}, *tripCounts.Load(), "round %d", round)
+		c, closed := r.SnapshotClosed(gen)
+		require.True(t, closed, "round %d", round)
+		require.Equal(t, window.Counts{Calls: k, Failures: k}, c, "round %d: nothing entered after the trip", round)
 	}
 }
