@@ -3,6 +3,7 @@ package core_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -13,57 +14,144 @@ import (
 )
 
 // The lock-free breaker and the mutex baseline agree at every step of random
-// sequential histories: admission, rejection kind and wait, state, counts and
-// notifications. (The fuzz target of issue 3 explores further; this is the
-// quick version that runs on every `go test`.)
+// sequential histories: admission, rejection kind and wait, state, counts,
+// metrics and notifications. The histories use every feature of issue 5:
+// half-open max waits, ramp-ups after closing, retry-after hints (RecordHint
+// and Done with core.WithRetryAfter, zero, negative, small and huge), the
+// manual controls (ForceOpen with valid and invalid durations, Disable,
+// MetricsOnly, Reset) and metrics. (The fuzz target of issue 3 explores
+// further; this is the quick version that runs on every `go test`.)
 func TestDifferentialRandomHistories(t *testing.T) {
 	n := rounds(2000, 200)
-	kinds := map[string]int{} // which transitions the histories reached
+	kinds := map[string]int{} // which transitions and rejections the histories reached
 	for seed := range n {
 		rng := rand.New(rand.NewPCG(uint64(seed), 7))
 		cfg := randomConfig(rng)
 		lf := maker{new: impls[0].New}.build(t, cfg)
 		mu := maker{new: impls[1].New}.build(t, cfg)
 		var held []core.Permit // the same permits for both: the generations agree
+		take := func() core.Permit {
+			i := rng.IntN(len(held))
+			p := held[i]
+			held = append(held[:i], held[i+1:]...)
+			return p
+		}
 		for step := range 300 {
 			where := fmt.Sprintf("seed %d step %d cfg %+v", seed, step, cfg)
-			switch op := rng.IntN(10); {
-			case op < 4:
+			switch op := rng.IntN(20); {
+			case op < 8:
 				p1, e1 := lf.B.Allow()
 				p2, e2 := mu.B.Allow()
 				require.Equal(t, e1, e2, where)
 				require.Equal(t, p1, p2, where)
 				if e1 == nil {
 					held = append(held, p1)
+				} else {
+					kinds[e1.Error()]++
 				}
-			case op < 7 && len(held) > 0:
-				i := rng.IntN(len(held))
-				p := held[i]
-				held = append(held[:i], held[i+1:]...)
+			case op < 12 && len(held) > 0:
+				p := take()
 				o := core.Outcome(rng.IntN(3))
 				lf.B.Record(p, o)
 				mu.B.Record(p, o)
-			case op < 9:
-				d := time.Duration(rng.IntN(4000)) * time.Millisecond
-				if rng.IntN(10) == 0 {
-					d = -d / 4 // backwards (R14)
+			case op < 13 && len(held) > 0:
+				p, d := take(), randomHint(rng, cfg)
+				lf.B.RecordHint(p, d)
+				mu.B.RecordHint(p, d)
+			case op < 14 && len(held) > 0:
+				// The classifier says Failure, so a positive hint is acted on.
+				p, err := take(), core.WithRetryAfter(errFail, randomHint(rng, cfg))
+				lf.B.Done(p, err)
+				mu.B.Done(p, err)
+			case op < 17:
+				var d time.Duration
+				switch rng.IntN(4) {
+				case 0: // small steps: through ramps and max waits
+					d = time.Duration(rng.IntN(200)) * time.Millisecond
+				case 1:
+					d = time.Duration(rng.IntN(4000)) * time.Millisecond
+				case 2: // a feature's own duration, give or take a nanosecond
+					d = []time.Duration{cfg.RampUpDuration, cfg.MaxWaitInHalfOpen, cfg.OpenDuration}[rng.IntN(3)] + time.Duration(rng.IntN(3)-1)
+				default:
+					d = time.Duration(rng.IntN(4000)) * time.Millisecond
+					if rng.IntN(3) == 0 {
+						d = -d / 4 // backwards (R14)
+					}
 				}
 				lf.Clock.Advance(d)
 				mu.Clock.Advance(d)
+			case op < 18 && rng.IntN(3) == 0:
+				manualControl(t, rng, lf, mu, where)
 			default:
 				require.Equal(t, lf.B.State(), mu.B.State(), where)
 			}
 			require.Equal(t, lf.B.Counts(), mu.B.Counts(), where)
 			require.Equal(t, lf.Transitions(), mu.Transitions(), where)
+			require.Equal(t, lf.B.Metrics(), mu.B.Metrics(), where)
+			if !cfg.CollectMetrics {
+				require.Zero(t, lf.B.Metrics(), where)
+			}
 		}
 		for _, tr := range lf.Transitions() {
 			kinds[letter(tr.From)+">"+letter(tr.To)]++
 		}
 	}
-	t.Logf("transitions reached: %v", kinds)
+	t.Logf("transitions and rejections reached: %v", kinds)
 	for _, k := range []string{"C>O", "O>H", "H>O", "H>C"} {
 		require.Greater(t, kinds[k], n/10, "histories too tame to compare %s", k)
 	}
+	for _, k := range []string{"H>H", "M>M", "C>F", "C>D", "C>M", "F>C", "D>C", "M>C", "O>O",
+		core.ErrRampingUp.Error(), core.ErrForcedOpen.Error(), core.ErrHalfOpenFull.Error()} {
+		require.Greater(t, kinds[k], n/40, "histories too tame to compare %s", k)
+	}
+}
+
+// manualControl runs one manual control on both: ForceOpen with a valid or
+// an invalid duration (which must fail alike, matching ErrInvalidArgument,
+// and change nothing), Disable, MetricsOnly or Reset.
+func manualControl(t *testing.T, rng *rand.Rand, lf, mu *rig, where string) {
+	switch rng.IntN(5) {
+	case 0:
+		d := []time.Duration{0, 0, 1, time.Duration(rng.IntN(3000)) * time.Millisecond, core.MaxOpenDurationLimit,
+			-1, core.MaxOpenDurationLimit + 1, math.MinInt64, math.MaxInt64}[rng.IntN(9)]
+		before := lf.B.Counts()
+		e1, e2 := lf.B.ForceOpen(d), mu.B.ForceOpen(d)
+		invalid := d < 0 || d > core.MaxOpenDurationLimit
+		require.Equal(t, invalid, errors.Is(e1, core.ErrInvalidArgument), "%s ForceOpen(%v) = %v", where, d, e1)
+		require.Equal(t, invalid, errors.Is(e2, core.ErrInvalidArgument), "%s ForceOpen(%v) = %v", where, d, e2)
+		require.Equal(t, e1 == nil, !invalid, where)
+		require.Equal(t, e1, e2, where)
+		if invalid {
+			require.Equal(t, before, lf.B.Counts(), "%s: a failed ForceOpen(%v) changed the breaker", where, d)
+		}
+	case 1:
+		lf.B.Disable()
+		mu.B.Disable()
+	case 2:
+		lf.B.MetricsOnly()
+		mu.B.MetricsOnly()
+	default:
+		lf.B.Reset()
+		mu.B.Reset()
+	}
+}
+
+// randomHint is a retry-after hint: zero, negative, small, around the open
+// duration and the bound, or huge.
+func randomHint(rng *rand.Rand, cfg core.Config) time.Duration {
+	switch rng.IntN(6) {
+	case 0:
+		return 0
+	case 1:
+		return -time.Duration(1 + rng.IntN(1e9))
+	case 2:
+		return time.Duration(rng.IntN(3000)) * time.Millisecond
+	case 3:
+		return cfg.OpenDuration + time.Duration(rng.IntN(3)-1)
+	case 4:
+		return cfg.MaxRetryAfter + time.Duration(rng.IntN(3)-1)
+	}
+	return math.MaxInt64
 }
 
 func randomConfig(rng *rand.Rand) core.Config {
@@ -97,10 +185,115 @@ func randomConfig(rng *rand.Rand) core.Config {
 			c.OpenDurationBackoff = 1 + rng.Float64()*3
 			c.MaxOpenDuration = c.OpenDuration * time.Duration(1+rng.IntN(20))
 		}
+		// The features of issue 5, each in about half the histories, with
+		// durations of the order of the clock steps (fractions of a
+		// millisecond included: coarse units round them up).
+		if rng.IntN(2) == 0 {
+			c.MaxWaitInHalfOpen = time.Duration(1+rng.IntN(3000))*time.Millisecond + time.Duration(rng.IntN(1000))*time.Microsecond
+		}
+		if rng.IntN(2) == 0 {
+			c.RampUpDuration = time.Duration(1+rng.IntN(3000))*time.Millisecond + time.Duration(rng.IntN(1000))*time.Microsecond
+			c.RampUpStartPercent = []int{0, 100, rng.IntN(101)}[rng.IntN(3)]
+		}
+		if rng.IntN(2) == 0 {
+			c.MaxRetryAfter = time.Duration(1+rng.IntN(6000)) * time.Millisecond
+		}
+		c.CollectMetrics = rng.IntN(4) != 0
 		if _, err := c.Validate(); err == nil {
 			return c
 		} else if !errors.Is(err, core.ErrInvalidConfig) {
 			panic(err)
 		}
 	}
+}
+
+// TestCoarseDeadlineWrap: the coarse ramp-up and max-wait deadlines
+// (docs/design.md, Widths and Known limits) on both implementations, with
+// a 1 s ramp-up from 0 % and a 1 s max wait (coarse units of 1 ms).
+//
+// Up to the documented limit the two agree: a ramp that ended 2^18 units
+// before the first call after it is over, and a max wait that passed 2^19
+// units before the first call of a full half-open breaker restarts it.
+//
+// Past the limit docs/design.md promises that "the ramp resumes for up to
+// one more ramp-up duration, or the restart waits up to one more max wait".
+// The test holds both implementations to that promise one duration (plus a
+// unit) after the wrap. The lock-free breaker of commit 49479b2 did not
+// keep it: its deadline then read as up to 2^18 (2^19) units in the future,
+// so a ramp-up from 0 % shed every call for about 2^18 ms (4.4 minutes), and
+// a full half-open breaker refused every call for about 2^19 ms (8.7
+// minutes), instead of one second, while the baseline, whose deadlines are
+// not truncated, ended the ramp and restarted the probe at once.
+func TestCoarseDeadlineWrap(t *testing.T) {
+	const unit = time.Millisecond // 1 s / 1024, rounded up to whole ms
+	rampEnd := 2 * time.Second    // closed at 1 s, ramp-up 1 s
+	expiry := 2 * time.Second     // half-open at 1 s, max wait 1 s
+	ramp := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, RampUpDuration: time.Second}
+	wait := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, MaxWaitInHalfOpen: time.Second}
+	closeRamping := func(r *rig) {
+		r.X(core.Failure)
+		r.At(1)
+		r.D(r.A(), core.Success)
+		r.Is(core.Closed)
+	}
+	loseProbe := func(r *rig) {
+		r.X(core.Failure)
+		r.At(1)
+		r.A() // the probe never reports
+		r.Reject(core.ErrHalfOpenFull)
+	}
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		t.Run("ramp-at-limit", func(t *testing.T) {
+			r := mk.build(t, ramp)
+			closeRamping(r)
+			r.Clock.Set(rampEnd + 1<<18*unit)
+			r.A()
+		})
+		t.Run("max-wait-at-limit", func(t *testing.T) {
+			r := mk.build(t, wait)
+			loseProbe(r)
+			r.Clock.Set(expiry + 1<<19*unit)
+			require.True(t, r.A().Probe)
+		})
+		t.Run("ramp-past-limit", func(t *testing.T) {
+			r := mk.build(t, ramp)
+			closeRamping(r)
+			wrap := rampEnd + (1<<18+1)*unit
+			r.Clock.Set(wrap)
+			_, _ = r.B.Allow() // may be shed: the documented limit
+			r.Clock.Set(wrap + time.Second + unit)
+			if _, err := r.B.Allow(); err != nil {
+				shed := time.Second
+				for ; shed < time.Hour; shed += time.Second {
+					r.Clock.Set(wrap + shed)
+					if _, err := r.B.Allow(); err == nil {
+						break
+					}
+				}
+				t.Errorf("a ramp that ended 2^18+1 units before the next call still sheds every call "+
+					"one ramp-up duration after that call (%v), and goes on for about %v; docs/design.md "+
+					"promises at most one more ramp-up duration", err, shed)
+			}
+		})
+		t.Run("max-wait-past-limit", func(t *testing.T) {
+			r := mk.build(t, wait)
+			loseProbe(r)
+			wrap := expiry + (1<<19+1)*unit
+			r.Clock.Set(wrap)
+			_, _ = r.B.Allow() // may be refused: the documented limit
+			r.Clock.Set(wrap + time.Second + unit)
+			if _, err := r.B.Allow(); err != nil {
+				refused := time.Second
+				for ; refused < time.Hour; refused += time.Second {
+					r.Clock.Set(wrap + refused)
+					if _, err := r.B.Allow(); err == nil {
+						break
+					}
+				}
+				t.Errorf("a max wait that passed 2^19+1 units before the next call still refuses every call "+
+					"one max wait after that call (%v), and goes on for about %v; docs/design.md promises "+
+					"at most one more max wait", err, refused)
+			}
+		})
+	})
 }

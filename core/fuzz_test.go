@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -11,7 +12,10 @@ import (
 
 // stateWordConfigs are the configs FuzzStateWord draws from: no window,
 // count window with slow calls and backoff, time window with a failure
-// count, and the probe limits at their maximum.
+// count, and the probe limits at their maximum; then the features of issue
+// 5 (half-open max wait, ramp-up, retry-after hints, metrics) on the same
+// kinds of window, with coarse units of 1 ms and above and durations that
+// are not a whole number of units.
 var stateWordConfigs = []Config{
 	{ConsecutiveFailures: 3, OpenDuration: time.Second, PermittedCallsInHalfOpen: 2},
 	{WindowSize: 5, FailureRateThreshold: 50, MinimumNumberOfCalls: 3, SlowCallRateThreshold: 50,
@@ -21,112 +25,209 @@ var stateWordConfigs = []Config{
 		PermittedCallsInHalfOpen: 1, SuccessesToClose: 3},
 	{WindowSize: 3, FailureRateThreshold: 100, ConsecutiveFailures: 2, OpenDuration: time.Millisecond,
 		OpenDurationBackoff: 1.5, MaxOpenDuration: time.Minute, PermittedCallsInHalfOpen: 255, SuccessesToClose: 255},
+	// 4: no window; max wait 500 ms (units of 1 ms), ramp-up 2 s from 20 %
+	// (units of 2 ms), hints up to 10 s, metrics.
+	{ConsecutiveFailures: 2, OpenDuration: time.Second, PermittedCallsInHalfOpen: 2, SuccessesToClose: 2,
+		MaxWaitInHalfOpen: 500 * time.Millisecond, RampUpDuration: 2 * time.Second, RampUpStartPercent: 20,
+		MaxRetryAfter: 10 * time.Second, CollectMetrics: true},
+	// 5: count window with slow calls and backoff; max wait 3 s + 7 µs
+	// (units of 3 ms, rounded up), ramp-up 10 s from 0 % (units of 10 ms),
+	// hints up to 2 s (shorter than the longest backed-off open duration),
+	// metrics.
+	{WindowSize: 4, FailureRateThreshold: 50, MinimumNumberOfCalls: 2, SlowCallRateThreshold: 50,
+		SlowCallDurationThreshold: 100 * time.Millisecond, ConsecutiveFailures: 4, OpenDuration: 300 * time.Millisecond,
+		OpenDurationBackoff: 2, MaxOpenDuration: 5 * time.Second, PermittedCallsInHalfOpen: 3, SuccessesToClose: 1,
+		MaxWaitInHalfOpen: 3*time.Second + 7*time.Microsecond, RampUpDuration: 10 * time.Second,
+		MaxRetryAfter: 2 * time.Second, CollectMetrics: true},
+	// 6: time window; the smallest max wait, ramp-up and hint bound (1 ms,
+	// one unit), a ramp-up starting at 100 %, no metrics.
+	{WindowType: TimeBased, WindowSize: 3, FailureCountThreshold: 2, ConsecutiveFailures: 3, OpenDuration: 700 * time.Millisecond,
+		PermittedCallsInHalfOpen: 1, MaxWaitInHalfOpen: time.Millisecond, RampUpDuration: time.Millisecond,
+		RampUpStartPercent: 100, MaxRetryAfter: time.Millisecond},
+	// 7: probe limits at their maximum; the largest max wait, ramp-up and
+	// hint bound (a year: units of about 31 s), metrics.
+	{WindowSize: 3, FailureRateThreshold: 100, OpenDuration: time.Millisecond, PermittedCallsInHalfOpen: 255,
+		SuccessesToClose: 255, MaxWaitInHalfOpen: time.Hour, RampUpDuration: MaxOpenDurationLimit,
+		RampUpStartPercent: 99, MaxRetryAfter: MaxOpenDurationLimit, CollectMetrics: true},
+}
+
+// The operations of FuzzStateWord, by op mod numWordOps.
+const (
+	wordAllow = iota
+	wordRecord
+	wordDone
+	wordState
+	wordCounts
+	wordRecordHint
+	wordDoneHint // Done with WithRetryAfter(err, hint)
+	wordForceOpen
+	wordDisable
+	wordMetricsOnly
+	wordReset
+	wordMetrics
+	numWordOps
+)
+
+// stateWordInput is one FuzzStateWord input.
+type stateWordInput struct {
+	raw        uint64
+	cfgSel, op uint8
+	pgen       uint32
+	probe      bool
+	outcome    uint8 // mod 3: the outcome; the rest: the hint or ForceOpen duration
+	nowMs      int64
+	extra      uint8 // bit 0: a permit of another generation; bit 1: coarse deadlines near now
+	seed       uint64
 }
 
 // FuzzStateWord: the packed state word (docs/design.md) and every
 // transition on it.
 //
 // Round trip: for any 64-bit value, unpack then pack gives the value back
-// (in half-open, with the unused payload bits 24..43 cleared), and a word
+// (with the payload bits the state does not carry cleared), and a word
 // that went through pack once is a fixed point: no field's extreme leaks
 // into a neighbour.
 //
-// Transitions: a breaker is given any reachable word (any generation,
-// backoff step up to the config's last, any run of failures or open
-// deadline, any probe counts within PermittedCallsInHalfOpen and
-// SuccessesToClose), a window with some outcomes in it, a clock reading
-// (negative and past the 2^36 ms deadline wrap included) and one operation:
-// Allow, Record or Done of a permit of any generation, probe or not, with
-// any outcome, State or Counts. The word after it must be exactly the one
-// the transition table of docs/design.md gives, with exactly as many
-// notifications as generations advanced (0 or 1, with the right from, to,
-// generation and time), and the operation must return what the table says
-// (permit, rejection and wait, state). Every word after it is reachable
-// again: state 0..2, step at most the last, half-open with inFlight <= N,
-// inFlight + successes <= S and its unused bits zero.
+// Transitions: a breaker is given any reachable word in any of the six
+// states (any generation; backoff step up to the config's last in open and
+// half-open, zero elsewhere; a run of failures below the trip threshold;
+// closed ramping up with any ramp-up deadline; any open deadline; any probe
+// counts within PermittedCallsInHalfOpen and SuccessesToClose and any
+// max-wait deadline in half-open), with the coarse deadlines optionally
+// placed within a few durations of now, a window with some outcomes in it,
+// a clock reading (negative and past the 2^36 ms deadline wrap included)
+// and one operation: Allow, Record or Done of a permit of any generation,
+// probe or not, with any outcome, RecordHint or Done with
+// WithRetryAfter with hints zero, negative, small, at and past the bound
+// and huge, State, Counts, Metrics, ForceOpen with valid and invalid
+// durations, Disable, MetricsOnly, Reset. The word after it must be exactly
+// the one expectTransition (the transition table of docs/design.md,
+// written out) gives, with exactly as many notifications as generations
+// advanced (0 or 1, with the right from, to, generation and time); the
+// operation must return what the table says (permit, rejection and wait,
+// error, state, counts), and Metrics must have counted exactly the
+// operation's admission or rejection, outcome and transition. Every word
+// after it is reachable again.
 func FuzzStateWord(f *testing.F) {
-	f.Add(uint64(0), uint8(0), uint8(0), uint32(0), false, uint8(1), int64(0), uint8(0), uint64(0))
-	f.Add(^uint64(0), uint8(1), uint8(1), uint32(7), true, uint8(0), int64(1<<36), uint8(3), uint64(0x5555))
-	f.Add(uint64(0x0000_1000_0000_0101), uint8(2), uint8(2), uint32(1), false, uint8(1), int64(5000), uint8(9), uint64(0xff))
-	f.Add(uint64(0x0003_3000_0000_2a02), uint8(1), uint8(3), uint32(3), true, uint8(1), int64(-7), uint8(1), uint64(1))
-	f.Add(uint64(0xfffff_000_0000_0002), uint8(3), uint8(1), uint32(0xfffff), true, uint8(0), int64(999), uint8(4), uint64(0xabc))
+	for _, in := range stateWordSeeds() {
+		f.Add(in.raw, in.cfgSel, in.op, in.pgen, in.probe, in.outcome, in.nowMs, in.extra, in.seed)
+	}
 	f.Fuzz(func(t *testing.T, raw uint64, cfgSel, op uint8, pgen uint32, probe bool, outcome uint8, nowMs int64, extra uint8, seed uint64) {
-		roundTrip(t, raw)
-
-		cfg := stateWordConfigs[int(cfgSel)%len(stateWordConfigs)]
-		now := time.Duration(nowMs%(1<<42))*time.Millisecond + time.Duration(extra)*7*time.Microsecond
-		clock := NewManualClock(now)
-		var got []Transition
-		cfg.Clock = clock
-		cfg.OnStateChange = func(tr Transition) { got = append(got, tr) }
-		b, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		before := reachable(raw, &b.s)
-		u := unpack(before)
-		// Some outcomes already in the window of the word's generation, all
-		// in the current second for a time window.
-		var seeded []seededOutcome
-		for i := range int(seed % 6) {
-			o := seededOutcome{fail: seed>>(8+i)&1 != 0, slow: seed>>(16+i)&1 != 0}
-			switch {
-			case b.ring != nil:
-				b.ring.Reset(u.gen)
-				b.ring.Record(u.gen, o.fail, o.slow)
-			case b.buckets != nil:
-				b.buckets.RecordCurrent(u.gen, now, o.fail, o.slow)
-			}
-			seeded = append(seeded, o)
-		}
-		b.state.Store(before)
-		// Notifications are delivered in generation order from the one
-		// after the word's: a breaker that got here by transitions would
-		// have delivered all the earlier ones.
-		b.dispatch.next.Store(uint64(nextGen(u.gen)) << 1)
-
-		p := Permit{Generation: pgen & genMask, Probe: probe, Start: time.Duration(int64(seed>>24)%int64(time.Second)) - 300*time.Millisecond}
-		if extra&1 == 0 {
-			p.Generation = u.gen // a current permit, most of the time
-		}
-		o := Outcome(outcome % 3)
-		want := expectTransition(b, u, p, o, op%5, now, seeded)
-
-		var (
-			gotP   Permit
-			gotErr error
-			gotSt  State
-		)
-		switch op % 5 {
-		case 0:
-			gotP, gotErr = b.Allow()
-		case 1:
-			b.Record(p, o)
-		case 2: // nil, a failure and a cancellation classify to o by default
-			b.Done(p, []error{nil, errors.New("failed"), context.Canceled}[o])
-		case 3:
-			gotSt = b.State()
-		default:
-			_ = b.Counts()
-		}
-		after := b.state.Load()
-		if after != want.word {
-			t.Fatalf("op %d on %+v (permit %+v, outcome %v, now %v): word %+v, want %+v", op%5, u, p, o, now, unpack(after), unpack(want.word))
-		}
-		if gotP != want.permit || !errors.Is(gotErr, want.err) || (gotErr == nil) != (want.err == nil) || gotSt != want.state {
-			t.Fatalf("op %d on %+v (now %v): returned %+v %v %v, want %+v %v %v", op%5, u, now, gotP, gotErr, gotSt, want.permit, want.err, want.state)
-		}
-		a := unpack(after)
-		if advanced := (a.gen - u.gen) & genMask; advanced > 1 || int(advanced) != len(got) {
-			t.Fatalf("generation advanced by %d with %d notifications", advanced, len(got))
-		}
-		if len(got) == 1 && (got[0] != Transition{From: u.state, To: a.state, Generation: a.gen, At: want.at}) {
-			t.Fatalf("notification %+v, want %v -> %v at generation %d, t=%v", got[0], u.state, a.state, a.gen, want.at)
-		}
-		if reachable(after, &b.s) != after {
-			t.Fatalf("word after %+v is not a reachable word", a)
-		}
+		stateWordInput{raw, cfgSel, op, pgen, probe, outcome, nowMs, extra, seed}.check(t)
 	})
+}
+
+// plainErrs are errors the default classifier maps to Success, Failure and
+// Ignored, in Outcome order; none carries a hint.
+var plainErrs = []error{nil, errors.New("failed"), context.Canceled}
+
+// check runs one input and returns the label of the table row it took.
+func (in stateWordInput) check(t *testing.T) string {
+	t.Helper()
+	roundTrip(t, in.raw)
+
+	cfg := stateWordConfigs[int(in.cfgSel)%len(stateWordConfigs)]
+	now := time.Duration(in.nowMs%(1<<42))*time.Millisecond + time.Duration(in.extra)*7*time.Microsecond
+	clock := NewManualClock(now)
+	var got []Transition
+	cfg.Clock = clock
+	cfg.OnStateChange = func(tr Transition) { got = append(got, tr) }
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := reachable(in.raw, &b.s)
+	if in.extra&2 != 0 {
+		before = nearNow(before, &b.s, now)
+	}
+	u := unpack(before)
+	// Some outcomes already in the window of the word's generation, all
+	// in the current second for a time window.
+	var seeded []seededOutcome
+	for i := range int(in.seed % 6) {
+		o := seededOutcome{fail: in.seed>>(8+i)&1 != 0, slow: in.seed>>(16+i)&1 != 0}
+		switch {
+		case b.ring != nil:
+			b.ring.Reset(u.gen)
+			b.ring.Record(u.gen, o.fail, o.slow)
+		case b.buckets != nil:
+			b.buckets.RecordCurrent(u.gen, now, o.fail, o.slow)
+		}
+		seeded = append(seeded, o)
+	}
+	b.state.Store(before)
+	// Notifications are delivered in generation order from the one
+	// after the word's: a breaker that got here by transitions would
+	// have delivered all the earlier ones.
+	b.dispatch.next.Store(uint64(nextGen(u.gen)) << 1)
+
+	p := Permit{Generation: in.pgen & genMask, Probe: in.probe, Start: time.Duration(int64(in.seed>>24)%int64(time.Second)) - 300*time.Millisecond}
+	if in.extra&1 == 0 {
+		p.Generation = u.gen // a current permit, most of the time
+	}
+	o := Outcome(in.outcome % 3)
+	arg := argument{hint: fuzzHint(in.outcome, &b.s, in.seed), force: fuzzForceOpen(in.outcome, in.seed)}
+	op := in.op % numWordOps
+	want := expectTransition(b, u, p, o, arg, op, now, seeded)
+
+	var (
+		gotP   Permit
+		gotErr error
+		gotSt  State
+		gotC   Counts
+		gotM   Metrics
+	)
+	switch op {
+	case wordAllow:
+		gotP, gotErr = b.Allow()
+	case wordRecord:
+		b.Record(p, o)
+	case wordDone: // nil, a failure and a cancellation classify to o by default
+		b.Done(p, plainErrs[o])
+	case wordState:
+		gotSt = b.State()
+	case wordCounts:
+		gotC = b.Counts()
+	case wordRecordHint:
+		b.RecordHint(p, arg.hint)
+	case wordDoneHint:
+		b.Done(p, WithRetryAfter(plainErrs[o], arg.hint))
+	case wordForceOpen:
+		gotErr = b.ForceOpen(arg.force)
+	case wordDisable:
+		b.Disable()
+	case wordMetricsOnly:
+		b.MetricsOnly()
+	case wordReset:
+		b.Reset()
+	default:
+		gotM = b.Metrics()
+	}
+	after := b.state.Load()
+	if after != want.word {
+		t.Fatalf("op %d [%s] on %+v (permit %+v, outcome %v, %+v, now %v): word %+v, want %+v",
+			op, want.label, u, p, o, arg, now, unpack(after), unpack(want.word))
+	}
+	if gotP != want.permit || !errors.Is(gotErr, want.err) || (gotErr == nil) != (want.err == nil) || gotSt != want.state ||
+		gotC != want.counts || gotM != (Metrics{}) {
+		t.Fatalf("op %d [%s] on %+v (permit %+v, %+v, now %v): returned %+v %v %v %+v %+v, want %+v %v %v %+v",
+			op, want.label, u, p, arg, now, gotP, gotErr, gotSt, gotC, gotM, want.permit, want.err, want.state, want.counts)
+	}
+	if m := b.Metrics(); m != want.metrics {
+		t.Fatalf("op %d [%s] on %+v (permit %+v, outcome %v, %+v, now %v): metrics %+v, want %+v",
+			op, want.label, u, p, o, arg, now, m, want.metrics)
+	}
+	a := unpack(after)
+	if advanced := (a.gen - u.gen) & genMask; advanced > 1 || int(advanced) != len(got) {
+		t.Fatalf("[%s] generation advanced by %d with %d notifications", want.label, advanced, len(got))
+	}
+	if len(got) == 1 && (got[0] != Transition{From: u.state, To: a.state, Generation: a.gen, At: want.at}) {
+		t.Fatalf("[%s] notification %+v, want %v -> %v at generation %d, t=%v", want.label, got[0], u.state, a.state, a.gen, want.at)
+	}
+	if reachable(after, &b.s) != after {
+		t.Fatalf("[%s] word after %+v is not a reachable word", want.label, a)
+	}
+	return want.label
 }
 
 // roundTrip checks pack/unpack on an arbitrary 64-bit value.
@@ -154,18 +255,40 @@ func roundTrip(t *testing.T, raw uint64) {
 }
 
 // reachable turns any 64-bit value into a word a breaker with settings s can
-// hold: a real state, a step the backoff can reach, probe counts within the
-// limits (and the word unchanged if it already is one).
+// hold (and leaves a word that already is one unchanged): one of the six
+// states; a backoff step the backoff can reach in open and half-open, and
+// zero in the other states (closing and every manual control reset it); in
+// closed and metrics-only a run of failures below ConsecutiveFailures (zero
+// when it is not tracked); the ramp-up bit and deadline only in closed with
+// a ramp-up configured (the deadline zero unless ramping); in half-open
+// probe counts within the limits and a max-wait deadline only with a max
+// wait configured.
 func reachable(raw uint64, s *Settings) uint64 {
 	u := unpack(raw)
-	u.state = State(uint8(u.state) % 3)
+	u.state = State(uint8(u.state) % NumStates)
 	u = unpack(pack(u))
-	if u.step > s.lastStep {
-		u.step %= s.lastStep + 1
+	switch u.state {
+	case Open, HalfOpen:
+		if u.step > s.lastStep {
+			u.step %= s.lastStep + 1
+		}
+	default:
+		u.step = 0
 	}
-	// No ramp-up and no max wait in these configs.
-	u.ramping, u.rampEnd, u.expiry = false, 0, 0
-	if u.state == HalfOpen {
+	switch u.state {
+	case Closed, MetricsOnly:
+		if s.ConsecutiveFailures == 0 {
+			u.consec = 0
+		} else {
+			u.consec %= uint32(s.ConsecutiveFailures)
+		}
+		if u.state != Closed || s.RampUpDuration == 0 || !u.ramping {
+			u.ramping, u.rampEnd = false, 0
+		}
+	case HalfOpen:
+		if s.MaxWaitInHalfOpen == 0 {
+			u.expiry = 0
+		}
 		n, need := s.PermittedCallsInHalfOpen, s.SuccessesToClose
 		inFlight := int(u.inFlight) % (n + 1)
 		success := int(u.success) % need
@@ -177,76 +300,212 @@ func reachable(raw uint64, s *Settings) uint64 {
 	return pack(u)
 }
 
+// nearNow moves the coarse deadline of a ramping closed word or a half-open
+// word with a max wait to within about one duration of now (the deadline
+// field, taken mod a little over two spans, picks where): a random 19- or
+// 20-bit deadline is almost always far from now, which only tests the
+// sign of the difference.
+func nearNow(w uint64, s *Settings, now time.Duration) uint64 {
+	u := unpack(w)
+	switch {
+	case u.state == Closed && u.ramping:
+		span := s.rampUp.span
+		off := int64(uint64(u.rampEnd)%(2*span+3)) - 1 // -1 (over) .. 2 spans (clock went back)
+		u.rampEnd = uint32(uint64(int64(s.RampUnits(now))+off) & rampMask)
+	case u.state == HalfOpen && s.MaxWaitInHalfOpen > 0:
+		span := s.halfOpenWait.span
+		off := int64(uint64(u.expiry)%(3*span+3)) - int64(span) - 1 // a span past .. two spans ahead (clock went back)
+		u.expiry = uint32(uint64(int64(s.HalfOpenUnits(now))+off) & expiryMask)
+	}
+	return pack(u)
+}
+
+// argument is an operation's duration: the hint of RecordHint and of
+// Done with WithRetryAfter, and the duration of ForceOpen.
+type argument struct {
+	hint, force time.Duration
+}
+
+// fuzzHint decodes a retry-after hint from the bits of the outcome byte
+// above the outcome: zero, negative, a nanosecond, small, at and a
+// nanosecond past the bound, huge, or within a nanosecond of the open
+// duration.
+func fuzzHint(sel uint8, s *Settings, seed uint64) time.Duration {
+	switch sel / 3 % 8 {
+	case 0:
+		return 0
+	case 1:
+		return -time.Duration(seed%uint64(time.Hour)) - 1
+	case 2:
+		return 1
+	case 3:
+		return time.Duration(seed % uint64(3*time.Second))
+	case 4:
+		return s.MaxRetryAfter
+	case 5:
+		return s.MaxRetryAfter + 1
+	case 6:
+		return math.MaxInt64
+	}
+	return s.OpenDuration(0) + time.Duration(seed%3) - 1
+}
+
+// fuzzForceOpen decodes ForceOpen's duration likewise: zero, a nanosecond,
+// small, the limit, and the invalid: -1 ns, the most negative, a
+// nanosecond past the limit, the largest.
+func fuzzForceOpen(sel uint8, seed uint64) time.Duration {
+	switch sel / 3 % 8 {
+	case 0:
+		return 0
+	case 1:
+		return 1
+	case 2:
+		return time.Duration(seed % uint64(3*time.Second))
+	case 3:
+		return MaxOpenDurationLimit
+	case 4:
+		return -1
+	case 5:
+		return math.MinInt64
+	case 6:
+		return MaxOpenDurationLimit + 1
+	}
+	return math.MaxInt64
+}
+
 type expected struct {
-	word   uint64
-	permit Permit
-	err    error
-	state  State
-	at     time.Duration // time of the notification, if any
+	word    uint64
+	permit  Permit
+	err     error
+	state   State
+	counts  Counts
+	metrics Metrics       // the counters after the operation, from zero
+	at      time.Duration // time of the notification, if any
+	label   string        // the row of the table
+}
+
+// wrapped is the difference a - b of two coarse deadlines of bits bits,
+// read as a signed number: the rule docs/design.md gives for comparing
+// them (exact within half the range).
+func wrapped(a, b uint64, bits uint) int64 {
+	d := (a - b) & (1<<bits - 1)
+	if d >= 1<<(bits-1) {
+		return int64(d) - 1<<bits
+	}
+	return int64(d)
+}
+
+// passed is the rule for a coarse deadline remaining units ahead of the
+// clock, with span the configured duration in units: it has passed when it
+// is not ahead, or when it is further ahead than any deadline is ever set
+// (span+1 units, rounding included), which only a deadline that passed so
+// long ago that the word's difference wrapped, or a clock that went
+// backwards by more than the duration, can be.
+func passed(remaining int64, span uint64) bool {
+	return remaining <= 0 || remaining > int64(span)+1
 }
 
 // expectTransition is the transition table of docs/design.md, written
-// out: what op does to a breaker holding word u at clock now.
-func expectTransition(b *Breaker, u word, p Permit, o Outcome, op uint8, now time.Duration, seeded []seededOutcome) expected {
+// out: what op does to a breaker holding word u at clock now, and what
+// the metrics count for it.
+func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op uint8, now time.Duration, seeded []seededOutcome) expected {
 	s := &b.s
 	w := pack(u)
 	e := expected{word: w}
-	switch op {
-	case 0: // Allow
-		start := func(t time.Duration) time.Duration {
-			if s.SlowEnabled() {
-				return t
-			}
-			return 0
+	m := &e.metrics
+	nz := max(now, 0) // deadlines count a negative reading as zero
+	start := func(t time.Duration) time.Duration {
+		if s.SlowEnabled() {
+			return t
 		}
-		switch u.state {
-		case Closed:
-			e.permit = Permit{Generation: u.gen, Start: start(now)}
-		case Open:
-			nz := max(now, 0)
-			if wait := untilDeadline(u.deadline, nz); wait > 0 {
-				e.permit, e.err = Permit{Wait: wait}, ErrOpen
-				break
-			}
-			g := nextGen(u.gen)
-			e.word = pack(word{state: HalfOpen, step: u.step, gen: g, inFlight: 1})
-			e.permit, e.at = Permit{Generation: g, Probe: true, Start: start(nz)}, nz
-		case HalfOpen:
-			if int(u.inFlight) >= s.PermittedCallsInHalfOpen || int(u.inFlight)+int(u.success) >= s.SuccessesToClose {
-				e.err = ErrHalfOpenFull
-				break
-			}
-			u.inFlight++
-			e.word = pack(u)
-			e.permit = Permit{Generation: u.gen, Probe: true, Start: start(now)}
+		return 0
+	}
+	admit := func(label string, p Permit) {
+		e.label, e.permit = label, p
+		m.Admitted++
+	}
+	reject := func(label string, p Permit, err error) {
+		e.label, e.permit, e.err = label, p, err
+		switch err {
+		case ErrOpen:
+			m.RejectedOpen++
+		case ErrHalfOpenFull:
+			m.RejectedHalfOpenFull++
+		case ErrForcedOpen:
+			m.RejectedForcedOpen++
+		case ErrRampingUp:
+			m.RejectedRampUp++
 		}
-	case 1, 2: // Record, Done (the errors map to the same outcomes)
+	}
+	// to commits the transition to n at the time at.
+	to := func(n word, at time.Duration) {
+		e.word, e.at = pack(n), at
+		m.Transitions[u.state][n.state]++
+	}
+	acted := func(o Outcome, slow bool) {
+		switch o {
+		case Success:
+			m.Successes++
+		case Failure:
+			m.Failures++
+		default:
+			m.Ignored++
+		}
+		if slow {
+			m.SlowCalls++
+		}
+	}
+	dropped := func(label string) {
+		e.label = label
+		m.Dropped++
+	}
+	counting := u.state == Closed || u.state == MetricsOnly
+	openFor := func(step uint8, hint time.Duration) time.Duration {
+		return max(s.OpenDuration(step), hint)
+	}
+
+	// record is Record(p, o).
+	record := func(o Outcome) {
 		if p.Probe {
 			if u.state != HalfOpen || u.gen != p.Generation || u.inFlight == 0 {
-				break
+				dropped("record/probe-stale")
+				return
 			}
 			u.inFlight--
+			acted(o, false) // probes are not judged slow (R7)
 			switch {
 			case o == Ignored:
-				e.word = pack(u)
+				e.label, e.word = "record/probe-ignored", pack(u)
 			case o == Success && int(u.success)+1 < s.SuccessesToClose:
 				u.success++
-				e.word = pack(u)
+				e.label, e.word = "record/probe-success", pack(u)
 			case o == Success:
-				e.word = pack(word{state: Closed, gen: nextGen(u.gen)})
-				e.at = now
+				closed := word{state: Closed, gen: nextGen(u.gen)}
+				e.label = "record/close"
+				if s.RampUpDuration > 0 {
+					e.label = "record/close-ramp"
+					closed.ramping, closed.rampEnd = true, uint32(s.RampDeadline(now)&rampMask)
+				}
+				to(closed, now)
 			default:
 				step := s.NextStep(u.step)
-				e.word = pack(word{state: Open, step: step, gen: nextGen(u.gen), deadline: deadline(now, s.OpenDuration(step))})
-				e.at = now
+				e.label = "record/reopen"
+				to(word{state: Open, step: step, gen: nextGen(u.gen), deadline: deadline(now, s.OpenDuration(step))}, now)
 			}
-			break
+			return
 		}
-		if o == Ignored || u.state != Closed || u.gen != p.Generation {
-			break
+		if !counting || u.gen != p.Generation {
+			dropped("record/stale-" + u.state.String())
+			return
+		}
+		if o == Ignored {
+			e.label = "record/ignored"
+			acted(Ignored, false)
+			return
 		}
 		fail := o == Failure
 		slow := s.IsSlow(now - p.Start)
+		acted(o, slow)
 		var c window.Counts
 		if b.ring != nil || b.buckets != nil {
 			all := append(append([]seededOutcome(nil), seeded...), seededOutcome{fail: fail, slow: slow})
@@ -263,18 +522,165 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, op uint8, now tim
 		case consec < maxConsec:
 			consec++
 		}
-		if s.ShouldTrip(c, consec) {
-			e.word = pack(word{state: Open, gen: nextGen(u.gen), deadline: deadline(now, s.OpenDuration(0))})
-			e.at = now
-		} else {
-			u.consec = uint32(consec)
+		switch {
+		case !s.ShouldTrip(c, consec):
+			e.label = "record/count-" + u.state.String()
+			u.consec = uint32(consec) // the ramp-up bits ride along
 			e.word = pack(u)
+		case u.state == MetricsOnly: // "would have opened"
+			e.label = "record/metrics-only-trip"
+			to(word{state: MetricsOnly, gen: nextGen(u.gen)}, now)
+		default:
+			e.label = "record/trip"
+			to(word{state: Open, gen: nextGen(u.gen), deadline: deadline(now, s.OpenDuration(0))}, now)
 		}
-	case 3: // State
-		e.state = u.state
+	}
+
+	// recordHint is RecordHint(p, d).
+	recordHint := func(d time.Duration) {
+		var h time.Duration // bounded by MaxRetryAfter; zero: no hint
+		if s.MaxRetryAfter > 0 && d > 0 {
+			h = min(d, s.MaxRetryAfter)
+		}
+		switch {
+		case h == 0:
+			record(Failure)
+			e.label = "hint/plain:" + e.label
+		case u.gen != p.Generation:
+			dropped("hint/stale")
+		case !p.Probe && u.state == Closed:
+			acted(Failure, false)
+			e.label = "hint/trip"
+			to(word{state: Open, gen: nextGen(u.gen), deadline: deadline(now, openFor(0, h))}, now)
+		case !p.Probe && u.state == MetricsOnly:
+			acted(Failure, false)
+			e.label = "hint/metrics-only-trip"
+			to(word{state: MetricsOnly, gen: nextGen(u.gen)}, now)
+		case p.Probe && u.state == HalfOpen && u.inFlight > 0:
+			acted(Failure, false)
+			step := s.NextStep(u.step)
+			e.label = "hint/reopen"
+			to(word{state: Open, step: step, gen: nextGen(u.gen), deadline: deadline(now, openFor(step, h))}, now)
+		default: // a current generation, but no call of it to fail
+			dropped("hint/drop-" + u.state.String())
+		}
+	}
+
+	switch op {
+	case wordAllow:
+		switch u.state {
+		case Closed:
+			if !u.ramping {
+				admit("allow/closed", Permit{Generation: u.gen, Start: start(now)})
+				break
+			}
+			left := wrapped(uint64(u.rampEnd), s.RampUnits(now), rampBits)
+			switch {
+			case passed(left, s.rampUp.span): // the ramp is over: the flag is cleared, same generation
+				u.ramping, u.rampEnd = false, 0
+				e.word = pack(u)
+				admit("allow/ramp-end", Permit{Generation: u.gen, Start: start(now)})
+			case s.RampAdmits(uint64(left), now):
+				admit("allow/ramp-admit", Permit{Generation: u.gen, Start: start(now)})
+			default:
+				reject("allow/ramp-shed", Permit{}, ErrRampingUp)
+			}
+		case Open:
+			if wait := untilDeadline(u.deadline, nz); wait > 0 {
+				reject("allow/open", Permit{Wait: wait}, ErrOpen)
+				break
+			}
+			g := nextGen(u.gen)
+			to(word{state: HalfOpen, step: u.step, gen: g, inFlight: 1, expiry: uint32(s.HalfOpenDeadline(nz) & expiryMask)}, nz)
+			admit("allow/open->half-open", Permit{Generation: g, Probe: true, Start: start(nz)})
+		case HalfOpen:
+			if int(u.inFlight) < s.PermittedCallsInHalfOpen && int(u.inFlight)+int(u.success) < s.SuccessesToClose {
+				u.inFlight++
+				e.word = pack(u)
+				admit("allow/probe", Permit{Generation: u.gen, Probe: true, Start: start(now)})
+				break
+			}
+			if s.MaxWaitInHalfOpen == 0 || !passed(wrapped(uint64(u.expiry), s.HalfOpenUnits(nz), expiryBits), s.halfOpenWait.span) {
+				reject("allow/half-open-full", Permit{}, ErrHalfOpenFull)
+				break
+			}
+			// The max wait has passed: a new generation, whose first probe
+			// this call is.
+			g := nextGen(u.gen)
+			to(word{state: HalfOpen, step: u.step, gen: g, inFlight: 1, expiry: uint32(s.HalfOpenDeadline(nz) & expiryMask)}, nz)
+			admit("allow/half-open-restart", Permit{Generation: g, Probe: true, Start: start(nz)})
+		case ForcedOpen:
+			reject("allow/forced-open", Permit{}, ErrForcedOpen)
+		case Disabled:
+			admit("allow/disabled", Permit{Generation: u.gen}) // no clock read
+		case MetricsOnly:
+			admit("allow/metrics-only", Permit{Generation: u.gen, Start: start(now)})
+		}
+	case wordRecord, wordDone: // the plain errors map to the same outcomes
+		record(o)
+	case wordRecordHint:
+		recordHint(arg.hint)
+	case wordDoneHint:
+		// WithRetryAfter(nil, d) is nil: a success. A failure's hint is read
+		// only with hints on, and only when positive.
+		if o == Failure && s.MaxRetryAfter > 0 && arg.hint > 0 {
+			recordHint(arg.hint)
+		} else {
+			record(o)
+		}
+		e.label = "done-hint/" + e.label
+	case wordState:
+		e.label, e.state = "state/"+u.state.String(), u.state
 		if u.state == Open && untilDeadline(u.deadline, now) == 0 {
 			e.state = HalfOpen
 		}
+	case wordCounts:
+		e.label = "counts/" + u.state.String()
+		c := &e.counts
+		c.State, c.Generation = u.state, u.gen
+		switch u.state {
+		case Open:
+			if untilDeadline(u.deadline, now) == 0 {
+				c.State = HalfOpen
+			}
+		case HalfOpen:
+			c.ProbesInFlight, c.ProbeSuccesses = int(u.inFlight), int(u.success)
+		case Closed, MetricsOnly:
+			c.ConsecutiveFailures = uint64(u.consec)
+			if b.ring != nil || b.buckets != nil {
+				all := seeded
+				if b.ring != nil && len(all) > b.ring.Size() {
+					all = all[len(all)-b.ring.Size():]
+				}
+				wc := sumOutcomes(all)
+				c.Calls, c.Failures, c.SlowCalls, c.SlowFailures = wc.Calls, wc.Failures, wc.Slow, wc.SlowFailures
+			}
+		}
+	case wordForceOpen:
+		switch d := arg.force; {
+		case d < 0 || d > MaxOpenDurationLimit:
+			e.label, e.err = "force-open/invalid", ErrInvalidArgument
+		case d == 0:
+			e.label = "force-open/0-from-" + u.state.String()
+			to(word{state: ForcedOpen, gen: nextGen(u.gen)}, now)
+		default:
+			e.label = "force-open/d-from-" + u.state.String()
+			to(word{state: Open, gen: nextGen(u.gen), deadline: deadline(now, d)}, now)
+		}
+	case wordDisable:
+		e.label = "disable/from-" + u.state.String()
+		to(word{state: Disabled, gen: nextGen(u.gen)}, now)
+	case wordMetricsOnly:
+		e.label = "metrics-only/from-" + u.state.String()
+		to(word{state: MetricsOnly, gen: nextGen(u.gen)}, now)
+	case wordReset:
+		e.label = "reset/from-" + u.state.String()
+		to(word{state: Closed, gen: nextGen(u.gen)}, now) // no ramp-up
+	default:
+		e.label = "metrics"
+	}
+	if !s.CollectMetrics {
+		e.metrics = Metrics{}
 	}
 	return e
 }
@@ -297,4 +703,136 @@ func sumOutcomes(os []seededOutcome) window.Counts {
 		}
 	}
 	return c
+}
+
+// stateWordSeeds are FuzzStateWord's seeds: the five of issue 3, then a
+// word in each new state and each new row of the table (config 4 unless
+// said otherwise: two failures in a row trip, two probes, two successes
+// close, max wait 500 ms in units of 1 ms, ramp-up 2 s from 20 % in units
+// of 2 ms, hints up to 10 s). extra 2 places the coarse deadlines near now
+// (nearNow): a ramp-up deadline field r means r mod 2003 - 1 units from
+// now, a max-wait field x means x mod 1503 - 501 units.
+func stateWordSeeds() []stateWordInput {
+	const g = 5
+	seeds := []stateWordInput{
+		{0, 0, 0, 0, false, 1, 0, 0, 0},
+		{^uint64(0), 1, 1, 7, true, 0, 1 << 36, 3, 0x5555},
+		{0x0000_1000_0000_0101, 2, 2, 1, false, 1, 5000, 9, 0xff},
+		{0x0003_3000_0000_2a02, 1, 3, 3, true, 1, -7, 1, 1},
+		{0xfffff_000_0000_0002, 3, 1, 0xfffff, true, 0, 999, 4, 0xabc},
+	}
+	add := func(u word, op uint8, probe bool, outcome uint8, nowMs int64) {
+		u.gen = g
+		seeds = append(seeds, stateWordInput{raw: pack(u), cfgSel: 4, op: op, probe: probe, outcome: outcome, nowMs: nowMs, extra: 2})
+	}
+	ramping := func(r uint32) word { return word{state: Closed, ramping: true, rampEnd: r} }
+	full := func(x uint32) word { return word{state: HalfOpen, step: 1, inFlight: 2, expiry: x} }
+	// Allow while ramping up: over (-1 unit), halfway (admitted and shed
+	// at different readings: 37 ms apart, since readings a whole number of
+	// milliseconds apart hash to an arithmetic progression that moves only
+	// about 1.1 % of the range per millisecond), at the start (a span and a
+	// unit ahead, the most a ramp is ever set), further ahead (impossible
+	// but for a clock that went back or a wrapped difference: over).
+	add(ramping(0), wordAllow, false, 0, 10_000)
+	for i := range int64(8) {
+		add(ramping(501), wordAllow, false, 0, 10_000+37*i)
+	}
+	add(ramping(1002), wordAllow, false, 0, 10_000)
+	add(ramping(1003), wordAllow, false, 0, 10_000)
+	add(ramping(1800), wordAllow, false, 0, 10_000)
+	// A full half-open breaker: the max wait passed a span ago, exactly
+	// now, not yet (a unit, and a span and a unit ahead), or impossibly far
+	// ahead (passed).
+	add(full(0), wordAllow, false, 0, 20_000)
+	add(full(501), wordAllow, false, 0, 20_000)
+	add(full(502), wordAllow, false, 0, 20_000)
+	add(full(1002), wordAllow, false, 0, 20_000)
+	add(full(1003), wordAllow, false, 0, 20_000)
+	// open -> half-open with a max-wait deadline; the last success closes
+	// with a ramp-up.
+	add(word{state: Open, step: 2, deadline: 30_000}, wordAllow, false, 0, 30_000)
+	add(word{state: HalfOpen, inFlight: 1, success: 1, expiry: 77}, wordRecord, true, 0, 30_000)
+	// Allow and Record in the manual states; metrics-only counting and
+	// "would have opened".
+	for _, st := range []State{ForcedOpen, Disabled, MetricsOnly} {
+		add(word{state: st}, wordAllow, false, 0, 40_000)
+		add(word{state: st}, wordRecord, false, 1, 40_000)
+	}
+	add(word{state: MetricsOnly, consec: 1}, wordRecord, false, 1, 40_000)
+	add(word{state: MetricsOnly, consec: 1}, wordDone, false, 0, 40_000)
+	// RecordHint of a hint at the bound, 10 s (outcome 12), in every
+	// state; of a zero hint (outcome 1); of a huge one (outcome 18) on a
+	// probe; of one a nanosecond below the open duration (outcome 21);
+	// Done of a failure with a hint at the bound (outcome 13), and of a
+	// success (outcome 12).
+	for _, st := range []State{Closed, Open, HalfOpen, ForcedOpen, Disabled, MetricsOnly} {
+		u := word{state: st, deadline: 50_000, inFlight: 1}
+		add(u, wordRecordHint, st == HalfOpen, 12, 50_000)
+	}
+	add(word{state: Closed}, wordRecordHint, false, 1, 50_000)
+	add(word{state: HalfOpen, inFlight: 2}, wordRecordHint, true, 18, 50_000)
+	add(word{state: Closed, consec: 1}, wordRecordHint, false, 21, 50_000)
+	add(word{state: Closed, ramping: true, rampEnd: 700}, wordDoneHint, false, 13, 50_000)
+	add(word{state: HalfOpen, inFlight: 1}, wordDoneHint, true, 13, 50_000)
+	add(word{state: MetricsOnly}, wordDoneHint, false, 12, 50_000)
+	// The manual controls from each state: ForceOpen(0) (outcome 0),
+	// ForceOpen of the limit (outcome 9), Disable, MetricsOnly, Reset; and
+	// State, Counts. Then ForceOpen's invalid durations (outcomes 12, 15,
+	// 18, 21) and a nanosecond (outcome 3), and Metrics.
+	for _, st := range []State{Closed, Open, HalfOpen, ForcedOpen, Disabled, MetricsOnly} {
+		u := word{state: st, deadline: 60_000, inFlight: 1, ramping: st == Closed, rampEnd: 3}
+		add(u, wordForceOpen, false, 0, 60_000)
+		add(u, wordForceOpen, false, 9, 60_000)
+		add(u, wordDisable, false, 0, 60_000)
+		add(u, wordMetricsOnly, false, 0, 60_000)
+		add(u, wordReset, false, 0, 60_000)
+		add(u, wordState, false, 0, 60_000)
+		add(u, wordCounts, false, 0, 60_000)
+	}
+	for _, sel := range []uint8{12, 15, 18, 21, 3} {
+		add(word{state: Closed}, wordForceOpen, false, sel, 60_000)
+	}
+	add(word{state: Closed}, wordMetrics, false, 0, 60_000)
+	// Config 5 (count window, slow calls, ramp-up from 0 % in units of 10
+	// ms, max wait in units of 3 ms): a metrics-only window that trips on
+	// its rate, and a ramping window that counts.
+	seeds = append(seeds,
+		stateWordInput{raw: pack(word{state: MetricsOnly, gen: 9}), cfgSel: 5, op: wordRecord, outcome: 1, nowMs: 70_000, seed: 0x0303_0303_0f0f_0305},
+		stateWordInput{raw: pack(word{state: Closed, gen: 9, ramping: true, rampEnd: 1500}), cfgSel: 5, op: wordRecord, outcome: 0, nowMs: 70_000, extra: 2, seed: 0x0303_0303_0000_0302},
+		stateWordInput{raw: pack(word{state: HalfOpen, gen: 9, inFlight: 3, expiry: 1200}), cfgSel: 5, op: wordAllow, nowMs: 70_000, extra: 2},
+		stateWordInput{raw: pack(word{state: Closed, gen: 9, ramping: true, rampEnd: 1}), cfgSel: 6, op: wordAllow, nowMs: 70_000, extra: 2},
+		stateWordInput{raw: pack(word{state: HalfOpen, gen: 9, inFlight: 255, expiry: 3}), cfgSel: 7, op: wordAllow, nowMs: 70_000, extra: 2},
+	)
+	return seeds
+}
+
+// TestStateWordSeedsReach: FuzzStateWord's seeds take every new row of
+// the transition table, so that a fuzz run (and every `go test`) starts
+// from words in all six states and each transition of issue 5.
+func TestStateWordSeedsReach(t *testing.T) {
+	reached := map[string]int{}
+	for _, in := range stateWordSeeds() {
+		reached[in.check(t)]++
+	}
+	t.Logf("rows reached: %v", reached)
+	for _, want := range []string{
+		"allow/ramp-end", "allow/ramp-admit", "allow/ramp-shed", "allow/open->half-open", "allow/half-open-restart",
+		"allow/half-open-full", "allow/forced-open", "allow/disabled", "allow/metrics-only",
+		"record/close-ramp", "record/metrics-only-trip", "record/count-metrics-only", "record/stale-forced-open", "record/stale-disabled",
+		"hint/trip", "hint/metrics-only-trip", "hint/reopen", "hint/drop-open", "hint/drop-forced-open", "hint/drop-disabled",
+		"hint/plain:record/count-closed", "done-hint/hint/trip", "done-hint/hint/reopen", "done-hint/record/count-metrics-only",
+		"force-open/invalid", "metrics",
+	} {
+		if reached[want] == 0 {
+			t.Errorf("no seed takes row %s", want)
+		}
+	}
+	for _, st := range []State{Closed, Open, HalfOpen, ForcedOpen, Disabled, MetricsOnly} {
+		for _, row := range []string{"force-open/0-from-", "force-open/d-from-", "disable/from-", "metrics-only/from-",
+			"reset/from-", "state/", "counts/"} {
+			if reached[row+st.String()] == 0 {
+				t.Errorf("no seed takes row %s%v", row, st)
+			}
+		}
+	}
 }
