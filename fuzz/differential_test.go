@@ -269,10 +269,14 @@ const (
 //     hinted trip (sameSeen says exactly when), which core.Metrics allows.
 //
 // Not covered: hand-built probe permits (see TestForgedProbePermit); clock
-// gaps past the documented exact range of the coarse deadlines (2^18 units
-// of a ramp-up, 2^19 of a max wait, docs/design.md: a step that would leave
-// it is replaced by no step; TestCoarseDeadlineWrap in core shows what
-// happens past it).
+// gaps past the documented exact range of the deadlines (2^35 ms of the
+// open deadline, 2^18 units of a ramp-up, 2^19 of a max wait,
+// docs/design.md, Widths): a step that would leave it is replaced by no
+// step. (Reading State or Counts does not keep an open deadline exact, as
+// only a call moves the word on: the corpus entry
+// forceopen-year-then-years-idle reached the wrap with Counts read after
+// every step. TestCoarseDeadlineWrap in core shows the coarse deadlines
+// past their range.)
 func FuzzDifferential(f *testing.F) {
 	for _, seed := range differentialSeeds {
 		f.Add(seed)
@@ -319,7 +323,9 @@ type differential struct {
 	expiryGen     uint32 // the last half-open generation, with a max wait
 	expiry        uint64 // in Settings.HalfOpenUnits
 	hasExpiry     bool
-	notifications int // how many of sides[0].seen the test has looked at
+	open          bool          // the last transition went to open
+	openAt        time.Duration // and when
+	notifications int           // how many of sides[0].seen the test has looked at
 }
 
 // runDifferential decodes data and runs it on both implementations; reach,
@@ -840,6 +846,17 @@ func (x *differential) extClockStep(r *input) time.Duration {
 			return 0
 		}
 	}
+	// And the open deadline within 2^35 ms (about 397 days) of the clock
+	// (docs/design.md, Widths): it lies between the time of the transition
+	// to open and a year (the longest open duration, hint or ForceOpen)
+	// after it. ForceOpen of a year and steps of the last Wait reach it.
+	if x.open {
+		const exact = 1<<35*time.Millisecond - 2*time.Millisecond
+		if since := max(next, 0) - max(x.openAt, 0); since > exact || -since > exact-core.MaxOpenDurationLimit {
+			x.hit("guard:open")
+			return 0
+		}
+	}
 	return d
 }
 
@@ -890,6 +907,7 @@ func (x *differential) check() {
 			x.fail("notification %d %+v does not follow %v at generation %d", i, tr, from, gen)
 		}
 		x.hit(fmt.Sprintf("tr:%s>%s", letter(tr.From), letter(tr.To)))
+		x.open, x.openAt = tr.To == core.Open, tr.At
 		switch {
 		case tr.To == core.HalfOpen && x.s.MaxWaitInHalfOpen > 0:
 			x.hasExpiry, x.expiryGen, x.expiry = true, tr.Generation, x.s.HalfOpenDeadline(tr.At)
