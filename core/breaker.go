@@ -338,7 +338,7 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 			// outcome's own write left it: the outcome that made the rule
 			// hold trips the breaker (R1), even if records that landed since
 			// would not (docs/design.md, Known limits).
-			if b.trip(w, p.Generation, 0) {
+			if b.trip(w, p.Generation, 0, false) {
 				return
 			}
 		} else {
@@ -363,7 +363,7 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 func (b *Breaker) finishTrip(gen uint32) {
 	for {
 		w := b.state.Load()
-		if !counting(State(w&stateMask)) || uint32(w>>genShift) != gen || b.trip(w, gen, 0) {
+		if !counting(State(w&stateMask)) || uint32(w>>genShift) != gen || b.trip(w, gen, 0, false) {
 			return
 		}
 	}
@@ -374,12 +374,17 @@ func (b *Breaker) finishTrip(gen uint32) {
 // MetricsOnly, MetricsOnly -> MetricsOnly ("would have opened": a fresh
 // generation and window, and nothing rejected). It reports whether the swap
 // won; a lost swap means the caller reloads.
-func (b *Breaker) trip(w uint64, gen uint32, hint time.Duration) bool {
+//
+// count says to count a failure as acted on once the swap wins, before the
+// notification goes out, so a listener never sees a transition without the
+// outcome that caused it; false when the caller counted the outcome already.
+func (b *Breaker) trip(w uint64, gen uint32, hint time.Duration, count bool) bool {
 	g := nextGen(gen)
 	if State(w&stateMask) == MetricsOnly {
 		if !b.state.CompareAndSwap(w, pack(word{state: MetricsOnly, gen: g})) {
 			return false
 		}
+		b.countFailure(count)
 		b.notify(MetricsOnly, MetricsOnly, g, b.clockIfListening())
 		return true
 	}
@@ -390,8 +395,16 @@ func (b *Breaker) trip(w uint64, gen uint32, hint time.Duration) bool {
 	if !b.state.CompareAndSwap(w, pack(word{state: Open, gen: g, deadline: deadline(t, b.s.OpenDurationHinted(0, hint))})) {
 		return false
 	}
+	b.countFailure(count)
 	b.notify(Closed, Open, g, t)
 	return true
+}
+
+// countFailure counts a failure that decided a transition, if asked to.
+func (b *Breaker) countFailure(count bool) {
+	if count {
+		b.counted(Failure)
+	}
 }
 
 // RecordHint records a failure for p that carries the dependency's
@@ -412,14 +425,12 @@ func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 		switch {
 		case u.gen != p.Generation:
 		case !p.Probe && counting(u.state):
-			if b.trip(w, u.gen, h) {
-				b.counted(Failure)
+			if b.trip(w, u.gen, h, true) {
 				return
 			}
 			continue
 		case p.Probe && u.state == HalfOpen && u.inFlight > 0:
 			if b.reopen(w, u, h) {
-				b.counted(Failure)
 				return
 			}
 			continue
@@ -432,7 +443,8 @@ func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 // reopen commits half-open -> open for the half-open word w (unpacked u):
 // the first failure of the generation re-opens with the next backoff step,
 // for at least hint; later failures of the same generation are stale (R7,
-// B12, B29). It reports whether the swap won.
+// B12, B29). It reports whether the swap won, and counts the failure before
+// notifying.
 func (b *Breaker) reopen(w uint64, u word, hint time.Duration) bool {
 	t := b.s.Clock.Now()
 	g := nextGen(u.gen)
@@ -440,6 +452,7 @@ func (b *Breaker) reopen(w uint64, u word, hint time.Duration) bool {
 	if !b.state.CompareAndSwap(w, pack(word{state: Open, step: step, gen: g, deadline: deadline(t, b.s.OpenDurationHinted(step, hint))})) {
 		return false
 	}
+	b.countFailure(true)
 	b.notify(HalfOpen, Open, g, t)
 	return true
 }
@@ -508,7 +521,6 @@ func (b *Breaker) recordProbe(p Permit, o Outcome) {
 			}
 		default:
 			if b.reopen(w, unpack(w), 0) {
-				b.counted(Failure)
 				return
 			}
 		}

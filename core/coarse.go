@@ -108,9 +108,17 @@ func (s *Settings) RampAdmits(remaining uint64, now time.Duration) bool {
 	return uint64(rampHash(now)) < threshold
 }
 
-// rampHash spreads clock readings over 32 bits (Fibonacci hashing), so
-// that nearby readings land far apart and a caller that arrives at a
-// regular interval is not always admitted or always rejected.
+// rampHash spreads clock readings over 32 bits with the 64-bit finalizer
+// of MurmurHash3 (two multiplies, three shifts): every input bit moves
+// every output bit, so readings a fixed step apart (a caller every 1 ms, a
+// coarse clock) land independently, where a single multiply would turn a
+// fixed step into a fixed increment and admit or shed them in runs.
 func rampHash(now time.Duration) uint32 {
-	return uint32(uint64(now) * 0x9E3779B97F4A7C15 >> 32)
+	x := uint64(now)
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return uint32(x >> 32)
 }

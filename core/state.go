@@ -88,7 +88,8 @@ func (s State) String() string {
 //
 // The deadline has 36 bits of milliseconds: 2^36 ms is about 795 days, and
 // it is compared by signed difference, so it is exact while an open breaker
-// is consulted at least once every 2^35 ms (about 397 days). The coarse
+// sees an Allow at least once every 2^35 ms (about 397 days); State and
+// Counts read it but write nothing. The coarse
 // deadlines (coarse.go) are compared the same way, with a remainder beyond
 // their span read as passed; docs/design.md has the idle times where the
 // 19 and 20 bits can still mislead.

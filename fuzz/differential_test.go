@@ -950,32 +950,15 @@ func (x *differential) check() {
 }
 
 // sameSeen returns the index of the first notification the two listeners
-// saw differently, or -1. Metrics read inside a listener may differ in one
-// way: the lock-free breaker counts the failure that re-opens a half-open
-// breaker (Record or RecordHint), or that trips a closed or metrics-only
-// one with a hint, after it publishes the transition; the baseline counts
-// it before (under its mutex), as the lock-free one does for a trip by
-// Record. core.Metrics allows it (a snapshot is not one
-// instant; each counter is exact once the call has returned), and the
-// counters agree again after every operation (check).
+// saw differently, or -1. Metrics read inside a listener must agree too:
+// both implementations count the outcome that causes a transition before
+// they publish it.
 func (x *differential) sameSeen() int {
 	a, b := x.sides[0].seen, x.sides[1].seen
 	for i := range max(len(a), len(b)) {
-		if i >= len(a) || i >= len(b) {
+		if i >= len(a) || i >= len(b) || a[i] != b[i] {
 			return i
 		}
-		if a[i] == b[i] {
-			continue
-		}
-		lagged := a[i]
-		lagged.Metrics.Failures++
-		reopen := a[i].From == core.HalfOpen && a[i].To == core.Open
-		hintedTrip := x.s.MaxRetryAfter > 0 && (a[i].From == core.Closed && a[i].To == core.Open ||
-			a[i].From == core.MetricsOnly && a[i].To == core.MetricsOnly)
-		if lagged != b[i] || !reopen && !hintedTrip {
-			return i
-		}
-		x.hit("listener:failure-lag")
 	}
 	return -1
 }
