@@ -282,14 +282,11 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 		now = b.s.Clock.Now()
 	}
 	slow := b.slow && b.s.IsSlow(now-p.Start)
-	var (
-		c     window.Counts
-		trips bool // the window rule trips with this outcome in it
-	)
+	trips := false // the window rule trips with this outcome in it
 	switch {
 	case b.ring != nil:
-		var v atomicring.Verdict
-		for c, v = b.ring.RecordTrip(p.Generation, fail, slow, &b.s.rule); v == atomicring.Stale; c, v = b.ring.RecordTrip(p.Generation, fail, slow, &b.s.rule) {
+		_, v := b.ring.RecordTrip(p.Generation, fail, slow, &b.s.rule)
+		for ; v == atomicring.Stale; _, v = b.ring.RecordTrip(p.Generation, fail, slow, &b.s.rule) {
 			if !b.current(p.Generation) {
 				b.drop()
 				return // stale (R8)
@@ -314,8 +311,7 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 			b.drop()
 			return
 		}
-		c = b.buckets.Snapshot(p.Generation, now)
-		trips = b.s.rule.Trips(c)
+		trips = b.s.rule.Trips(b.buckets.Snapshot(p.Generation, now))
 	}
 	if b.m != nil {
 		b.m.outcome(o, slow)

@@ -27,15 +27,15 @@ type ftErrAfter struct{ d time.Duration }
 func (e ftErrAfter) Error() string             { return fmt.Sprintf("throttled, retry after %v", e.d) }
 func (e ftErrAfter) RetryAfter() time.Duration { return e.d }
 
-// ftErrOK is an error the feature classifier calls a success.
-var ftErrOK = errors.New("a success by the classifier")
+// errFtOK is an error the feature classifier calls a success.
+var errFtOK = errors.New("a success by the classifier")
 
-// ftClassify: errIgnored is Ignored, ftErrOK is Success, the rest default.
+// ftClassify: errIgnored is Ignored, errFtOK is Success, the rest default.
 func ftClassify(err error) core.Outcome {
 	switch {
 	case errors.Is(err, errIgnored):
 		return core.Ignored
-	case errors.Is(err, ftErrOK):
+	case errors.Is(err, errFtOK):
 		return core.Success
 	}
 	return core.DefaultClassifier(err)
@@ -356,10 +356,10 @@ func TestFeatureRetryAfterHint(t *testing.T) {
 			r.B.Done(p, fmt.Errorf("call: %w", core.WithRetryAfter(context.Canceled, 30*time.Second)))
 			r.Cnt(0, 0, 0, 0)
 			p = r.A()
-			r.B.Done(p, core.WithRetryAfter(ftErrOK, 30*time.Second))
+			r.B.Done(p, core.WithRetryAfter(errFtOK, 30*time.Second))
 			r.Cnt(1, 0, 0, 0)
 			p = r.A()
-			r.B.Done(p, errors.Join(ftErrOK, ftErrAfter{30 * time.Second}))
+			r.B.Done(p, errors.Join(errFtOK, ftErrAfter{30 * time.Second}))
 			r.Cnt(2, 0, 0, 0)
 			ftCBs(r)
 
@@ -373,7 +373,7 @@ func TestFeatureRetryAfterHint(t *testing.T) {
 			r.Is(core.HalfOpen)
 			require.Equal(t, 0, r.B.Counts().ProbesInFlight)
 			p = r.A()
-			r.B.Done(p, core.WithRetryAfter(ftErrOK, 30*time.Second))
+			r.B.Done(p, core.WithRetryAfter(errFtOK, 30*time.Second))
 			r.Is(core.Closed)
 			ftCBs(r, "C>O@0", "O>H@5", "H>C@5")
 		})
