@@ -53,8 +53,11 @@ type dispatcher struct {
 	name     string
 
 	// parked holds overflow events taken off the stack that are not next
-	// yet. Only the deliverer (the holder of the busy bit) touches it.
-	parked []Transition
+	// yet, by generation, so that catching up costs the same per event
+	// however far behind the deliverer is (a list scanned per event made
+	// a deliverer thousands of events behind fall further behind). Only the
+	// deliverer (the holder of the busy bit) touches it.
+	parked map[uint32]Transition
 }
 
 // eventSlot holds one event. seq is gen<<1|1 while the slot holds the event
@@ -152,13 +155,14 @@ func (d *dispatcher) take(gen uint32) (Transition, bool) {
 		return t, true
 	}
 	for e := d.overflow.Swap(nil); e != nil; e = e.next {
-		d.parked = append(d.parked, e.t)
-	}
-	for i, t := range d.parked {
-		if t.Generation == gen {
-			d.parked = append(d.parked[:i], d.parked[i+1:]...)
-			return t, true
+		if d.parked == nil {
+			d.parked = make(map[uint32]Transition)
 		}
+		d.parked[e.t.Generation] = e.t
 	}
-	return Transition{}, false
+	t, ok := d.parked[gen]
+	if ok {
+		delete(d.parked, gen)
+	}
+	return t, ok
 }
