@@ -121,7 +121,8 @@ type Config struct {
 	// must be reached within 31 re-opens.
 	OpenDurationBackoff float64
 	// MaxOpenDuration caps the backed-off open duration. Zero: OpenDuration
-	// (no growth); required when OpenDurationBackoff > 1.
+	// (no growth); required when OpenDurationBackoff > 1, and rejected
+	// without it (it would have no effect).
 	MaxOpenDuration time.Duration
 
 	// PermittedCallsInHalfOpen is how many probes may be in flight at once in
@@ -159,7 +160,8 @@ type Config struct {
 	// no clock for it. At most a year.
 	RampUpDuration time.Duration
 	// RampUpStartPercent is the share of calls admitted at the instant of
-	// closing, in percent, 0..100. Zero: 0 %. Needs RampUpDuration.
+	// closing, in percent, 0..100. Zero: 0 %. A non-zero value without
+	// RampUpDuration is rejected (it would have no effect).
 	RampUpStartPercent int
 
 	// MaxRetryAfter enables retry-after hints and bounds them: a call whose

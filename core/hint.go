@@ -43,8 +43,10 @@ func RetryAfterOf(err error) time.Duration {
 
 // WithRetryAfter returns an error that wraps err (errors.Is and errors.As
 // see through it) and carries the hint d, for callers that read a
-// Retry-After header themselves. It allocates one small value; a nil err
-// stays nil, since a successful call carries no hint.
+// Retry-After header themselves. A d of zero or less is no hint, and a
+// breaker honours hints only with Config.MaxRetryAfter set. It allocates
+// one small value; a nil err stays nil, since a successful call carries no
+// hint.
 func WithRetryAfter(err error, d time.Duration) error {
 	if err == nil {
 		return nil
