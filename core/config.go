@@ -155,8 +155,9 @@ type Config struct {
 	// only a linearly growing share of calls, from RampUpStartPercent to
 	// 100 %, rejecting the rest with ErrRampingUp (seed 002: the pent-up
 	// demand that re-trips a dependency the moment it recovers). The share
-	// is decided per call from its clock reading, with no shared counter.
-	// A manual Reset closes without ramp-up. Zero: off, and closed Allow reads
+	// is decided per call from a hash of its clock reading, with no shared
+	// counter: calls with the same reading (a frozen ManualClock, a coarse
+	// clock) all get the same answer. A manual Reset closes without ramp-up. Zero: off, and closed Allow reads
 	// no clock for it. At most a year.
 	RampUpDuration time.Duration
 	// RampUpStartPercent is the share of calls admitted at the instant of
