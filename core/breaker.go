@@ -313,7 +313,12 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 		}
 		trips = b.s.rule.Trips(b.buckets.Snapshot(p.Generation, now))
 	}
-	if b.m != nil {
+	// The outcome is counted in Metrics where it takes effect: at the
+	// window write (a write that closed the count window always ends in
+	// its trip: every other transition out of the generation commits that
+	// trip first), or, without a window, at the swap of the state word.
+	counted := b.buckets != nil || b.ring != nil
+	if counted && b.m != nil {
 		b.m.outcome(o, slow)
 	}
 	for {
@@ -334,24 +339,60 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 			// outcome's own write left it: the outcome that made the rule
 			// hold trips the breaker (R1), even if records that landed since
 			// would not (docs/design.md, Known limits).
-			if b.trip(w, p.Generation, 0, false) {
+			if b.trip(w, p.Generation, 0, tally{o: o, slow: slow, count: !counted}) {
 				return
 			}
 		} else {
 			if uint64(consec) == w>>consecShift&consecMask {
+				b.tally(tally{o: o, slow: slow, count: !counted})
 				return // a success after a success: nothing to write
 			}
 			// closed -> closed with the new run of failures; the ramp-up
 			// bits ride along unchanged.
 			if b.state.CompareAndSwap(w, w&^(consecMask<<consecShift)|uint64(consec)<<consecShift) {
+				b.tally(tally{o: o, slow: slow, count: !counted})
 				return
 			}
 		}
 		w = b.state.Load()
 		if !counting(State(w&stateMask)) || uint32(w>>genShift) != p.Generation {
+			if !counted {
+				b.drop() // the generation passed before the outcome took effect
+			}
 			return
 		}
 	}
+}
+
+// tally is an outcome to count in Metrics once the swap that gives it
+// effect wins (count false: counted already, or nothing to count).
+type tally struct {
+	o     Outcome
+	slow  bool
+	count bool
+}
+
+func (b *Breaker) tally(t tally) {
+	if t.count && b.m != nil {
+		b.m.outcome(t.o, t.slow)
+	}
+}
+
+// tripPending commits the trip of the counting generation in u if an
+// outcome has closed its count window but the trip is not committed yet,
+// and reports whether it did (the caller reloads). Every transition out of
+// a counting generation other than that trip calls it first, so an outcome
+// that closed the window always ends in its own trip, never superseded:
+// the outcome, counted where it entered the window, is never stale.
+func (b *Breaker) tripPending(u word) bool {
+	if b.ring == nil || !counting(u.state) {
+		return false
+	}
+	if _, closed := b.ring.SnapshotClosed(u.gen); !closed {
+		return false
+	}
+	b.finishTrip(u.gen)
+	return true
 }
 
 // finishTrip commits the trip of counting generation gen whose count window
@@ -359,7 +400,7 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 func (b *Breaker) finishTrip(gen uint32) {
 	for {
 		w := b.state.Load()
-		if !counting(State(w&stateMask)) || uint32(w>>genShift) != gen || b.trip(w, gen, 0, false) {
+		if !counting(State(w&stateMask)) || uint32(w>>genShift) != gen || b.trip(w, gen, 0, tally{}) {
 			return
 		}
 	}
@@ -371,36 +412,29 @@ func (b *Breaker) finishTrip(gen uint32) {
 // generation and window, and nothing rejected). It reports whether the swap
 // won; a lost swap means the caller reloads.
 //
-// count says to count a failure as acted on once the swap wins, before the
-// notification goes out, so a listener never sees a transition without the
-// outcome that caused it; false when the caller counted the outcome already.
-func (b *Breaker) trip(w uint64, gen uint32, hint time.Duration, count bool) bool {
+// t is the outcome to count once the swap wins, before the notification
+// goes out, so a listener never sees a transition without the outcome that
+// caused it.
+func (b *Breaker) trip(w uint64, gen uint32, hint time.Duration, t tally) bool {
 	g := nextGen(gen)
 	if State(w&stateMask) == MetricsOnly {
 		if !b.state.CompareAndSwap(w, pack(word{state: MetricsOnly, gen: g})) {
 			return false
 		}
-		b.countFailure(count)
+		b.tally(t)
 		b.notify(MetricsOnly, MetricsOnly, g, b.clockIfListening())
 		return true
 	}
-	t := b.s.Clock.Now()
+	now := b.s.Clock.Now()
 	// closed -> open: a successful swap is the one trip of this
 	// generation; every other recorder of the old generation becomes
 	// stale and the window is abandoned with it (R8, R11).
-	if !b.state.CompareAndSwap(w, pack(word{state: Open, gen: g, deadline: deadline(t, b.s.OpenDurationHinted(0, hint))})) {
+	if !b.state.CompareAndSwap(w, pack(word{state: Open, gen: g, deadline: deadline(now, b.s.OpenDurationHinted(0, hint))})) {
 		return false
 	}
-	b.countFailure(count)
-	b.notify(Closed, Open, g, t)
+	b.tally(t)
+	b.notify(Closed, Open, g, now)
 	return true
-}
-
-// countFailure counts a failure that decided a transition, if asked to.
-func (b *Breaker) countFailure(count bool) {
-	if count {
-		b.counted(Failure)
-	}
 }
 
 // RecordHint records a failure for p that carries the dependency's
@@ -421,7 +455,10 @@ func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 		switch {
 		case u.gen != p.Generation:
 		case !p.Probe && counting(u.state):
-			if b.trip(w, u.gen, h, true) {
+			if b.tripPending(u) {
+				continue // this hint comes after that trip: stale
+			}
+			if b.trip(w, u.gen, h, tally{o: Failure, count: true}) {
 				return
 			}
 			continue
@@ -448,7 +485,7 @@ func (b *Breaker) reopen(w uint64, u word, hint time.Duration) bool {
 	if !b.state.CompareAndSwap(w, pack(word{state: Open, step: step, gen: g, deadline: deadline(t, b.s.OpenDurationHinted(step, hint))})) {
 		return false
 	}
-	b.countFailure(true)
+	b.counted(Failure)
 	b.notify(HalfOpen, Open, g, t)
 	return true
 }
@@ -536,9 +573,9 @@ func (b *Breaker) clockIfListening() time.Duration {
 // panics, p is released as Ignored so the slot does not leak (R10), and the
 // panic goes on.
 func (b *Breaker) admitProbe(from State, p Permit, at time.Duration) Permit {
+	b.committed(from, HalfOpen, p.Generation)
 	if b.m != nil {
 		b.m.admitted.Inc()
-		b.m.transitions[from][HalfOpen].Inc()
 	}
 	if b.dispatch == nil {
 		return p
@@ -555,11 +592,23 @@ func (b *Breaker) admitProbe(from State, p Permit, at time.Duration) Permit {
 }
 
 func (b *Breaker) notify(from, to State, gen uint32, at time.Duration) {
+	b.committed(from, to, gen)
+	if b.dispatch != nil {
+		b.dispatch.publish(from, to, gen, at)
+	}
+}
+
+// committed does what follows every committed transition to generation gen
+// before it is announced: count it, and advance the count ring to gen, so
+// that the ring's 16-bit generation never falls 2^16 behind the word's and
+// a window from 65,536 transitions ago (a long outage) cannot pass for the
+// new closed period's.
+func (b *Breaker) committed(from, to State, gen uint32) {
 	if b.m != nil {
 		b.m.transitions[from][to].Inc()
 	}
-	if b.dispatch != nil {
-		b.dispatch.publish(from, to, gen, at)
+	if b.ring != nil {
+		b.ring.Advance(gen)
 	}
 }
 
@@ -606,6 +655,9 @@ func (b *Breaker) command(n word, at time.Duration) {
 	for {
 		w := b.state.Load()
 		u := unpack(w)
+		if b.tripPending(u) {
+			continue // the control comes after that trip
+		}
 		n.gen = nextGen(u.gen)
 		if b.state.CompareAndSwap(w, pack(n)) {
 			b.notify(u.state, n.state, n.gen, at)

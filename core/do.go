@@ -32,21 +32,28 @@ type Recorder interface {
 // RecordError classifies err with s.Classifier and records the outcome for
 // p; a Failure whose error carries a retry-after hint (RetryAfterOf) is
 // recorded with RecordHint when s.MaxRetryAfter enables hints. If the
-// classifier panics, p is recorded as Ignored, so no half-open slot leaks,
-// and the panic propagates unchanged (R10, regression B07).
+// classifier, or the error's RetryAfter or Unwrap method, panics, p is
+// recorded as Ignored, so no half-open slot leaks, and the panic propagates
+// unchanged (R10, regression B07).
 // Implementations of CircuitBreaker use it for Done.
 func RecordError(r Recorder, s *Settings, p Permit, err error) {
-	o := Ignored
+	o, hint := Ignored, time.Duration(0)
 	defer func() {
-		if o == Failure && s.MaxRetryAfter > 0 {
-			if d := RetryAfterOf(err); d > 0 {
-				r.RecordHint(p, d)
-				return
-			}
+		if hint > 0 {
+			r.RecordHint(p, hint)
+			return
 		}
 		r.Record(p, o)
 	}()
 	o = s.Classifier(err)
+	if o == Failure && s.MaxRetryAfter > 0 {
+		// The error's own RetryAfter and Unwrap methods run here; if one
+		// panics, the permit is released as Ignored, like a panicking
+		// classifier's (R10).
+		o = Ignored
+		hint = RetryAfterOf(err)
+		o = Failure
+	}
 }
 
 // ErrInvalidArgument is what a manual control's error for a bad argument

@@ -219,6 +219,25 @@ func (r *Ring) Reset(gen uint32) {
 	}
 }
 
+// Advance makes the ring hold generation gen (low 16 bits) with an empty
+// window if it holds an older one (serial arithmetic, as in Record), and
+// otherwise changes nothing. A caller that advances the ring on every
+// generation it commits keeps the ring's 16 bits within a few generations
+// of its own, so a window left untouched for 2^16 generations can never
+// pass for a current one; a late Advance of a generation already passed is
+// harmless. It may run concurrently with every other call on r.
+func (r *Ring) Advance(gen uint32) {
+	g := uint16(gen)
+	for {
+		a := r.hot.a.Load()
+		// Success transfers: the ring to generation g, empty, as the
+		// newer-generation swap in Record does.
+		if d := g - uint16(a>>genShift); d == 0 || d >= 1<<15 || r.hot.a.CompareAndSwap(a, uint64(g)<<genShift) {
+			return
+		}
+	}
+}
+
 // Snapshot returns the window's aggregate if the ring holds generation gen
 // (low 16 bits), else the zero Counts: a newer generation's window starts
 // empty and an older one's is gone. It is one atomic load, so it is never

@@ -510,3 +510,29 @@ func TestRecordTrip_ExactlyOneTripUnderContention(t *testing.T) {
 		require.Equal(t, window.Counts{Calls: k, Failures: k}, c, "round %d: nothing entered after the trip", round)
 	}
 }
+
+// Advance moves the ring only forward: to a newer generation with an empty
+// window, never back to an older one (a late Advance is harmless), and not
+// at all when it already holds the generation.
+func TestAdvance_OnlyForward(t *testing.T) {
+	r := mustNew(t, 3)
+	r.Record(5, true, false)
+	r.Advance(5)
+	require.Equal(t, window.Counts{Calls: 1, Failures: 1}, r.Snapshot(5), "the same generation keeps its window")
+	r.Advance(4)
+	require.Equal(t, window.Counts{Calls: 1, Failures: 1}, r.Snapshot(5), "an older generation changes nothing")
+	r.Advance(6)
+	require.Zero(t, r.Snapshot(5))
+	require.Zero(t, r.Snapshot(6))
+	_, ok := r.Record(5, true, false)
+	require.False(t, ok, "after the advance, generation 5 is stale")
+	// Advanced on every generation, the ring never holds a window 2^16
+	// generations old, so the aliased generation 6 + 2^16 starts empty
+	// instead of showing generation 6's outcome.
+	r.Record(6, true, false)
+	require.Equal(t, window.Counts{Calls: 1, Failures: 1}, r.Snapshot(6+1<<16), "without advancing, the alias shows it")
+	for g := uint32(7); g <= 6+1<<16; g++ {
+		r.Advance(g)
+	}
+	require.Zero(t, r.Snapshot(6+1<<16))
+}
