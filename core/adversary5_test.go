@@ -981,21 +981,17 @@ func TestAdv5_ConsecutiveTripLostToControlStillCountsOutcome(t *testing.T) {
 		m.Transitions[core.Closed][core.Open], m.Transitions[core.Closed][core.Closed], tr)
 }
 
-// BUG (lock-free only, Counts not linearizable): Counts must not report a
+// Fixed (lock-free only, Counts not linearizable): Counts must not report a
 // closed generation with fewer calls than outcomes of that generation that
 // returned before Counts started (R13; Counts' doc allows missing only
-// outcomes still in flight). Counts loads the state word, then the ring; a
-// transition in between advances the ring to the next generation
-// (45b78f1: at once, on any transition; before it, only a record of a newer
-// closed generation did), the ring no longer holds the word's generation,
-// and Counts returns the old closed generation with an empty window
-// instead of reloading. Repro: Reset; two failures recorded (below minimum
-// calls) and returned; a reader's Counts races a ForceOpen(0): it reports
-// {State: closed, Generation: G, Calls: 0}. The mutex baseline always
-// reports Calls 2 for generation G. Also fails at 009781b (there through
-// the Reset-then-record path), so it predates 45b78f1.
+// outcomes still in flight). Counts loaded the state word, then the ring; a
+// transition in between advanced the ring to the next generation, and
+// Counts returned the old closed generation with an empty window. Repro:
+// Reset; two failures recorded (below minimum calls) and returned; a
+// reader's Counts races a ForceOpen(0): it reported {State: closed,
+// Generation: G, Calls: 0}. Counts now re-reads the word after the window
+// and starts over if a transition committed in between.
 func TestAdv5_CountsNeverLosesCompletedOutcomes(t *testing.T) {
-	advBug(t, "Counts reports a closed generation with an empty window when a transition lands between its word load and its ring load")
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		b, err := mk.new(core.Config{WindowSize: 10, MinimumNumberOfCalls: 5, FailureRateThreshold: 50,
 			OpenDuration: time.Second, Clock: core.NewManualClock(0)})

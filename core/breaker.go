@@ -688,10 +688,13 @@ func (b *Breaker) State() State {
 	return s
 }
 
-// Counts returns a snapshot; see Counts. It allocates nothing. With a count
-// window it may commit a trip that an outcome has already decided (its
-// window is closed) but whose recorder has not committed yet, so that no
-// snapshot shows a closed breaker with a window that has tripped.
+// Counts returns a snapshot; see Counts. It allocates nothing. It reads the
+// state word, then the window, then the word again, and starts over if a
+// transition committed in between, so the window it reports belongs to the
+// generation it reports. With a count window it may commit a trip that an
+// outcome has already decided (its window is closed) but whose recorder
+// has not committed yet, so that no snapshot shows a closed breaker with a
+// window that has tripped.
 func (b *Breaker) Counts() Counts {
 	for {
 		w := b.state.Load()
@@ -710,6 +713,12 @@ func (b *Breaker) Counts() Counts {
 				}
 			case b.buckets != nil:
 				wc = b.buckets.Snapshot(u.gen, b.s.Clock.Now())
+			}
+			if w2 := b.state.Load(); (w2^w)&(stateMask|genMask<<genShift) != 0 {
+				// A transition committed between the two reads: the window
+				// may already be the next generation's, so the snapshot
+				// could miss outcomes that had returned. Read again.
+				continue
 			}
 			c.Calls, c.Failures, c.SlowCalls, c.SlowFailures = wc.Calls, wc.Failures, wc.Slow, wc.SlowFailures
 		case Open:
