@@ -36,8 +36,16 @@ func (a5PanicHint) RetryAfter() time.Duration { panic("RetryAfter exploded") }
 // gotcha) is a non-nil error whose RetryAfter dereferences nil.
 type a5PtrHint struct{ after time.Duration }
 
-func (e *a5PtrHint) Error() string             { return "throttled" }
-func (e *a5PtrHint) RetryAfter() time.Duration { return e.after }
+func (e *a5PtrHint) Error() string { return "throttled" }
+func (e *a5PtrHint) RetryAfter() time.Duration {
+	if e == nil {
+		// What reading e.after would do, as an explicit panic: under the
+		// qemu-user emulation of the GOARCH=386 run, a nil dereference is
+		// a fatal signal instead of a recoverable panic.
+		panic("runtime error: invalid memory address or nil pointer dereference")
+	}
+	return e.after
+}
 
 // ---------------------------------------------------------------------------
 // Regression (found here and by helper-12; fixed in 45b78f1, both
