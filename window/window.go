@@ -51,6 +51,9 @@ type Rule struct {
 // Trips reports whether a window holding c trips the rule. Products are
 // 64-bit: calls are at most 2^56 and thresholds at most 100.
 func (r *Rule) Trips(c Counts) bool {
+	if c.Failures == 0 && c.Slow == 0 {
+		return false // every threshold needs a failure or a slow call
+	}
 	enough := c.Calls >= r.MinimumNumberOfCalls
 	if r.FailureCountThreshold > 0 && c.Failures >= r.FailureCountThreshold && (enough || !r.MinimumAppliesToCount) {
 		return true

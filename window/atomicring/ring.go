@@ -189,7 +189,9 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 			w.pos = 0
 			w.lap++
 		}
-		w.closed = rule != nil && rule.Trips(w.counts())
+		// A window with no failure and no slow call trips no rule (every
+		// threshold needs one): the healthy case skips the rule's arithmetic.
+		w.closed = rule != nil && w.f|w.s != 0 && rule.Trips(w.counts())
 		if r.hot.a.CompareAndSwap(a, r.pack(w)) {
 			if w.closed {
 				return w.counts(), Tripped
