@@ -87,3 +87,53 @@ func ExampleConfig_onStateChange() {
 	// payments: open -> half-open (generation 2)
 	// payments: half-open -> closed (generation 3)
 }
+
+// A dependency that says when to come back: a 429 with Retry-After trips
+// the breaker at once and keeps it open at least that long.
+func ExampleWithRetryAfter() {
+	clock := core.NewManualClock(0)
+	b, _ := core.New(core.Config{
+		WindowSize: 20, FailureRateThreshold: 50, OpenDuration: 5 * time.Second,
+		MaxRetryAfter: time.Minute, Clock: clock,
+	})
+	p, _ := b.Allow()
+	b.Done(p, core.WithRetryAfter(errors.New("429 Too Many Requests"), 30*time.Second))
+	p, err := b.Allow()
+	fmt.Println(err, "- retry in", p.Wait)
+	// Output:
+	// casbreaker: circuit breaker is open - retry in 30s
+}
+
+// The manual controls: forced open until told otherwise, then back to
+// closed. Each is one transition, and permits from before it are stale.
+func ExampleBreaker_ForceOpen() {
+	b, _ := core.New(core.Config{ConsecutiveFailures: 5, Clock: core.NewManualClock(0)})
+	if err := b.ForceOpen(0); err != nil {
+		panic(err)
+	}
+	_, err := b.Allow()
+	fmt.Println(b.State(), errors.Is(err, core.ErrForcedOpen))
+	fmt.Println(b.ForceOpen(-time.Second) != nil) // a bad duration changes nothing
+	b.Reset()
+	_, err = b.Allow()
+	fmt.Println(b.State(), err)
+	// Output:
+	// forced-open true
+	// true
+	// closed <nil>
+}
+
+// Cumulative counters, read without stopping the callers.
+func ExampleBreaker_Metrics() {
+	b, _ := core.New(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second,
+		CollectMetrics: true, Clock: core.NewManualClock(0)})
+	p, _ := b.Allow()
+	b.Done(p, nil)
+	p, _ = b.Allow()
+	b.Done(p, errors.New("boom")) // trips
+	_, _ = b.Allow()              // rejected
+	m := b.Metrics()
+	fmt.Println(m.Admitted, m.Successes, m.Failures, m.RejectedOpen, m.Transitions[core.Closed][core.Open])
+	// Output:
+	// 2 1 1 1 1
+}
