@@ -95,9 +95,6 @@ func New(c Config) (*Breaker, error) {
 // Settings returns the validated settings the breaker runs with.
 func (b *Breaker) Settings() Settings { return b.s }
 
-// errRetry tells Allow that the state word moved under a helper's CAS.
-var errRetry = &rejection{msg: "casbreaker: internal retry"}
-
 // Allow asks to make one call. It returns a Permit, or a rejection that
 // matches ErrRejected: ErrOpen (with Permit.Wait set), ErrHalfOpenFull,
 // ErrForcedOpen or ErrRampingUp. In open state, the first call at or after
@@ -109,20 +106,14 @@ func (b *Breaker) Allow() (Permit, error) {
 		switch State(w & stateMask) {
 		case Closed:
 			if w&rampFlag != 0 {
-				p, err := b.allowRamping(w)
-				if err == errRetry {
-					continue
-				}
-				return p, err
+				return b.allowRamping(w)
 			}
 			// The hot path: one load, no write, no clock unless slow calls are measured.
 			p := Permit{Generation: uint32(w >> genShift)}
 			if b.slow {
 				p.Start = b.s.Clock.Now()
 			}
-			if b.m != nil {
-				b.m.admitted.Inc()
-			}
+			b.admit()
 			return p, nil
 		case Open:
 			now := max(b.s.Clock.Now(), 0)
@@ -130,14 +121,12 @@ func (b *Breaker) Allow() (Permit, error) {
 			if wait := untilDeadline(u.deadline, now); wait > 0 {
 				return b.reject(Permit{Wait: wait}, ErrOpen)
 			}
-			g := nextGen(u.gen)
 			// open -> half-open: a successful swap hands this caller the
 			// first probe slot of the new generation; losers reload and
 			// compete for the remaining slots.
-			if !b.state.CompareAndSwap(w, pack(word{state: HalfOpen, step: u.step, gen: g, inFlight: 1, expiry: b.expiry(now)})) {
-				continue
+			if p, ok := b.startProbing(w, u, now); ok {
+				return p, nil
 			}
-			return b.admitProbe(Open, Permit{Generation: g, Probe: true, Start: b.startIf(now)}, now), nil
 		case HalfOpen:
 			u := unpack(w)
 			if int(u.inFlight) >= b.s.PermittedCallsInHalfOpen ||
@@ -149,15 +138,14 @@ func (b *Breaker) Allow() (Permit, error) {
 				if !b.s.HalfOpenExpired(signedDiff(uint64(u.expiry), b.s.HalfOpenUnits(now), expiryBits)) {
 					return b.reject(Permit{}, ErrHalfOpenFull)
 				}
-				g := nextGen(u.gen)
 				// half-open -> half-open: the max wait passed without a
 				// verdict. A successful swap starts a new generation, whose
 				// first probe this caller holds; the lost probes' permits
 				// are stale from here on (R8).
-				if !b.state.CompareAndSwap(w, pack(word{state: HalfOpen, step: u.step, gen: g, inFlight: 1, expiry: b.expiry(now)})) {
-					continue
+				if p, ok := b.startProbing(w, u, now); ok {
+					return p, nil
 				}
-				return b.admitProbe(HalfOpen, Permit{Generation: g, Probe: true, Start: b.startIf(now)}, now), nil
+				continue
 			}
 			u.inFlight++
 			// half-open -> half-open with one more probe in flight: a
@@ -167,9 +155,7 @@ func (b *Breaker) Allow() (Permit, error) {
 				if b.slow {
 					p.Start = b.s.Clock.Now()
 				}
-				if b.m != nil {
-					b.m.admitted.Inc()
-				}
+				b.admit()
 				return p, nil
 			}
 		case ForcedOpen:
@@ -179,12 +165,21 @@ func (b *Breaker) Allow() (Permit, error) {
 			if b.slow && State(w&stateMask) == MetricsOnly {
 				p.Start = b.s.Clock.Now()
 			}
-			if b.m != nil {
-				b.m.admitted.Inc()
-			}
+			b.admit()
 			return p, nil
 		}
 	}
+}
+
+// startProbing commits the word w (unpacked u, open or half-open) to a new
+// half-open generation whose first probe the caller holds, and admits that
+// probe. It reports false when the swap lost, and the caller reloads.
+func (b *Breaker) startProbing(w uint64, u word, now time.Duration) (Permit, bool) {
+	g := nextGen(u.gen)
+	if !b.state.CompareAndSwap(w, pack(word{state: HalfOpen, step: u.step, gen: g, inFlight: 1, expiry: b.expiry(now)})) {
+		return Permit{}, false
+	}
+	return b.admitProbe(u.state, Permit{Generation: g, Probe: true, Start: b.startIf(now)}, now), true
 }
 
 // allowRamping is Allow in closed state during the ramp-up after closing.
@@ -198,17 +193,21 @@ func (b *Breaker) allowRamping(w uint64) (Permit, error) {
 	} else {
 		// The ramp is over. Clearing its flag (closed -> closed, same
 		// generation) lets later calls skip the clock; a lost swap means the
-		// word moved, and the caller decides again from the new one.
+		// word moved, and the call decides again from the new one.
 		u.ramping, u.rampEnd = false, 0
 		if !b.state.CompareAndSwap(w, pack(u)) {
-			return Permit{}, errRetry
+			return b.Allow()
 		}
 	}
-	p := Permit{Generation: u.gen, Start: b.startIf(now)}
+	b.admit()
+	return Permit{Generation: u.gen, Start: b.startIf(now)}, nil
+}
+
+// admit counts an admitted call.
+func (b *Breaker) admit() {
 	if b.m != nil {
 		b.m.admitted.Inc()
 	}
-	return p, nil
 }
 
 // reject counts a rejection and returns it.
@@ -264,7 +263,7 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 	if o == Ignored {
 		if b.m != nil {
 			if b.current(p.Generation) {
-				b.counted(Ignored)
+				b.count(Ignored, false)
 			} else {
 				b.drop()
 			}
@@ -318,8 +317,8 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 	// its trip: every other transition out of the generation commits that
 	// trip first), or, without a window, at the swap of the state word.
 	counted := b.buckets != nil || b.ring != nil
-	if counted && b.m != nil {
-		b.m.outcome(o, slow)
+	if counted {
+		b.count(o, slow)
 	}
 	for {
 		consec := uint32(w >> consecShift & consecMask)
@@ -335,10 +334,10 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 			// With a count window, the ring closed this generation's window
 			// in the swap that added the outcome, so the record and the trip
 			// are one step to every observer (Counts, other recorders help
-			// commit it). With a time window, c is the window as this
-			// outcome's own write left it: the outcome that made the rule
-			// hold trips the breaker (R1), even if records that landed since
-			// would not (docs/design.md, Known limits).
+			// commit it). With a time window, the rule was judged on the
+			// window as this outcome's own write left it: the outcome that
+			// made the rule hold trips the breaker (R1), even if records that
+			// landed since would not (docs/design.md, Known limits).
 			if b.trip(w, p.Generation, 0, tally{o: o, slow: slow, count: !counted}) {
 				return
 			}
@@ -373,8 +372,8 @@ type tally struct {
 }
 
 func (b *Breaker) tally(t tally) {
-	if t.count && b.m != nil {
-		b.m.outcome(t.o, t.slow)
+	if t.count {
+		b.count(t.o, t.slow)
 	}
 }
 
@@ -485,7 +484,7 @@ func (b *Breaker) reopen(w uint64, u word, hint time.Duration) bool {
 	if !b.state.CompareAndSwap(w, pack(word{state: Open, step: step, gen: g, deadline: deadline(t, b.s.OpenDurationHinted(step, hint))})) {
 		return false
 	}
-	b.counted(Failure)
+	b.count(Failure, false)
 	b.notify(HalfOpen, Open, g, t)
 	return true
 }
@@ -496,9 +495,10 @@ func (b *Breaker) drop() {
 	}
 }
 
-func (b *Breaker) counted(o Outcome) {
+// count counts an outcome the breaker acted on (slow: a slow window call).
+func (b *Breaker) count(o Outcome, slow bool) {
 	if b.m != nil {
-		b.m.outcome(o, false)
+		b.m.outcome(o, slow)
 	}
 }
 
@@ -524,14 +524,14 @@ func (b *Breaker) recordProbe(p Permit, o Outcome) {
 		case Ignored:
 			// half-open -> half-open with the slot returned (R9, B05).
 			if b.state.CompareAndSwap(w, pack(u)) {
-				b.counted(Ignored)
+				b.count(Ignored, false)
 				return
 			}
 		case Success:
 			if int(u.success)+1 < b.s.SuccessesToClose {
 				u.success++
 				if b.state.CompareAndSwap(w, pack(u)) {
-					b.counted(Success)
+					b.count(Success, false)
 					return
 				}
 				continue
@@ -548,12 +548,12 @@ func (b *Breaker) recordProbe(p Permit, o Outcome) {
 			// half-open -> closed: the swap that counts the last needed
 			// success; every probe still in flight becomes stale (R7, R8).
 			if b.state.CompareAndSwap(w, pack(closed)) {
-				b.counted(Success)
+				b.count(Success, false)
 				b.notify(HalfOpen, Closed, g, t)
 				return
 			}
 		default:
-			if b.reopen(w, unpack(w), 0) {
+			if b.reopen(w, u, 0) {
 				return
 			}
 		}
@@ -574,9 +574,7 @@ func (b *Breaker) clockIfListening() time.Duration {
 // panic goes on.
 func (b *Breaker) admitProbe(from State, p Permit, at time.Duration) Permit {
 	b.committed(from, HalfOpen, p.Generation)
-	if b.m != nil {
-		b.m.admitted.Inc()
-	}
+	b.admit()
 	if b.dispatch == nil {
 		return p
 	}
@@ -743,11 +741,7 @@ func deadline(now, d time.Duration) uint64 {
 // first whole millisecond of the clock at or after now+d, with a negative
 // reading counted as zero. It works in milliseconds so that no clock reading
 // (up to 2^63-1 ns) and duration (up to a year) can overflow.
-func DeadlineMillis(now, d time.Duration) uint64 {
-	now = max(now, 0)
-	ms := time.Millisecond
-	return uint64(now/ms) + uint64(d/ms) + uint64((now%ms+d%ms+ms-1)/ms)
-}
+func DeadlineMillis(now, d time.Duration) uint64 { return ceilUnits(now, d, time.Millisecond) }
 
 // untilDeadline is how long before a call at now may probe, or 0 if it may.
 // The difference is taken mod 2^36 and read as signed, so it is exact for

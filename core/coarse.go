@@ -27,12 +27,16 @@ func newCoarse(d time.Duration) coarse {
 func (c coarse) at(now time.Duration) uint64 { return uint64(max(now, 0) / c.unit) }
 
 // deadline is the first unit boundary at or after now+d: a call at a clock
-// reading r has reached it exactly when at(r) >= deadline(now). Computed in
-// quotient and remainder so that no reading up to 2^63-1 ns overflows.
-func (c coarse) deadline(now time.Duration) uint64 {
+// reading r has reached it exactly when at(r) >= deadline(now).
+func (c coarse) deadline(now time.Duration) uint64 { return ceilUnits(now, c.d, c.unit) }
+
+// ceilUnits is ceil((now + d) / unit) with a negative reading counted as
+// zero, computed in quotient and remainder so that no reading up to
+// 2^63-1 ns and no duration up to a year overflows. The open deadline
+// (DeadlineMillis) and the coarse deadlines are all this rule.
+func ceilUnits(now, d, unit time.Duration) uint64 {
 	now = max(now, 0)
-	u := c.unit
-	return uint64(now/u) + uint64(c.d/u) + uint64((now%u+c.d%u+u-1)/u)
+	return uint64(now/unit) + uint64(d/unit) + uint64((now%unit+d%unit+unit-1)/unit)
 }
 
 // HalfOpenDeadline is the half-open max-wait deadline of a generation that
