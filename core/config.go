@@ -332,12 +332,14 @@ func (c Config) Validate() (Settings, error) {
 	case c.RampUpStartPercent > 0 && c.RampUpDuration == 0:
 		bad("RampUpStartPercent", "%d%% has no effect without a RampUpDuration", c.RampUpStartPercent)
 	}
+	// Negative values are errors above, and an invalid config returns no
+	// Settings, so the conversions below only ever see valid values.
 	s.rule = window.Rule{
-		MinimumNumberOfCalls:  uint64(max(s.MinimumNumberOfCalls, 0)),
+		MinimumNumberOfCalls:  uint64(s.MinimumNumberOfCalls),
 		MinimumAppliesToCount: s.MinimumAppliesToCount,
-		FailureCountThreshold: uint64(max(c.FailureCountThreshold, 0)),
-		FailureRateThreshold:  uint64(max(c.FailureRateThreshold, 0)),
-		SlowCallRateThreshold: uint64(max(c.SlowCallRateThreshold, 0)),
+		FailureCountThreshold: uint64(c.FailureCountThreshold),
+		FailureRateThreshold:  uint64(c.FailureRateThreshold),
+		SlowCallRateThreshold: uint64(c.SlowCallRateThreshold),
 	}
 	s.halfOpenWait = newCoarse(c.MaxWaitInHalfOpen)
 	s.rampUp = newCoarse(c.RampUpDuration)

@@ -209,17 +209,7 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 // breaker's state word) can tell. It may run concurrently with every other
 // call on r; a Record of another generation racing with it may reset the
 // ring again.
-func (r *Ring) Reset(gen uint32) {
-	g := uint16(gen)
-	for {
-		a := r.hot.a.Load()
-		// Success transfers: the ring to generation g, empty, as the
-		// newer-generation swap in Record does.
-		if uint16(a>>genShift) == g || r.hot.a.CompareAndSwap(a, uint64(g)<<genShift) {
-			return
-		}
-	}
-}
+func (r *Ring) Reset(gen uint32) { r.moveTo(uint16(gen), false) }
 
 // Advance makes the ring hold generation gen (low 16 bits) with an empty
 // window if it holds an older one (serial arithmetic, as in Record), and
@@ -228,13 +218,17 @@ func (r *Ring) Reset(gen uint32) {
 // of its own, so a window left untouched for 2^16 generations can never
 // pass for a current one; a late Advance of a generation already passed is
 // harmless. It may run concurrently with every other call on r.
-func (r *Ring) Advance(gen uint32) {
-	g := uint16(gen)
+func (r *Ring) Advance(gen uint32) { r.moveTo(uint16(gen), true) }
+
+// moveTo makes the ring hold generation g with an empty window, unless it
+// holds g already or, with onlyForward, a generation newer than g.
+func (r *Ring) moveTo(g uint16, onlyForward bool) {
 	for {
 		a := r.hot.a.Load()
+		d := g - uint16(a>>genShift)
 		// Success transfers: the ring to generation g, empty, as the
 		// newer-generation swap in Record does.
-		if d := g - uint16(a>>genShift); d == 0 || d >= 1<<15 || r.hot.a.CompareAndSwap(a, uint64(g)<<genShift) {
+		if d == 0 || onlyForward && d >= 1<<15 || r.hot.a.CompareAndSwap(a, uint64(g)<<genShift) {
 			return
 		}
 	}
