@@ -6,7 +6,7 @@
 // 64-bit word advanced by compare-and-swap, so every value a Ring returns is
 // one committed state: never torn, never negative, always within the
 // invariants of window.Counts. The word's layout and the protocol that keeps
-// it exact are documented beside pack and unpack.
+// it exact are documented beside the constants that name its fields.
 package atomicring
 
 import (
@@ -21,7 +21,7 @@ import (
 
 // MaxSize is the largest window size, in calls: four counts and the cursor
 // of the aggregate word need bits.Len(W) bits each, and 255 is the largest W
-// that still leaves room for a lap counter beside them (see pack).
+// that still leaves room for a lap counter beside them (see the layout of A).
 const MaxSize = 255
 
 // ErrSize is returned, wrapped with the rejected size, by New for a window
@@ -65,6 +65,10 @@ type Ring struct {
 	verShift uint   // 3 + L, in a slot
 	verMask  uint64 // 2^(5k) - 1
 	tagMask  uint64 // a slot's gen and lap
+	bad      uint64 // A's failure and slow counts: zero in a healthy window
+	// delta[out] is what an outcome with bits out adds to A's counts: one
+	// addition counts it in, one subtraction counts it out.
+	delta [8]uint64
 }
 
 // hot is the aggregate word on a cache line of its own: 8 bytes of word and
@@ -84,7 +88,7 @@ func New(size int) (*Ring, error) {
 	}
 	k := uint(bits.Len(uint(size)))
 	l := 44 - 5*k
-	return &Ring{
+	r := &Ring{
 		slots:    make([]atomic.Uint64, size),
 		size:     uint64(size),
 		field:    1<<k - 1,
@@ -97,7 +101,13 @@ func New(size int) (*Ring, error) {
 		verShift: 3 + l,
 		verMask:  1<<(5*k) - 1,
 		tagMask:  (1<<16-1)<<genShift | (1<<l-1)<<3,
-	}, nil
+		bad:      (1<<k-1)<<(3+k) | (1<<k-1)<<(3+2*k),
+	}
+	for out := range r.delta {
+		f, s := uint64(out)>>1&1, uint64(out)>>2&1
+		r.delta[out] = f<<r.fShift | s<<r.sShift | f&s<<sfShift
+	}
+	return r, nil
 }
 
 // Size returns the window size W, in calls.
@@ -156,11 +166,14 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 	if slow {
 		out |= slowBit
 	}
+	// The claim works on A itself, never on an unpacked copy: a struct of
+	// more than four fields lives in memory, and its copies cost more than
+	// both atomics together (docs/benchmarks.md, countrate).
+	in := r.delta[out]
 	for {
 		a := r.hot.a.Load()
-		w := r.unpack(a)
-		if w.gen != g {
-			if uint16(g-w.gen) >= 1<<15 {
+		if uint16(a>>genShift) != g {
+			if g-uint16(a>>genShift) >= 1<<15 {
 				return window.Counts{}, Stale
 			}
 			// Losing this swap means someone else moved A; either way the
@@ -168,35 +181,43 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 			r.hot.a.CompareAndSwap(a, uint64(g)<<genShift)
 			continue
 		}
-		if w.closed {
+		if a&closedBit != 0 {
 			return window.Counts{}, Closed
 		}
-		if w.pend&present != 0 && !r.flush(a, w) {
+		if a&present != 0 && !r.flush(a) {
 			continue
 		}
-		if w.n == r.size {
-			e := r.slots[w.pos].Load()
-			if e&r.tagMask != r.tag(g, w.lap-1) {
+		next := a&^pendMask | out
+		pos := a >> r.posShift & r.field
+		if a>>r.nShift&r.field == r.size {
+			e := r.slots[pos].Load()
+			if e&r.tagMask != r.tag(g, a>>r.lapShift-1) {
 				continue // A moved on: the slot already holds a later lap
 			}
-			w.sub(e)
+			next -= r.delta[e&pendMask]
 		} else {
-			w.n++
+			next += 1 << r.nShift
 		}
-		w.add(out)
-		w.pend = out
-		if w.pos++; w.pos == r.size {
-			w.pos = 0
-			w.lap++
+		next += in
+		if pos+1 < r.size {
+			next += 1 << r.posShift
+		} else {
+			// pos wraps to 0 and lap counts the wrap, mod 2^L: the carry
+			// out of lap must not reach the closed bit above it.
+			lap := r.lapMask << r.lapShift
+			next = next&^(r.field<<r.posShift|lap) | (next+1<<r.lapShift)&lap
 		}
 		// A window with no failure and no slow call trips no rule (every
 		// threshold needs one): the healthy case skips the rule's arithmetic.
-		w.closed = rule != nil && w.f|w.s != 0 && rule.Trips(w.counts())
-		if r.hot.a.CompareAndSwap(a, r.pack(w)) {
-			if w.closed {
-				return w.counts(), Tripped
+		tripped := rule != nil && next&r.bad != 0 && rule.Trips(r.counts(next))
+		if tripped {
+			next |= closedBit
+		}
+		if r.hot.a.CompareAndSwap(a, next) {
+			if tripped {
+				return r.counts(next), Tripped
 			}
-			return w.counts(), Recorded
+			return r.counts(next), Recorded
 		}
 	}
 }
@@ -250,8 +271,7 @@ func (r *Ring) SnapshotClosed(gen uint32) (c window.Counts, closed bool) {
 	if uint16(a>>genShift) != uint16(gen) {
 		return window.Counts{}, false
 	}
-	w := r.unpack(a)
-	return w.counts(), w.closed
+	return r.counts(a), a&closedBit != 0
 }
 
 // The ring's whole state is one packed word, A, and W slots. A holds the
@@ -356,61 +376,14 @@ const (
 	genShift  = 48
 )
 
-// state is A unpacked. Only pack and unpack translate between the two.
-type state struct {
-	pend                  uint64
-	sf, s, f, n, pos, lap uint64
-	closed                bool
-	gen                   uint16
-}
-
-func (r *Ring) unpack(a uint64) state {
-	return state{
-		pend:   a & pendMask,
-		sf:     a >> sfShift & r.field,
-		s:      a >> r.sShift & r.field,
-		f:      a >> r.fShift & r.field,
-		n:      a >> r.nShift & r.field,
-		pos:    a >> r.posShift & r.field,
-		lap:    a >> r.lapShift & r.lapMask,
-		closed: a&closedBit != 0,
-		gen:    uint16(a >> genShift),
+// counts reads the aggregate out of A.
+func (r *Ring) counts(a uint64) window.Counts {
+	return window.Counts{
+		Calls:        a >> r.nShift & r.field,
+		Failures:     a >> r.fShift & r.field,
+		Slow:         a >> r.sShift & r.field,
+		SlowFailures: a >> sfShift & r.field,
 	}
-}
-
-// pack masks only lap, which wraps by design; every count stays in 0..W by
-// the protocol, so masking the others would only hide a bug.
-func (r *Ring) pack(w state) uint64 {
-	var closed uint64
-	if w.closed {
-		closed = closedBit
-	}
-	return closed | w.pend |
-		w.sf<<sfShift |
-		w.s<<r.sShift |
-		w.f<<r.fShift |
-		w.n<<r.nShift |
-		w.pos<<r.posShift |
-		(w.lap&r.lapMask)<<r.lapShift |
-		uint64(w.gen)<<genShift
-}
-
-// add counts outcome bits out (a pend or a slot's out field) into the
-// aggregate; sub takes them out again.
-func (w *state) add(out uint64) {
-	w.f += out >> 1 & 1
-	w.s += out >> 2 & 1
-	w.sf += out >> 1 & (out >> 2) & 1
-}
-
-func (w *state) sub(out uint64) {
-	w.f -= out >> 1 & 1
-	w.s -= out >> 2 & 1
-	w.sf -= out >> 1 & (out >> 2) & 1
-}
-
-func (w state) counts() window.Counts {
-	return window.Counts{Calls: w.n, Failures: w.f, Slow: w.s, SlowFailures: w.sf}
 }
 
 // tag is the slot tag of the claim of generation g in lap lap (mod 2^L).
@@ -418,15 +391,15 @@ func (r *Ring) tag(g uint16, lap uint64) uint64 {
 	return uint64(g)<<genShift | (lap&r.lapMask)<<3
 }
 
-// flush makes sure the outcome in w.pend, loaded as A == a, is in its slot.
+// flush makes sure the outcome pending in A, loaded as a, is in its slot.
 // It reports false when A has moved on, so the caller must load A again.
-func (r *Ring) flush(a uint64, w state) bool {
-	q, lap := w.pos, w.lap
+func (r *Ring) flush(a uint64) bool {
+	q, lap := a>>r.posShift&r.field, a>>r.lapShift
 	if q == 0 {
 		q, lap = r.size, lap-1
 	}
 	q--
-	want := r.tag(w.gen, lap) | w.pend
+	want := r.tag(uint16(a>>genShift), lap) | a&pendMask
 	keep := r.tagMask | pendMask // all but ver
 	slot := &r.slots[q]
 	for {

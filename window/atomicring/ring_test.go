@@ -120,6 +120,14 @@ func TestLayout_EveryFieldFits(t *testing.T) {
 		w := uint64(size)
 		full := state{pend: pendMask, sf: w, s: w, f: w, n: w, pos: w - 1, lap: r.lapMask, closed: true, gen: math.MaxUint16}
 		require.Equal(t, full, r.unpack(r.pack(full)), "size %d", size)
+
+		// The ring's own word arithmetic reads and adds the same fields.
+		require.Equal(t, window.Counts{Calls: w, Failures: w, Slow: w, SlowFailures: w}, r.counts(r.pack(full)), "size %d", size)
+		require.Equal(t, r.pack(state{f: m})|r.pack(state{s: m}), r.bad, "size %d", size)
+		for out := range uint64(8) {
+			f, s := out>>1&1, out>>2&1
+			require.Equal(t, r.pack(state{f: f, s: s, sf: f & s}), r.delta[out], "size %d, out %03b", size, out)
+		}
 	}
 }
 
@@ -307,7 +315,7 @@ func TestFlush_DelayedFlusherWritesNothing(t *testing.T) {
 			for i := range r.slots {
 				slots[i] = r.slots[i].Load()
 			}
-			require.False(t, r.flush(stalled, w), "a flush from a superseded A must report it")
+			require.False(t, r.flush(stalled), "a flush from a superseded A must report it")
 			for i := range r.slots {
 				require.Equal(t, slots[i], r.slots[i].Load(), "slot %d", i)
 			}
