@@ -62,9 +62,6 @@ type Ring struct {
 	posShift uint
 	lapShift uint   // 3 + 5k
 	lapMask  uint64 // 2^L - 1, L = 44 - 5k
-	verShift uint   // 3 + L, in a slot
-	verMask  uint64 // 2^(5k) - 1
-	tagMask  uint64 // a slot's gen and lap
 	bad      uint64 // A's failure and slow counts: zero in a healthy window
 	// delta[out] is what an outcome with bits out adds to A's counts: one
 	// addition counts it in, one subtraction counts it out.
@@ -98,9 +95,6 @@ func New(size int) (*Ring, error) {
 		posShift: 3 + 4*k,
 		lapShift: 3 + 5*k,
 		lapMask:  1<<l - 1,
-		verShift: 3 + l,
-		verMask:  1<<(5*k) - 1,
-		tagMask:  (1<<16-1)<<genShift | (1<<l-1)<<3,
 		bad:      (1<<k-1)<<(3+k) | (1<<k-1)<<(3+2*k),
 	}
 	for out := range r.delta {
@@ -190,11 +184,7 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 		next := a&^pendMask | out
 		pos := a >> r.posShift & r.field
 		if a>>r.nShift&r.field == r.size {
-			e := r.slots[pos].Load()
-			if e&r.tagMask != r.tag(g, a>>r.lapShift-1) {
-				continue // A moved on: the slot already holds a later lap
-			}
-			next -= r.delta[e&pendMask]
+			next -= r.delta[r.slots[pos].Load()&pendMask]
 		} else {
 			next += 1 << r.nShift
 		}
@@ -297,33 +287,37 @@ func (r *Ring) SnapshotClosed(gen uint32) (c window.Counts, closed bool) {
 //
 //	slot:
 //	 0..2           3    out    bit 0 present, 1 failure, 2 slow
-//	 3..            L    lap    lap of the claim whose outcome this is
-//	 3+L..46       5k    ver    +1 on every write to this slot, mod 2^(5k)
+//	 3..46         44    ver    +1 on every write to this slot, mod 2^44
 //	47              1    -      zero
-//	48..63         16    gen    generation of that claim
+//	48..63         16    gen    generation of the claim whose outcome it is
 //
-// (gen, lap) is a slot's tag: which claim at this position it holds. A zero
-// slot has never been written; out carries pend's bits unchanged, present
-// included, so a zero slot never looks like a written one.
+// A zero slot has never been written; out carries pend's bits unchanged,
+// present included, so a zero slot never looks like a written one. gen and
+// out sit where A has them, so one mask compares a slot with A's pend.
 //
 // A claim (one iteration of Record's loop) loads A, then:
 //
-//  1. flushes pend, the previous claim's outcome, into the slot before pos,
-//     tagged with that claim's lap (flush);
-//  2. when the window is full, reads the leaving outcome from slot pos,
-//     which must carry the previous lap's tag;
+//  1. makes sure pend, the previous claim's outcome, is in the slot before
+//     pos (flush): when that slot already holds the same outcome of the same
+//     generation (a success after a success, the healthy case), nothing is
+//     written; otherwise it is written there;
+//  2. when the window is full, reads the leaving outcome from slot pos;
 //  3. swaps A for the counts with the leaving outcome subtracted and its own
 //     added, its own outcome as pend, and pos advanced.
 //
-// Any surprise (a swap lost, a tag that does not match) sends the claim back
+// Any surprise (a swap lost, A changed under a flush) sends the claim back
 // to load A again; each such surprise means another claim committed, so the
-// ring is lock-free.
+// ring is lock-free. A healthy stream costs one compare-and-swap per
+// outcome, on A; a change of outcome at a position costs a second, on its
+// slot.
 //
-// Why it is exact: claim c+1 cannot commit before claim c's outcome is in
-// its slot, because its own step 1 puts it there first (or finds it there).
-// The claim that evicts c is claim c+W, which commits after c+1, so the
-// outcome it reads in step 2 is always written; for W = 1, c+W is c+1, whose
-// step 1 has just written the very slot its step 2 reads.
+// Why it is exact: claim c+1 cannot commit before slot q, c's position,
+// holds c's outcome (its own step 1 puts it there or finds it there, which
+// is the same value). The claim that evicts c is claim c+W, which commits
+// after c+1, so the outcome it reads in step 2 is c's; for W = 1, c+W is
+// c+1, whose step 1 has just made the very slot its step 2 reads right. No
+// write to slot q can come between: c+W's own outcome is only flushed after
+// c+W has committed, and a late flush of an earlier claim fails (below).
 //
 // What each successful swap transfers:
 //
@@ -336,26 +330,33 @@ func (r *Ring) SnapshotClosed(gen uint32) (c window.Counts, closed bool) {
 //     gen: every later claim of gen sees closed and counts nothing, so the
 //     window a reader sees is the one that warranted the trip.
 //   - The reset swap on A, to a word holding only a newer gen: the ring to
-//     that generation with an empty window. pend is dropped unflushed:
-//     a claim of the new generation only ever subtracts an outcome that
-//     its own generation wrote (step 2 checks the tag).
-//   - The flush swap on a slot: the outcome in pend, with its tag, to the
-//     claim W positions later, which subtracts it. It is made only after A
-//     is seen unchanged since the claim loaded it: while A still shows claim
-//     c as the last commit, c has already evicted what the slot held and
-//     c+W, the next to read it, cannot commit before c+1, so the slot holds
-//     nothing anyone needs. The check is what lets a flusher overwrite
-//     whatever it finds without judging it: a zero, an earlier lap, an
-//     older generation, or a leftover from 2^16 generations back that
-//     carries the current tag. A flusher that has fallen behind (A moved to
-//     a later claim or a newer generation) sees A changed and writes
-//     nothing, however the slot looks.
+//     that generation with an empty window. pend is dropped unflushed. The
+//     new generation reads a slot only after one of its own claims was
+//     flushed there, and that flush writes (the slot's gen differs), so no
+//     outcome of an older generation is ever subtracted.
+//   - The flush swap on a slot: the outcome in pend, with its generation, to
+//     the claim W positions later, which subtracts it. It is made only after
+//     A is seen unchanged since the claim loaded it: while A still shows
+//     claim c as the last commit, c has already evicted what the slot held
+//     and c+W, the next to read it, cannot commit before c+1, so the slot
+//     holds nothing anyone needs and the flusher may overwrite whatever it
+//     finds.
 //
-// The flush swap compares the whole slot, ver included, so a flusher delayed
-// between its check of A and its swap fails if anyone wrote the slot in
-// between. ver advances with every write and lap with every lap, so a slot
-// returns to a value it held only after 2^max(L,5k) >= 2^22 writes to it
-// (L + 5k = 44), or across 2^16 generations.
+// A flusher delayed between its check of A and its swap must not land: by
+// then c's outcome may have been flushed, evicted and replaced. Its swap
+// compares the whole slot, ver included, against the value it loaded before
+// the check, and that value was not c's outcome (else it would have written
+// nothing). For A to move past c, some step 1 must see c's outcome in the
+// slot while A shows c. If that happens after the load, the slot was
+// written in between, ver moved, and the swap fails. If it happened before,
+// the slot held c's outcome, then (at the load) something else, while A
+// showed c all along: only a late flush can write that, so take the first
+// late flush ever to land, and the same reasoning says it could not. A
+// flush finding the outcome already there needs no such care: writing
+// nothing cannot overwrite anything. (A reset instead of
+// c+1 is the same: the new generation's first flush at q writes.) ver
+// advances with every write, so a slot returns to a value it held only
+// after 2^44 writes to it, or across 2^16 generations.
 //
 // The one bound: A itself returns to a value it held only after W*2^L claims
 // (4080 for W = 255, 51,200 for W = 100, 2^39 for W = 1), or 2^16
@@ -374,6 +375,10 @@ const (
 	sfShift   = 3
 	closedBit = 1 << 47
 	genShift  = 48
+	genMask   = (1<<16 - 1) << genShift
+
+	verOne  = 1 << 3               // ver's unit in a slot
+	verMask = 1<<47 - 1 - pendMask // ver's bits in a slot
 )
 
 // counts reads the aggregate out of A.
@@ -386,32 +391,27 @@ func (r *Ring) counts(a uint64) window.Counts {
 	}
 }
 
-// tag is the slot tag of the claim of generation g in lap lap (mod 2^L).
-func (r *Ring) tag(g uint16, lap uint64) uint64 {
-	return uint64(g)<<genShift | (lap&r.lapMask)<<3
-}
-
 // flush makes sure the outcome pending in A, loaded as a, is in its slot.
 // It reports false when A has moved on, so the caller must load A again.
+// A slot that already holds that outcome of that generation is left as it
+// is: in a healthy stream, a success replacing a success writes nothing.
 func (r *Ring) flush(a uint64) bool {
-	q, lap := a>>r.posShift&r.field, a>>r.lapShift
+	q := a >> r.posShift & r.field
 	if q == 0 {
-		q, lap = r.size, lap-1
+		q = r.size
 	}
 	q--
-	want := r.tag(uint16(a>>genShift), lap) | a&pendMask
-	keep := r.tagMask | pendMask // all but ver
+	want := a & (genMask | pendMask)
 	slot := &r.slots[q]
 	for {
 		s := slot.Load()
-		if s&keep == want {
+		if s&(genMask|pendMask) == want {
 			return true
 		}
 		if r.hot.a.Load() != a {
 			return false
 		}
-		ver := (s>>r.verShift + 1) & r.verMask
-		if slot.CompareAndSwap(s, want|ver<<r.verShift) {
+		if slot.CompareAndSwap(s, want|(s+verOne)&verMask) {
 			return true
 		}
 	}

@@ -105,7 +105,6 @@ func TestLayout_EveryFieldFits(t *testing.T) {
 		l := uint(bits.Len64(r.lapMask))
 		require.Equal(t, uint(64), 3+5*k+l+1+16, "size %d", size)
 		require.GreaterOrEqual(t, l, uint(4), "size %d", size)
-		require.Equal(t, uint(genShift-1), r.verShift+uint(bits.Len64(r.verMask)), "size %d", size)
 
 		m := r.field
 		aFields := []state{{pend: pendMask}, {sf: m}, {s: m}, {f: m}, {n: m}, {pos: m}, {lap: r.lapMask}, {closed: true}, {gen: math.MaxUint16}}
@@ -114,8 +113,8 @@ func TestLayout_EveryFieldFits(t *testing.T) {
 			masks = append(masks, r.pack(f))
 		}
 		requireTiles(t, masks, "A, size %d", size)
-		requireTiles(t, []uint64{pendMask, r.lapMask << 3, r.verMask << r.verShift, closedBit, math.MaxUint16 << genShift}, "slot, size %d", size)
-		require.Equal(t, uint64(math.MaxUint16<<genShift|r.lapMask<<3), r.tagMask, "size %d", size)
+		requireTiles(t, []uint64{pendMask, verMask, closedBit, genMask}, "slot, size %d", size)
+		require.Equal(t, uint64(math.MaxUint16<<genShift), uint64(genMask), "size %d", size)
 
 		w := uint64(size)
 		full := state{pend: pendMask, sf: w, s: w, f: w, n: w, pos: w - 1, lap: r.lapMask, closed: true, gen: math.MaxUint16}
@@ -265,11 +264,15 @@ func recordFrom(t *testing.T, rng *rand.Rand, r *Ring, o *oracle, gen uint32, n 
 }
 
 // TestFlush_DelayedFlusherWritesNothing replays a Record that loaded A and
-// then stalled before flushing, while other calls moved the ring on: to a
-// newer generation, or 2^L-1 laps on, where the slot holds the tag of the
-// lap just before the stalled flusher's. In both cases the slot already
-// holds something the window still needs, so the late flush must leave it
-// alone and send its caller back to reload A.
+// then stalled in its flush, while other calls moved the ring on: to a newer
+// generation, or thousands of claims on in the same one, with a run of
+// successes at the end so that the later flushes of that slot write nothing.
+// Stalled before its check of A, the late flush must leave every slot alone
+// (it may report success only when the slot already holds its outcome, the
+// one case where writing nothing is all it would do). Stalled after the
+// check, its swap from the slot value it loaded must fail in its own
+// generation, whatever the later flushes skipped, and must not disturb the
+// window in a newer one.
 func TestFlush_DelayedFlusherWritesNothing(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -287,40 +290,59 @@ func TestFlush_DelayedFlusherWritesNothing(t *testing.T) {
 			check: 20,
 		},
 		{
-			name: "2^L-1 laps later the slot holds the previous lap's tag",
-			size: 128, // k = 8, L = 5
+			name: "same generation, laps later, then only successes",
+			size: 128, // k = 8, L = 5: A's lap wraps every 4096 claims
 			then: func(t *testing.T, rng *rand.Rand, r *Ring, o *oracle) uint32 {
-				// The stalled flush targets slot 1 of lap 0. Claim
-				// 31*128+1 = 3969 takes slot 1 in lap 31 (lap -1 mod 32),
-				// claim 3970 flushes it there, and claim 32*128+1 = 4097
-				// evicts it. Stop in between, after claim 3999.
 				recordFrom(t, rng, r, o, 1, 4000-2)
+				for range 3 * 128 {
+					want, _ := o.record(1, false, false)
+					got, ok := r.Record(1, false, false)
+					require.True(t, ok)
+					require.Equal(t, want, got)
+				}
 				return 1
 			},
 			check: 2 * 128,
 		},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(7, uint64(tc.size)))
-			r := mustNew(t, tc.size)
-			o := &oracle{size: tc.size}
-			recordFrom(t, rng, r, o, 1, 2)
-			stalled := r.hot.a.Load()
-			w := r.unpack(stalled)
-			require.NotZero(t, w.pend&present)
+		for seed := range uint64(64) {
+			t.Run(fmt.Sprintf("%s/seed=%d", tc.name, seed), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(seed, uint64(tc.size)))
+				r := mustNew(t, tc.size)
+				o := &oracle{size: tc.size}
+				recordFrom(t, rng, r, o, 1, 2+rng.IntN(2*tc.size))
+				stalled := r.hot.a.Load()
+				require.NotZero(t, stalled&present)
+				q := (stalled>>r.posShift&r.field + r.size - 1) % r.size
+				loaded := r.slots[q].Load() // what a flusher loads before its check of A
+				holds := loaded&(genMask|pendMask) == stalled&(genMask|pendMask)
 
-			gen := tc.then(t, rng, r, o)
-			slots := make([]uint64, len(r.slots))
-			for i := range r.slots {
-				slots[i] = r.slots[i].Load()
-			}
-			require.False(t, r.flush(stalled), "a flush from a superseded A must report it")
-			for i := range r.slots {
-				require.Equal(t, slots[i], r.slots[i].Load(), "slot %d", i)
-			}
-			recordFrom(t, rng, r, o, gen, tc.check)
-		})
+				gen := tc.then(t, rng, r, o)
+				slots := make([]uint64, len(r.slots))
+				for i := range r.slots {
+					slots[i] = r.slots[i].Load()
+				}
+				if r.flush(stalled) {
+					require.Equal(t, stalled&(genMask|pendMask), slots[q]&(genMask|pendMask),
+						"a flush from a superseded A reported success, yet the slot holds another outcome")
+				}
+				for i := range r.slots {
+					require.Equal(t, slots[i], r.slots[i].Load(), "slot %d", i)
+				}
+				if !holds {
+					// The swap a flush stalled after its check of A would
+					// make. In its own generation the slot must have been
+					// written since; after a reset it may land on a slot the
+					// new generation has not flushed yet, which the new
+					// generation overwrites before it reads it.
+					late := stalled&(genMask|pendMask) | (loaded+verOne)&verMask
+					landed := r.slots[q].CompareAndSwap(loaded, late)
+					require.False(t, landed && gen == 1, "a flush stalled after its check of A landed in its own generation")
+				}
+				recordFrom(t, rng, r, o, gen, tc.check) // exact, whether or not it landed
+			})
+		}
 	}
 }
 
