@@ -310,7 +310,9 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 			b.drop()
 			return
 		}
-		trips = b.s.rule.Trips(b.buckets.Snapshot(p.Generation, now))
+		// A clean window (no failure or slow call in its seconds) trips no
+		// rule, so a success there skips the O(B) snapshot.
+		trips = !b.buckets.Clean(now) && b.s.rule.Trips(b.buckets.Snapshot(p.Generation, now))
 	}
 	// The outcome is counted in Metrics where it takes effect: at the
 	// window write (a write that closed the count window always ends in

@@ -97,12 +97,17 @@ type Window struct {
 // paddedHead gives head a cache line of its own. head is loaded by every
 // Record and Snapshot and stored about once a second; without padding,
 // writes to whatever the allocator places next to the Window would evict
-// it from every core's cache. 8 bytes of word + 56 of padding = 64, the
+// it from every core's cache. 16 bytes of words + 48 of padding = 64, the
 // cache line of amd64 and arm64, pinned by a size test.
 type paddedHead struct {
 	// second is the largest whole second any call has seen; it only grows.
 	second atomic.Uint64
-	_      [cacheLine - 8]byte
+	// bad is 1 + the largest second in which a failure or a slow call was
+	// offered to Record (0: never); it only grows. Clean reads it so that a
+	// success in a healthy window skips Snapshot. It shares head's line:
+	// both are read together and each is written at most once a second.
+	bad atomic.Uint64
+	_   [cacheLine - 16]byte
 }
 
 const cacheLine = 64
@@ -158,6 +163,11 @@ func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bo
 	}
 	gen &= genMask
 	sec := w.advance(now)
+	if failure || slow {
+		// Before the bucket, so that a Snapshot that sees the outcome also
+		// sees the window marked unclean.
+		w.markBad(sec)
+	}
 	b := &w.buckets[sec%size]
 	for {
 		id := b.id.Load()
@@ -223,6 +233,39 @@ func (w *Window) Snapshot(gen uint32, now time.Duration) window.Counts {
 		}
 	}
 	return sum
+}
+
+// Clean reports whether no failure and no slow call was offered to Record,
+// under any generation and whether or not it was counted, in a second the
+// window covers at now. A window that is clean holds neither, so no rule
+// that needs a failure or a slow call (every window.Rule) can trip on it,
+// and a caller may skip Snapshot: that is the time-based window's cheap
+// success path, one load beside head's. A failure or a slow call makes the
+// window unclean for B seconds, even if it was dropped or its generation
+// has passed; that only costs the caller a Snapshot.
+//
+// It reads and writes nothing else: the current second is max(floor(now),
+// head), as for Record, without moving head. It may run concurrently with
+// every other method; a Record running concurrently may or may not be seen,
+// but one that returned before Clean began is.
+func (w *Window) Clean(now time.Duration) bool {
+	bad := w.head.bad.Load()
+	return bad == 0 || bad+uint64(len(w.buckets)) <= max(second(now), w.head.second.Load())+1
+}
+
+// markBad raises bad to 1 + sec with a CAS-max loop; the CAS runs at most
+// once per second that sees a failure or a slow call.
+func (w *Window) markBad(sec uint64) {
+	for {
+		b := w.head.bad.Load()
+		if sec < b {
+			return
+		}
+		// Success transfers: the unclean span, to sec + B - 1.
+		if w.head.bad.CompareAndSwap(b, sec+1) {
+			return
+		}
+	}
 }
 
 // advance returns the current second, max(second(now), head), and raises

@@ -59,6 +59,7 @@ func TestLayout(t *testing.T) {
 	assert.Equal(t, uintptr(cacheLine), unsafe.Sizeof(paddedHead{}))
 	assert.Equal(t, uintptr(0), unsafe.Offsetof(Window{}.head))
 	assert.Equal(t, uintptr(0), unsafe.Offsetof(paddedHead{}.second))
+	assert.Equal(t, uintptr(8), unsafe.Offsetof(paddedHead{}.bad))
 
 	for _, c := range []struct {
 		gen uint32
@@ -348,6 +349,9 @@ type oracle struct {
 	b    uint64
 	head uint64
 	kept []oracleOutcome
+	// bad lists the second of every failure or slow call offered, kept or
+	// not: what Clean answers for.
+	bad []uint64
 }
 
 type oracleOutcome struct {
@@ -375,6 +379,9 @@ func genAfter(a, b uint32) bool { return int32((a-b)<<8) > 0 }
 // of a fresh window starts with.
 func (o *oracle) record(gen uint32, now time.Duration, failure, slow bool) bool {
 	s := o.current(now)
+	if failure || slow {
+		o.bad = append(o.bad, s)
+	}
 	newer := func(g uint32, gs uint64) bool { return genAfter(g, gen) || (g == gen && gs > s) }
 	if newer(0, 0) {
 		return false
@@ -385,6 +392,16 @@ func (o *oracle) record(gen uint32, now time.Duration, failure, slow bool) bool 
 		}
 	}
 	o.kept = append(o.kept, oracleOutcome{gen & (1<<24 - 1), s, failure, slow})
+	return true
+}
+
+// clean: no failure or slow call offered in a second the window covers.
+func (o *oracle) clean() bool {
+	for _, b := range o.bad {
+		if b+o.b > o.head {
+			return false
+		}
+	}
 	return true
 }
 
@@ -454,6 +471,12 @@ func TestRandomOps_MatchOracle(t *testing.T) {
 					require.Equal(t, o.record(gen, now, f, s), w.Record(gen, now, f, s), "op %d (%s) at %v", i, desc, now)
 				}
 				require.Equal(t, o.snapshot(gen, now), w.Snapshot(gen, now), "op %d (%s) at %v", i, desc, now)
+				clean := w.Clean(now)
+				require.Equal(t, o.clean(), clean, "op %d (%s) at %v: Clean", i, desc, now)
+				if clean {
+					c := w.Snapshot(gen, now)
+					require.Zero(t, c.Failures|c.Slow, "op %d: a clean window holds a failure or a slow call", i)
+				}
 			}
 		})
 	}
@@ -472,4 +495,31 @@ func TestHotPath_DoesNotAllocate(t *testing.T) {
 		_ = w.Snapshot(1, now)
 	})
 	assert.Zero(t, allocs, "Snapshot")
+	allocs = testing.AllocsPerRun(1000, func() { _ = w.Clean(now) })
+	assert.Zero(t, allocs, "Clean")
+}
+
+// Clean, step by step: a success leaves the window clean, a failure or a
+// slow call makes it unclean until its second leaves the window, whatever
+// the generation, a dropped one included, and Clean itself never moves the
+// window's current second.
+func TestClean_UntilTheBadSecondLeaves(t *testing.T) {
+	w := mustNew(t, 3)
+	assert.True(t, w.Clean(0), "a new window")
+	require.True(t, w.Record(1, 500*time.Millisecond, false, false))
+	assert.True(t, w.Clean(time.Second), "successes only")
+
+	require.True(t, w.Record(1, 10*sec+time.Millisecond, false, true)) // slow success, second 10
+	for _, now := range []time.Duration{10 * sec, 11 * sec, 12*sec + 999*time.Millisecond} {
+		assert.False(t, w.Clean(now), "second 10 is in the window at %v", now)
+	}
+	assert.True(t, w.Clean(13*sec), "second 10 left the window")
+	assert.False(t, w.Clean(11*sec), "Clean(13 s) left head at 10, so second 10 is back in the window")
+	require.True(t, w.Record(1, 13*sec, false, false))
+	assert.True(t, w.Clean(5*sec), "the clock went back: the current second is head, 13")
+
+	require.True(t, w.Record(2, 20*sec, true, false))
+	assert.False(t, w.Record(1, 20*sec, true, false), "stale: dropped")
+	assert.False(t, w.Clean(22*sec), "a failure of any generation")
+	assert.True(t, w.Clean(23*sec))
 }
