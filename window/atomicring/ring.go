@@ -219,7 +219,10 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 // older, and only a caller with an authority on the generation (the
 // breaker's state word) can tell. It may run concurrently with every other
 // call on r; a Record of another generation racing with it may reset the
-// ring again.
+// ring again. A Reset that brings back a generation the ring held before,
+// while a Record of that generation's earlier stay is still between its
+// read of the leaving outcome and its swap, is the one way to shorten the
+// bound described beside the layout of A.
 func (r *Ring) Reset(gen uint32) { r.moveTo(uint16(gen), false) }
 
 // Advance makes the ring hold generation gen (low 16 bits) with an empty
@@ -298,9 +301,10 @@ func (r *Ring) SnapshotClosed(gen uint32) (c window.Counts, closed bool) {
 // A claim (one iteration of Record's loop) loads A, then:
 //
 //  1. makes sure pend, the previous claim's outcome, is in the slot before
-//     pos (flush): when that slot already holds the same outcome of the same
-//     generation (a success after a success, the healthy case), nothing is
-//     written; otherwise it is written there;
+//     pos (flush): when that claim was past lap 0 and the slot already
+//     holds the same outcome of the same generation (a success after a
+//     success, the healthy case), nothing is written; otherwise it is
+//     written there;
 //  2. when the window is full, reads the leaving outcome from slot pos;
 //  3. swaps A for the counts with the leaving outcome subtracted and its own
 //     added, its own outcome as pend, and pos advanced.
@@ -329,11 +333,12 @@ func (r *Ring) SnapshotClosed(gen uint32) (c window.Counts, closed bool) {
 //     on the new counts): all of the above, and the end of the window of
 //     gen: every later claim of gen sees closed and counts nothing, so the
 //     window a reader sees is the one that warranted the trip.
-//   - The reset swap on A, to a word holding only a newer gen: the ring to
-//     that generation with an empty window. pend is dropped unflushed. The
-//     new generation reads a slot only after one of its own claims was
-//     flushed there, and that flush writes (the slot's gen differs), so no
-//     outcome of an older generation is ever subtracted.
+//   - The reset swap on A, to a word holding only another gen (a newer one,
+//     or any one for Reset): the ring to that generation with an empty
+//     window, lap 0. pend is dropped unflushed. The generation reads a slot
+//     only after one of its own claims was flushed there, and flushes in
+//     lap 0 always write, so no outcome from before the reset is ever
+//     subtracted, even when the ring held this generation before.
 //   - The flush swap on a slot: the outcome in pend, with its generation, to
 //     the claim W positions later, which subtracts it. It is made only after
 //     A is seen unchanged since the claim loaded it: while A still shows
@@ -353,14 +358,17 @@ func (r *Ring) SnapshotClosed(gen uint32) (c window.Counts, closed bool) {
 // showed c all along: only a late flush can write that, so take the first
 // late flush ever to land, and the same reasoning says it could not. A
 // flush finding the outcome already there needs no such care: writing
-// nothing cannot overwrite anything. (A reset instead of
-// c+1 is the same: the new generation's first flush at q writes.) ver
-// advances with every write, so a slot returns to a value it held only
-// after 2^44 writes to it, or across 2^16 generations.
+// nothing cannot overwrite anything. (A reset instead of c+1 is the same:
+// the flush at q in the first lap after it writes, whatever the slot
+// holds.) ver advances with every write, so a slot returns to a value it
+// held only after 2^44 writes to it.
 //
 // The one bound: A itself returns to a value it held only after W*2^L claims
 // (4080 for W = 255, 51,200 for W = 100, 2^39 for W = 1), or 2^16
-// generations, that end with the same counts and pend. Should a claim be
+// generations, or a Reset that brings back a generation the ring held
+// before (the breaker calls Reset only after judging a current generation
+// stale, which needs 2^15 transitions whose Advance has not run yet), each
+// followed by claims that end with the same counts and pend. Should a claim be
 // descheduled that long between reading the leaving slot in step 2 and its
 // swap, the swap would succeed and subtract the outcome it read, which may
 // not be the one leaving now. (A flush across such a repeat is harmless:
@@ -393,19 +401,21 @@ func (r *Ring) counts(a uint64) window.Counts {
 
 // flush makes sure the outcome pending in A, loaded as a, is in its slot.
 // It reports false when A has moved on, so the caller must load A again.
-// A slot that already holds that outcome of that generation is left as it
-// is: in a healthy stream, a success replacing a success writes nothing.
+// Past its first lap, a generation leaves a slot that already holds the
+// outcome of that generation as it is: in a healthy stream, a success
+// replacing a success writes nothing. In lap 0 every flush writes, so that
+// each slot's ver moves once the ring (re)starts a generation.
 func (r *Ring) flush(a uint64) bool {
-	q := a >> r.posShift & r.field
+	q, lap := a>>r.posShift&r.field, a>>r.lapShift&r.lapMask
 	if q == 0 {
-		q = r.size
+		q, lap = r.size, lap-1
 	}
 	q--
 	want := a & (genMask | pendMask)
 	slot := &r.slots[q]
 	for {
 		s := slot.Load()
-		if s&(genMask|pendMask) == want {
+		if lap != 0 && s&(genMask|pendMask) == want {
 			return true
 		}
 		if r.hot.a.Load() != a {

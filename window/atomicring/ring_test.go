@@ -263,6 +263,38 @@ func recordFrom(t *testing.T, rng *rand.Rand, r *Ring, o *oracle, gen uint32, n 
 	}
 }
 
+// A flush stalled after its check of A, from an earlier stay of the
+// generation the ring now holds again (5, then 3 by Reset, then 5 again):
+// the new stay's flushes in lap 0 write whatever the slot holds, so the
+// stalled swap cannot land on a slot the new stay skipped, and the window
+// stays exact. With the skip allowed in lap 0, the swap lands and the
+// eviction subtracts a failure the window never held.
+func TestFlush_RevisitedGenerationRewritesItsSlots(t *testing.T) {
+	r := mustNew(t, 2)
+	for _, fail := range []bool{true, false, false, false, true} {
+		_, ok := r.Record(5, fail, false) // slot 0 ends as (5, success), pend = failure
+		require.True(t, ok)
+	}
+	stalled := r.hot.a.Load()
+	q := (stalled>>r.posShift&r.field + r.size - 1) % r.size
+	loaded := r.slots[q].Load()
+	require.NotEqual(t, stalled&(genMask|pendMask), loaded&(genMask|pendMask), "the stalled flush needs a write")
+
+	r.Reset(3)
+	var got []window.Counts
+	record := func() {
+		c, ok := r.Record(5, false, false)
+		require.True(t, ok)
+		got = append(got, c)
+	}
+	record()
+	record() // flushes the first success of the new stay into slot 0
+	late := stalled&(genMask|pendMask) | (loaded+verOne)&verMask
+	assert.False(t, r.slots[q].CompareAndSwap(loaded, late), "the stalled flush landed")
+	record()
+	assert.Equal(t, []window.Counts{{Calls: 1}, {Calls: 2}, {Calls: 2}}, got)
+}
+
 // TestFlush_DelayedFlusherWritesNothing replays a Record that loaded A and
 // then stalled in its flush, while other calls moved the ring on: to a newer
 // generation, or thousands of claims on in the same one, with a run of
