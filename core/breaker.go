@@ -117,14 +117,15 @@ func (b *Breaker) Allow() (Permit, error) {
 			return p, nil
 		case Open:
 			now := max(b.s.Clock.Now(), 0)
-			u := unpack(w)
-			if wait := untilDeadline(u.deadline, now); wait > 0 {
+			// The deadline straight from the word: unpacking all of it
+			// would cost a rejection more than its own arithmetic.
+			if wait := untilDeadline(w>>payShift&payMask, now); wait > 0 {
 				return b.reject(Permit{Wait: wait}, ErrOpen)
 			}
 			// open -> half-open: a successful swap hands this caller the
 			// first probe slot of the new generation; losers reload and
 			// compete for the remaining slots.
-			if p, ok := b.startProbing(w, u, now); ok {
+			if p, ok := b.startProbing(w, unpack(w), now); ok {
 				return p, nil
 			}
 		case HalfOpen:
