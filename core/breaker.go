@@ -40,6 +40,11 @@ type Breaker struct {
 	buckets  *buckets.Window
 	dispatch *dispatcher
 	m        *counters // nil unless Config.CollectMetrics
+	// untimed: no slow calls and no metrics, so a closed-state Allow has
+	// nothing to do but read the word (Allow's fast path). bare: untimed
+	// and no window, so a closed-state success that ends no run of
+	// failures has nothing to do (Record's fast path).
+	untimed, bare bool
 }
 
 // Counts is a snapshot of a breaker. Calls, Failures, SlowCalls and
@@ -89,6 +94,8 @@ func New(c Config) (*Breaker, error) {
 	if s.CollectMetrics {
 		b.m = new(counters)
 	}
+	b.untimed = !b.slow && b.m == nil
+	b.bare = b.untimed && b.ring == nil && b.buckets == nil
 	return b, nil
 }
 
@@ -101,6 +108,15 @@ func (b *Breaker) Settings() Settings { return b.s }
 // the deadline moves the breaker to half-open and is one of its probes (R4,
 // R6; regression B04). Disabled and MetricsOnly admit every call.
 func (b *Breaker) Allow() (Permit, error) {
+	// Closed, not ramping up, nothing to time or count: the hot path, one
+	// load and no write, kept apart from the rest of Allow's frame.
+	if w := b.state.Load(); w&(stateMask|rampFlag) == 0 && b.untimed {
+		return Permit{Generation: uint32(w >> genShift)}, nil
+	}
+	return b.allow()
+}
+
+func (b *Breaker) allow() (Permit, error) {
 	for {
 		w := b.state.Load()
 		switch State(w & stateMask) {
@@ -254,6 +270,20 @@ func counting(s State) bool { return s == Closed || s == MetricsOnly }
 // recorded while Disabled. An Outcome value other than Success, Failure and
 // Ignored counts as Failure.
 func (b *Breaker) Record(p Permit, o Outcome) {
+	if o == Success && b.bare && !p.Probe {
+		// A success in closed state with no window, no slow calls and no
+		// metrics changes nothing unless it ends a run of failures: one
+		// load and a test, in a function small enough to keep its frame
+		// free of the rest of Record's spills.
+		w := b.state.Load()
+		if w&(stateMask|consecMask<<consecShift) == 0 && uint32(w>>genShift) == p.Generation {
+			return
+		}
+	}
+	b.record(p, o)
+}
+
+func (b *Breaker) record(p Permit, o Outcome) {
 	if o > Ignored {
 		o = Failure // an Outcome no classifier should return: the safe side
 	}
