@@ -47,8 +47,9 @@ var ErrSize = errors.New("buckets: window size must be between 1 and 3600 second
 //
 // Cost. In the steady state (the bucket of the current second already holds
 // it) Record is one load of head, one load of the bucket's id and one to
-// four CAS, one per counter it raises; Snapshot is O(B) loads, at most six
-// per bucket. Something slower happens once per bucket per second (or per
+// four CAS, one per counter it raises (a failure or a slow call adds a
+// CAS-max on the clean mark, at most once a second); Clean is two loads;
+// Snapshot is O(B) loads, at most six per bucket. Something slower happens once per bucket per second (or per
 // breaker generation): the first Record of a new second or generation into
 // a bucket recycles it with one CAS on its id and then moves its four
 // counters forward, each with an id re-check and a CAS, and the first call
