@@ -350,9 +350,11 @@ func (r *Ring) SnapshotClosed(gen uint32) (c window.Counts, closed bool) {
 // A flusher delayed between its check of A and its swap must not land: by
 // then c's outcome may have been flushed, evicted and replaced. Its swap
 // compares the whole slot, ver included, against the value it loaded before
-// the check, and that value was not c's outcome (else it would have written
-// nothing). For A to move past c, some step 1 must see c's outcome in the
-// slot while A shows c. If that happens after the load, the slot was
+// the check. If that value was c's outcome already (in lap 0, where an equal
+// slot is written anyway), the swap can only land while nothing has written
+// the slot since, and it writes the same outcome back with ver bumped:
+// harmless. Otherwise, for A to move past c, some step 1 must see c's
+// outcome in the slot while A shows c. If that happens after the load, the slot was
 // written in between, ver moved, and the swap fails. If it happened before,
 // the slot held c's outcome, then (at the load) something else, while A
 // showed c all along: only a late flush can write that, so take the first
@@ -371,9 +373,11 @@ func (r *Ring) SnapshotClosed(gen uint32) (c window.Counts, closed bool) {
 // followed by claims that end with the same counts and pend. Should a claim be
 // descheduled that long between reading the leaving slot in step 2 and its
 // swap, the swap would succeed and subtract the outcome it read, which may
-// not be the one leaving now. (A flush across such a repeat is harmless:
-// equal A means the same pending outcome for the same slot.) Everything else
-// is exact under any interleaving.
+// not be the one leaving now; and a claim that commits on a repeated A has
+// not made sure, in the current stay, that its predecessor's outcome is in
+// its slot, so a stalled flush of another stay may leave a wrong outcome
+// there for a later eviction. Everything else is exact under any
+// interleaving (model_test.go checks both sides of this line).
 const (
 	present = 1 << 0
 	failBit = 1 << 1
