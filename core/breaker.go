@@ -43,8 +43,10 @@ type Breaker struct {
 	// untimed: no slow calls and no metrics, so a closed-state Allow has
 	// nothing to do but read the word (Allow's fast path). bare: untimed
 	// and no window, so a closed-state success that ends no run of
-	// failures has nothing to do (Record's fast path).
-	untimed, bare bool
+	// failures has nothing to do (Record's fast path). ringOnly: untimed,
+	// a count window and no consecutive-failures rule, so a closed-state
+	// success only has the ring to record in (Record's other fast path).
+	untimed, bare, ringOnly bool
 }
 
 // Counts is a snapshot of a breaker. Calls, Failures, SlowCalls and
@@ -96,6 +98,7 @@ func New(c Config) (*Breaker, error) {
 	}
 	b.untimed = !b.slow && b.m == nil
 	b.bare = b.untimed && b.ring == nil && b.buckets == nil
+	b.ringOnly = b.untimed && b.ring != nil && s.ConsecutiveFailures == 0
 	return b, nil
 }
 
@@ -270,17 +273,40 @@ func counting(s State) bool { return s == Closed || s == MetricsOnly }
 // recorded while Disabled. An Outcome value other than Success, Failure and
 // Ignored counts as Failure.
 func (b *Breaker) Record(p Permit, o Outcome) {
-	if o == Success && b.bare && !p.Probe {
-		// A success in closed state with no window, no slow calls and no
-		// metrics changes nothing unless it ends a run of failures: one
-		// load and a test, in a function small enough to keep its frame
-		// free of the rest of Record's spills.
-		w := b.state.Load()
-		if w&(stateMask|consecMask<<consecShift) == 0 && uint32(w>>genShift) == p.Generation {
+	// Two fast paths for a success in closed state, kept apart from the
+	// rest of record's frame and spills. Both need the word closed, of the
+	// permit's generation, with no run of failures to end.
+	if o == Success && !p.Probe {
+		if b.bare {
+			w := b.state.Load()
+			if w&(stateMask|consecMask<<consecShift) == 0 && uint32(w>>genShift) == p.Generation {
+				return // no window, no slow calls, no metrics: nothing to do
+			}
+		} else if b.ringOnly && b.recordRingSuccess(p) {
 			return
 		}
 	}
 	b.record(p, o)
+}
+
+// recordRingSuccess records a success on a breaker whose only state to
+// keep is its count window (ringOnly), and reports whether it did; false
+// leaves the success to record, with nothing done.
+func (b *Breaker) recordRingSuccess(p Permit) bool {
+	w := b.state.Load()
+	if w&(stateMask|consecMask<<consecShift) != 0 || uint32(w>>genShift) != p.Generation {
+		return false
+	}
+	switch _, v := b.ring.RecordTrip(p.Generation, false, false, &b.s.rule); v {
+	case atomicring.Recorded:
+	case atomicring.Tripped, atomicring.Closed:
+		// This outcome's trip, or another's that came first (then this
+		// one is stale): commit it, as record does.
+		b.finishTrip(p.Generation)
+	default:
+		return false // Stale: nothing was recorded; record decides
+	}
+	return true
 }
 
 func (b *Breaker) record(p Permit, o Outcome) {
@@ -352,6 +378,9 @@ func (b *Breaker) record(p Permit, o Outcome) {
 	counted := b.buckets != nil || b.ring != nil
 	if counted {
 		b.count(o, slow)
+		if !trips && b.s.ConsecutiveFailures == 0 {
+			return // no rule fired, and no run of failures to keep
+		}
 	}
 	for {
 		consec := uint32(w >> consecShift & consecMask)
