@@ -43,10 +43,11 @@ type Breaker struct {
 	// untimed: no slow calls and no metrics, so a closed-state Allow has
 	// nothing to do but read the word (Allow's fast path). bare: untimed
 	// and no window, so a closed-state success that ends no run of
-	// failures has nothing to do (Record's fast path). ringOnly: untimed,
-	// a count window and no consecutive-failures rule, so a closed-state
-	// success only has the ring to record in (Record's other fast path).
-	untimed, bare, ringOnly bool
+	// failures has nothing to do (Record's fast path). windowOnly:
+	// untimed, a window and no consecutive-failures rule, so a
+	// closed-state success only has the window to record in (Record's
+	// other fast path).
+	untimed, bare, windowOnly bool
 }
 
 // Counts is a snapshot of a breaker. Calls, Failures, SlowCalls and
@@ -98,7 +99,7 @@ func New(c Config) (*Breaker, error) {
 	}
 	b.untimed = !b.slow && b.m == nil
 	b.bare = b.untimed && b.ring == nil && b.buckets == nil
-	b.ringOnly = b.untimed && b.ring != nil && s.ConsecutiveFailures == 0
+	b.windowOnly = b.untimed && (b.ring != nil || b.buckets != nil) && s.ConsecutiveFailures == 0
 	return b, nil
 }
 
@@ -282,29 +283,39 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 			if w&(stateMask|consecMask<<consecShift) == 0 && uint32(w>>genShift) == p.Generation {
 				return // no window, no slow calls, no metrics: nothing to do
 			}
-		} else if b.ringOnly && b.recordRingSuccess(p) {
+		} else if b.windowOnly && b.recordWindowSuccess(p) {
 			return
 		}
 	}
 	b.record(p, o)
 }
 
-// recordRingSuccess records a success on a breaker whose only state to
-// keep is its count window (ringOnly), and reports whether it did; false
-// leaves the success to record, with nothing done.
-func (b *Breaker) recordRingSuccess(p Permit) bool {
+// recordWindowSuccess records a success on a breaker whose only state to
+// keep is its window (windowOnly), and reports whether it did; false leaves
+// the success to record, with nothing recorded.
+func (b *Breaker) recordWindowSuccess(p Permit) bool {
 	w := b.state.Load()
 	if w&(stateMask|consecMask<<consecShift) != 0 || uint32(w>>genShift) != p.Generation {
 		return false
 	}
-	switch _, v := b.ring.RecordTrip(p.Generation, false, false, &b.s.rule); v {
-	case atomicring.Recorded:
-	case atomicring.Tripped, atomicring.Closed:
-		// This outcome's trip, or another's that came first (then this
-		// one is stale): commit it, as record does.
-		b.finishTrip(p.Generation)
-	default:
-		return false // Stale: nothing was recorded; record decides
+	if b.ring != nil {
+		switch _, v := b.ring.RecordTrip(p.Generation, false, false, &b.s.rule); v {
+		case atomicring.Recorded:
+		case atomicring.Tripped, atomicring.Closed:
+			// This outcome's trip, or another's that came first (then this
+			// one is stale): commit it, as record does.
+			b.finishTrip(p.Generation)
+		default:
+			return false // Stale: nothing was recorded; record decides
+		}
+		return true
+	}
+	now := b.s.Clock.Now()
+	if !b.buckets.Record(p.Generation, now, false, false) {
+		return false // dropped: record decides whether it is stale
+	}
+	if !b.buckets.Clean(now) && b.s.rule.Trips(b.buckets.Snapshot(p.Generation, now)) {
+		b.finishTrip(p.Generation) // as record does on a time window
 	}
 	return true
 }
