@@ -20,7 +20,8 @@ func TestFastPaths_SuccessThatTripsCommitsBeforeReturning(t *testing.T) {
 		"count window only (fast path)":  {WindowSize: 10, FailureRateThreshold: 50},
 		"count window, metrics":          {WindowSize: 10, FailureRateThreshold: 50, CollectMetrics: true},
 		"count window, consecutive rule": {WindowSize: 10, FailureRateThreshold: 50, ConsecutiveFailures: 20},
-		"time window":                    {WindowType: core.TimeBased, WindowSize: 10, FailureRateThreshold: 50, MinimumNumberOfCalls: 10},
+		"time window (fast path)":        {WindowType: core.TimeBased, WindowSize: 10, FailureRateThreshold: 50, MinimumNumberOfCalls: 10},
+		"time window, metrics":           {WindowType: core.TimeBased, WindowSize: 10, FailureRateThreshold: 50, MinimumNumberOfCalls: 10, CollectMetrics: true},
 	}
 	for name, c := range configs {
 		t.Run(name, func(t *testing.T) {
