@@ -291,8 +291,9 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 }
 
 // recordWindowSuccess records a success on a breaker whose only state to
-// keep is its window (windowOnly), and reports whether it did; false leaves
-// the success to record, with nothing recorded.
+// keep is its window (windowOnly), and reports whether it dealt with it;
+// false leaves the success to record, with nothing recorded and no clock
+// read.
 func (b *Breaker) recordWindowSuccess(p Permit) bool {
 	w := b.state.Load()
 	if w&(stateMask|consecMask<<consecShift) != 0 || uint32(w>>genShift) != p.Generation {
@@ -311,8 +312,12 @@ func (b *Breaker) recordWindowSuccess(p Permit) bool {
 		return true
 	}
 	now := b.s.Clock.Now()
-	if !b.buckets.Record(p.Generation, now, false, false) {
-		return false // dropped: record decides whether it is stale
+	if !b.buckets.Record(p.Generation, now, false, false) &&
+		(!b.current(p.Generation) || !b.buckets.RecordCurrent(p.Generation, now, false, false)) {
+		// As in record, and with the same reading of the clock: one per
+		// outcome (docs/design.md).
+		b.drop()
+		return true
 	}
 	if !b.buckets.Clean(now) && b.s.rule.Trips(b.buckets.Snapshot(p.Generation, now)) {
 		b.finishTrip(p.Generation) // as record does on a time window

@@ -1,8 +1,11 @@
 package core_test
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/casbreaker/casbreaker/core"
 )
@@ -60,4 +63,48 @@ func TestFastPaths_SuccessEndsTheRunOfFailures(t *testing.T) {
 			})
 		})
 	}
+}
+
+// readsClock is a manual clock that counts its readings.
+type readsClock struct{ now, reads atomic.Int64 }
+
+func (c *readsClock) Now() time.Duration {
+	c.reads.Add(1)
+	return time.Duration(c.now.Load())
+}
+
+// A time-window success that the buckets first drop, because the
+// breaker's generation wrapped and the buckets' older generations read as
+// newer, is taken over (RecordCurrent) with the same clock reading: one
+// read per Record, as on the full path and in the baseline. Found by
+// review: the fast path read the clock again by handing the drop to record.
+func TestFastPaths_TimeWindowTakeoverReadsTheClockOnce(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		clk := &readsClock{}
+		b, err := mk.new(core.Config{WindowType: core.TimeBased, WindowSize: 3, FailureRateThreshold: 50, MinimumNumberOfCalls: 4, Clock: clk})
+		require.NoError(t, err)
+		for range core.GenerationModulus - 1 {
+			b.Reset()
+		}
+		call := func(at time.Duration, o core.Outcome) {
+			clk.now.Store(int64(at))
+			p, err := b.Allow()
+			require.NoError(t, err)
+			before := clk.reads.Load()
+			b.Record(p, o)
+			if o == core.Success { // a failure that trips also reads it for the open deadline
+				require.Equal(t, int64(1), clk.reads.Load()-before, "clock reads of one success's Record at %v", at)
+			}
+		}
+		for s := range 3 {
+			call(time.Duration(s)*time.Second, core.Success)
+		}
+		b.Reset() // the generation wraps to 0
+		call(3*time.Second, core.Success)
+		call(4*time.Second, core.Failure)
+		call(4*time.Second, core.Success)
+		require.Equal(t, core.Closed, b.State())
+		call(4*time.Second, core.Failure) // 2 of 4, the success at 3 s counted: trips
+		require.Equal(t, core.Open, b.State())
+	})
 }
