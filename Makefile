@@ -33,7 +33,7 @@ BENCH_COUNT ?= 10
 BENCH_CPU   ?= 1,2,4
 BENCH_TIME  ?= 30ms
 BENCH_RUN   ?= .
-BENCH_OUT   ?= bench/results/$(shell date -u +%Y-%m-%d)-$(shell hostname -s).txt
+BENCH_OUT   ?= bench/results/$(shell date -u +%Y-%m-%d-%H%M)-$(shell hostname -s).txt
 
 .PHONY: bench bench-quick
 
@@ -43,7 +43,7 @@ bench: ## benchmarks of bench/ and bench/peers into bench/results/, then benchst
 
 bench-quick: ## a short bench run (3 counts, -cpu 1,2) to check that everything works
 	$(MAKE) bench BENCH_COUNT=3 BENCH_CPU=1,2 BENCH_TIME=20ms \
-		BENCH_OUT=bench/results/$(shell date -u +%Y-%m-%d)-$(shell hostname -s)-quick.txt
+		BENCH_OUT=bench/results/$(shell date -u +%Y-%m-%d-%H%M)-$(shell hostname -s)-quick.txt
 
 # Contention proofs and fuzzing (issue 3; docs/verification.md). stress runs
 # race/ at full size; fuzz runs every fuzz target in turn for FUZZTIME each.
