@@ -81,11 +81,24 @@ import (
 // a breaker transition followed by an outcome in it, so both need a
 // goroutine paused for at least 128*B seconds or 128 such transitions.
 // Within that bound no outcome is lost or miscounted.
+//
+// Where the words live: the ids of all buckets sit together in one slice
+// and the counters in another (Window.ids, Window.counts), not side by
+// side. Every Record loads its bucket's id and then raises a counter; were
+// they on one cache line, a core's counter CAS would evict the id from
+// every other core, so each record would miss twice (the profile of two
+// cores on one time window put 29% of the time on that load). An id is
+// written once per recycle, so its line stays shared in every core's cache.
 type bucket struct {
-	// All fields are atomic.Uint64 (8 bytes, no padding), so bucket is 40
-	// bytes and every field of every element of a []bucket is 64-bit
-	// aligned, which atomic 64-bit operations need on 386 and ARM.
-	id atomic.Uint64
+	id *atomic.Uint64
+	*counters
+}
+
+// counters are a bucket's four counters. All are atomic.Uint64 (8 bytes, no
+// padding), so counters is 32 bytes and every field of every element of a
+// []counters is 64-bit aligned, which atomic 64-bit operations need on 386
+// and ARM; the same holds for []atomic.Uint64 of ids.
+type counters struct {
 	n  atomic.Uint64
 	f  atomic.Uint64
 	s  atomic.Uint64
@@ -149,7 +162,7 @@ func olderInc(t, inc uint8) bool {
 // id: its second (or generation) is gone and the outcome no longer counts
 // anywhere. Increments that landed before that point stay in the abandoned
 // incarnation, which no Snapshot reads.
-func (b *bucket) add(id uint64, failure, slow bool) bool {
+func (b bucket) add(id uint64, failure, slow bool) bool {
 	if !b.addTagged(&b.n, id) {
 		return false
 	}
@@ -167,7 +180,7 @@ func (b *bucket) add(id uint64, failure, slow bool) bool {
 
 // addTagged adds one to counter c in the incarnation named by id; false
 // means the bucket has moved on from it.
-func (b *bucket) addTagged(c *atomic.Uint64, id uint64) bool {
+func (b bucket) addTagged(c *atomic.Uint64, id uint64) bool {
 	_, inc, _ := unpackID(id)
 	for {
 		v := c.Load()
@@ -195,7 +208,7 @@ func (b *bucket) addTagged(c *atomic.Uint64, id uint64) bool {
 // unless a writer already moved it there. Only the goroutine whose recycle
 // CAS installed id calls it, and it stops as soon as the bucket is
 // recycled again: the next recycler owns the reset from then on.
-func (b *bucket) reset(id uint64) {
+func (b bucket) reset(id uint64) {
 	if !b.advance(&b.n, id) || !b.advance(&b.f, id) || !b.advance(&b.s, id) {
 		return
 	}
@@ -205,7 +218,7 @@ func (b *bucket) reset(id uint64) {
 // advance moves counter c to the incarnation named by id, count 0, if its
 // tag is older; it reports false, without touching c, once id is no longer
 // current.
-func (b *bucket) advance(c *atomic.Uint64, id uint64) bool {
+func (b bucket) advance(c *atomic.Uint64, id uint64) bool {
 	_, inc, _ := unpackID(id)
 	for {
 		v := c.Load()
@@ -226,7 +239,7 @@ func (b *bucket) advance(c *atomic.Uint64, id uint64) bool {
 // even while writers run: each count is read no later than the one it must
 // not exceed, and counts of one incarnation only grow. The caller must check
 // that id still names inc afterwards; only then are all four from inc.
-func (b *bucket) read(inc uint8) window.Counts {
+func (b bucket) read(inc uint8) window.Counts {
 	var c window.Counts
 	c.SlowFailures = countIn(b.sf.Load(), inc)
 	c.Slow = countIn(b.s.Load(), inc)

@@ -90,10 +90,15 @@ type Window struct {
 	// head is first so that its word is the first of the allocation, which
 	// the Go allocator 64-bit aligns on every platform.
 	head paddedHead
-	// buckets never changes after New; its elements are 40 bytes, a
-	// multiple of 8, so they all stay 64-bit aligned too.
-	buckets []bucket
+	// ids and counts never change after New: bucket i is ids[i] and
+	// counts[i] (see bucket for why they are apart). Their elements are 8
+	// and 32 bytes, multiples of 8, so they all stay 64-bit aligned too.
+	ids    []atomic.Uint64
+	counts []counters
 }
+
+// bucket returns bucket i.
+func (w *Window) bucket(i uint64) bucket { return bucket{&w.ids[i], &w.counts[i]} }
 
 // paddedHead gives head a cache line of its own. head is loaded by every
 // Record and Snapshot and stored about once a second; without padding,
@@ -120,12 +125,12 @@ func New(seconds int) (*Window, error) {
 	if seconds < 1 || seconds > MaxSeconds {
 		return nil, fmt.Errorf("%w: got %d", ErrSize, seconds)
 	}
-	return &Window{buckets: make([]bucket, seconds)}, nil
+	return &Window{ids: make([]atomic.Uint64, seconds), counts: make([]counters, seconds)}, nil
 }
 
 // Seconds returns the window size B in seconds (0 for the zero Window).
 func (w *Window) Seconds() int {
-	return len(w.buckets)
+	return len(w.ids)
 }
 
 // Record counts one outcome completed at now under breaker generation gen:
@@ -158,7 +163,7 @@ func (w *Window) RecordCurrent(gen uint32, now time.Duration, failure, slow bool
 }
 
 func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bool) bool {
-	size := uint64(len(w.buckets))
+	size := uint64(len(w.ids))
 	if size == 0 {
 		return false
 	}
@@ -169,7 +174,7 @@ func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bo
 		// sees the window marked unclean.
 		w.markBad(sec)
 	}
-	b := &w.buckets[sec%size]
+	b := w.bucket(sec % size)
 	for {
 		id := b.id.Load()
 		idGen, inc, idSec := unpackID(id)
@@ -205,10 +210,10 @@ func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bo
 func (w *Window) Snapshot(gen uint32, now time.Duration) window.Counts {
 	gen &= genMask
 	sec := w.advance(now)
-	size := uint64(len(w.buckets))
+	size := uint64(len(w.ids))
 	var sum window.Counts
-	for i := range w.buckets {
-		b := &w.buckets[i]
+	for i := range size {
+		b := w.bucket(i)
 		for {
 			id := b.id.Load()
 			idGen, inc, idSec := unpackID(id)
@@ -251,7 +256,7 @@ func (w *Window) Snapshot(gen uint32, now time.Duration) window.Counts {
 // but one that returned before Clean began is.
 func (w *Window) Clean(now time.Duration) bool {
 	bad := w.head.bad.Load()
-	return bad == 0 || bad+uint64(len(w.buckets)) <= max(second(now), w.head.second.Load())+1
+	return bad == 0 || bad+uint64(len(w.ids)) <= max(second(now), w.head.second.Load())+1
 }
 
 // markBad raises bad to 1 + sec with a CAS-max loop; the CAS runs at most

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/atomic"
 
 	"github.com/casbreaker/casbreaker/window"
 )
@@ -55,7 +56,7 @@ func TestZeroWindow_HoldsNothing(t *testing.T) {
 // is five aligned words, head sits alone on a cache line at the start of
 // Window (where the allocator 64-bit aligns it, also on 386).
 func TestLayout(t *testing.T) {
-	assert.Equal(t, uintptr(40), unsafe.Sizeof(bucket{}))
+	assert.Equal(t, uintptr(32), unsafe.Sizeof(counters{}))
 	assert.Equal(t, uintptr(cacheLine), unsafe.Sizeof(paddedHead{}))
 	assert.Equal(t, uintptr(0), unsafe.Offsetof(Window{}.head))
 	assert.Equal(t, uintptr(0), unsafe.Offsetof(paddedHead{}.second))
@@ -258,7 +259,7 @@ func TestGenerations_HorizonIs2To23(t *testing.T) {
 func TestRecycle_WriterAheadOfResetIsKept(t *testing.T) {
 	w := mustNew(t, 10)
 	require.True(t, w.Record(1, 3*sec, true, true))
-	b := &w.buckets[3]
+	b := w.bucket(3)
 	oldID := b.id.Load()
 	_, oldInc, _ := unpackID(oldID)
 
@@ -292,7 +293,7 @@ func TestRecycle_WriterAheadOfResetIsKept(t *testing.T) {
 func TestStaleWriter_CannotWedgeBucket(t *testing.T) {
 	w := mustNew(t, 10)
 	require.True(t, w.Record(1, 3*sec, false, false))
-	b := &w.buckets[3]
+	b := w.bucket(3)
 	stale := b.id.Load()
 	for k := 1; k <= 200; k++ {
 		require.True(t, w.Record(1, time.Duration(3+10*k)*sec, false, false))
@@ -314,7 +315,7 @@ func TestStaleWriter_CannotWedgeBucket(t *testing.T) {
 func TestPausedRecycler_ResetStopsOnceRecycledAgain(t *testing.T) {
 	w := mustNew(t, 10)
 	require.True(t, w.Record(1, 3*sec, false, false))
-	b := &w.buckets[3]
+	b := w.bucket(3)
 	_, inc, _ := unpackID(b.id.Load())
 	paused := packID(1, inc+1, 13)
 	require.True(t, b.id.CompareAndSwap(b.id.Load(), paused))
@@ -334,7 +335,8 @@ func TestPausedRecycler_ResetStopsOnceRecycledAgain(t *testing.T) {
 // A writer that raised n and then finds f already in a newer incarnation
 // reports the outcome dropped: its bucket was recycled under it.
 func TestAdd_ReportsDropWhenLaterCounterMovedOn(t *testing.T) {
-	var b bucket
+	var id atomic.Uint64
+	b := bucket{&id, new(counters)}
 	b.f.Store(packCount(1, 0))
 	assert.False(t, b.add(0, true, false))
 	assert.Equal(t, packCount(0, 1), b.n.Load())
