@@ -259,34 +259,26 @@ func (w *Window) Clean(now time.Duration) bool {
 	return bad == 0 || bad+uint64(len(w.ids)) <= max(second(now), w.head.second.Load())+1
 }
 
-// markBad raises bad to 1 + sec with a CAS-max loop; the CAS runs at most
-// once per second that sees a failure or a slow call.
-func (w *Window) markBad(sec uint64) {
-	for {
-		b := w.head.bad.Load()
-		if sec < b {
-			return
-		}
-		// Success transfers: the unclean span, to sec + B - 1.
-		if w.head.bad.CompareAndSwap(b, sec+1) {
-			return
-		}
-	}
-}
+// markBad raises bad to 1 + sec; the CAS runs at most once per second
+// that sees a failure or a slow call. Success transfers: the unclean span,
+// to sec + B - 1.
+func (w *Window) markBad(sec uint64) { raise(&w.head.bad, sec+1) }
 
 // advance returns the current second, max(second(now), head), and raises
-// head to it with a CAS-max loop. The CAS only runs on the first call of a
-// new second.
-func (w *Window) advance(now time.Duration) uint64 {
-	s := second(now)
+// head to it. The CAS only runs on the first call of a new second. Success
+// transfers: the window's current second, from the old head to the new.
+func (w *Window) advance(now time.Duration) uint64 { return raise(&w.head.second, second(now)) }
+
+// raise makes x at least v with a CAS-max loop and returns the value x then
+// holds. x only ever grows.
+func raise(x *atomic.Uint64, v uint64) uint64 {
 	for {
-		h := w.head.second.Load()
-		if s <= h {
-			return h
+		old := x.Load()
+		if v <= old {
+			return old
 		}
-		// Success transfers: the window's current second, from h to s.
-		if w.head.second.CompareAndSwap(h, s) {
-			return s
+		if x.CompareAndSwap(old, v) {
+			return v
 		}
 	}
 }
