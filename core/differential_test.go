@@ -258,42 +258,34 @@ func TestCoarseDeadlineWrap(t *testing.T) {
 		t.Run("ramp-past-limit", func(t *testing.T) {
 			r := mk.build(t, ramp)
 			closeRamping(r)
-			wrap := rampEnd + (1<<18+1)*unit
-			r.Clock.Set(wrap)
-			_, _ = r.B.Allow() // may be shed: the documented limit
-			r.Clock.Set(wrap + time.Second + unit)
-			if _, err := r.B.Allow(); err != nil {
-				shed := time.Second
-				for ; shed < time.Hour; shed += time.Second {
-					r.Clock.Set(wrap + shed)
-					if _, err := r.B.Allow(); err == nil {
-						break
-					}
-				}
-				t.Errorf("a ramp that ended 2^18+1 units before the next call still sheds every call "+
-					"one ramp-up duration after that call (%v), and goes on for about %v; docs/design.md "+
-					"promises at most one more ramp-up duration", err, shed)
-			}
+			requireRecoversWithinOneMore(t, r, rampEnd+(1<<18+1)*unit, unit, "a ramp that ended 2^18+1 units before the next call", "ramp-up duration")
 		})
 		t.Run("max-wait-past-limit", func(t *testing.T) {
 			r := mk.build(t, wait)
 			loseProbe(r)
-			wrap := expiry + (1<<19+1)*unit
-			r.Clock.Set(wrap)
-			_, _ = r.B.Allow() // may be refused: the documented limit
-			r.Clock.Set(wrap + time.Second + unit)
-			if _, err := r.B.Allow(); err != nil {
-				refused := time.Second
-				for ; refused < time.Hour; refused += time.Second {
-					r.Clock.Set(wrap + refused)
-					if _, err := r.B.Allow(); err == nil {
-						break
-					}
-				}
-				t.Errorf("a max wait that passed 2^19+1 units before the next call still refuses every call "+
-					"one max wait after that call (%v), and goes on for about %v; docs/design.md promises "+
-					"at most one more max wait", err, refused)
-			}
+			requireRecoversWithinOneMore(t, r, expiry+(1<<19+1)*unit, unit, "a max wait that passed 2^19+1 units before the next call", "max wait")
 		})
 	})
+}
+
+// requireRecoversWithinOneMore drives r past a documented limit of a coarse
+// deadline: a first call at wrap may be refused, but one period (1 s, the
+// configured ramp-up or max wait) and one coarse unit later a call must be admitted;
+// otherwise it reports for about how long calls go on being refused.
+func requireRecoversWithinOneMore(t *testing.T, r *rig, wrap, unit time.Duration, what, period string) {
+	t.Helper()
+	r.Clock.Set(wrap)
+	_, _ = r.B.Allow() // may be refused: the documented limit
+	r.Clock.Set(wrap + time.Second + unit)
+	if _, err := r.B.Allow(); err != nil {
+		refused := time.Second
+		for ; refused < time.Hour; refused += time.Second {
+			r.Clock.Set(wrap + refused)
+			if _, err := r.B.Allow(); err == nil {
+				break
+			}
+		}
+		t.Errorf("%s still refuses every call one %s after that call (%v), and goes on for about %v; "+
+			"docs/design.md promises at most one more %s", what, period, err, refused, period)
+	}
 }
