@@ -317,21 +317,8 @@ func TestAdv5_ClosedBitMetricsOnlyCommitsOnce(t *testing.T) {
 // O>C reset (Transitions[Closed][Open] = 1); reset first means the outcome
 // is stale (Dropped = 1). The baseline always gives one of the two.
 func TestAdv5_TripLostToControlStillCountsOutcome(t *testing.T) {
-	b, clk, log, mu := a5Lockfree(t, core.Config{WindowSize: 4, MinimumNumberOfCalls: 1, FailureRateThreshold: 100,
+	a5TrippingFailureRacesReset(t, core.Config{WindowSize: 4, MinimumNumberOfCalls: 1, FailureRateThreshold: 100,
 		OpenDuration: time.Second, CollectMetrics: true})
-	p, _ := b.Allow()
-	finish := a5Paused(t, clk, func() { b.Record(p, core.Failure) })
-	b.Reset()
-	finish()
-	m := b.Metrics()
-	mu.Lock()
-	tr := fmt.Sprint(*log)
-	mu.Unlock()
-	outcomeFirst := m.Failures == 1 && m.Dropped == 0 && m.Transitions[core.Closed][core.Open] == 1
-	resetFirst := m.Failures == 0 && m.Dropped == 1 && m.Transitions[core.Closed][core.Closed] == 1
-	require.True(t, outcomeFirst || resetFirst,
-		"Failures=%d Dropped=%d C>O=%d C>C=%d notifications %s", m.Failures, m.Dropped,
-		m.Transitions[core.Closed][core.Open], m.Transitions[core.Closed][core.Closed], tr)
 }
 
 // Regression (pending-trip rule, 45b78f1): a Reset racing the held trip
@@ -972,21 +959,8 @@ func a5ConcurrentControls(t *testing.T, mk maker, storm bool) {
 // takes effect nor is dropped.
 func TestAdv5_ConsecutiveTripLostToControlStillCountsOutcome(t *testing.T) {
 	advBug(t, "with a count window, an outcome whose consecutive-failures trip loses to a manual control is counted as acted on with no trip")
-	b, clk, log, mu := a5Lockfree(t, core.Config{WindowSize: 10, MinimumNumberOfCalls: 10, FailureRateThreshold: 100,
+	a5TrippingFailureRacesReset(t, core.Config{WindowSize: 10, MinimumNumberOfCalls: 10, FailureRateThreshold: 100,
 		ConsecutiveFailures: 1, OpenDuration: time.Second, CollectMetrics: true})
-	p, _ := b.Allow()
-	finish := a5Paused(t, clk, func() { b.Record(p, core.Failure) }) // held in trip's clock read
-	b.Reset()
-	finish()
-	m := b.Metrics()
-	mu.Lock()
-	tr := fmt.Sprint(*log)
-	mu.Unlock()
-	outcomeFirst := m.Failures == 1 && m.Dropped == 0 && m.Transitions[core.Closed][core.Open] == 1
-	resetFirst := m.Failures == 0 && m.Dropped == 1 && m.Transitions[core.Closed][core.Closed] == 1
-	require.True(t, outcomeFirst || resetFirst,
-		"Failures=%d Dropped=%d C>O=%d C>C=%d notifications %s", m.Failures, m.Dropped,
-		m.Transitions[core.Closed][core.Open], m.Transitions[core.Closed][core.Closed], tr)
 }
 
 // Fixed (lock-free only, Counts not linearizable): Counts must not report a
@@ -1041,4 +1015,27 @@ func TestAdv5_CountsNeverLosesCompletedOutcomes(t *testing.T) {
 			t.Fatal(v)
 		}
 	})
+}
+
+// a5TrippingFailureRacesReset records a failure that trips c's breaker,
+// holds the recorder in the trip's clock read while a Reset commits, and
+// requires Metrics and the notifications to match one sequential order:
+// outcome first (counted, C>O, then the reset) or reset first (the outcome
+// dropped as stale, C>C).
+func a5TrippingFailureRacesReset(t *testing.T, c core.Config) {
+	t.Helper()
+	b, clk, log, mu := a5Lockfree(t, c)
+	p, _ := b.Allow()
+	finish := a5Paused(t, clk, func() { b.Record(p, core.Failure) }) // held in trip's clock read
+	b.Reset()
+	finish()
+	m := b.Metrics()
+	mu.Lock()
+	tr := fmt.Sprint(*log)
+	mu.Unlock()
+	outcomeFirst := m.Failures == 1 && m.Dropped == 0 && m.Transitions[core.Closed][core.Open] == 1
+	resetFirst := m.Failures == 0 && m.Dropped == 1 && m.Transitions[core.Closed][core.Closed] == 1
+	require.True(t, outcomeFirst || resetFirst,
+		"Failures=%d Dropped=%d C>O=%d C>C=%d notifications %s", m.Failures, m.Dropped,
+		m.Transitions[core.Closed][core.Open], m.Transitions[core.Closed][core.Closed], tr)
 }
