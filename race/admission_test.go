@@ -51,12 +51,8 @@ func admissionRounds(t *testing.T, newB newFunc, n, g, rounds int) {
 			Clock:                    clock,
 			OnStateChange:            rec.listen,
 		})
-		p, err := b.Allow()
-		if err != nil {
-			t.Fatalf("round %d: closed breaker refused: %v", round, err)
-		}
-		b.Record(p, core.Failure) // trips: open at t=0, generation 1
-		clock.Set(open)           // the exact expiry instant (R4: inclusive)
+		tripWithOneFailure(t, b, round)
+		clock.Set(open) // the exact expiry instant (R4: inclusive)
 
 		workers.run(func(i int) { permits[i], errs[i] = b.Allow() })
 

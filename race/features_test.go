@@ -117,13 +117,10 @@ func maxWaitRounds(t *testing.T, newB newFunc, n, g, rounds int) {
 			Clock:                    clock,
 			OnStateChange:            rec.listen,
 		})
-		p, err := b.Allow()
-		if err != nil {
-			t.Fatalf("round %d: closed breaker refused: %v", round, err)
-		}
-		b.Record(p, core.Failure) // trips: open at t=0, generation 1
+		tripWithOneFailure(t, b, round)
 		clock.Set(open)
 		for i := range n {
+			var err error
 			if lost[i], err = b.Allow(); err != nil || !lost[i].Probe || lost[i].Generation != 2 {
 				t.Fatalf("round %d: probe %d of %d: %+v %v, want a probe of generation 2", round, i, n, lost[i], err)
 			}

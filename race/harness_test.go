@@ -142,3 +142,15 @@ func letter(s core.State) string {
 	}
 	return s.String()
 }
+
+// tripWithOneFailure trips b, a closed breaker whose rule is one failure, at
+// the clock's current reading (generation 1 for a new one), failing round
+// if it refuses the call.
+func tripWithOneFailure(t testing.TB, b core.CircuitBreaker, round int) {
+	t.Helper()
+	p, err := b.Allow()
+	if err != nil {
+		t.Fatalf("round %d: closed breaker refused: %v", round, err)
+	}
+	b.Record(p, core.Failure)
+}
