@@ -101,12 +101,12 @@ func (b *Breaker) Allow() (core.Permit, error) {
 		return b.reject(core.Permit{}, core.ErrForcedOpen)
 	default:
 		if b.inFlight >= b.s.PermittedCallsInHalfOpen || b.inFlight+b.success >= b.s.SuccessesToClose {
-			if b.s.MaxWaitInHalfOpen == 0 {
+			if b.s.MaxWaitInHalfOpen == core.WaitForever {
 				return b.reject(core.Permit{}, core.ErrHalfOpenFull)
 			}
 			now := b.now()
 			if !b.s.HalfOpenExpired(int64(b.expiry) - int64(b.s.HalfOpenUnits(now))) {
-				return b.reject(core.Permit{}, core.ErrHalfOpenFull)
+				return b.reject(core.Permit{Wait: b.halfOpenWait(now)}, core.ErrHalfOpenFull)
 			}
 			// The max wait passed without a verdict: a new half-open
 			// generation, whose first probe this caller holds.
@@ -329,6 +329,18 @@ func (b *Breaker) open(step uint8, h time.Duration, now time.Duration) {
 	b.step = step
 	// Millisecond resolution, rounded up: the same rule as the lock-free word.
 	b.deadline = core.DeadlineMillis(now, b.s.OpenDurationHinted(step, h))
+}
+
+// halfOpenWait is how long before a call at now, refused because half-open
+// is full, would start a new half-open generation: the time to the expiry
+// boundary, in the max wait's coarse units of max(1 ms, ceil(d/1024))
+// rounded up to whole milliseconds (docs/design.md), worked out here from
+// the configured duration rather than taken from core.
+func (b *Breaker) halfOpenWait(now time.Duration) time.Duration {
+	ms := (b.s.MaxWaitInHalfOpen + time.Millisecond - 1) / time.Millisecond
+	unit := max(1, (ms+1023)/1024) * time.Millisecond
+	// In whole units first, so that no reading near 2^63 ns overflows.
+	return time.Duration(b.expiry-uint64(now/unit))*unit - now%unit
 }
 
 // wait is how long before a call at now may probe (0: it may).

@@ -56,12 +56,16 @@ func (e *a5PtrHint) RetryAfter() time.Duration {
 // leaks and, without MaxWaitInHalfOpen, the breaker rejects every call with
 // ErrHalfOpenFull forever. R10: "No path leaks a probe slot"; the classifier
 // panic is handled (released as Ignored), the hint-reading panic is not.
+// (The test waits forever in half-open explicitly: since issue 11 the
+// default max wait would admit the call at 1000 s even with the slot
+// leaked.)
 func TestAdv5_PanickingRetryAfterLeaksProbe(t *testing.T) {
 	var typedNil *a5PtrHint
 	for name, bad := range map[string]error{"panicking RetryAfter": a5PanicHint{}, "typed nil pointer": typedNil} {
 		t.Run(name, func(t *testing.T) {
 			forEachImpl(t, func(t *testing.T, mk maker) {
-				r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, MaxRetryAfter: time.Minute})
+				r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, MaxRetryAfter: time.Minute,
+					MaxWaitInHalfOpen: core.WaitForever})
 				r.X(core.Failure)
 				r.Is(core.Open)
 				r.At(1)

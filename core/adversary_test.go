@@ -217,11 +217,14 @@ func TestAdv_OpenDeadlineAliasesAfterLongIdle(t *testing.T) {
 // Permit, so it can never release it: with PermittedCallsInHalfOpen = 1 the
 // breaker rejects every call forever (ErrHalfOpenFull). R10: "No path leaks
 // a probe slot"; R6: elapsed time never creates permits, so nothing recovers.
+// (Since issue 11 the default half-open max wait would recover, and hide a
+// leak: the test waits forever explicitly, so that only the released slot
+// can admit the call.)
 func TestAdv_ListenerPanicOnHalfOpenLeaksProbeForever(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		var panicOnce atomic.Bool
 		panicOnce.Store(true)
-		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second},
+		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, MaxWaitInHalfOpen: core.WaitForever},
 			func(tr core.Transition) {
 				if tr.To == core.HalfOpen && panicOnce.CompareAndSwap(true, false) {
 					panic("listener bug")

@@ -21,8 +21,8 @@ import (
 // State and Counts. Allow, Done and Record allocate nothing in any state.
 //
 // Where the clock is read: Allow reads it in open state (to check the
-// deadline), while ramping up, when half-open is full and a max wait is
-// configured, and, only with slow calls configured, to stamp Permit.Start;
+// deadline), while ramping up, when half-open is full (unless
+// MaxWaitInHalfOpen is WaitForever), and, only with slow calls configured, to stamp Permit.Start;
 // Done/Record read it with slow calls configured, with a time-based window,
 // and when committing a transition into open. With a count-based window and
 // no slow threshold, the closed-state Allow/Done path reads no clock.
@@ -107,8 +107,9 @@ func New(c Config) (*Breaker, error) {
 func (b *Breaker) Settings() Settings { return b.s }
 
 // Allow asks to make one call. It returns a Permit, or a rejection that
-// matches ErrRejected: ErrOpen (with Permit.Wait set), ErrHalfOpenFull,
-// ErrForcedOpen or ErrRampingUp. In open state, the first call at or after
+// matches ErrRejected: ErrOpen (with Permit.Wait set), ErrHalfOpenFull (with
+// Permit.Wait set unless MaxWaitInHalfOpen is WaitForever), ErrForcedOpen or
+// ErrRampingUp. In open state, the first call at or after
 // the deadline moves the breaker to half-open and is one of its probes (R4,
 // R6; regression B04). Disabled and MetricsOnly admit every call.
 func (b *Breaker) Allow() (Permit, error) {
@@ -152,12 +153,21 @@ func (b *Breaker) allow() (Permit, error) {
 			u := unpack(w)
 			if int(u.inFlight) >= b.s.PermittedCallsInHalfOpen ||
 				int(u.inFlight)+int(u.success) >= b.s.SuccessesToClose {
-				if b.s.MaxWaitInHalfOpen == 0 {
+				if b.s.MaxWaitInHalfOpen == WaitForever {
 					return b.reject(Permit{}, ErrHalfOpenFull)
 				}
 				now := max(b.s.Clock.Now(), 0)
-				if !b.s.HalfOpenExpired(signedDiff(uint64(u.expiry), b.s.HalfOpenUnits(now), expiryBits)) {
-					return b.reject(Permit{}, ErrHalfOpenFull)
+				if left := signedDiff(uint64(u.expiry), b.s.HalfOpenUnits(now), expiryBits); !b.s.HalfOpenExpired(left) {
+					if b.state.Load() != w {
+						// A probe's outcome (or any transition) came
+						// between the load and the clock reading: the
+						// rejection and its wait must come from one word
+						// at one reading, so decide again.
+						continue
+					}
+					// left is 1 .. span+1 units: the wait is positive.
+					unit := b.s.halfOpenWait.unit
+					return b.reject(Permit{Wait: time.Duration(left)*unit - now%unit}, ErrHalfOpenFull)
 				}
 				// half-open -> half-open: the max wait passed without a
 				// verdict. A successful swap starts a new generation, whose

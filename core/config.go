@@ -51,6 +51,17 @@ const (
 	defaultOpenDuration    = 60 * time.Second
 )
 
+// WaitForever is the Config.MaxWaitInHalfOpen that turns the half-open max
+// wait off: a half-open breaker whose probes never report stays half-open,
+// rejecting every other call with ErrHalfOpenFull, until a manual control.
+// It is the only negative value Validate accepts there.
+const WaitForever time.Duration = -1
+
+// minDefaultMaxWait is the floor of the default half-open max wait: a
+// probe call may take longer than a short open duration, and one superseded
+// before it can report would keep the breaker from ever closing.
+const minDefaultMaxWait = time.Minute
+
 // ErrInvalidConfig is what every configuration error matches with errors.Is.
 // The constructors return errors.Join of one *ConfigError per problem found.
 var ErrInvalidConfig = errors.New("casbreaker: invalid config")
@@ -146,9 +157,19 @@ type Config struct {
 	// passed, the first call that would be rejected because every probe slot
 	// is taken starts a new half-open generation instead and is its first
 	// probe: the permits of the lost probes (a caller that never called Done,
-	// a goroutine that died) become stale (R8). It is kept in coarse units of
-	// max(1 ms, MaxWaitInHalfOpen/1024) rounded up, so it is never shortened.
-	// Zero: off, and half-open reads no clock for it. At most a year.
+	// a goroutine that died) become stale (R8). Until then a call refused
+	// with ErrHalfOpenFull gets the time left in Permit.Wait. It is kept in
+	// coarse units of max(1 ms, MaxWaitInHalfOpen/1024) rounded up, so it is
+	// never shortened. At most a year.
+	//
+	// Zero: the open duration (OpenDuration, before any backoff), but at
+	// least one minute, so that one lost probe costs at most about one more
+	// open period, never the service (Resilience4j and gobreaker stay
+	// half-open for good). Set it above the longest a probe call can take:
+	// a probe still running when the wait ends is superseded, and its
+	// outcome arrives stale. WaitForever turns it off: a lost probe then
+	// keeps the breaker half-open until a manual control, and half-open
+	// reads no clock for it. Any other negative value is rejected.
 	MaxWaitInHalfOpen time.Duration
 
 	// RampUpDuration is how long after half-open -> closed the breaker admits
@@ -201,7 +222,7 @@ type Settings struct {
 	ConsecutiveFailures       int
 	PermittedCallsInHalfOpen  int
 	SuccessesToClose          int
-	MaxWaitInHalfOpen         time.Duration
+	MaxWaitInHalfOpen         time.Duration // resolved: > 0, or WaitForever
 	RampUpDuration            time.Duration
 	RampUpStartPercent        int
 	MaxRetryAfter             time.Duration
@@ -318,10 +339,20 @@ func (c Config) Validate() (Settings, error) {
 
 	s.lastStep, errs = openDurations(c, &s.openDurations, errs)
 
+	switch w := c.MaxWaitInHalfOpen; {
+	case w == WaitForever:
+	case w < 0 || w > MaxOpenDurationLimit:
+		bad("MaxWaitInHalfOpen", "%v is outside 0..%v (0: the default, max(OpenDuration, %v); WaitForever (%v): never)",
+			w, MaxOpenDurationLimit, minDefaultMaxWait, WaitForever)
+	case w == 0:
+		// The base open duration is resolved above (the default when
+		// OpenDuration is zero; zero only for an invalid config).
+		s.MaxWaitInHalfOpen = max(s.openDurations[0], minDefaultMaxWait)
+	}
 	for _, d := range []struct {
 		field string
 		v     time.Duration
-	}{{"MaxWaitInHalfOpen", c.MaxWaitInHalfOpen}, {"RampUpDuration", c.RampUpDuration}, {"MaxRetryAfter", c.MaxRetryAfter}} {
+	}{{"RampUpDuration", c.RampUpDuration}, {"MaxRetryAfter", c.MaxRetryAfter}} {
 		if d.v < 0 || d.v > MaxOpenDurationLimit {
 			bad(d.field, "%v is outside 0..%v (0 means off)", d.v, MaxOpenDurationLimit)
 		}
@@ -341,7 +372,7 @@ func (c Config) Validate() (Settings, error) {
 		FailureRateThreshold:  uint64(c.FailureRateThreshold),
 		SlowCallRateThreshold: uint64(c.SlowCallRateThreshold),
 	}
-	s.halfOpenWait = newCoarse(c.MaxWaitInHalfOpen)
+	s.halfOpenWait = newCoarse(s.MaxWaitInHalfOpen) // off (zero) for WaitForever
 	s.rampUp = newCoarse(c.RampUpDuration)
 
 	if s.Classifier == nil {

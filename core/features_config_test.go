@@ -47,7 +47,9 @@ func TestFeaturesConfigValidation(t *testing.T) {
 		field string
 		mod   func(*core.Config)
 	}{
-		{"max wait negative", "MaxWaitInHalfOpen", func(c *core.Config) { c.MaxWaitInHalfOpen = -time.Nanosecond }},
+		// -1 ns is core.WaitForever, the one negative value accepted.
+		{"max wait negative", "MaxWaitInHalfOpen", func(c *core.Config) { c.MaxWaitInHalfOpen = -2 * time.Nanosecond }},
+		{"max wait a negative second", "MaxWaitInHalfOpen", func(c *core.Config) { c.MaxWaitInHalfOpen = -time.Second }},
 		{"max wait over limit", "MaxWaitInHalfOpen", func(c *core.Config) { c.MaxWaitInHalfOpen = over }},
 		{"ramp negative", "RampUpDuration", func(c *core.Config) { c.RampUpDuration = -time.Second }},
 		{"ramp over limit", "RampUpDuration", func(c *core.Config) { c.RampUpDuration = over }},
@@ -84,7 +86,7 @@ func TestFeaturesConfigValidation(t *testing.T) {
 
 	t.Run("every problem named at once", func(t *testing.T) {
 		c := ok
-		c.MaxWaitInHalfOpen, c.RampUpDuration, c.MaxRetryAfter = -1, over, -1
+		c.MaxWaitInHalfOpen, c.RampUpDuration, c.MaxRetryAfter = -2, over, -1
 		c.RampUpStartPercent = 101
 		forEachImpl(t, func(t *testing.T, mk maker) {
 			_, err := mk.new(c)
@@ -102,7 +104,8 @@ func TestFeaturesConfigValidation(t *testing.T) {
 		name string
 		mod  func(*core.Config)
 	}{
-		{"all off", func(*core.Config) {}},
+		{"all off", func(*core.Config) {}}, // but the max wait: its default
+		{"max wait forever", func(c *core.Config) { c.MaxWaitInHalfOpen = core.WaitForever }},
 		{"at the limit", func(c *core.Config) {
 			c.MaxWaitInHalfOpen, c.RampUpDuration, c.MaxRetryAfter = core.MaxOpenDurationLimit, core.MaxOpenDurationLimit, core.MaxOpenDurationLimit
 		}},
@@ -119,7 +122,12 @@ func TestFeaturesConfigValidation(t *testing.T) {
 			tc.mod(&c)
 			s, err := c.Validate()
 			require.NoError(t, err)
-			require.Equal(t, c.MaxWaitInHalfOpen, s.MaxWaitInHalfOpen)
+			if c.MaxWaitInHalfOpen == 0 {
+				// The default: the open duration (60 s here), at least 1 min.
+				require.Equal(t, time.Minute, s.MaxWaitInHalfOpen)
+			} else {
+				require.Equal(t, c.MaxWaitInHalfOpen, s.MaxWaitInHalfOpen)
+			}
 			require.Equal(t, c.RampUpDuration, s.RampUpDuration)
 			require.Equal(t, c.RampUpStartPercent, s.RampUpStartPercent)
 			require.Equal(t, c.MaxRetryAfter, s.MaxRetryAfter)

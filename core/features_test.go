@@ -53,6 +53,16 @@ func ftWait(r *rig, want time.Duration) {
 	require.Equal(r.t, core.Permit{Wait: want}, p, "Allow at %v", r.Clock.Now())
 }
 
+// ftHalfOpenFull is Allow that must be refused with ErrHalfOpenFull and
+// exactly Wait want: the time left of the half-open max wait.
+func ftHalfOpenFull(r *rig, want time.Duration) {
+	r.t.Helper()
+	p, err := r.B.Allow()
+	require.ErrorIs(r.t, err, core.ErrHalfOpenFull, "Allow at %v", r.Clock.Now())
+	require.ErrorIs(r.t, err, core.ErrRejected)
+	require.Equal(r.t, core.Permit{Wait: want}, p, "Allow at %v", r.Clock.Now())
+}
+
 // ftGen is the current generation.
 func ftGen(r *rig) uint32 { return r.B.Counts().Generation }
 
@@ -970,18 +980,68 @@ func TestFeatureHalfOpenMaxWait(t *testing.T) {
 		}
 	})
 
-	t.Run("off by default", func(t *testing.T) {
+	// Issue 11: a lost probe must not wedge a breaker whose config never
+	// mentions the max wait. Zero is max(OpenDuration, 1 min), in the same
+	// coarse units as a configured wait; the rejections before it carry the
+	// time left (deadlines hand-computed below).
+	t.Run("default: a lost probe ends after max(OpenDuration, 1 min)", func(t *testing.T) {
+		for _, tc := range []struct {
+			name     string
+			open     time.Duration
+			wait     time.Duration // the default the config resolves to
+			deadline time.Duration // the first reading that restarts
+		}{
+			// 60 s: units of ceil(60000/1024) = 59 ms; half-open at 5 s,
+			// deadline ceil(65000/59) = 1102 units = 65.018 s.
+			{"open 5s: the 1 min floor", 5 * time.Second, time.Minute, 65018 * time.Millisecond},
+			// 90 s: units of ceil(90000/1024) = 88 ms; half-open at 90 s,
+			// deadline ceil(180000/88) = 2046 units = 180.048 s.
+			{"open 90s: the open duration", 90 * time.Second, 90 * time.Second, 180048 * time.Millisecond},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				forEachImpl(t, func(t *testing.T, mk maker) {
+					r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: tc.open})
+					r.X(core.Failure)
+					ftSet(r, tc.open)
+					lost := r.A() // its Done never comes
+					require.True(t, lost.Probe)
+					for _, at := range []time.Duration{tc.open + time.Second, tc.open + tc.wait - time.Nanosecond, tc.deadline - time.Nanosecond} {
+						ftSet(r, at)
+						ftHalfOpenFull(r, tc.deadline-at)
+						r.Is(core.HalfOpen)
+					}
+					ftCBs(r, "C>O@0", fmt.Sprintf("O>H@%g", tc.open.Seconds()))
+					ftSet(r, tc.deadline)
+					p := r.A() // H->H: the first probe of a new generation
+					require.True(t, p.Probe)
+					require.Equal(t, lost.Generation+1, p.Generation)
+					ftCBs(r, "C>O@0", fmt.Sprintf("O>H@%g", tc.open.Seconds()), fmt.Sprintf("H>H@%g", tc.deadline.Seconds()))
+					ftNoChange(r, "the lost probe's late Done", func() { r.B.Done(lost, nil) })
+					ftNoChange(r, "the lost probe's late failure", func() { r.B.Done(lost, errFail) })
+					r.D(p, core.Success)
+					r.Is(core.Closed)
+				})
+			})
+		}
+	})
+
+	// WaitForever is the old default, now asked for by name: a lost probe
+	// keeps the breaker half-open, whatever the clock says, until a manual
+	// control; the rejections carry no wait.
+	t.Run("WaitForever: a lost probe keeps it half-open", func(t *testing.T) {
 		forEachImpl(t, func(t *testing.T, mk maker) {
-			r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: open})
+			r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: open, MaxWaitInHalfOpen: core.WaitForever})
 			r.X(core.Failure)
 			r.At(5)
 			r.A()
 			for _, at := range []time.Duration{time.Hour, 400 * 24 * time.Hour, 50 * 365 * 24 * time.Hour} {
 				ftSet(r, at)
-				r.Reject(core.ErrHalfOpenFull)
+				ftHalfOpenFull(r, 0)
 				r.Is(core.HalfOpen)
 			}
 			ftCBs(r, "C>O@0", "O>H@5")
+			r.B.Reset()
+			r.A()
 		})
 	})
 }

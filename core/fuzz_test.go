@@ -15,9 +15,10 @@ import (
 // count, and the probe limits at their maximum; then the features of issue
 // 5 (half-open max wait, ramp-up, retry-after hints, metrics) on the same
 // kinds of window, with coarse units of 1 ms and above and durations that
-// are not a whole number of units.
+// are not a whole number of units. Config 0 waits forever in half-open;
+// 1 to 3 have the default max wait, max(OpenDuration, 1 min).
 var stateWordConfigs = []Config{
-	{ConsecutiveFailures: 3, OpenDuration: time.Second, PermittedCallsInHalfOpen: 2},
+	{ConsecutiveFailures: 3, OpenDuration: time.Second, PermittedCallsInHalfOpen: 2, MaxWaitInHalfOpen: WaitForever},
 	{WindowSize: 5, FailureRateThreshold: 50, MinimumNumberOfCalls: 3, SlowCallRateThreshold: 50,
 		SlowCallDurationThreshold: 100 * time.Millisecond, OpenDuration: 500 * time.Millisecond,
 		OpenDurationBackoff: 2, MaxOpenDuration: 8 * time.Second, PermittedCallsInHalfOpen: 3, SuccessesToClose: 2},
@@ -286,7 +287,7 @@ func reachable(raw uint64, s *Settings) uint64 {
 			u.ramping, u.rampEnd = false, 0
 		}
 	case HalfOpen:
-		if s.MaxWaitInHalfOpen == 0 {
+		if s.MaxWaitInHalfOpen == WaitForever {
 			u.expiry = 0
 		}
 		n, need := s.PermittedCallsInHalfOpen, s.SuccessesToClose
@@ -600,8 +601,15 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 				admit("allow/probe", Permit{Generation: u.gen, Probe: true, Start: start(now)})
 				break
 			}
-			if s.MaxWaitInHalfOpen == 0 || !passed(wrapped(uint64(u.expiry), s.HalfOpenUnits(nz), expiryBits), s.halfOpenWait.span) {
+			if s.MaxWaitInHalfOpen == WaitForever {
 				reject("allow/half-open-full", Permit{}, ErrHalfOpenFull)
+				break
+			}
+			if left := wrapped(uint64(u.expiry), s.HalfOpenUnits(nz), expiryBits); !passed(left, s.halfOpenWait.span) {
+				// The wait to the expiry boundary: left whole units from
+				// the start of the current one.
+				unit := s.halfOpenWait.unit
+				reject("allow/half-open-full", Permit{Wait: time.Duration(left)*unit - nz%unit}, ErrHalfOpenFull)
 				break
 			}
 			// The max wait has passed: a new generation, whose first probe

@@ -62,8 +62,12 @@ type Permit struct {
 	// Start is the clock reading at Allow, taken only when slow calls are
 	// configured (otherwise zero, and no clock was read).
 	Start time.Duration
-	// Wait is set on a rejection from an open breaker: the time until a call
-	// may probe, measured on the breaker clock. It is zero otherwise.
+	// Wait is set on a rejection from an open breaker (ErrOpen): the time
+	// until a call may probe, measured on the breaker clock; and on an
+	// ErrHalfOpenFull rejection: the time until the half-open max wait
+	// (Config.MaxWaitInHalfOpen) ends and a call may start a new probe
+	// generation, unless a verdict comes first. It is zero otherwise, and
+	// on ErrHalfOpenFull with MaxWaitInHalfOpen set to WaitForever.
 	Wait time.Duration
 }
 
@@ -73,7 +77,9 @@ type Permit struct {
 var ErrOpen error = &rejection{msg: "casbreaker: circuit breaker is open"}
 
 // ErrHalfOpenFull is returned by Allow in half-open when every permitted probe
-// is in flight or no more successes are needed (R6). It matches ErrRejected.
+// is in flight or no more successes are needed (R6). Permit.Wait is the time
+// left of the half-open max wait (zero with WaitForever). It matches
+// ErrRejected.
 var ErrHalfOpenFull error = &rejection{msg: "casbreaker: circuit breaker is half-open and has no probe permit left"}
 
 // ErrForcedOpen is returned by Allow while the breaker is ForcedOpen (see

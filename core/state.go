@@ -75,7 +75,7 @@ func (s State) String() string {
 //	             which a call may probe, mod 2^36
 //	HalfOpen:    bits 8..15 probes in flight, bits 16..23 probe successes,
 //	             bits 24..43 max-wait deadline in coarse units mod 2^20
-//	             (zero when MaxWaitInHalfOpen is off)
+//	             (zero when MaxWaitInHalfOpen is WaitForever)
 //	ForcedOpen, Disabled: zero
 //
 // The generation is in the high bits so that incrementing it by adding

@@ -112,9 +112,12 @@ func decodeConfig(r *input) (d decoded, ok bool) {
 	d.listenerReads = rules&128 != 0
 	if d.extended {
 		features := r.byte()
-		if features&1 != 0 {
+		switch {
+		case features&1 != 0:
 			c.MaxWaitInHalfOpen = featureDuration(r)
-		}
+		case features&16 != 0:
+			c.MaxWaitInHalfOpen = core.WaitForever
+		} // otherwise the default, max(OpenDuration, 1 min)
 		if features&2 != 0 {
 			c.RampUpDuration = featureDuration(r)
 			if p := int(r.byte()); p < 202 {
@@ -213,7 +216,7 @@ const (
 	stepBackIdle    = 10 // -arg seconds
 	stepMillis      = 11 // arg ms + arg µs
 	stepRamp        = 12 // cfg.RampUpDuration
-	stepMaxWait     = 13 // cfg.MaxWaitInHalfOpen
+	stepMaxWait     = 13 // the resolved MaxWaitInHalfOpen
 	stepRampEnd     = 14 // to the first reading at which the tracked ramp is over
 	stepRampEndLess = 15 // a nanosecond before it
 	stepExpiry      = 16 // to the first reading at which the tracked max wait has passed
@@ -510,9 +513,10 @@ func (x *differential) op(r *input, op int) {
 	}
 }
 
-// allow calls Allow on both and compares the answers. The Wait of an
-// ErrOpen is kept for the next clock step when wait is set (before issue
-// 5 only a plain Allow kept it; the extended layout keeps every one).
+// allow calls Allow on both and compares the answers. The Wait of a
+// rejection (ErrOpen, and since issue 11 ErrHalfOpenFull with a max wait)
+// is kept for the next clock step when wait is set (before issue 5 only a
+// plain Allow kept it; the extended layout keeps every one).
 func (x *differential) allow(wait bool) (core.Permit, error) {
 	before := x.lf.Counts()
 	now := x.clock.Now()
@@ -802,7 +806,7 @@ func (x *differential) extClockStep(r *input) time.Duration {
 	case stepRamp:
 		d = cfg.RampUpDuration
 	case stepMaxWait:
-		d = cfg.MaxWaitInHalfOpen
+		d = max(x.s.MaxWaitInHalfOpen, 0) // resolved: the default too; 0 for WaitForever
 	case stepRampEnd, stepRampEndLess:
 		if cfg.RampUpDuration == 0 {
 			break
@@ -813,7 +817,7 @@ func (x *differential) extClockStep(r *input) time.Duration {
 			d--
 		}
 	case stepExpiry, stepExpiryLess:
-		if cfg.MaxWaitInHalfOpen == 0 {
+		if x.s.MaxWaitInHalfOpen == core.WaitForever {
 			break
 		}
 		x.hit("step:expiry")
