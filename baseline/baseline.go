@@ -18,7 +18,9 @@ import (
 	"github.com/casbreaker/casbreaker/core"
 )
 
-// Breaker is the mutex-based breaker. All methods are safe for concurrent
+// Breaker is the mutex-based breaker. Make one with New: a zero Breaker has
+// no configuration, and every method panics with "baseline: Breaker used
+// without New". All methods are safe for concurrent
 // use; each holds the mutex for a few field updates. It reads the Clock
 // under the mutex (Config.Clock must not panic or call into the breaker) but
 // never calls the classifier or a listener while holding it. Allow, Done and
@@ -69,8 +71,20 @@ func New(c core.Config) (*Breaker, error) {
 	return b, nil
 }
 
+// noNew is what every method of a zero Breaker panics with.
+const noNew = "baseline: Breaker used without New: a zero Breaker has no configuration; make one with baseline.New"
+
+// mustBeNew panics with noNew when b is a zero Breaker: every Breaker that
+// New returns has the clock of its validated Settings.
+func (b *Breaker) mustBeNew() {
+	if b.s.Clock == nil {
+		panic(noNew)
+	}
+}
+
 // Allow asks to make one call; see core.Breaker.Allow.
 func (b *Breaker) Allow() (core.Permit, error) {
+	b.mustBeNew()
 	b.mu.Lock()
 	switch b.state {
 	case core.Closed, core.Disabled, core.MetricsOnly:
@@ -172,6 +186,7 @@ func (b *Breaker) reject(p core.Permit, err error) (core.Permit, error) {
 
 // Done records the call's error; see core.Breaker.Done.
 func (b *Breaker) Done(p core.Permit, err error) {
+	b.mustBeNew()
 	if err == nil {
 		b.Record(p, core.Success)
 		return
@@ -197,6 +212,7 @@ func (b *Breaker) current(p core.Permit) bool {
 
 // Record records outcome o for p; see core.Breaker.Record.
 func (b *Breaker) Record(p core.Permit, o core.Outcome) {
+	b.mustBeNew()
 	if o > core.Ignored {
 		o = core.Failure
 	}
@@ -282,6 +298,7 @@ func (b *Breaker) trip(h time.Duration) {
 // RecordHint records a failure carrying a retry-after hint; see
 // core.Breaker.RecordHint.
 func (b *Breaker) RecordHint(p core.Permit, retryAfter time.Duration) {
+	b.mustBeNew()
 	h := b.s.Hint(retryAfter)
 	if h == 0 {
 		b.Record(p, core.Failure)
@@ -412,6 +429,7 @@ func (b *Breaker) now() time.Duration { return max(b.s.Clock.Now(), 0) }
 
 // State returns the current state, time-aware (R5).
 func (b *Breaker) State() core.State {
+	b.mustBeNew()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.state == core.Open && b.wait(b.now()) == 0 {
@@ -422,6 +440,7 @@ func (b *Breaker) State() core.State {
 
 // Counts returns a snapshot; see core.Counts.
 func (b *Breaker) Counts() core.Counts {
+	b.mustBeNew()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c := core.Counts{State: b.state, Generation: b.gen}
@@ -450,6 +469,7 @@ func (b *Breaker) Counts() core.Counts {
 // Metrics returns the cumulative counters; see core.Metrics. The snapshot is
 // one instant.
 func (b *Breaker) Metrics() core.Metrics {
+	b.mustBeNew()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.m
@@ -457,6 +477,7 @@ func (b *Breaker) Metrics() core.Metrics {
 
 // ForceOpen forces the breaker open; see core.Breaker.ForceOpen.
 func (b *Breaker) ForceOpen(d time.Duration) error {
+	b.mustBeNew()
 	if err := core.CheckForceOpen(d); err != nil {
 		return err
 	}
@@ -475,18 +496,21 @@ func (b *Breaker) ForceOpen(d time.Duration) error {
 
 // Disable disables the breaker; see core.Breaker.Disable.
 func (b *Breaker) Disable() {
+	b.mustBeNew()
 	b.mu.Lock()
 	b.command(core.Disabled)
 }
 
 // MetricsOnly moves the breaker to metrics-only; see core.Breaker.MetricsOnly.
 func (b *Breaker) MetricsOnly() {
+	b.mustBeNew()
 	b.mu.Lock()
 	b.command(core.MetricsOnly)
 }
 
 // Reset closes the breaker; see core.Breaker.Reset.
 func (b *Breaker) Reset() {
+	b.mustBeNew()
 	b.mu.Lock()
 	b.command(core.Closed)
 }

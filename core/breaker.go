@@ -20,6 +20,9 @@ import (
 // goroutine, no timer. Transitions happen lazily inside Allow, Done, Record,
 // State and Counts. Allow, Done and Record allocate nothing in any state.
 //
+// Make one with New. A zero Breaker has no configuration: every method
+// panics with "core: Breaker used without New".
+//
 // Where the clock is read: Allow reads it in open state (to check the
 // deadline), while ramping up, when half-open is full (unless
 // MaxWaitInHalfOpen is WaitForever), and, only with slow calls configured, to stamp Permit.Start;
@@ -104,7 +107,23 @@ func New(c Config) (*Breaker, error) {
 }
 
 // Settings returns the validated settings the breaker runs with.
-func (b *Breaker) Settings() Settings { return b.s }
+func (b *Breaker) Settings() Settings {
+	b.mustBeNew()
+	return b.s
+}
+
+// noNew is what every method of a zero Breaker panics with.
+const noNew = "core: Breaker used without New: a zero Breaker has no configuration; make one with core.New"
+
+// mustBeNew panics with noNew when b is a zero Breaker: every Breaker that
+// New returns has the clock of its validated Settings. The hot paths do not
+// call it: a zero Breaker is neither untimed nor bare nor windowOnly, so it
+// never takes them, and the paths it does take check.
+func (b *Breaker) mustBeNew() {
+	if b.s.Clock == nil {
+		panic(noNew)
+	}
+}
 
 // Allow asks to make one call. It returns a Permit, or a rejection that
 // matches ErrRejected: ErrOpen (with Permit.Wait set), ErrHalfOpenFull (with
@@ -129,6 +148,9 @@ func (b *Breaker) allow() (Permit, error) {
 			if w&rampFlag != 0 {
 				return b.allowRamping(w)
 			}
+			// A zero Breaker, never built by New, fails the fast path's
+			// untimed test and always arrives here.
+			b.mustBeNew()
 			// The hot path: one load, no write, no clock unless slow calls are measured.
 			p := Permit{Generation: uint32(w >> genShift)}
 			if b.slow {
@@ -273,6 +295,7 @@ func (b *Breaker) Done(p Permit, err error) {
 		b.Record(p, Success)
 		return
 	}
+	b.mustBeNew()
 	RecordError(b, &b.s, p, err)
 }
 
@@ -295,6 +318,7 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 			return
 		}
 	}
+	b.mustBeNew() // a zero Breaker is neither bare nor windowOnly
 	b.record(p, o)
 }
 
@@ -717,6 +741,7 @@ func (b *Breaker) committed(from, to State, gen uint32) {
 // error matching ErrInvalidArgument, and changes nothing, when d is
 // negative or above MaxOpenDurationLimit.
 func (b *Breaker) ForceOpen(d time.Duration) error {
+	b.mustBeNew()
 	if err := CheckForceOpen(d); err != nil {
 		return err
 	}
@@ -748,6 +773,7 @@ func (b *Breaker) Reset() { b.command(word{state: Closed}, b.clockIfListening())
 // next generation is n. Every permit of the old generation becomes stale
 // (R8).
 func (b *Breaker) command(n word, at time.Duration) {
+	b.mustBeNew()
 	for {
 		w := b.state.Load()
 		u := unpack(w)
@@ -766,6 +792,7 @@ func (b *Breaker) command(n word, at time.Duration) {
 // Config.CollectMetrics); see Metrics for what a read concurrent with
 // writers may show. It allocates nothing.
 func (b *Breaker) Metrics() Metrics {
+	b.mustBeNew()
 	if b.m == nil {
 		return Metrics{}
 	}
@@ -776,6 +803,7 @@ func (b *Breaker) Metrics() Metrics {
 // whose open duration has elapsed reports HalfOpen although no call has
 // arrived yet. It reads the clock only in open state and changes nothing.
 func (b *Breaker) State() State {
+	b.mustBeNew()
 	w := b.state.Load()
 	s := State(w & stateMask)
 	if s == Open && untilDeadline(w>>payShift&payMask, b.s.Clock.Now()) == 0 {
@@ -792,6 +820,7 @@ func (b *Breaker) State() State {
 // has not committed yet, so that no snapshot shows a closed breaker with a
 // window that has tripped.
 func (b *Breaker) Counts() Counts {
+	b.mustBeNew()
 	for {
 		w := b.state.Load()
 		u := unpack(w)

@@ -104,6 +104,9 @@ func (s *Settings) RampUnits(now time.Duration) uint64 {
 // which makes the admitted fraction of many calls the share.
 func (s *Settings) RampAdmits(remaining uint64, now time.Duration) bool {
 	span := s.rampUp.span
+	if span == 0 {
+		return true // no ramp-up (a zero Settings): every call is admitted
+	}
 	elapsed := span - min(remaining, span)
 	start := uint64(s.RampUpStartPercent)
 	// share of 2^32: (start% of the span + the rest of 100% grown linearly)

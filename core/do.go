@@ -35,8 +35,13 @@ type Recorder interface {
 // classifier, or the error's RetryAfter or Unwrap method, panics, p is
 // recorded as Ignored, so no half-open slot leaks, and the panic propagates
 // unchanged (R10, regression B07).
-// Implementations of CircuitBreaker use it for Done.
+// Implementations of CircuitBreaker use it for Done. s must come from
+// Config.Validate: a zero Settings has no classifier, and RecordError panics
+// saying so, recording nothing.
 func RecordError(r Recorder, s *Settings, p Permit, err error) {
+	if s.Classifier == nil {
+		panic("core: RecordError with Settings not made by Config.Validate: no Classifier")
+	}
 	o, hint := Ignored, time.Duration(0)
 	defer func() {
 		if hint > 0 {

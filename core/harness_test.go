@@ -23,12 +23,13 @@ var impls = breakers.All
 func forEachImpl(t *testing.T, fn func(t *testing.T, mk maker)) {
 	t.Helper()
 	for _, im := range impls {
-		t.Run("impl="+im.Name, func(t *testing.T) { fn(t, maker{new: im.New}) })
+		t.Run("impl="+im.Name, func(t *testing.T) { fn(t, maker{new: im.New, zero: im.Zero}) })
 	}
 }
 
 type maker struct {
-	new func(core.Config) (core.CircuitBreaker, error)
+	new  func(core.Config) (core.CircuitBreaker, error)
+	zero func() core.CircuitBreaker // the zero value, made without New
 }
 
 // rig is a breaker on a manual clock with every notification recorded.

@@ -14,10 +14,21 @@ import (
 type Impl struct {
 	Name string
 	New  func(core.Config) (core.CircuitBreaker, error)
+	// Zero is the implementation's zero value, made without New (the
+	// misuse every method must refuse with a panic that names New).
+	Zero func() core.CircuitBreaker
 }
 
 // All lists every implementation, the lock-free core first.
 var All = []Impl{
-	{"lockfree", func(c core.Config) (core.CircuitBreaker, error) { return core.New(c) }},
-	{"mutex", func(c core.Config) (core.CircuitBreaker, error) { return baseline.New(c) }},
+	{
+		Name: "lockfree",
+		New:  func(c core.Config) (core.CircuitBreaker, error) { return core.New(c) },
+		Zero: func() core.CircuitBreaker { return new(core.Breaker) },
+	},
+	{
+		Name: "mutex",
+		New:  func(c core.Config) (core.CircuitBreaker, error) { return baseline.New(c) },
+		Zero: func() core.CircuitBreaker { return new(baseline.Breaker) },
+	},
 }

@@ -1,0 +1,125 @@
+package core_test
+
+// Issue 11 item 4: every exported type's zero value either works as
+// documented or fails with a panic that names New, never with a nil
+// dereference deep inside.
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/window"
+)
+
+// misusePanic runs fn and returns what it panicked with, as text, and
+// whether that was a runtime error (a nil dereference, a division by zero).
+func misusePanic(fn func()) (msg string, panicked, runtimeErr bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			panicked = true
+			_, runtimeErr = v.(runtime.Error)
+			msg = fmt.Sprint(v)
+		}
+	}()
+	fn()
+	return "", false, false
+}
+
+// A zero Breaker of either implementation (var b core.Breaker, var b
+// baseline.Breaker) has no configuration: every method panics with a
+// message that starts with its package and names New. Before issue 11 the
+// lock-free Allow returned a permit, Done with an error then panicked with
+// a nil dereference (the nil classifier), and ForceOpen(d) with another
+// (the nil clock); Reset, Disable and ForceOpen(0) committed transitions.
+func TestZeroBreakerPanicsNamingNew(t *testing.T) {
+	calls := []struct {
+		name string
+		fn   func(b core.CircuitBreaker)
+	}{
+		{"Allow", func(b core.CircuitBreaker) { _, _ = b.Allow() }},
+		{"Done(nil)", func(b core.CircuitBreaker) { b.Done(core.Permit{}, nil) }},
+		{"Done(err)", func(b core.CircuitBreaker) { b.Done(core.Permit{}, errFail) }},
+		{"Record(Success)", func(b core.CircuitBreaker) { b.Record(core.Permit{}, core.Success) }},
+		{"Record(Failure)", func(b core.CircuitBreaker) { b.Record(core.Permit{}, core.Failure) }},
+		{"Record(Ignored)", func(b core.CircuitBreaker) { b.Record(core.Permit{}, core.Ignored) }},
+		{"Record(probe)", func(b core.CircuitBreaker) { b.Record(core.Permit{Probe: true}, core.Success) }},
+		{"RecordHint", func(b core.CircuitBreaker) { b.RecordHint(core.Permit{}, time.Second) }},
+		{"State", func(b core.CircuitBreaker) { _ = b.State() }},
+		{"Counts", func(b core.CircuitBreaker) { _ = b.Counts() }},
+		{"Metrics", func(b core.CircuitBreaker) { _ = b.Metrics() }},
+		{"ForceOpen(0)", func(b core.CircuitBreaker) { _ = b.ForceOpen(0) }},
+		{"ForceOpen(1s)", func(b core.CircuitBreaker) { _ = b.ForceOpen(time.Second) }},
+		{"ForceOpen(-1)", func(b core.CircuitBreaker) { _ = b.ForceOpen(-1) }},
+		{"Disable", func(b core.CircuitBreaker) { b.Disable() }},
+		{"MetricsOnly", func(b core.CircuitBreaker) { b.MetricsOnly() }},
+		{"Reset", func(b core.CircuitBreaker) { b.Reset() }},
+		{"Do", func(b core.CircuitBreaker) {
+			_, _ = core.Do(context.Background(), b, func(context.Context) (int, error) { return 1, nil })
+		}},
+		{"Settings", func(b core.CircuitBreaker) {
+			if s, ok := b.(interface{ Settings() core.Settings }); ok {
+				_ = s.Settings()
+			} else {
+				panic("baseline: Breaker used without New") // the baseline has no Settings method
+			}
+		}},
+	}
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		pkg := map[bool]string{true: "core: ", false: "baseline: "}[strings.HasSuffix(t.Name(), "impl=lockfree")]
+		for _, c := range calls {
+			msg, panicked, rt := misusePanic(func() { c.fn(mk.zero()) })
+			switch {
+			case !panicked:
+				t.Errorf("%s on a zero Breaker did not panic", c.name)
+			case rt:
+				t.Errorf("%s on a zero Breaker panicked with a runtime error: %s", c.name, msg)
+			case !strings.HasPrefix(msg, pkg) || !strings.Contains(msg, "Breaker used without New"):
+				t.Errorf("%s on a zero Breaker: panic %q does not start with %q and name New", c.name, msg, pkg)
+			}
+		}
+	})
+}
+
+// A zero Settings (one not made by Config.Validate) has no classifier and
+// no clock: its methods answer for a breaker with every feature off, and
+// RecordError, which needs the classifier, panics naming Config.Validate
+// instead of dereferencing nil. Before issue 11 RampAdmits divided by
+// zero and RecordError called a nil function.
+func TestZeroSettings(t *testing.T) {
+	var s core.Settings
+	calls := map[string]func(){
+		"OpenDuration":       func() { require.Zero(t, s.OpenDuration(3)) },
+		"NextStep":           func() { require.Zero(t, s.NextStep(3)) },
+		"SlowEnabled":        func() { require.False(t, s.SlowEnabled()) },
+		"IsSlow":             func() { require.False(t, s.IsSlow(time.Hour)) },
+		"ShouldTrip":         func() { require.False(t, s.ShouldTrip(window.Counts{Calls: 5, Failures: 5}, 5)) },
+		"Hint":               func() { require.Zero(t, s.Hint(time.Second)) },
+		"OpenDurationHinted": func() { require.Zero(t, s.OpenDurationHinted(0, 0)) },
+		"HalfOpenDeadline":   func() { require.Zero(t, s.HalfOpenDeadline(time.Second)) },
+		"HalfOpenUnits":      func() { require.Zero(t, s.HalfOpenUnits(time.Second)) },
+		"HalfOpenExpired":    func() { _ = s.HalfOpenExpired(1) },
+		"RampDeadline":       func() { require.Zero(t, s.RampDeadline(time.Second)) },
+		"RampUnits":          func() { require.Zero(t, s.RampUnits(time.Second)) },
+		"RampOver":           func() { _ = s.RampOver(1) },
+		"RampAdmits":         func() { require.True(t, s.RampAdmits(0, time.Second), "no ramp-up: every call admitted") },
+	}
+	for name, fn := range calls {
+		msg, panicked, _ := misusePanic(fn)
+		require.False(t, panicked, "Settings{}.%s panicked: %s", name, msg)
+	}
+	b, err := core.New(core.Config{ConsecutiveFailures: 1})
+	require.NoError(t, err)
+	msg, panicked, rt := misusePanic(func() { core.RecordError(b, &s, core.Permit{}, errFail) })
+	require.True(t, panicked)
+	require.False(t, rt, "RecordError with a zero Settings: %s", msg)
+	require.True(t, strings.HasPrefix(msg, "core: "), msg)
+	require.Contains(t, msg, "Config.Validate")
+	require.Equal(t, core.Closed, b.State(), "nothing was recorded")
+}
