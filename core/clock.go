@@ -14,18 +14,27 @@ type Clock interface {
 	Now() time.Duration
 }
 
-// SystemClock reads Go's monotonic clock as the time since its construction.
-// It never goes through Unix time, which would drop the monotonic reading and
+// SystemClock reads Go's monotonic clock as the time since its base. It
+// never goes through Unix time, which would drop the monotonic reading and
 // let a wall-clock step pin a breaker open or skip its open period (regression
-// B19, exaring/hoglet #25). The zero value measures from the zero time.Time,
-// which has no monotonic reading: use NewSystemClock.
-type SystemClock struct{ base time.Time }
+// B19, exaring/hoglet #25). NewSystemClock's base is its construction; the
+// zero value is ready to use too and measures from a process-wide base,
+// taken when this package was initialized.
+type SystemClock struct {
+	// since is the process-wide reading at the clock's base: zero for the
+	// zero value, whose base is the process-wide one.
+	since time.Duration
+}
+
+// processBase is the base of every SystemClock: a time.Time from time.Now,
+// so it carries Go's monotonic reading.
+var processBase = time.Now()
 
 // NewSystemClock returns a SystemClock whose base is now.
-func NewSystemClock() SystemClock { return SystemClock{base: time.Now()} }
+func NewSystemClock() SystemClock { return SystemClock{since: time.Since(processBase)} }
 
-// Now returns the monotonic time elapsed since the clock was made.
-func (c SystemClock) Now() time.Duration { return time.Since(c.base) }
+// Now returns the monotonic time elapsed since the clock's base.
+func (c SystemClock) Now() time.Duration { return time.Since(processBase) - c.since }
 
 // ManualClock is a Clock that moves only when told: for tests, simulations and
 // the examples. The zero value reads 0 and is ready to use. All methods are

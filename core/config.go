@@ -148,9 +148,9 @@ type Config struct {
 	// panics the permit is released as Ignored and the panic propagates (R10).
 	Classifier func(error) Outcome
 	// Clock is the only source of time (R14). Zero: a monotonic clock started
-	// at construction (NewSystemClock); a zero SystemClock{} is rejected. It
-	// must not panic or call into the breaker: the baseline reads it under
-	// its mutex.
+	// at construction (NewSystemClock); a zero SystemClock{} works too and
+	// measures from the package's initialization. It must not panic or call
+	// into the breaker: the baseline reads it under its mutex.
 	Clock Clock
 	// MaxWaitInHalfOpen bounds how long a half-open generation may go without
 	// a verdict (Resilience4j maxWaitDurationInHalfOpenState). When it has
@@ -285,9 +285,6 @@ func (c Config) Validate() (Settings, error) {
 	}
 	if c.ConsecutiveFailures < 0 || c.ConsecutiveFailures > MaxConsecutiveFailures {
 		bad("ConsecutiveFailures", "%d is outside 0..%d calls", c.ConsecutiveFailures, MaxConsecutiveFailures)
-	}
-	if sc, ok := c.Clock.(SystemClock); ok && sc.base.IsZero() {
-		bad("Clock", "a zero SystemClock has no monotonic base and reads a frozen maximum; use NewSystemClock")
 	}
 	needWindow := c.FailureRateThreshold > 0 || c.SlowCallRateThreshold > 0 || c.FailureCountThreshold > 0
 	if !needWindow && c.ConsecutiveFailures <= 0 {

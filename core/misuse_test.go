@@ -2,7 +2,8 @@ package core_test
 
 // Issue 11 item 4: every exported type's zero value either works as
 // documented or fails with a panic that names New, never with a nil
-// dereference deep inside.
+// dereference deep inside; and the clocks agree on what their zero value
+// is.
 
 import (
 	"context"
@@ -84,6 +85,42 @@ func TestZeroBreakerPanicsNamingNew(t *testing.T) {
 				t.Errorf("%s on a zero Breaker: panic %q does not start with %q and name New", c.name, msg, pkg)
 			}
 		}
+	})
+}
+
+// SystemClock{} and ManualClock{} are both usable. Before issue 11 a zero
+// SystemClock measured from the zero time.Time, which has no monotonic
+// reading (its Now saturated at the largest Duration, frozen), and
+// Config.Validate rejected it. Now it reads the monotonic time since a
+// process-wide base, taken when the package was initialized: never
+// negative, never frozen, never ahead of real time since that base.
+func TestZeroClocksWork(t *testing.T) {
+	var zero core.SystemClock
+	later := core.NewSystemClock() // a base after the process-wide one
+	first := zero.Now()
+	require.GreaterOrEqual(t, first, later.Now(), "the zero clock's base comes first")
+	time.Sleep(2 * time.Millisecond)
+	second := zero.Now()
+	require.GreaterOrEqual(t, second-first, 2*time.Millisecond, "the zero SystemClock is frozen at %v", second)
+	require.Less(t, second, 24*time.Hour, "the zero SystemClock does not measure from the process start")
+
+	var manual core.ManualClock
+	require.Zero(t, manual.Now())
+	require.Equal(t, time.Second, manual.Advance(time.Second))
+	manual.Set(-time.Second)
+	require.Equal(t, -time.Second, manual.Now())
+
+	// Both implementations accept the zero SystemClock and keep time with it.
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		b, err := mk.new(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Minute, Clock: core.SystemClock{}})
+		require.NoError(t, err)
+		p, err := b.Allow()
+		require.NoError(t, err)
+		b.Done(p, errFail)
+		p, err = b.Allow()
+		require.ErrorIs(t, err, core.ErrOpen, "right after a trip with a 1 min open duration")
+		require.Greater(t, p.Wait, 50*time.Second)
+		require.LessOrEqual(t, p.Wait, time.Minute+time.Millisecond) // whole milliseconds, rounded up
 	})
 }
 
