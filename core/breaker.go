@@ -17,8 +17,10 @@ import (
 // buckets (time-based).
 //
 // All methods are safe for concurrent use and none blocks: no lock, no
-// goroutine, no timer. Transitions happen lazily inside Allow, Done, Record,
-// State and Counts. Allow, Done and Record allocate nothing in any state.
+// goroutine, no timer. Transitions happen lazily inside Allow, Done, Record
+// and Counts (which may commit a trip an outcome has already decided);
+// State commits nothing (R5). Allow, Done and Record allocate nothing in any
+// state.
 //
 // Make one with New. A zero Breaker has no configuration: every method
 // panics with "core: Breaker used without New".
@@ -58,7 +60,10 @@ type Breaker struct {
 // and zero in open and half-open, which start fresh per R11);
 // ConsecutiveFailures is the closed-state run of failures, tracked only when
 // Config.ConsecutiveFailures is set; ProbesInFlight and
-// ProbeSuccesses are half-open's. State is time-aware like State().
+// ProbeSuccesses are half-open's. State is time-aware like State() and, like
+// it, reports an elapsed open duration as HalfOpen without committing the
+// transition: Generation is then still the open one, and no probe is
+// counted.
 //
 // A snapshot read while other goroutines record may not include outcomes
 // still in flight, but it is never torn: 0 <= Failures <= Calls,
@@ -801,7 +806,11 @@ func (b *Breaker) Metrics() Metrics {
 
 // State returns the current state. It is time-aware (R5): an open breaker
 // whose open duration has elapsed reports HalfOpen although no call has
-// arrived yet. It reads the clock only in open state and changes nothing.
+// arrived yet. It reads the clock only in open state and commits nothing:
+// the open -> half-open transition, its new generation and its
+// notification come with the next Allow, whose caller is the first probe,
+// stamped with that Allow's clock reading (Transition.At). Until then a
+// clock that steps back makes State report Open again.
 func (b *Breaker) State() State {
 	b.mustBeNew()
 	w := b.state.Load()

@@ -8,11 +8,21 @@ import (
 
 // Transition is one committed state change, as delivered to
 // Config.OnStateChange (R12).
+//
+// At is the breaker clock reading of the call that committed it, taken by
+// that call just before its commit: Allow for open -> half-open and a
+// max-wait restart, Done, Record or RecordHint for a trip, a re-open or a
+// close (Counts, for a count-window trip whose recorder has not committed
+// it yet), the manual control itself. Transitions are committed lazily
+// (R5): State and Counts report an elapsed open duration as half-open
+// without committing anything, so the open -> half-open notification goes
+// out only with the next Allow, and its At is that Allow's reading, which
+// may be long after the open deadline from which State reported half-open.
 type Transition struct {
 	Name       string        // Config.Name of the breaker
 	From, To   State         // the states before and after
 	Generation uint32        // the generation the transition committed (mod 2^20)
-	At         time.Duration // the breaker clock reading when it committed
+	At         time.Duration // the committing call's clock reading (see above)
 }
 
 // dispatcher delivers transitions in generation order without a lock and

@@ -151,6 +151,38 @@ func TestScenario_S5_ProbeFailsThenSucceeds(t *testing.T) {
 	})
 }
 
+// R5 as issue 11 settled it: State and Counts report an elapsed open
+// duration as half-open without committing anything. No notification goes
+// out, the generation stays the open one, no probe is counted, however
+// often they are read; a clock that steps back before the next call
+// un-reports it. The transition is committed by the next Allow, whose
+// caller is the first probe, and its notification carries that Allow's
+// clock reading (Transition.At: when it was committed), not the deadline.
+func TestStateReportsHalfOpenWithoutCommitting(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: 10 * time.Second, CollectMetrics: true})
+		r.X(F)
+		open := r.B.Counts()
+		require.Equal(t, core.Open, open.State)
+		r.At(10)
+		for range 3 {
+			r.Is(core.HalfOpen)
+			c := r.B.Counts()
+			require.Equal(t, core.Counts{State: core.HalfOpen, Generation: open.Generation}, c, "reported, not committed")
+		}
+		require.Equal(t, []string{"C>O@0"}, r.CBs(), "a read sends no notification")
+		require.Zero(t, r.B.Metrics().Transitions[core.Open][core.HalfOpen])
+		r.At(9.999)
+		r.Is(core.Open) // a clock that stepped back un-reports it (R14)
+		r.At(25)
+		p := r.A()
+		require.True(t, p.Probe)
+		require.Equal(t, open.Generation+1, p.Generation)
+		require.Equal(t, []string{"C>O@0", "O>H@25"}, r.CBs(), "committed by the Allow, stamped with its reading")
+		require.Equal(t, uint64(1), r.B.Metrics().Transitions[core.Open][core.HalfOpen])
+	})
+}
+
 // S6: never judge a partial window; the rate rule is inclusive.
 func TestScenario_S6_NeverJudgePartialWindow(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
