@@ -97,8 +97,9 @@ func TestZeroBreakerPanicsNamingNew(t *testing.T) {
 func TestZeroClocksWork(t *testing.T) {
 	var zero core.SystemClock
 	later := core.NewSystemClock() // a base after the process-wide one
+	sinceLater := later.Now()      // read first: then the check holds under any preemption
 	first := zero.Now()
-	require.GreaterOrEqual(t, first, later.Now(), "the zero clock's base comes first")
+	require.GreaterOrEqual(t, first, sinceLater, "the zero clock's base comes first")
 	time.Sleep(2 * time.Millisecond)
 	second := zero.Now()
 	require.GreaterOrEqual(t, second-first, 2*time.Millisecond, "the zero SystemClock is frozen at %v", second)
