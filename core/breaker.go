@@ -277,12 +277,20 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 	// Two fast paths for a success in closed state, kept apart from the
 	// rest of record's frame and spills.
 	if o == Success && !p.Probe {
-		if b.bare {
+		switch {
+		case b.bare:
 			if closedRun0(b.state.Load(), p.Generation) {
 				return // no window, no slow calls, no metrics: nothing to do
 			}
-		} else if b.windowOnly && b.recordWindowSuccess(p) {
-			return
+		case b.windowOnly:
+			// A count window full of fast successes stays as it is: two
+			// loads, no write, no call (atomicring.Ring.RecordFastSuccess).
+			if b.ring != nil && closedRun0(b.state.Load(), p.Generation) && b.ring.RecordFastSuccess(p.Generation) {
+				return
+			}
+			if b.recordWindowSuccess(p) {
+				return
+			}
 		}
 	}
 	b.record(p, o)
