@@ -337,7 +337,7 @@ func (b *Breaker) recordWindowSuccess(p Permit) bool {
 		b.drop()
 		return true
 	}
-	if !b.buckets.Clean(now) && b.s.rule.Trips(b.buckets.Snapshot(p.Generation, now)) {
+	if b.buckets.Trips(p.Generation, now, false, false, &b.s.rule) {
 		b.finishTrip(p.Generation) // as record does on a time window
 	}
 	return true
@@ -401,9 +401,8 @@ func (b *Breaker) record(p Permit, o Outcome) {
 			b.drop()
 			return
 		}
-		// A clean window (no failure or slow call in its seconds) trips no
-		// rule, so a success there skips the O(B) snapshot.
-		trips = !b.buckets.Clean(now) && b.s.rule.Trips(b.buckets.Snapshot(p.Generation, now))
+		// O(1) but for about one outcome a second (buckets.Window.Trips).
+		trips = b.buckets.Trips(p.Generation, now, fail, slow, &b.s.rule)
 	}
 	// The outcome is counted in Metrics where it takes effect: at the
 	// window write (a write that closed the count window always ends in

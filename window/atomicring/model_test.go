@@ -59,7 +59,7 @@ type mcall struct {
 	pc        mpc
 	fastTried bool   // a fast success has had its RecordFastSuccess load
 	a         uint64 // A as this loop iteration loaded it
-	at int    // model.commits when a was loaded
+	at        int    // model.commits when a was loaded
 
 	q, lap, want, s uint64 // flush's locals
 
