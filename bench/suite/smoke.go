@@ -27,7 +27,7 @@ func Smoke(t *testing.T, impls []Impl) {
 				for _, m := range Mixes {
 					t.Run("mixed/"+p.Name+"/"+m.Name, func(t *testing.T) {
 						br := build(t, im, Spec{Policy: p, FailurePct: m.Pct})
-						if got := br.Run(300, Mix(m.Pct)); got != 300 {
+						if got := br.Run(300, Pattern(m.Pct, 100)); got != 300 {
 							t.Fatalf("%d of 300 calls admitted on a closed breaker", got)
 						}
 						if s := br.State(); s != core.Closed {
