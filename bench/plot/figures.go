@@ -124,9 +124,24 @@ func tile(m *matrix, title, xlabel string, xs []string, at func(impl string, x i
 	case lo > 0 && hi/lo > 20:
 		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 	default:
-		p.Y.Min = 0
+		p.Y.Min, p.Y.Tick.Marker = 0, plainTicks{}
 	}
 	return p, nil
+}
+
+// plainTicks is plot.DefaultTicks with its labels in the shortest form:
+// DefaultTicks gives some tiles labels like 25000.00 and others 20000.
+type plainTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
 }
 
 // save draws a grid of tiles, with the legend on their right, into a PNG
