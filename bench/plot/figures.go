@@ -122,11 +122,34 @@ func tile(m *matrix, title, xlabel string, xs []string, at func(impl string, x i
 		// -cpu): an empty tile keeps the grid aligned.
 		p.Y.Min, p.Y.Max = 0, 1
 	case lo > 0 && hi/lo > 20:
-		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, logTicks{}
 	default:
 		p.Y.Min, p.Y.Tick.Marker = 0, plainTicks{}
 	}
 	return p, nil
+}
+
+// logTicks is plot.LogTicks with the 2s and 5s of every decade labelled
+// too: LogTicks labels only the powers of ten, so a tile spanning a decade
+// or two would show one label or none.
+type logTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	for _, t := range (plot.LogTicks{Prec: -1}).Ticks(lo, hi) {
+		// LogTicks puts two ticks on each power of ten, a labelled one
+		// and a bare one; labelling both would print the label twice.
+		if len(ts) > 0 && ts[len(ts)-1].Value == t.Value {
+			continue
+		}
+		v := t.Value
+		if m := math.Round(v / math.Pow10(int(math.Floor(math.Log10(v))))); m == 1 || m == 2 || m == 5 {
+			t.Label = strconv.FormatFloat(v, 'f', -1, 64)
+		}
+		ts = append(ts, t)
+	}
+	return ts
 }
 
 // plainTicks is plot.DefaultTicks with its labels in the shortest form:

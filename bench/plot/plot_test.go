@@ -83,3 +83,20 @@ func TestRun(t *testing.T) {
 		t.Error("a failure rate the file lacks is no error")
 	}
 }
+
+func TestLogTicks(t *testing.T) {
+	var labels []string
+	seen := map[float64]bool{}
+	for _, tk := range (logTicks{}).Ticks(15, 300) {
+		if seen[tk.Value] {
+			t.Errorf("two ticks at %v", tk.Value)
+		}
+		seen[tk.Value] = true
+		if tk.Label != "" {
+			labels = append(labels, tk.Label)
+		}
+	}
+	if want := []string{"10", "20", "50", "100", "200", "500", "1000"}; !slices.Equal(labels, want) {
+		t.Errorf("labels %v, want %v", labels, want)
+	}
+}
