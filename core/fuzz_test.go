@@ -347,7 +347,7 @@ func fuzzHint(sel uint8, s *Settings, seed uint64) time.Duration {
 	case 6:
 		return math.MaxInt64
 	}
-	return s.OpenDuration(0) + time.Duration(seed%3) - 1
+	return s.openDuration(0) + time.Duration(seed%3) - 1
 }
 
 // fuzzForceOpen decodes ForceOpen's duration likewise: zero, a nanosecond,
@@ -461,7 +461,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 	}
 	counting := u.state == Closed || u.state == MetricsOnly
 	openFor := func(step uint8, hint time.Duration) time.Duration {
-		return max(s.OpenDuration(step), hint)
+		return max(s.openDuration(step), hint)
 	}
 
 	// record is Record(p, o).
@@ -490,7 +490,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 			default:
 				step := s.NextStep(u.step)
 				e.label = "record/reopen"
-				to(word{state: Open, step: step, gen: nextGen(u.gen), deadline: deadline(now, s.OpenDuration(step))}, now)
+				to(word{state: Open, step: step, gen: nextGen(u.gen), deadline: deadline(now, s.openDuration(step))}, now)
 			}
 			return
 		}
@@ -532,7 +532,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 			to(word{state: MetricsOnly, gen: nextGen(u.gen)}, now)
 		default:
 			e.label = "record/trip"
-			to(word{state: Open, gen: nextGen(u.gen), deadline: deadline(now, s.OpenDuration(0))}, now)
+			to(word{state: Open, gen: nextGen(u.gen), deadline: deadline(now, s.openDuration(0))}, now)
 		}
 	}
 

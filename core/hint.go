@@ -77,5 +77,5 @@ func (s *Settings) Hint(d time.Duration) time.Duration {
 // step with the bounded hint h: the longer of the two, so that a hint never
 // shortens the configured open duration.
 func (s *Settings) OpenDurationHinted(step uint8, h time.Duration) time.Duration {
-	return max(s.OpenDuration(step), h)
+	return max(s.openDuration(step), h)
 }

@@ -97,7 +97,7 @@ func TestRules_Backoff(t *testing.T) {
 		s := validated(t, Config{ConsecutiveFailures: 1, OpenDuration: c.Open, OpenDurationBackoff: c.Factor, MaxOpenDuration: c.Max})
 		var got []time.Duration
 		for step, i := uint8(0), 0; i < len(c.Steps); i, step = i+1, s.NextStep(step) {
-			got = append(got, s.OpenDuration(step))
+			got = append(got, s.openDuration(step))
 		}
 		if fmt.Sprint(got) != fmt.Sprint(c.Steps) {
 			t.Errorf("open %v x %v up to %v: %v, want %v", c.Open, c.Factor, c.Max, got, c.Steps)
@@ -107,8 +107,8 @@ func TestRules_Backoff(t *testing.T) {
 		for range 2 * MaxBackoffSteps {
 			step = s.NextStep(step)
 		}
-		if step > MaxBackoffSteps || s.OpenDuration(step) != c.Steps[len(c.Steps)-1] {
-			t.Errorf("open %v x %v up to %v: step %d after many re-opens, duration %v", c.Open, c.Factor, c.Max, step, s.OpenDuration(step))
+		if step > MaxBackoffSteps || s.openDuration(step) != c.Steps[len(c.Steps)-1] {
+			t.Errorf("open %v x %v up to %v: step %d after many re-opens, duration %v", c.Open, c.Factor, c.Max, step, s.openDuration(step))
 		}
 	}
 }
