@@ -185,9 +185,10 @@ type Config struct {
 	OnStateChange func(Transition)
 }
 
-// Settings is a validated Config with every default resolved. Both breaker
-// implementations are built from it, so they can never disagree about a
-// default. Build one with Config.Validate.
+// Settings is a validated Config with every default resolved: plain data.
+// Both breaker implementations are built from it, so they can never
+// disagree about a default, and each decides the rules from it with its own
+// code. Build one with Config.Validate.
 type Settings struct {
 	Name                      string
 	WindowType                WindowType
@@ -441,28 +442,28 @@ func (s *Settings) openDuration(step uint8) time.Duration {
 	return s.openDurations[step]
 }
 
-// NextStep returns the backoff step of a re-open that follows step. It stops
+// nextStep returns the backoff step of a re-open that follows step. It stops
 // at the first step whose duration is the maximum, so the 5-bit field never
 // overflows.
-func (s *Settings) NextStep(step uint8) uint8 {
+func (s *Settings) nextStep(step uint8) uint8 {
 	if step >= s.lastStep {
 		return s.lastStep
 	}
 	return step + 1
 }
 
-// SlowEnabled reports whether call durations are measured at all.
-func (s *Settings) SlowEnabled() bool { return s.SlowCallDurationThreshold > 0 }
+// slowEnabled reports whether call durations are measured at all.
+func (s *Settings) slowEnabled() bool { return s.SlowCallDurationThreshold > 0 }
 
-// IsSlow reports whether a call that took d counts as slow: strictly slower
+// isSlow reports whether a call that took d counts as slow: strictly slower
 // than the threshold, as in Resilience4j.
-func (s *Settings) IsSlow(d time.Duration) bool {
+func (s *Settings) isSlow(d time.Duration) bool {
 	return s.SlowCallDurationThreshold > 0 && d > s.SlowCallDurationThreshold
 }
 
-// ShouldTrip is rule R1: whether a closed breaker whose window holds c and
+// shouldTrip is rule R1: whether a closed breaker whose window holds c and
 // whose last consecutive failures number consecutive must trip.
-func (s *Settings) ShouldTrip(c window.Counts, consecutive uint64) bool {
+func (s *Settings) shouldTrip(c window.Counts, consecutive uint64) bool {
 	return s.consecutiveTrips(consecutive) || s.rule.Trips(c)
 }
 

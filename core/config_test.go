@@ -120,13 +120,3 @@ func TestConfigAcceptsLimits(t *testing.T) {
 		}
 	}
 }
-
-func TestRuleR1Arithmetic(t *testing.T) {
-	s, err := core.Config{WindowType: core.TimeBased, FailureRateThreshold: 100, SlowCallRateThreshold: 100,
-		SlowCallDurationThreshold: time.Second, MinimumNumberOfCalls: 1}.Validate()
-	require.NoError(t, err)
-	huge := uint64(1) << 56
-	require.True(t, s.ShouldTrip(windowCounts(huge, huge, 0), 0))
-	require.False(t, s.ShouldTrip(windowCounts(huge, huge-1, huge-1), 0))
-	require.True(t, s.ShouldTrip(windowCounts(huge, 0, huge), 0))
-}

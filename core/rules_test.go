@@ -26,7 +26,7 @@ func validated(t *testing.T, c Config) Settings {
 
 func TestRules_Deadline(t *testing.T) {
 	for _, c := range rulecases.Deadlines {
-		if got := DeadlineMillis(c.Now, c.D); got != c.Ms {
+		if got := deadlineMillis(c.Now, c.D); got != c.Ms {
 			t.Errorf("deadline(%d ns, %d ns) = %d ms, want %d", c.Now, c.D, got, c.Ms)
 		}
 		if got, want := deadline(c.Now, c.D), c.Ms%deadlineMod; got != want {
@@ -58,21 +58,21 @@ func TestRules_Coarse(t *testing.T) {
 	}
 	for _, c := range rulecases.CoarseDeadlines {
 		s := validated(t, Config{ConsecutiveFailures: 1, MaxWaitInHalfOpen: c.D, RampUpDuration: c.D})
-		got := [4]uint64{s.HalfOpenUnits(c.Now), s.HalfOpenDeadline(c.Now), s.RampUnits(c.Now), s.RampDeadline(c.Now)}
+		got := [4]uint64{s.halfOpenUnits(c.Now), s.halfOpenDeadline(c.Now), s.rampUnits(c.Now), s.rampDeadline(c.Now)}
 		if want := [4]uint64{c.At, c.Deadline, c.At, c.Deadline}; got != want {
 			t.Errorf("D %d ns at %d ns: max wait units, deadline, ramp units, deadline %v; want %v", c.D, c.Now, got, want)
 		}
 	}
 	off := validated(t, Config{ConsecutiveFailures: 1})
-	if got := [4]uint64{off.HalfOpenUnits(time.Hour), off.HalfOpenDeadline(time.Hour), off.RampUnits(time.Hour), off.RampDeadline(time.Hour)}; got != [4]uint64{} {
+	if got := [4]uint64{off.halfOpenUnits(time.Hour), off.halfOpenDeadline(time.Hour), off.rampUnits(time.Hour), off.rampDeadline(time.Hour)}; got != [4]uint64{} {
 		t.Errorf("features off: units and deadlines %v, want zeros", got)
 	}
 	for _, c := range rulecases.Expireds {
 		s := validated(t, Config{ConsecutiveFailures: 1, MaxWaitInHalfOpen: c.D, RampUpDuration: c.D})
-		if got := s.HalfOpenExpired(c.Remaining); got != c.Passed {
+		if got := s.halfOpenExpired(c.Remaining); got != c.Passed {
 			t.Errorf("max wait %d ns, %d units left: passed %v, want %v", c.D, c.Remaining, got, c.Passed)
 		}
-		if got := s.RampOver(c.Remaining); got != c.Passed {
+		if got := s.rampOver(c.Remaining); got != c.Passed {
 			t.Errorf("ramp-up %d ns, %d units left: over %v, want %v", c.D, c.Remaining, got, c.Passed)
 		}
 	}
@@ -86,7 +86,7 @@ func TestRules_RampHash(t *testing.T) {
 	}
 	for _, c := range rulecases.Ramps {
 		s := validated(t, Config{ConsecutiveFailures: 1, RampUpDuration: c.D, RampUpStartPercent: c.StartPercent})
-		if got := s.RampAdmits(c.Remaining, c.Now); got != c.Admitted {
+		if got := s.rampAdmits(c.Remaining, c.Now); got != c.Admitted {
 			t.Errorf("ramp %v from %d%%, %d units left, reading %d: admitted %v, want %v", c.D, c.StartPercent, c.Remaining, c.Now, got, c.Admitted)
 		}
 	}
@@ -96,7 +96,7 @@ func TestRules_Backoff(t *testing.T) {
 	for _, c := range rulecases.Backoffs {
 		s := validated(t, Config{ConsecutiveFailures: 1, OpenDuration: c.Open, OpenDurationBackoff: c.Factor, MaxOpenDuration: c.Max})
 		var got []time.Duration
-		for step, i := uint8(0), 0; i < len(c.Steps); i, step = i+1, s.NextStep(step) {
+		for step, i := uint8(0), 0; i < len(c.Steps); i, step = i+1, s.nextStep(step) {
 			got = append(got, s.openDuration(step))
 		}
 		if fmt.Sprint(got) != fmt.Sprint(c.Steps) {
@@ -105,7 +105,7 @@ func TestRules_Backoff(t *testing.T) {
 		// The 5-bit step never passes the last one, however many re-opens.
 		step := uint8(0)
 		for range 2 * MaxBackoffSteps {
-			step = s.NextStep(step)
+			step = s.nextStep(step)
 		}
 		if step > MaxBackoffSteps || s.openDuration(step) != c.Steps[len(c.Steps)-1] {
 			t.Errorf("open %v x %v up to %v: step %d after many re-opens, duration %v", c.Open, c.Factor, c.Max, step, s.openDuration(step))
@@ -116,9 +116,9 @@ func TestRules_Backoff(t *testing.T) {
 func TestRules_Hint(t *testing.T) {
 	for _, c := range rulecases.Hints {
 		s := validated(t, Config{ConsecutiveFailures: 1, OpenDuration: c.Open, MaxRetryAfter: c.MaxRetryAfter})
-		h := s.Hint(c.D)
-		if h != c.Bounded || s.OpenDurationHinted(0, h) != c.OpenFor {
-			t.Errorf("max %v, open %v, hint %d ns: bounded %v, open for %v; want %v, %v", c.MaxRetryAfter, c.Open, c.D, h, s.OpenDurationHinted(0, h), c.Bounded, c.OpenFor)
+		h := s.hint(c.D)
+		if h != c.Bounded || s.openDurationHinted(0, h) != c.OpenFor {
+			t.Errorf("max %v, open %v, hint %d ns: bounded %v, open for %v; want %v, %v", c.MaxRetryAfter, c.Open, c.D, h, s.openDurationHinted(0, h), c.Bounded, c.OpenFor)
 		}
 	}
 }
@@ -127,8 +127,8 @@ func TestRules_Slow(t *testing.T) {
 	for _, c := range rulecases.Slows {
 		cfg := Config{ConsecutiveFailures: 1, SlowCallDurationThreshold: c.Threshold}
 		s := validated(t, cfg)
-		if got := s.IsSlow(c.D); got != c.Slow || s.SlowEnabled() != (c.Threshold > 0) {
-			t.Errorf("threshold %v, call of %v: slow %v (enabled %v), want %v", c.Threshold, c.D, got, s.SlowEnabled(), c.Slow)
+		if got := s.isSlow(c.D); got != c.Slow || s.slowEnabled() != (c.Threshold > 0) {
+			t.Errorf("threshold %v, call of %v: slow %v (enabled %v), want %v", c.Threshold, c.D, got, s.slowEnabled(), c.Slow)
 		}
 	}
 }
@@ -137,7 +137,7 @@ func TestRules_Trip(t *testing.T) {
 	for _, c := range rulecases.Trips {
 		s := validated(t, tripConfig(c.Rule))
 		w := window.Counts{Calls: c.Calls, Failures: c.Failures, Slow: c.Slow}
-		if got := s.ShouldTrip(w, c.Consecutive); got != c.Trips {
+		if got := s.shouldTrip(w, c.Consecutive); got != c.Trips {
 			t.Errorf("%s: %+v with %d in a row: trips %v, want %v", c.Name, w, c.Consecutive, got, c.Trips)
 		}
 		// The ring and the buckets judge the window part with the rule
