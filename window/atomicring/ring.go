@@ -180,12 +180,12 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 	if slow {
 		out |= slowBit
 	}
-	// The claim works on A itself, never on an unpacked copy: a struct of
-	// more than four fields lives in memory, and its copies cost more than
-	// both atomics together (docs/benchmarks.md, countrate).
 	if out == present && r.RecordFastSuccess(gen) {
 		return r.counts(r.healthy), Recorded
 	}
+	// The claim works on A itself, never on an unpacked copy: a struct of
+	// more than four fields lives in memory, and its copies cost more than
+	// both atomics together (docs/benchmarks.md, countrate).
 	in := r.delta[out]
 	for {
 		a := r.hot.a.Load()
