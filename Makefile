@@ -3,12 +3,12 @@
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GO          ?= go
 
-.PHONY: help test lint unit test386 demo
+.PHONY: help test lint unit test386 nested demo
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-test: lint unit test386 ## gofmt, vet, staticcheck, race tests, 32-bit tests
+test: lint unit test386 nested ## gofmt, vet, staticcheck, race tests, 32-bit tests, then the nested modules
 
 lint: ## gofmt check, go vet, staticcheck
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -20,6 +20,19 @@ unit: ## all tests under the race detector, at their -short sizes (make stress r
 
 test386: ## all tests (-short) as GOARCH=386, where a misaligned 64-bit atomic panics; under qemu-user where the kernel cannot run 386
 	GO=$(GO) bash scripts/test386.sh
+
+# The nested modules, each with its own go.mod, which ./... from the root
+# does not enter: built, vetted and smoke-tested here so that CI (.ci/run:
+# make test) compiles them. -short runs their tests only, never a benchmark.
+NESTED := bench/peers bench/plot
+
+nested: ## go vet, staticcheck and the -short tests of each nested module (bench/peers, bench/plot)
+	@set -e; for m in $(NESTED); do \
+		echo "== $$m"; \
+		$(GO) -C $$m vet ./...; \
+		(cd $$m && $(GO) run $(STATICCHECK) ./...); \
+		$(GO) -C $$m test -count=1 -short ./...; \
+	done
 
 demo: ## a real HTTP outage behind the breaker: fails fast, then recovers
 	$(GO) run ./examples/outage
@@ -35,7 +48,7 @@ BENCH_TIME  ?= 30ms
 BENCH_RUN   ?= .
 BENCH_OUT   ?= bench/results/$(shell date -u +%Y-%m-%d-%H%M)-$(shell hostname -s).txt
 
-.PHONY: bench bench-quick
+.PHONY: bench bench-quick bench-mix bench-plot
 
 bench: ## benchmarks of bench/ and bench/peers into bench/results/, then benchstat tables
 	GO=$(GO) BENCHSTAT=$(BENCHSTAT) BENCH_COUNT=$(BENCH_COUNT) BENCH_CPU=$(BENCH_CPU) \
@@ -44,6 +57,38 @@ bench: ## benchmarks of bench/ and bench/peers into bench/results/, then benchst
 bench-quick: ## a short bench run (3 counts, -cpu 1,2) to check that everything works
 	$(MAKE) bench BENCH_COUNT=3 BENCH_CPU=1,2 BENCH_TIME=20ms \
 		BENCH_OUT=bench/results/$(shell date -u +%Y-%m-%d-%H%M)-$(shell hostname -s)-quick.txt
+
+# The mix matrix (docs/benchmarks.md, "The mix matrix"): BenchmarkMix alone
+# into bench/results/<date>-<HHMM>-<host>-mix.txt, then benchstat -col /impl,
+# whose geomean row sums the matrix up, over all -cpu and per -cpu. Its own
+# defaults are -cpu 1,2 and -benchtime 100ms (BENCH_COUNT stays 10); a
+# BENCH_CPU, BENCH_TIME or BENCH_OUT given on the command line or in the
+# environment still wins. MIX_PEERS=1 runs the peers' cells too.
+MIX_PEERS ?= 0
+MIX_CPU   := 1,2
+MIX_TIME  := 100ms
+MIX_OUT    = bench/results/$(shell date -u +%Y-%m-%d-%H%M)-$(shell hostname -s)-mix.txt
+# $(call given,VAR,DEFAULT): VAR's value if the command line or the
+# environment set it, otherwise the value of the variable DEFAULT (a name,
+# so that a value with commas, like 1,2, passes through $(call)).
+given = $(if $(filter command line environment,$(origin $1)),$($1),$($2))
+
+bench-mix: ## BenchmarkMix (failures x window, -cpu 1,2) into bench/results/*-mix.txt, then benchstat -col /impl and its geomean; MIX_PEERS=1 adds the peers
+	GO=$(GO) BENCHSTAT=$(BENCHSTAT) BENCH_COUNT=$(BENCH_COUNT) BENCH_CPU=$(call given,BENCH_CPU,MIX_CPU) \
+		BENCH_TIME=$(call given,BENCH_TIME,MIX_TIME) BENCH_RUN='^BenchmarkMix$$' \
+		BENCH_OUT=$(call given,BENCH_OUT,MIX_OUT) BENCH_PEERS=$(MIX_PEERS) BENCH_TABLES=mix bash bench/run.sh
+
+# bench-plot reads MIX_FILE, by default the newest *-mix.txt by name (names
+# start with the UTC date and time; a fresh clone's file times say nothing),
+# and writes FIGURES/mix-by-failures.png and FIGURES/mix-by-cpu.png, the
+# latter at the failure rate PLOT_FAILURES.
+MIX_FILE      ?= $(lastword $(sort $(wildcard bench/results/*-mix.txt)))
+FIGURES       ?= docs/figures
+PLOT_FAILURES ?= 1in100
+
+bench-plot: ## PNG figures of a bench-mix result (MIX_FILE, default the newest bench/results/*-mix.txt) into docs/figures/
+	@test -n "$(MIX_FILE)" || { echo "no bench/results/*-mix.txt: run make bench-mix first, or set MIX_FILE"; exit 1; }
+	$(GO) -C bench/plot run . -in $(abspath $(MIX_FILE)) -out $(abspath $(FIGURES)) -failures $(PLOT_FAILURES)
 
 # Contention proofs and fuzzing (issue 3; docs/verification.md). stress runs
 # race/ at full size; fuzz runs every fuzz target in turn for FUZZTIME each.

@@ -5,13 +5,17 @@
 // core against, and the baseline its benchmarks are measured against.
 //
 // It shares nothing with the lock-free core but the types and the validated
-// Settings: its windows are its own sequential arrays, never
-// window/atomicring or window/buckets, so a window bug cannot hide on both
-// sides of a differential test. It is not a strawman either: no allocation
-// and no clock read that the rules do not need.
+// configuration (core.Settings' fields): it decides every rule itself
+// (rules.go: the trip rule, classification, retry-after hints, the backoff,
+// deadline rounding, the coarse max-wait and ramp-up units, the ramp-up
+// hash), and its windows are its own sequential arrays, never
+// window/atomicring or window/buckets, so a bug in a rule or a window cannot
+// hide on both sides of a differential test. It is not a strawman either:
+// no allocation and no clock read that the rules do not need.
 package baseline
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -28,16 +32,19 @@ import (
 type Breaker struct {
 	mu       sync.Mutex
 	s        core.Settings
+	classify func(error) core.Outcome
+	maxWait  span // the half-open max wait; zero: off
+	ramp     span // the ramp-up after closing; zero: off
 	state    core.State
 	gen      uint32
 	consec   uint64
-	deadline uint64 // open: first whole millisecond of the clock at which a call may probe
-	step     uint8  // backoff step of the current open/half-open period
-	inFlight int    // half-open probes in flight
-	success  int    // half-open probe successes
-	expiry   uint64 // half-open: max-wait deadline, in Settings.HalfOpenUnits
-	ramping  bool   // closed: ramping up after half-open -> closed
-	rampEnd  uint64 // closed: ramp-up deadline, in Settings.RampUnits
+	deadline uint64        // open: first whole millisecond of the clock at which a call may probe
+	openFor  time.Duration // open, half-open: the open duration of this period, before any hint (R4's backoff)
+	inFlight int           // half-open probes in flight
+	success  int           // half-open probe successes
+	expiry   uint64        // half-open: max-wait deadline, in maxWait's units
+	ramping  bool          // closed: ramping up after half-open -> closed
+	rampEnd  uint64        // closed: ramp-up deadline, in ramp's units
 	m        core.Metrics
 	count    countWindow
 	time     timeWindow
@@ -57,7 +64,10 @@ func New(c core.Config) (*Breaker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Breaker{s: s}
+	b := &Breaker{s: s, classify: s.Classifier, maxWait: newSpan(s.MaxWaitInHalfOpen), ramp: newSpan(s.RampUpDuration)}
+	if c.Classifier == nil {
+		b.classify = classify // R9's default, decided here too
+	}
 	switch {
 	case s.WindowSize == 0:
 	case s.WindowType == core.TimeBased:
@@ -91,15 +101,15 @@ func (b *Breaker) Allow() (core.Permit, error) {
 		p := core.Permit{Generation: b.gen}
 		if b.ramping {
 			now := b.s.Clock.Now()
-			if left := int64(b.rampEnd) - int64(b.s.RampUnits(now)); b.s.RampOver(left) {
+			if left := b.ramp.left(b.rampEnd, now); b.ramp.over(left) {
 				b.ramping = false
-			} else if !b.s.RampAdmits(uint64(left), now) {
+			} else if !b.ramp.admits(b.s.RampUpStartPercent, uint64(left), now) {
 				return b.reject(core.Permit{}, core.ErrRampingUp)
 			}
-			if b.s.SlowEnabled() {
+			if b.timed() {
 				p.Start = now
 			}
-		} else if b.s.SlowEnabled() && b.state != core.Disabled {
+		} else if b.timed() && b.state != core.Disabled {
 			p.Start = b.s.Clock.Now()
 		}
 		b.admit()
@@ -115,12 +125,12 @@ func (b *Breaker) Allow() (core.Permit, error) {
 		return b.reject(core.Permit{}, core.ErrForcedOpen)
 	default:
 		if b.inFlight >= b.s.PermittedCallsInHalfOpen || b.inFlight+b.success >= b.s.SuccessesToClose {
-			if b.s.MaxWaitInHalfOpen == core.WaitForever {
+			if b.maxWait.unit == 0 { // WaitForever
 				return b.reject(core.Permit{}, core.ErrHalfOpenFull)
 			}
 			now := b.now()
-			if !b.s.HalfOpenExpired(int64(b.expiry) - int64(b.s.HalfOpenUnits(now))) {
-				return b.reject(core.Permit{Wait: b.halfOpenWait(now)}, core.ErrHalfOpenFull)
+			if !b.maxWait.over(b.maxWait.left(b.expiry, now)) {
+				return b.reject(core.Permit{Wait: b.maxWait.until(b.expiry, now)}, core.ErrHalfOpenFull)
 			}
 			// The max wait passed without a verdict: a new half-open
 			// generation, whose first probe this caller holds.
@@ -128,7 +138,7 @@ func (b *Breaker) Allow() (core.Permit, error) {
 		}
 		b.inFlight++
 		p := core.Permit{Generation: b.gen, Probe: true}
-		if b.s.SlowEnabled() {
+		if b.timed() {
 			p.Start = b.s.Clock.Now()
 		}
 		b.admit()
@@ -142,9 +152,11 @@ func (b *Breaker) Allow() (core.Permit, error) {
 func (b *Breaker) probe(now time.Duration) (core.Permit, error) {
 	b.transition(core.HalfOpen, now)
 	b.inFlight = 1
-	b.expiry = b.s.HalfOpenDeadline(now)
+	if b.maxWait.unit > 0 {
+		b.expiry = b.maxWait.deadline(now)
+	}
 	p := core.Permit{Generation: b.gen, Probe: true}
-	if b.s.SlowEnabled() {
+	if b.timed() {
 		p.Start = now
 	}
 	b.admit()
@@ -159,6 +171,9 @@ func (b *Breaker) probe(now time.Duration) (core.Permit, error) {
 	delivered = true
 	return p, nil
 }
+
+// timed reports whether calls are timed (slow calls are configured).
+func (b *Breaker) timed() bool { return b.s.SlowCallDurationThreshold > 0 }
 
 func (b *Breaker) admit() {
 	if b.s.CollectMetrics {
@@ -184,14 +199,33 @@ func (b *Breaker) reject(p core.Permit, err error) (core.Permit, error) {
 	return p, err
 }
 
-// Done records the call's error; see core.Breaker.Done.
+// Done records the call's error; see core.Breaker.Done. The classifier
+// decides the outcome (R9); a Failure whose error carries a positive
+// retry-after hint goes to RecordHint when hints are on. If the classifier,
+// or the error's RetryAfter or Unwrap method, panics, the permit is
+// released as Ignored and the panic goes on (R10).
 func (b *Breaker) Done(p core.Permit, err error) {
 	b.mustBeNew()
 	if err == nil {
 		b.Record(p, core.Success)
 		return
 	}
-	core.RecordError(b, &b.s, p, err)
+	decided := false
+	defer func() {
+		if !decided {
+			b.Record(p, core.Ignored)
+		}
+	}()
+	o, h := b.classify(err), time.Duration(0)
+	if o == core.Failure && b.s.MaxRetryAfter > 0 {
+		h = retryAfter(err)
+	}
+	decided = true
+	if h > 0 {
+		b.RecordHint(p, h)
+	} else {
+		b.Record(p, o)
+	}
 }
 
 // counting reports whether the breaker counts outcomes in a window.
@@ -235,10 +269,10 @@ func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 	}
 	fail := o == core.Failure
 	var now time.Duration
-	if b.s.SlowEnabled() || b.s.WindowType == core.TimeBased && b.s.WindowSize > 0 {
+	if b.timed() || b.s.WindowType == core.TimeBased && b.s.WindowSize > 0 {
 		now = b.s.Clock.Now()
 	}
-	slow := b.s.IsSlow(now - p.Start)
+	slow := isSlow(&b.s, now-p.Start)
 	b.tally(true, o, slow)
 	var c windowCounts
 	switch {
@@ -257,7 +291,7 @@ func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 	case b.consec < core.MaxConsecutiveFailures:
 		b.consec++
 	}
-	if b.s.ShouldTrip(c.counts(), b.consec) {
+	if trips(&b.s, c, b.consec) {
 		b.trip(0)
 	}
 	b.unlockAndNotify()
@@ -292,14 +326,14 @@ func (b *Breaker) trip(h time.Duration) {
 		b.transition(core.MetricsOnly, now)
 		return
 	}
-	b.open(0, h, b.s.Clock.Now())
+	b.open(b.s.OpenDuration, h, b.s.Clock.Now())
 }
 
 // RecordHint records a failure carrying a retry-after hint; see
 // core.Breaker.RecordHint.
 func (b *Breaker) RecordHint(p core.Permit, retryAfter time.Duration) {
 	b.mustBeNew()
-	h := b.s.Hint(retryAfter)
+	h := bound(&b.s, retryAfter)
 	if h == 0 {
 		b.Record(p, core.Failure)
 		return
@@ -312,7 +346,7 @@ func (b *Breaker) RecordHint(p core.Permit, retryAfter time.Duration) {
 	}
 	b.tally(true, core.Failure, false)
 	if p.Probe {
-		b.open(b.s.NextStep(b.step), h, b.s.Clock.Now())
+		b.open(backoff(&b.s, b.openFor), h, b.s.Clock.Now())
 	} else {
 		b.trip(h)
 	}
@@ -331,42 +365,26 @@ func (b *Breaker) recordProbe(o core.Outcome) {
 			}
 			b.transition(core.Closed, now)
 			if b.s.RampUpDuration > 0 {
-				b.ramping, b.rampEnd = true, b.s.RampDeadline(now)
+				b.ramping, b.rampEnd = true, b.ramp.deadline(now)
 			}
 		}
 	case core.Failure:
-		b.open(b.s.NextStep(b.step), 0, b.s.Clock.Now())
+		b.open(backoff(&b.s, b.openFor), 0, b.s.Clock.Now())
 	}
 }
 
-// open commits a transition to Open at backoff step for at least the
-// bounded hint h.
-func (b *Breaker) open(step uint8, h time.Duration, now time.Duration) {
+// open commits a transition to Open for the open duration d of this
+// period (R4's backoff), or for the bounded hint h if that is longer: a
+// hint never shortens the open duration.
+func (b *Breaker) open(d, h time.Duration, now time.Duration) {
 	b.transition(core.Open, now)
-	b.step = step
-	// Millisecond resolution, rounded up: the same rule as the lock-free word.
-	b.deadline = core.DeadlineMillis(now, b.s.OpenDurationHinted(step, h))
-}
-
-// halfOpenWait is how long before a call at now, refused because half-open
-// is full, would start a new half-open generation: the time to the expiry
-// boundary, in the max wait's coarse units of max(1 ms, ceil(d/1024))
-// rounded up to whole milliseconds (docs/design.md), worked out here from
-// the configured duration rather than taken from core.
-func (b *Breaker) halfOpenWait(now time.Duration) time.Duration {
-	ms := (b.s.MaxWaitInHalfOpen + time.Millisecond - 1) / time.Millisecond
-	unit := max(1, (ms+1023)/1024) * time.Millisecond
-	// In whole units first, so that no reading near 2^63 ns overflows.
-	return time.Duration(b.expiry-uint64(now/unit))*unit - now%unit
+	b.openFor = d
+	b.deadline = openDeadline(now, max(d, h))
 }
 
 // wait is how long before a call at now may probe (0: it may).
 func (b *Breaker) wait(now time.Duration) time.Duration {
-	nowMs := uint64(now / time.Millisecond)
-	if nowMs >= b.deadline {
-		return 0
-	}
-	return time.Duration(b.deadline-nowMs)*time.Millisecond - now%time.Millisecond
+	return untilOpenDeadline(b.deadline, now)
 }
 
 // transition commits a state change: new generation, fresh state (R11), and
@@ -377,9 +395,6 @@ func (b *Breaker) transition(to core.State, now time.Duration) {
 	b.gen = (b.gen + 1) % core.GenerationModulus
 	b.inFlight, b.success, b.consec = 0, 0, 0
 	b.ramping, b.expiry = false, 0
-	if to != core.Open && to != core.HalfOpen {
-		b.step = 0
-	}
 	if b.s.CollectMetrics {
 		b.m.Transitions[from][to]++
 	}
@@ -478,8 +493,8 @@ func (b *Breaker) Metrics() core.Metrics {
 // ForceOpen forces the breaker open; see core.Breaker.ForceOpen.
 func (b *Breaker) ForceOpen(d time.Duration) error {
 	b.mustBeNew()
-	if err := core.CheckForceOpen(d); err != nil {
-		return err
+	if d < 0 || d > core.MaxOpenDurationLimit {
+		return fmt.Errorf("%w: ForceOpen duration %v is outside 0..%v (0: until another manual control)", core.ErrInvalidArgument, d, core.MaxOpenDurationLimit)
 	}
 	b.mu.Lock()
 	if d == 0 {
@@ -488,8 +503,8 @@ func (b *Breaker) ForceOpen(d time.Duration) error {
 	}
 	now := b.s.Clock.Now()
 	b.transition(core.Open, now)
-	b.step = 0
-	b.deadline = core.DeadlineMillis(now, d)
+	b.openFor = b.s.OpenDuration // a re-open after it backs off from the open duration
+	b.deadline = openDeadline(now, d)
 	b.unlockAndNotify()
 	return nil
 }

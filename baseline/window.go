@@ -1,16 +1,10 @@
 package baseline
 
-import (
-	"time"
+import "time"
 
-	"github.com/casbreaker/casbreaker/window"
-)
-
+// windowCounts is the sum of a window: calls, failures, slow calls, slow
+// failures.
 type windowCounts struct{ n, f, s, sf uint64 }
-
-func (w windowCounts) counts() window.Counts {
-	return window.Counts{Calls: w.n, Failures: w.f, Slow: w.s, SlowFailures: w.sf}
-}
 
 func (w *windowCounts) add(fail, slow bool, sign int) {
 	d := uint64(sign) // sign is +1 or -1; unsigned wrap-around makes -1 subtract

@@ -26,6 +26,7 @@ func BenchmarkProbeStorm(b *testing.B)            { suite.ProbeStorm(b, impls) }
 func BenchmarkChurn(b *testing.B)                 { suite.Churn(b, impls) }
 func BenchmarkSnapshot(b *testing.B)              { suite.Snapshot(b, impls) }
 func BenchmarkNew(b *testing.B)                   { suite.New(b, impls) }
+func BenchmarkMix(b *testing.B)                   { suite.Mix(b, impls) }
 
 // BenchmarkAdapter/policy=P/call=C/impl=I is what the suite's adapter costs
 // on the closed success path, one goroutine:

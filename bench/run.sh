@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# bench/run.sh: what `make bench` and `make bench-quick` run. It runs the
-# benchmarks of the root module (bench/: lock-free, mutex and the floors) and
-# of the nested module bench/peers (the other Go breakers) with the same
-# flags, writes their raw output, one file, to $BENCH_OUT, and prints the
-# benchstat tables. Every setting comes from the environment (the Makefile
-# sets them all); benchstat runs from the pinned version in $BENCHSTAT.
+# bench/run.sh: what `make bench`, `make bench-quick` and `make bench-mix`
+# run. It runs the benchmarks of the root module (bench/: lock-free, mutex
+# and the floors) and, unless BENCH_PEERS=0, of the nested module
+# bench/peers (the other Go breakers) with the same flags, writes their raw
+# output, one file, to $BENCH_OUT, and prints the benchstat tables that
+# BENCH_TABLES names: impl (the floors, then every benchmark by /impl) or
+# mix (BenchmarkMix by /impl, over all -cpu and per -cpu). Every setting
+# comes from the environment (the Makefile sets them all); benchstat runs
+# from the pinned version in $BENCHSTAT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +18,19 @@ BENCH_COUNT=${BENCH_COUNT:-10}
 BENCH_CPU=${BENCH_CPU:-1,2,4}
 BENCH_TIME=${BENCH_TIME:-30ms}
 BENCH_RUN=${BENCH_RUN:-.}
+BENCH_PEERS=${BENCH_PEERS:-1}
+BENCH_TABLES=${BENCH_TABLES:-impl}
+case $BENCH_TABLES in
+impl | mix) ;;
+*)
+	echo "BENCH_TABLES=$BENCH_TABLES: want impl or mix" >&2
+	exit 2
+	;;
+esac
+modules="./bench/ then bench/peers"
+if [ "$BENCH_PEERS" = 0 ]; then
+	modules="./bench/ only"
+fi
 
 flags=(-run '^$' -bench "$BENCH_RUN" -benchtime "$BENCH_TIME" -count "$BENCH_COUNT" -cpu "$BENCH_CPU" -timeout 60m)
 mkdir -p "$(dirname "$BENCH_OUT")"
@@ -24,14 +40,16 @@ start=$(date +%s)
 # Lines that start with '#' are not benchmark data: benchstat ignores them.
 {
 	echo "# casbreaker benchmarks, $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname)"
-	echo "# go test ${flags[*]} (./bench/ then bench/peers)"
+	echo "# go test ${flags[*]} ($modules)"
 	echo "# $($GO version)"
 	echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores visible, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$tmp"
 
 status=0
 "$GO" test "${flags[@]}" ./bench/ 2>&1 | tee -a "$tmp" || status=1
-(cd bench/peers && "$GO" test "${flags[@]}" .) 2>&1 | tee -a "$tmp" || status=1
+if [ "$BENCH_PEERS" != 0 ]; then
+	(cd bench/peers && "$GO" test "${flags[@]}" .) 2>&1 | tee -a "$tmp" || status=1
+fi
 if grep -q -- '--- FAIL' "$tmp"; then
 	status=1
 	echo "benchmark failures:" >&2
@@ -43,6 +61,14 @@ mv "$tmp" "$BENCH_OUT"
 echo
 echo "raw output: $BENCH_OUT"
 echo
+if [ "$BENCH_TABLES" = mix ]; then
+	echo "== the mix matrix (columns: /impl, each compared with the first, lockfree; the geomean row is over every cell and -cpu) =="
+	"$GO" run "$BENCHSTAT" -ignore pkg -col /impl "$BENCH_OUT"
+	echo
+	echo "== the mix matrix per -cpu (one table, and one geomean, per -cpu) =="
+	"$GO" run "$BENCHSTAT" -ignore pkg -table /gomaxprocs -col /impl "$BENCH_OUT"
+	exit $status
+fi
 echo "== floors (ns per operation; read every other table as a ratio to these) =="
 "$GO" run "$BENCHSTAT" -filter '.name:/^Floor/' -row /op,/gomaxprocs -col .name "$BENCH_OUT"
 echo

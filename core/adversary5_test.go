@@ -50,9 +50,9 @@ func (e *a5PtrHint) RetryAfter() time.Duration {
 // ---------------------------------------------------------------------------
 // Regression (found here and by helper-12; fixed in 45b78f1, both
 // implementations): a panic inside RetryAfterOf (a user error's
-// RetryAfter or Unwrap method) runs in RecordError's deferred function,
-// after the classifier returned Failure and before Record or RecordHint is
-// called, so the permit is never released. For a half-open probe the slot
+// RetryAfter or Unwrap method) runs inside Done's error path (then the
+// shared core.RecordError), after the classifier returned Failure and
+// before Record or RecordHint is called, so the permit is never released. For a half-open probe the slot
 // leaks and, without MaxWaitInHalfOpen, the breaker rejects every call with
 // ErrHalfOpenFull forever. R10: "No path leaks a probe slot"; the classifier
 // panic is handled (released as Ignored), the hint-reading panic is not.

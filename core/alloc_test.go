@@ -2,6 +2,8 @@ package core_test
 
 import (
 	"errors"
+	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -63,4 +65,42 @@ func TestNoAllocationsInAnyState(t *testing.T) {
 			})
 		})
 	}
+}
+
+// The memory of one lock-free breaker stays bounded however many Ps the
+// process has: at most 2 KiB with a count window of 100 calls and 8 KiB
+// with a time window of 60 s at GOMAXPROCS=16 (the time window's success
+// stripes grow with GOMAXPROCS up to eight). Bytes are what New allocates,
+// size classes included, read from runtime.MemStats.
+func TestBreakerMemoryBound(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(16))
+	for _, c := range []struct {
+		name  string
+		cfg   core.Config
+		limit uint64
+	}{
+		{"count100", core.Config{WindowSize: 100, FailureRateThreshold: 50}, 2048},
+		{"time60", core.Config{WindowType: core.TimeBased, WindowSize: 60, FailureRateThreshold: 50}, 8192},
+	} {
+		var b *core.Breaker
+		bytes := allocatedBy(func() { b, _ = core.New(c.cfg) })
+		require.NotNil(t, b)
+		t.Logf("%s at GOMAXPROCS=16: %d B", c.name, bytes)
+		require.LessOrEqual(t, bytes, c.limit, c.name)
+	}
+}
+
+// allocatedBy is the number of heap bytes fn allocates, the median of
+// several runs so that a background allocation in one cannot inflate it.
+func allocatedBy(fn func()) uint64 {
+	var runs [5]uint64
+	for i := range runs {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		fn()
+		runtime.ReadMemStats(&after)
+		runs[i] = after.TotalAlloc - before.TotalAlloc
+	}
+	slices.Sort(runs[:])
+	return runs[len(runs)/2]
 }

@@ -88,7 +88,7 @@ func New(c Config) (*Breaker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Breaker{s: s, slow: s.SlowEnabled()}
+	b := &Breaker{s: s, slow: s.slowEnabled()}
 	switch {
 	case s.WindowSize == 0:
 	case s.WindowType == TimeBased:
@@ -184,7 +184,7 @@ func (b *Breaker) allow() (Permit, error) {
 					return b.reject(Permit{}, ErrHalfOpenFull)
 				}
 				now := max(b.s.Clock.Now(), 0)
-				if left := signedDiff(uint64(u.expiry), b.s.HalfOpenUnits(now), expiryBits); !b.s.HalfOpenExpired(left) {
+				if left := signedDiff(uint64(u.expiry), b.s.halfOpenUnits(now), expiryBits); !b.s.halfOpenExpired(left) {
 					if b.state.Load() != w {
 						// A probe's outcome (or any transition) came
 						// between the load and the clock reading: the
@@ -244,8 +244,8 @@ func (b *Breaker) startProbing(w uint64, u word, now time.Duration) (Permit, boo
 func (b *Breaker) allowRamping(w uint64) (Permit, error) {
 	now := b.s.Clock.Now()
 	u := unpack(w)
-	if left := signedDiff(uint64(u.rampEnd), b.s.RampUnits(now), rampBits); !b.s.RampOver(left) {
-		if !b.s.RampAdmits(uint64(left), now) {
+	if left := signedDiff(uint64(u.rampEnd), b.s.rampUnits(now), rampBits); !b.s.rampOver(left) {
+		if !b.s.rampAdmits(uint64(left), now) {
 			return b.reject(Permit{}, ErrRampingUp)
 		}
 	} else {
@@ -277,9 +277,9 @@ func (b *Breaker) reject(p Permit, err error) (Permit, error) {
 }
 
 // expiry is the half-open max-wait deadline of a generation starting at now
-// (zero when the max wait is off).
+// (zero when the max wait is off: WaitForever).
 func (b *Breaker) expiry(now time.Duration) uint32 {
-	return uint32(b.s.HalfOpenDeadline(now) & expiryMask)
+	return uint32(b.s.halfOpenDeadline(now) & expiryMask)
 }
 
 func (b *Breaker) startIf(now time.Duration) time.Duration {
@@ -301,7 +301,7 @@ func (b *Breaker) Done(p Permit, err error) {
 		return
 	}
 	b.mustBeNew()
-	RecordError(b, &b.s, p, err)
+	b.recordError(p, err)
 }
 
 // counting reports whether s counts outcomes in a window.
@@ -315,12 +315,20 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 	// Two fast paths for a success in closed state, kept apart from the
 	// rest of record's frame and spills.
 	if o == Success && !p.Probe {
-		if b.bare {
+		switch {
+		case b.bare:
 			if closedRun0(b.state.Load(), p.Generation) {
 				return // no window, no slow calls, no metrics: nothing to do
 			}
-		} else if b.windowOnly && b.recordWindowSuccess(p) {
-			return
+		case b.windowOnly:
+			// A count window full of fast successes stays as it is: two
+			// loads, no write, no call (atomicring.Ring.RecordFastSuccess).
+			if b.ring != nil && closedRun0(b.state.Load(), p.Generation) && b.ring.RecordFastSuccess(p.Generation) {
+				return
+			}
+			if b.recordWindowSuccess(p) {
+				return
+			}
 		}
 	}
 	b.mustBeNew() // a zero Breaker is neither bare nor windowOnly
@@ -368,7 +376,7 @@ func (b *Breaker) recordWindowSuccess(p Permit) bool {
 		b.drop()
 		return true
 	}
-	if !b.buckets.Clean(now) && b.s.rule.Trips(b.buckets.Snapshot(p.Generation, now)) {
+	if b.buckets.Trips(p.Generation, now, false, false, &b.s.rule) {
 		b.finishTrip(p.Generation) // as record does on a time window
 	}
 	return true
@@ -402,7 +410,7 @@ func (b *Breaker) record(p Permit, o Outcome) {
 	if b.slow || b.buckets != nil {
 		now = b.s.Clock.Now()
 	}
-	slow := b.slow && b.s.IsSlow(now-p.Start)
+	slow := b.slow && b.s.isSlow(now-p.Start)
 	trips := false // the window rule trips with this outcome in it
 	switch {
 	case b.ring != nil:
@@ -432,9 +440,8 @@ func (b *Breaker) record(p Permit, o Outcome) {
 			b.drop()
 			return
 		}
-		// A clean window (no failure or slow call in its seconds) trips no
-		// rule, so a success there skips the O(B) snapshot.
-		trips = !b.buckets.Clean(now) && b.s.rule.Trips(b.buckets.Snapshot(p.Generation, now))
+		// O(1) but for about one outcome a second (buckets.Window.Trips).
+		trips = b.buckets.Trips(p.Generation, now, fail, slow, &b.s.rule)
 	}
 	// The outcome is counted in Metrics where it takes effect: at the
 	// window write (a write that closed the count window always ends in
@@ -555,7 +562,7 @@ func (b *Breaker) trip(w uint64, gen uint32, hint time.Duration, t tally) bool {
 	// closed -> open: a successful swap is the one trip of this
 	// generation; every other recorder of the old generation becomes
 	// stale and the window is abandoned with it (R8, R11).
-	if !b.state.CompareAndSwap(w, pack(word{state: Open, gen: g, deadline: deadline(now, b.s.OpenDurationHinted(0, hint))})) {
+	if !b.state.CompareAndSwap(w, pack(word{state: Open, gen: g, deadline: deadline(now, b.s.openDurationHinted(0, hint))})) {
 		return false
 	}
 	b.tally(t)
@@ -564,13 +571,13 @@ func (b *Breaker) trip(w uint64, gen uint32, hint time.Duration, t tally) bool {
 }
 
 // RecordHint records a failure for p that carries the dependency's
-// retry-after hint: bounded by Config.MaxRetryAfter (Settings.Hint), it
-// trips a closed breaker at once (MetricsOnly: "would have opened") or
-// re-opens a half-open one, for the longer of the configured open duration
-// and the hint. With hints off or a hint of zero or less it is
+// retry-after hint: bounded by Config.MaxRetryAfter, it trips a closed
+// breaker at once (MetricsOnly: "would have opened") or re-opens a
+// half-open one, for the longer of the configured open duration and the
+// hint. With hints off or a hint of zero or less it is
 // Record(p, Failure). A stale permit changes nothing (R8).
 func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
-	h := b.s.Hint(retryAfter)
+	h := b.s.hint(retryAfter)
 	if h == 0 {
 		b.Record(p, Failure)
 		return
@@ -607,8 +614,8 @@ func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 func (b *Breaker) reopen(w uint64, u word, hint time.Duration) bool {
 	t := b.s.Clock.Now()
 	g := nextGen(u.gen)
-	step := b.s.NextStep(u.step)
-	if !b.state.CompareAndSwap(w, pack(word{state: Open, step: step, gen: g, deadline: deadline(t, b.s.OpenDurationHinted(step, hint))})) {
+	step := b.s.nextStep(u.step)
+	if !b.state.CompareAndSwap(w, pack(word{state: Open, step: step, gen: g, deadline: deadline(t, b.s.openDurationHinted(step, hint))})) {
 		return false
 	}
 	b.count(Failure, false)
@@ -670,7 +677,7 @@ func (b *Breaker) recordProbe(p Permit, o Outcome) {
 				t = b.s.Clock.Now()
 			}
 			if b.s.RampUpDuration > 0 {
-				closed.ramping, closed.rampEnd = true, uint32(b.s.RampDeadline(t)&rampMask)
+				closed.ramping, closed.rampEnd = true, uint32(b.s.rampDeadline(t)&rampMask)
 			}
 			// half-open -> closed: the swap that counts the last needed
 			// success; every probe still in flight becomes stale (R7, R8).
@@ -747,7 +754,7 @@ func (b *Breaker) committed(from, to State, gen uint32) {
 // negative or above MaxOpenDurationLimit.
 func (b *Breaker) ForceOpen(d time.Duration) error {
 	b.mustBeNew()
-	if err := CheckForceOpen(d); err != nil {
+	if err := checkForceOpen(d); err != nil {
 		return err
 	}
 	if d == 0 {
@@ -870,14 +877,14 @@ func (b *Breaker) Counts() Counts {
 // after now+d, mod 2^36. Rounding up keeps the open duration from being
 // shortened by the coarser unit.
 func deadline(now, d time.Duration) uint64 {
-	return DeadlineMillis(now, d) % deadlineMod
+	return deadlineMillis(now, d) % deadlineMod
 }
 
-// DeadlineMillis is the open deadline rule both implementations share: the
-// first whole millisecond of the clock at or after now+d, with a negative
-// reading counted as zero. It works in milliseconds so that no clock reading
-// (up to 2^63-1 ns) and duration (up to a year) can overflow.
-func DeadlineMillis(now, d time.Duration) uint64 { return ceilUnits(now, d, time.Millisecond) }
+// deadlineMillis is the open deadline rule: the first whole millisecond of
+// the clock at or after now+d, with a negative reading counted as zero. It
+// works in milliseconds so that no clock reading (up to 2^63-1 ns) and
+// duration (up to a year) can overflow.
+func deadlineMillis(now, d time.Duration) uint64 { return ceilUnits(now, d, time.Millisecond) }
 
 // untilDeadline is how long before a call at now may probe, or 0 if it may.
 // The difference is taken mod 2^36 and read as signed, so it is exact for

@@ -33,80 +33,78 @@ func (c coarse) deadline(now time.Duration) uint64 { return ceilUnits(now, c.d, 
 // ceilUnits is ceil((now + d) / unit) with a negative reading counted as
 // zero, computed in quotient and remainder so that no reading up to
 // 2^63-1 ns and no duration up to a year overflows. The open deadline
-// (DeadlineMillis) and the coarse deadlines are all this rule.
+// (deadlineMillis) and the coarse deadlines are all this rule.
 func ceilUnits(now, d, unit time.Duration) uint64 {
 	now = max(now, 0)
 	return uint64(now/unit) + uint64(d/unit) + uint64((now%unit+d%unit+unit-1)/unit)
 }
 
-// HalfOpenDeadline is the half-open max-wait deadline of a generation that
+// halfOpenDeadline is the half-open max-wait deadline of a generation that
 // starts at now, in the coarse units of Config.MaxWaitInHalfOpen; it has
-// passed at a reading r when HalfOpenUnits(r) >= HalfOpenDeadline(now).
-// Both implementations use it so they agree to the unit. Zero when the max
-// wait is off.
-func (s *Settings) HalfOpenDeadline(now time.Duration) uint64 {
+// passed at a reading r when halfOpenUnits(r) >= halfOpenDeadline(now).
+// Zero when the max wait is off (WaitForever).
+func (s *Settings) halfOpenDeadline(now time.Duration) uint64 {
 	if s.halfOpenWait.unit == 0 {
 		return 0
 	}
 	return s.halfOpenWait.deadline(now)
 }
 
-// HalfOpenUnits is the clock reading now in the units of HalfOpenDeadline.
-func (s *Settings) HalfOpenUnits(now time.Duration) uint64 {
+// halfOpenUnits is the clock reading now in the units of halfOpenDeadline.
+func (s *Settings) halfOpenUnits(now time.Duration) uint64 {
 	if s.halfOpenWait.unit == 0 {
 		return 0
 	}
 	return s.halfOpenWait.at(now)
 }
 
-// RampDeadline is the end of a ramp-up that starts when the breaker closes
+// rampDeadline is the end of a ramp-up that starts when the breaker closes
 // at now, in the coarse units of Config.RampUpDuration; zero when ramp-up is
-// off. The ramp is over at a reading r when RampUnits(r) >= the deadline.
-func (s *Settings) RampDeadline(now time.Duration) uint64 {
+// off. The ramp is over at a reading r when rampUnits(r) >= the deadline.
+func (s *Settings) rampDeadline(now time.Duration) uint64 {
 	if s.rampUp.unit == 0 {
 		return 0
 	}
 	return s.rampUp.deadline(now)
 }
 
-// HalfOpenExpired reports whether the max wait has passed when its deadline
-// is remaining units ahead of the clock (deadline minus HalfOpenUnits, as a
+// halfOpenExpired reports whether the max wait has passed when its deadline
+// is remaining units ahead of the clock (deadline minus halfOpenUnits, as a
 // signed difference). A deadline is never set more than span+1 units ahead
 // (span: the max wait in whole units), so a larger remainder can only be a
 // deadline that passed so long ago that the lock-free word's 20-bit
 // difference wrapped, or a clock that went backwards by more than the max
-// wait: both count as passed. Both implementations decide with it.
-func (s *Settings) HalfOpenExpired(remaining int64) bool {
+// wait: both count as passed.
+func (s *Settings) halfOpenExpired(remaining int64) bool {
 	return remaining <= 0 || uint64(remaining) > s.halfOpenWait.span+1
 }
 
-// RampOver is HalfOpenExpired for the ramp-up deadline (19 bits in the
+// rampOver is halfOpenExpired for the ramp-up deadline (19 bits in the
 // lock-free word): the ramp is over when its deadline is not ahead, or
 // impossibly far ahead.
-func (s *Settings) RampOver(remaining int64) bool {
+func (s *Settings) rampOver(remaining int64) bool {
 	return remaining <= 0 || uint64(remaining) > s.rampUp.span+1
 }
 
-// RampUnits is the clock reading now in the units of RampDeadline.
-func (s *Settings) RampUnits(now time.Duration) uint64 {
+// rampUnits is the clock reading now in the units of rampDeadline.
+func (s *Settings) rampUnits(now time.Duration) uint64 {
 	if s.rampUp.unit == 0 {
 		return 0
 	}
 	return s.rampUp.at(now)
 }
 
-// RampAdmits decides whether a call at clock reading now, remaining units
-// before the ramp-up deadline (a ramp that is not RampOver), is admitted. The admitted share
-// grows linearly from RampUpStartPercent at the start of the ramp to 100 %
-// at its end. The decision is a hash of the reading compared with the
-// share, so it needs no shared counter and is the same in both
-// implementations; calls whose readings differ are decided independently,
-// which makes the admitted fraction of many calls the share.
-func (s *Settings) RampAdmits(remaining uint64, now time.Duration) bool {
+// rampAdmits decides whether a call at clock reading now, remaining units
+// before the ramp-up deadline (a ramp that is not rampOver), is admitted.
+// The admitted share grows linearly from RampUpStartPercent at the start of
+// the ramp to 100 % at its end. The decision is a hash of the reading
+// compared with the share, rounded down to a 32-bit fraction, so it needs
+// no shared counter and is a function of the reading alone (the baseline
+// computes the same function with its own code); calls whose readings
+// differ are decided independently, which makes the admitted fraction of
+// many calls the share.
+func (s *Settings) rampAdmits(remaining uint64, now time.Duration) bool {
 	span := s.rampUp.span
-	if span == 0 {
-		return true // no ramp-up (a zero Settings): every call is admitted
-	}
 	elapsed := span - min(remaining, span)
 	start := uint64(s.RampUpStartPercent)
 	// share of 2^32: (start% of the span + the rest of 100% grown linearly)

@@ -20,7 +20,7 @@ func TestRampAdmitsFixedStepsIndependently(t *testing.T) {
 		admitted, run, longest := 0, 0, 0
 		last := false
 		for i := range n {
-			a := s.RampAdmits(remaining, time.Hour+time.Duration(i)*step)
+			a := s.rampAdmits(remaining, time.Hour+time.Duration(i)*step)
 			if a {
 				admitted++
 			}

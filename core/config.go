@@ -206,9 +206,10 @@ type Config struct {
 	OnStateChange func(Transition)
 }
 
-// Settings is a validated Config with every default resolved. Both breaker
-// implementations are built from it, so they can never disagree about a
-// default. Build one with Config.Validate.
+// Settings is a validated Config with every default resolved: plain data.
+// Both breaker implementations are built from it, so they can never
+// disagree about a default, and each decides the rules from it with its own
+// code. Build one with Config.Validate.
 type Settings struct {
 	Name                      string
 	WindowType                WindowType
@@ -220,6 +221,9 @@ type Settings struct {
 	SlowCallDurationThreshold time.Duration
 	FailureCountThreshold     int
 	ConsecutiveFailures       int
+	OpenDuration              time.Duration // after a trip from closed
+	OpenDurationBackoff       float64       // 1: no backoff
+	MaxOpenDuration           time.Duration // OpenDuration when there is no backoff
 	PermittedCallsInHalfOpen  int
 	SuccessesToClose          int
 	MaxWaitInHalfOpen         time.Duration // resolved: > 0, or WaitForever
@@ -334,7 +338,7 @@ func (c Config) Validate() (Settings, error) {
 		s.SuccessesToClose = s.PermittedCallsInHalfOpen
 	}
 
-	s.lastStep, errs = openDurations(c, &s.openDurations, errs)
+	errs = openDurations(c, &s, errs)
 
 	switch w := c.MaxWaitInHalfOpen; {
 	case w == WaitForever:
@@ -344,7 +348,7 @@ func (c Config) Validate() (Settings, error) {
 	case w == 0:
 		// The base open duration is resolved above (the default when
 		// OpenDuration is zero; zero only for an invalid config).
-		s.MaxWaitInHalfOpen = max(s.openDurations[0], minDefaultMaxWait)
+		s.MaxWaitInHalfOpen = max(s.OpenDuration, minDefaultMaxWait)
 	}
 	for _, d := range []struct {
 		field string
@@ -384,11 +388,13 @@ func (c Config) Validate() (Settings, error) {
 	return s, nil
 }
 
-// openDurations fills the backoff table: d[0] is the open duration after a
-// trip from closed, d[i] after the i-th consecutive re-open from half-open.
-// The table is computed once so both implementations and every call agree to
-// the nanosecond, and no float arithmetic runs on a transition.
-func openDurations(c Config, d *[MaxBackoffSteps + 1]time.Duration, errs []error) (uint8, []error) {
+// openDurations resolves the open duration, the backoff factor and the
+// maximum into s, and fills the backoff table: d[0] is the open duration
+// after a trip from closed, d[i] after the i-th consecutive re-open from
+// half-open. The table is computed once so that no float arithmetic runs on
+// a transition.
+func openDurations(c Config, s *Settings, errs []error) []error {
+	d := &s.openDurations
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)})
 	}
@@ -396,18 +402,18 @@ func openDurations(c Config, d *[MaxBackoffSteps + 1]time.Duration, errs []error
 	switch {
 	case base < 0:
 		bad("OpenDuration", "%v is negative", base)
-		return 0, errs
+		return errs
 	case base == 0:
 		base = defaultOpenDuration
 	case base > MaxOpenDurationLimit:
 		bad("OpenDuration", "%v exceeds the limit of %v", base, MaxOpenDurationLimit)
-		return 0, errs
+		return errs
 	}
 	factor := c.OpenDurationBackoff
 	switch {
 	case math.IsNaN(factor) || math.IsInf(factor, 0) || factor < 0 || (factor > 0 && factor < 1):
 		bad("OpenDurationBackoff", "%v is not a factor >= 1 (0 means no backoff)", factor)
-		return 0, errs
+		return errs
 	case factor == 0:
 		factor = 1
 	}
@@ -415,21 +421,21 @@ func openDurations(c Config, d *[MaxBackoffSteps + 1]time.Duration, errs []error
 	switch {
 	case limit < 0:
 		bad("MaxOpenDuration", "%v is negative", limit)
-		return 0, errs
+		return errs
 	case limit == 0 && factor > 1:
 		bad("MaxOpenDuration", "must be set when OpenDurationBackoff is %v", factor)
-		return 0, errs
+		return errs
 	case limit == 0:
 		limit = base
 	case factor == 1 && limit != base:
 		bad("MaxOpenDuration", "%v has no effect without an OpenDurationBackoff above 1", limit)
-		return 0, errs
+		return errs
 	case limit < base:
 		bad("MaxOpenDuration", "%v is below OpenDuration %v", limit, base)
-		return 0, errs
+		return errs
 	case limit > MaxOpenDurationLimit:
 		bad("MaxOpenDuration", "%v exceeds the limit of %v", limit, MaxOpenDurationLimit)
-		return 0, errs
+		return errs
 	}
 	d[0] = base
 	last := -1
@@ -449,42 +455,43 @@ func openDurations(c Config, d *[MaxBackoffSteps + 1]time.Duration, errs []error
 	}
 	if last < 0 {
 		bad("OpenDurationBackoff", "factor %v needs more than %d re-opens to grow %v to MaxOpenDuration %v; raise the factor or lower the maximum", factor, MaxBackoffSteps, base, limit)
-		return 0, errs
+		return errs
 	}
-	return uint8(last), errs
+	s.OpenDuration, s.OpenDurationBackoff, s.MaxOpenDuration, s.lastStep = base, factor, limit, uint8(last)
+	return errs
 }
 
-// OpenDuration returns the open duration after step consecutive re-opens
+// openDuration returns the open duration after step consecutive re-opens
 // from half-open (0 after a trip from closed).
-func (s *Settings) OpenDuration(step uint8) time.Duration {
+func (s *Settings) openDuration(step uint8) time.Duration {
 	if step > s.lastStep {
 		step = s.lastStep
 	}
 	return s.openDurations[step]
 }
 
-// NextStep returns the backoff step of a re-open that follows step. It stops
+// nextStep returns the backoff step of a re-open that follows step. It stops
 // at the first step whose duration is the maximum, so the 5-bit field never
 // overflows.
-func (s *Settings) NextStep(step uint8) uint8 {
+func (s *Settings) nextStep(step uint8) uint8 {
 	if step >= s.lastStep {
 		return s.lastStep
 	}
 	return step + 1
 }
 
-// SlowEnabled reports whether call durations are measured at all.
-func (s *Settings) SlowEnabled() bool { return s.SlowCallDurationThreshold > 0 }
+// slowEnabled reports whether call durations are measured at all.
+func (s *Settings) slowEnabled() bool { return s.SlowCallDurationThreshold > 0 }
 
-// IsSlow reports whether a call that took d counts as slow: strictly slower
+// isSlow reports whether a call that took d counts as slow: strictly slower
 // than the threshold, as in Resilience4j.
-func (s *Settings) IsSlow(d time.Duration) bool {
+func (s *Settings) isSlow(d time.Duration) bool {
 	return s.SlowCallDurationThreshold > 0 && d > s.SlowCallDurationThreshold
 }
 
-// ShouldTrip is rule R1: whether a closed breaker whose window holds c and
+// shouldTrip is rule R1: whether a closed breaker whose window holds c and
 // whose last consecutive failures number consecutive must trip.
-func (s *Settings) ShouldTrip(c window.Counts, consecutive uint64) bool {
+func (s *Settings) shouldTrip(c window.Counts, consecutive uint64) bool {
 	return s.consecutiveTrips(consecutive) || s.rule.Trips(c)
 }
 

@@ -84,8 +84,9 @@ func TestConfigDefaults(t *testing.T) {
 	require.False(t, s.MinimumAppliesToCount)
 	require.Equal(t, 1, s.PermittedCallsInHalfOpen)
 	require.Equal(t, 1, s.SuccessesToClose)
-	require.Equal(t, 60*time.Second, s.OpenDuration(0))
-	require.Equal(t, 60*time.Second, s.OpenDuration(5))
+	require.Equal(t, 60*time.Second, s.OpenDuration)
+	require.Equal(t, 1.0, s.OpenDurationBackoff) // no backoff
+	require.Equal(t, 60*time.Second, s.MaxOpenDuration)
 	require.NotNil(t, s.Clock)
 	require.NotNil(t, s.Classifier)
 
@@ -100,13 +101,8 @@ func TestConfigDefaults(t *testing.T) {
 
 	s, err = core.Config{ConsecutiveFailures: 1, OpenDuration: 5 * time.Second, OpenDurationBackoff: 2, MaxOpenDuration: time.Minute}.Validate()
 	require.NoError(t, err)
-	var got []time.Duration
-	step := uint8(0)
-	for range 7 {
-		got = append(got, s.OpenDuration(step))
-		step = s.NextStep(step)
-	}
-	require.Equal(t, []time.Duration{5e9, 10e9, 20e9, 40e9, 60e9, 60e9, 60e9}, got)
+	// The steps themselves: internal/rulecases.Backoffs, on both sides.
+	require.Equal(t, []any{5 * time.Second, 2.0, time.Minute}, []any{s.OpenDuration, s.OpenDurationBackoff, s.MaxOpenDuration})
 }
 
 // The edge values R3 allows are accepted.
@@ -123,14 +119,4 @@ func TestConfigAcceptsLimits(t *testing.T) {
 			require.NoError(t, err, "%s %+v", im.Name, c)
 		}
 	}
-}
-
-func TestRuleR1Arithmetic(t *testing.T) {
-	s, err := core.Config{WindowType: core.TimeBased, FailureRateThreshold: 100, SlowCallRateThreshold: 100,
-		SlowCallDurationThreshold: time.Second, MinimumNumberOfCalls: 1}.Validate()
-	require.NoError(t, err)
-	huge := uint64(1) << 56
-	require.True(t, s.ShouldTrip(windowCounts(huge, huge, 0), 0))
-	require.False(t, s.ShouldTrip(windowCounts(huge, huge-1, huge-1), 0))
-	require.True(t, s.ShouldTrip(windowCounts(huge, 0, huge), 0))
 }

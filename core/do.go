@@ -11,9 +11,10 @@ import (
 // Breaker in this package and the mutex baseline in package baseline. Every
 // behavioural test runs against both through it.
 type CircuitBreaker interface {
-	Recorder
 	Allow() (Permit, error)
 	Done(p Permit, err error)
+	Record(p Permit, o Outcome)
+	RecordHint(p Permit, retryAfter time.Duration)
 	State() State
 	Counts() Counts
 	Metrics() Metrics
@@ -23,32 +24,22 @@ type CircuitBreaker interface {
 	Reset()
 }
 
-// Recorder is the part of CircuitBreaker that RecordError needs.
-type Recorder interface {
-	Record(p Permit, o Outcome)
-	RecordHint(p Permit, retryAfter time.Duration)
-}
-
-// RecordError classifies err with s.Classifier and records the outcome for
-// p; a Failure whose error carries a retry-after hint (RetryAfterOf) is
-// recorded with RecordHint when s.MaxRetryAfter enables hints. If the
-// classifier, or the error's RetryAfter or Unwrap method, panics, p is
-// recorded as Ignored, so no half-open slot leaks, and the panic propagates
-// unchanged (R10, regression B07).
-// Implementations of CircuitBreaker use it for Done. s must come from
-// Config.Validate: a zero Settings has no classifier, and RecordError panics
-// saying so, recording nothing.
-func RecordError(r Recorder, s *Settings, p Permit, err error) {
-	if s.Classifier == nil {
-		panic("core: RecordError with Settings not made by Config.Validate: no Classifier")
-	}
+// recordError is Done for an error: it classifies err with the
+// classifier and records the outcome for p; a Failure whose error carries a
+// retry-after hint (RetryAfterOf) is recorded with RecordHint when
+// Config.MaxRetryAfter enables hints. If the classifier, or the error's
+// RetryAfter or Unwrap method, panics, p is recorded as Ignored, so no
+// half-open slot leaks, and the panic propagates unchanged (R10,
+// regression B07).
+func (b *Breaker) recordError(p Permit, err error) {
+	s := &b.s
 	o, hint := Ignored, time.Duration(0)
 	defer func() {
 		if hint > 0 {
-			r.RecordHint(p, hint)
+			b.RecordHint(p, hint)
 			return
 		}
-		r.Record(p, o)
+		b.Record(p, o)
 	}()
 	o = s.Classifier(err)
 	if o == Failure && s.MaxRetryAfter > 0 {
@@ -65,9 +56,9 @@ func RecordError(r Recorder, s *Settings, p Permit, err error) {
 // matches with errors.Is; the error names the argument and its value.
 var ErrInvalidArgument = errors.New("casbreaker: invalid argument")
 
-// CheckForceOpen is ForceOpen's argument rule, shared by both
-// implementations: d must be in 0..MaxOpenDurationLimit.
-func CheckForceOpen(d time.Duration) error {
+// checkForceOpen is ForceOpen's argument rule: d must be in
+// 0..MaxOpenDurationLimit.
+func checkForceOpen(d time.Duration) error {
 	if d < 0 || d > MaxOpenDurationLimit {
 		return fmt.Errorf("%w: ForceOpen duration %v is outside 0..%v (0: until another manual control)", ErrInvalidArgument, d, MaxOpenDurationLimit)
 	}

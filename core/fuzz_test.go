@@ -312,11 +312,11 @@ func nearNow(w uint64, s *Settings, now time.Duration) uint64 {
 	case u.state == Closed && u.ramping:
 		span := s.rampUp.span
 		off := int64(uint64(u.rampEnd)%(2*span+3)) - 1 // -1 (over) .. 2 spans (clock went back)
-		u.rampEnd = uint32(uint64(int64(s.RampUnits(now))+off) & rampMask)
+		u.rampEnd = uint32(uint64(int64(s.rampUnits(now))+off) & rampMask)
 	case u.state == HalfOpen && s.MaxWaitInHalfOpen > 0:
 		span := s.halfOpenWait.span
 		off := int64(uint64(u.expiry)%(3*span+3)) - int64(span) - 1 // a span past .. two spans ahead (clock went back)
-		u.expiry = uint32(uint64(int64(s.HalfOpenUnits(now))+off) & expiryMask)
+		u.expiry = uint32(uint64(int64(s.halfOpenUnits(now))+off) & expiryMask)
 	}
 	return pack(u)
 }
@@ -348,7 +348,7 @@ func fuzzHint(sel uint8, s *Settings, seed uint64) time.Duration {
 	case 6:
 		return math.MaxInt64
 	}
-	return s.OpenDuration(0) + time.Duration(seed%3) - 1
+	return s.openDuration(0) + time.Duration(seed%3) - 1
 }
 
 // fuzzForceOpen decodes ForceOpen's duration likewise: zero, a nanosecond,
@@ -416,7 +416,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 	m := &e.metrics
 	nz := max(now, 0) // deadlines count a negative reading as zero
 	start := func(t time.Duration) time.Duration {
-		if s.SlowEnabled() {
+		if s.slowEnabled() {
 			return t
 		}
 		return 0
@@ -462,7 +462,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 	}
 	counting := u.state == Closed || u.state == MetricsOnly
 	openFor := func(step uint8, hint time.Duration) time.Duration {
-		return max(s.OpenDuration(step), hint)
+		return max(s.openDuration(step), hint)
 	}
 
 	// record is Record(p, o).
@@ -485,13 +485,13 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 				e.label = "record/close"
 				if s.RampUpDuration > 0 {
 					e.label = "record/close-ramp"
-					closed.ramping, closed.rampEnd = true, uint32(s.RampDeadline(now)&rampMask)
+					closed.ramping, closed.rampEnd = true, uint32(s.rampDeadline(now)&rampMask)
 				}
 				to(closed, now)
 			default:
-				step := s.NextStep(u.step)
+				step := s.nextStep(u.step)
 				e.label = "record/reopen"
-				to(word{state: Open, step: step, gen: nextGen(u.gen), deadline: deadline(now, s.OpenDuration(step))}, now)
+				to(word{state: Open, step: step, gen: nextGen(u.gen), deadline: deadline(now, s.openDuration(step))}, now)
 			}
 			return
 		}
@@ -505,7 +505,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 			return
 		}
 		fail := o == Failure
-		slow := s.IsSlow(now - p.Start)
+		slow := s.isSlow(now - p.Start)
 		acted(o, slow)
 		var c window.Counts
 		if b.ring != nil || b.buckets != nil {
@@ -524,7 +524,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 			consec++
 		}
 		switch {
-		case !s.ShouldTrip(c, consec):
+		case !s.shouldTrip(c, consec):
 			e.label = "record/count-" + u.state.String()
 			u.consec = uint32(consec) // the ramp-up bits ride along
 			e.word = pack(u)
@@ -533,7 +533,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 			to(word{state: MetricsOnly, gen: nextGen(u.gen)}, now)
 		default:
 			e.label = "record/trip"
-			to(word{state: Open, gen: nextGen(u.gen), deadline: deadline(now, s.OpenDuration(0))}, now)
+			to(word{state: Open, gen: nextGen(u.gen), deadline: deadline(now, s.openDuration(0))}, now)
 		}
 	}
 
@@ -559,7 +559,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 			to(word{state: MetricsOnly, gen: nextGen(u.gen)}, now)
 		case p.Probe && u.state == HalfOpen && u.inFlight > 0:
 			acted(Failure, false)
-			step := s.NextStep(u.step)
+			step := s.nextStep(u.step)
 			e.label = "hint/reopen"
 			to(word{state: Open, step: step, gen: nextGen(u.gen), deadline: deadline(now, openFor(step, h))}, now)
 		default: // a current generation, but no call of it to fail
@@ -575,13 +575,13 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 				admit("allow/closed", Permit{Generation: u.gen, Start: start(now)})
 				break
 			}
-			left := wrapped(uint64(u.rampEnd), s.RampUnits(now), rampBits)
+			left := wrapped(uint64(u.rampEnd), s.rampUnits(now), rampBits)
 			switch {
 			case passed(left, s.rampUp.span): // the ramp is over: the flag is cleared, same generation
 				u.ramping, u.rampEnd = false, 0
 				e.word = pack(u)
 				admit("allow/ramp-end", Permit{Generation: u.gen, Start: start(now)})
-			case s.RampAdmits(uint64(left), now):
+			case s.rampAdmits(uint64(left), now):
 				admit("allow/ramp-admit", Permit{Generation: u.gen, Start: start(now)})
 			default:
 				reject("allow/ramp-shed", Permit{}, ErrRampingUp)
@@ -592,7 +592,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 				break
 			}
 			g := nextGen(u.gen)
-			to(word{state: HalfOpen, step: u.step, gen: g, inFlight: 1, expiry: uint32(s.HalfOpenDeadline(nz) & expiryMask)}, nz)
+			to(word{state: HalfOpen, step: u.step, gen: g, inFlight: 1, expiry: uint32(s.halfOpenDeadline(nz) & expiryMask)}, nz)
 			admit("allow/open->half-open", Permit{Generation: g, Probe: true, Start: start(nz)})
 		case HalfOpen:
 			if int(u.inFlight) < s.PermittedCallsInHalfOpen && int(u.inFlight)+int(u.success) < s.SuccessesToClose {
@@ -605,7 +605,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 				reject("allow/half-open-full", Permit{}, ErrHalfOpenFull)
 				break
 			}
-			if left := wrapped(uint64(u.expiry), s.HalfOpenUnits(nz), expiryBits); !passed(left, s.halfOpenWait.span) {
+			if left := wrapped(uint64(u.expiry), s.halfOpenUnits(nz), expiryBits); !passed(left, s.halfOpenWait.span) {
 				// The wait to the expiry boundary: left whole units from
 				// the start of the current one.
 				unit := s.halfOpenWait.unit
@@ -615,7 +615,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 			// The max wait has passed: a new generation, whose first probe
 			// this call is.
 			g := nextGen(u.gen)
-			to(word{state: HalfOpen, step: u.step, gen: g, inFlight: 1, expiry: uint32(s.HalfOpenDeadline(nz) & expiryMask)}, nz)
+			to(word{state: HalfOpen, step: u.step, gen: g, inFlight: 1, expiry: uint32(s.halfOpenDeadline(nz) & expiryMask)}, nz)
 			admit("allow/half-open-restart", Permit{Generation: g, Probe: true, Start: start(nz)})
 		case ForcedOpen:
 			reject("allow/forced-open", Permit{}, ErrForcedOpen)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/casbreaker/casbreaker/core"
 	"github.com/casbreaker/casbreaker/internal/breakers"
-	"github.com/casbreaker/casbreaker/window"
 )
 
 // impls is internal/breakers.All, the one table every behavioural test runs against (the
@@ -200,8 +199,4 @@ func rounds(full, short int) int {
 		return short
 	}
 	return full
-}
-
-func windowCounts(n, f, s uint64) window.Counts {
-	return window.Counts{Calls: n, Failures: f, Slow: s}
 }

@@ -63,19 +63,19 @@ func (h *hinted) Error() string             { return h.err.Error() }
 func (h *hinted) Unwrap() error             { return h.err }
 func (h *hinted) RetryAfter() time.Duration { return h.after }
 
-// Hint bounds a retry-after hint by Config.MaxRetryAfter: it returns 0 when
+// hint bounds a retry-after hint by Config.MaxRetryAfter: it returns 0 when
 // hints are off or d is not positive (no hint: the outcome is a plain
 // failure), MaxRetryAfter when d exceeds it, and d otherwise.
-func (s *Settings) Hint(d time.Duration) time.Duration {
+func (s *Settings) hint(d time.Duration) time.Duration {
 	if s.MaxRetryAfter == 0 || d <= 0 {
 		return 0
 	}
 	return min(d, s.MaxRetryAfter)
 }
 
-// OpenDurationHinted is the open duration of a trip or re-open at backoff
+// openDurationHinted is the open duration of a trip or re-open at backoff
 // step with the bounded hint h: the longer of the two, so that a hint never
 // shortens the configured open duration.
-func (s *Settings) OpenDurationHinted(step uint8, h time.Duration) time.Duration {
-	return max(s.OpenDuration(step), h)
+func (s *Settings) openDurationHinted(step uint8, h time.Duration) time.Duration {
+	return max(s.openDuration(step), h)
 }

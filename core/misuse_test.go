@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casbreaker/casbreaker/core"
-	"github.com/casbreaker/casbreaker/window"
 )
 
 // misusePanic runs fn and returns what it panicked with, as text, and
@@ -123,41 +122,4 @@ func TestZeroClocksWork(t *testing.T) {
 		require.Greater(t, p.Wait, 50*time.Second)
 		require.LessOrEqual(t, p.Wait, time.Minute+time.Millisecond) // whole milliseconds, rounded up
 	})
-}
-
-// A zero Settings (one not made by Config.Validate) has no classifier and
-// no clock: its methods answer for a breaker with every feature off, and
-// RecordError, which needs the classifier, panics naming Config.Validate
-// instead of dereferencing nil. Before issue 11 RampAdmits divided by
-// zero and RecordError called a nil function.
-func TestZeroSettings(t *testing.T) {
-	var s core.Settings
-	calls := map[string]func(){
-		"OpenDuration":       func() { require.Zero(t, s.OpenDuration(3)) },
-		"NextStep":           func() { require.Zero(t, s.NextStep(3)) },
-		"SlowEnabled":        func() { require.False(t, s.SlowEnabled()) },
-		"IsSlow":             func() { require.False(t, s.IsSlow(time.Hour)) },
-		"ShouldTrip":         func() { require.False(t, s.ShouldTrip(window.Counts{Calls: 5, Failures: 5}, 5)) },
-		"Hint":               func() { require.Zero(t, s.Hint(time.Second)) },
-		"OpenDurationHinted": func() { require.Zero(t, s.OpenDurationHinted(0, 0)) },
-		"HalfOpenDeadline":   func() { require.Zero(t, s.HalfOpenDeadline(time.Second)) },
-		"HalfOpenUnits":      func() { require.Zero(t, s.HalfOpenUnits(time.Second)) },
-		"HalfOpenExpired":    func() { _ = s.HalfOpenExpired(1) },
-		"RampDeadline":       func() { require.Zero(t, s.RampDeadline(time.Second)) },
-		"RampUnits":          func() { require.Zero(t, s.RampUnits(time.Second)) },
-		"RampOver":           func() { _ = s.RampOver(1) },
-		"RampAdmits":         func() { require.True(t, s.RampAdmits(0, time.Second), "no ramp-up: every call admitted") },
-	}
-	for name, fn := range calls {
-		msg, panicked, _ := misusePanic(fn)
-		require.False(t, panicked, "Settings{}.%s panicked: %s", name, msg)
-	}
-	b, err := core.New(core.Config{ConsecutiveFailures: 1})
-	require.NoError(t, err)
-	msg, panicked, rt := misusePanic(func() { core.RecordError(b, &s, core.Permit{}, errFail) })
-	require.True(t, panicked)
-	require.False(t, rt, "RecordError with a zero Settings: %s", msg)
-	require.True(t, strings.HasPrefix(msg, "core: "), msg)
-	require.Contains(t, msg, "Config.Validate")
-	require.Equal(t, core.Closed, b.State(), "nothing was recorded")
 }

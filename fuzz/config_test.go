@@ -167,25 +167,34 @@ func checkSettings(t *testing.T, c core.Config, s core.Settings) {
 		"ConsecutiveFailures":       s.ConsecutiveFailures == c.ConsecutiveFailures,
 		"PermittedCallsInHalfOpen":  c.PermittedCallsInHalfOpen == 0 || s.PermittedCallsInHalfOpen == c.PermittedCallsInHalfOpen,
 		"SuccessesToClose":          c.SuccessesToClose == 0 || s.SuccessesToClose == c.SuccessesToClose,
-		"OpenDuration":              c.OpenDuration == 0 || s.OpenDuration(0) == c.OpenDuration,
+		"OpenDuration":              c.OpenDuration == 0 || s.OpenDuration == c.OpenDuration,
+		"OpenDurationBackoff":       c.OpenDurationBackoff == 0 || s.OpenDurationBackoff == c.OpenDurationBackoff,
+		"MaxOpenDuration":           c.MaxOpenDuration == 0 || s.MaxOpenDuration == c.MaxOpenDuration,
 	} {
 		if !kept {
 			fail(name + " was changed")
 		}
 	}
-	prev, step := time.Duration(0), uint8(0)
-	for i := range core.MaxBackoffSteps + 2 {
-		d := s.OpenDuration(step)
-		if d <= 0 || d > core.MaxOpenDurationLimit || d < prev {
-			fail("open duration out of range or shrinking at step " + strconv.Itoa(i))
+	switch f := s.OpenDurationBackoff; {
+	case s.OpenDuration <= 0 || s.MaxOpenDuration < s.OpenDuration || s.MaxOpenDuration > core.MaxOpenDurationLimit:
+		fail("open durations out of range")
+	case math.IsNaN(f) || math.IsInf(f, 0) || f < 1:
+		fail("backoff factor below 1")
+	case f == 1 && s.MaxOpenDuration != s.OpenDuration:
+		fail("a maximum open duration without backoff")
+	}
+	// R4's backoff, each re-open the last duration times the factor up to
+	// the maximum, reaches the maximum within the 31 re-opens the state
+	// word's 5-bit step counts (docs/design.md, Widths).
+	d := s.OpenDuration
+	for i := 0; d < s.MaxOpenDuration; i++ {
+		if i == core.MaxBackoffSteps {
+			fail("open duration below the maximum after " + strconv.Itoa(i) + " re-opens")
 		}
-		if c.MaxOpenDuration > 0 && d > c.MaxOpenDuration {
-			fail("open duration above MaxOpenDuration")
+		if next := float64(d) * s.OpenDurationBackoff; next >= float64(s.MaxOpenDuration) {
+			d = s.MaxOpenDuration
+		} else if d = time.Duration(next); d <= 0 {
+			fail("open duration not positive")
 		}
-		next := s.NextStep(step)
-		if next > core.MaxBackoffSteps || next < step {
-			fail("backoff step out of range")
-		}
-		prev, step = d, next
 	}
 }

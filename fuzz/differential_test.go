@@ -322,9 +322,10 @@ type differential struct {
 	outcomes      uint64    // and of outcomes handed to the breakers
 	ramping       bool      // the last half-open -> closed started a ramp that may still be on
 	rampGen       uint32
-	rampEnd       uint64 // in Settings.RampUnits
+	rampEnd       uint64 // in ramp's units
 	expiryGen     uint32 // the last half-open generation, with a max wait
-	expiry        uint64 // in Settings.HalfOpenUnits
+	expiry        uint64 // in maxWait's units
+	ramp, maxWait coarse // the units of the ramp-up and the max wait
 	hasExpiry     bool
 	open          bool          // the last transition went to open
 	openAt        time.Duration // and when
@@ -342,6 +343,7 @@ func runDifferential(t testing.TB, data []byte, reach map[string]int) {
 	x := &differential{t: t, d: d, reach: reach, clock: core.NewManualClock(0)}
 	x.d.cfg.Clock = x.clock
 	x.s, _ = x.d.cfg.Validate()
+	x.ramp, x.maxWait = coarseOf(x.s.RampUpDuration), coarseOf(x.s.MaxWaitInHalfOpen)
 	x.sides = [2]*side{{}, {}}
 	for i, s := range x.sides {
 		c := x.d.cfg
@@ -543,7 +545,7 @@ func (x *differential) allow(wait bool) (core.Permit, error) {
 	// and the first call at or after the end clears it.
 	if x.ramping && before.State == core.Closed && before.Generation == x.rampGen {
 		switch {
-		case x.s.RampUnits(now) >= x.rampEnd:
+		case x.ramp.units(now) >= x.rampEnd:
 			x.ramping = false
 			x.hit("ramp:end")
 			if e1 != nil {
@@ -812,7 +814,7 @@ func (x *differential) extClockStep(r *input) time.Duration {
 			break
 		}
 		x.hit("step:ramp-end")
-		d = firstReading(x.s.RampUnits, x.rampEnd) - now
+		d = firstReading(x.ramp.units, x.rampEnd) - now
 		if k == stepRampEndLess {
 			d--
 		}
@@ -821,7 +823,7 @@ func (x *differential) extClockStep(r *input) time.Duration {
 			break
 		}
 		x.hit("step:expiry")
-		d = firstReading(x.s.HalfOpenUnits, x.expiry) - now
+		d = firstReading(x.maxWait.units, x.expiry) - now
 		if k == stepExpiryLess {
 			d--
 		}
@@ -839,13 +841,13 @@ func (x *differential) extClockStep(r *input) time.Duration {
 	next := now + d
 	c := x.lf.Counts()
 	if x.ramping && c.State == core.Closed && c.Generation == x.rampGen {
-		if diff := int64(x.rampEnd) - int64(x.s.RampUnits(next)); diff < -(1<<18) || diff >= 1<<18 {
+		if diff := int64(x.rampEnd) - int64(x.ramp.units(next)); diff < -(1<<18) || diff >= 1<<18 {
 			x.hit("guard:ramp")
 			return 0
 		}
 	}
 	if x.hasExpiry && c.State == core.HalfOpen && c.Generation == x.expiryGen {
-		if diff := int64(x.expiry) - int64(x.s.HalfOpenUnits(next)); diff < -(1<<19) || diff >= 1<<19 {
+		if diff := int64(x.expiry) - int64(x.maxWait.units(next)); diff < -(1<<19) || diff >= 1<<19 {
 			x.hit("guard:maxwait")
 			return 0
 		}
@@ -862,6 +864,38 @@ func (x *differential) extClockStep(r *input) time.Duration {
 		}
 	}
 	return d
+}
+
+// coarse is the target's own reading of the coarse units of a duration d
+// (the ramp-up, the half-open max wait), from Config.MaxWaitInHalfOpen's
+// text: units of d/1024 rounded up to whole milliseconds, and a deadline at
+// the first unit boundary at or after the start plus d. The target uses it
+// to steer the clock to a deadline, to keep it in the exact range, and to
+// know when a ramp is over; the breakers decide with their own code.
+type coarse struct{ d, unit uint64 }
+
+func coarseOf(d time.Duration) coarse {
+	if d <= 0 {
+		return coarse{}
+	}
+	const perUnit = uint64(1024 * time.Millisecond)
+	return coarse{d: uint64(d), unit: (uint64(d) + perUnit - 1) / perUnit * uint64(time.Millisecond)}
+}
+
+// units is the reading now in whole units (0 when the feature is off).
+func (c coarse) units(now time.Duration) uint64 {
+	if c.unit == 0 {
+		return 0
+	}
+	return uint64(max(now, 0)) / c.unit
+}
+
+// deadline is the deadline of a period that starts at at, in units.
+func (c coarse) deadline(at time.Duration) uint64 {
+	if c.unit == 0 {
+		return 0
+	}
+	return (uint64(max(at, 0)) + c.d + c.unit - 1) / c.unit
 }
 
 // firstReading is the first clock reading (from 0) whose units reach
@@ -914,10 +948,10 @@ func (x *differential) check() {
 		x.open, x.openAt = tr.To == core.Open, tr.At
 		switch {
 		case tr.To == core.HalfOpen && x.s.MaxWaitInHalfOpen > 0:
-			x.hasExpiry, x.expiryGen, x.expiry = true, tr.Generation, x.s.HalfOpenDeadline(tr.At)
+			x.hasExpiry, x.expiryGen, x.expiry = true, tr.Generation, x.maxWait.deadline(tr.At)
 		case tr.From == core.HalfOpen && tr.To == core.Closed && x.s.RampUpDuration > 0:
 			x.hit("tr:H>C+ramp")
-			x.ramping, x.rampGen, x.rampEnd = true, tr.Generation, x.s.RampDeadline(tr.At)
+			x.ramping, x.rampGen, x.rampEnd = true, tr.Generation, x.ramp.deadline(tr.At)
 		}
 	}
 	x.notifications = len(seen)

@@ -777,11 +777,13 @@ func (c *tickClock) Set(t time.Duration) { c.now.Store(int64(t)) }
 // highest threshold (so it never trips), is forced open, probed and closed:
 // it ramps. Its clock hands every reading its own value, 1 ns apart, so
 // each ramping Allow decides on a reading of its own, and which readings
-// admit is a function of the reading alone (Settings.RampAdmits).
+// admit is a function of the reading alone (docs/design.md, Ramp-up after
+// close). An oracle, a second breaker of the same implementation closed at
+// the same reading on a manual clock, is asked sequentially at each reading.
 //
 //   - Phase 1, at the start of the ramp: G goroutines make K1 calls each,
 //     recording successes and failures. Every Allow reads the clock exactly
-//     once, so the admitted calls are exactly the readings that RampAdmits
+//     once, so the admitted calls are exactly the readings that the oracle
 //     admits, whatever the interleaving.
 //   - One sequential success resets the run of failures.
 //   - Phase 2: the clock is set G*K2/4 readings before the end of the ramp,
@@ -790,7 +792,7 @@ func (c *tickClock) Set(t time.Duration) { c.now.Store(int64(t)) }
 //     clears the ramp flag (closed -> closed in the same generation, a CAS
 //     in the lock-free word) races the Records incrementing the run of
 //     consecutive failures in the same word. The rejections are exactly
-//     those RampAdmits makes for the readings before the end; the run of
+//     the oracle's for the readings before the end; the run of
 //     consecutive failures ends at exactly the failures recorded (no
 //     increment lost to the flag clear, none counted twice); the generation
 //     is unchanged; and the flag is cleared for good: afterwards Allow reads
@@ -825,10 +827,6 @@ func rampRound(t *testing.T, newB newFunc, workers *gang, g, k1, k2, round int) 
 		CollectMetrics: true,
 		Clock:          clk, OnStateChange: rec.listen,
 	}
-	s, err := cfg.Validate()
-	if err != nil {
-		t.Fatal(err)
-	}
 	b := mustNew(t, newB, cfg)
 	if err := b.ForceOpen(time.Second); err != nil {
 		t.Fatal(err)
@@ -843,16 +841,40 @@ func rampRound(t *testing.T, newB newFunc, workers *gang, g, k1, k2, round int) 
 	if len(trs) != 3 || trs[2].From != core.HalfOpen || trs[2].To != core.Closed {
 		t.Fatalf("round %d: notifications %+v, want C->O, O->H, H->C", round, trs)
 	}
-	dl := s.RampDeadline(trs[2].At)
-	end := time.Duration(dl) * time.Millisecond // the first reading at which the ramp is over
-	if s.RampUnits(end) != dl || s.RampUnits(end-1) >= dl {
-		t.Fatalf("round %d: ramp deadline %d units from %v: %v is not its first instant", round, dl, trs[2].At, end)
+	// The first reading at which the ramp is over: with units of 1 ms, the
+	// first whole millisecond at or after the close plus the ramp-up
+	// (Config.MaxWaitInHalfOpen's rounding).
+	end := (trs[2].At + cfg.RampUpDuration + time.Millisecond - 1).Truncate(time.Millisecond)
+	// The oracle: the same ramp, closed at the same reading on a manual clock.
+	oclk := core.NewManualClock(0)
+	ocfg := cfg
+	ocfg.Clock, ocfg.OnStateChange = oclk, nil
+	oracle := mustNew(t, newB, ocfg)
+	if err := oracle.ForceOpen(time.Second); err != nil {
+		t.Fatal(err)
 	}
-	// expect is how many of the n readings after from the ramp sheds.
+	oclk.Set(trs[2].At)
+	if op, err := oracle.Allow(); err != nil || !op.Probe {
+		t.Fatalf("round %d: oracle %+v %v, want the probe", round, op, err)
+	} else {
+		oracle.Record(op, core.Success)
+	}
+	if c := oracle.Counts(); c.State != core.Closed || c.Generation != 3 {
+		t.Fatalf("round %d: oracle %+v, want closed at generation 3", round, c)
+	}
+	// expect is how many of the n readings after from the ramp sheds. A
+	// ramping Allow that is admitted or shed changes nothing, so the oracle
+	// answers each reading as the ramp would at it; it stops before the
+	// end, whose Allow would end its ramp.
 	expect := func(from time.Duration, n int) (shed int) {
-		for r := from + 1; r <= from+time.Duration(n); r++ {
-			if at := s.RampUnits(r); at < dl && !s.RampAdmits(dl-at, r) {
+		for r := from + 1; r <= from+time.Duration(n) && r < end; r++ {
+			oclk.Set(r)
+			switch _, err := oracle.Allow(); err {
+			case nil:
+			case core.ErrRampingUp:
 				shed++
+			default:
+				t.Fatalf("round %d: oracle at %v: %v", round, r, err)
 			}
 		}
 		return shed

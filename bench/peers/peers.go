@@ -56,14 +56,17 @@ func probes(s suite.Spec) int { return max(s.Probes, 1) }
 func gobreakerSettings(s suite.Spec) (gobreaker.Settings, time.Duration, error) {
 	open, _ := openFor(s, time.Nanosecond)
 	st := gobreaker.Settings{Name: "bench", MaxRequests: uint32(probes(s)), Timeout: open}
+	rule, rated := s.Policy.RateRule()
 	switch {
-	case s.Policy.Name == suite.TimeRate.Name:
-		// A rolling window of 10 one-second buckets; ReadyToTrip runs on
-		// every failure (never on a success) with the window's sums.
-		st.Interval, st.BucketPeriod = 10*time.Second, time.Second
+	case rated && rule.TimeBased:
+		// A rolling window of rule.Size one-second buckets, as casbreaker's;
+		// ReadyToTrip runs on every failure (never on a success) with the
+		// window's sums.
+		st.Interval, st.BucketPeriod = time.Duration(rule.Size)*time.Second, time.Second
+		minCalls, threshold := uint64(rule.MinCalls), uint64(rule.Threshold)
 		st.ReadyToTrip = func(c gobreaker.Counts) bool {
 			n := uint64(c.TotalSuccesses) + uint64(c.TotalFailures)
-			return n >= 100 && uint64(c.TotalFailures)*100 >= 50*n
+			return n >= minCalls && uint64(c.TotalFailures)*100 >= threshold*n
 		}
 	case s.Policy.Name == suite.Consecutive.Name || s.AnyRule:
 		st.ReadyToTrip = func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 5 }
@@ -169,14 +172,18 @@ func failsafeBreaker(s suite.Spec) (circuitbreaker.CircuitBreaker[struct{}], err
 	b := circuitbreaker.NewBuilder[struct{}]().
 		WithDelay(open).
 		WithSuccessThreshold(uint(probes(s)))
+	rule, rated := s.Policy.RateRule()
 	switch {
-	case s.Policy.Name == suite.CountRate.Name:
-		// 50 failures among the last 100 executions, with no minimum
-		// number of calls: 50 failures trip it before the window is full.
-		b = b.WithFailureThresholdRatio(50, 100)
-	case s.Policy.Name == suite.TimeRate.Name:
-		// 10 buckets of 1 s, at least 100 executions, rate as float64.
-		b = b.WithFailureRateThreshold(0.5, 100, 10*time.Second)
+	case rated && !rule.TimeBased:
+		// Threshold% of the last rule.Size executions (50 of 100), with no
+		// minimum number of calls: 50 failures trip it before the window
+		// is full.
+		b = b.WithFailureThresholdRatio(uint(rule.Threshold*rule.Size/100), uint(rule.Size))
+	case rated:
+		// Its time window always has 10 buckets (a constant of the
+		// library): 1 s each for 10 s, 6 s for 60 s, 30 s for 300 s; the
+		// minimum number of executions; the rate as float64.
+		b = b.WithFailureRateThreshold(float64(rule.Threshold)/100, uint(rule.MinCalls), time.Duration(rule.Size)*time.Second)
 	case s.Policy.Name == suite.Consecutive.Name || s.AnyRule:
 		// 5 failures among the last 5 executions.
 		b = b.WithFailureThreshold(5)
@@ -327,7 +334,7 @@ func resiliencyArgs(s suite.Spec) (errs, succ int, timeout time.Duration, sleeps
 	if s.Policy.Name != suite.Consecutive.Name && !s.AnyRule {
 		return 0, 0, 0, false, suite.Unsupported("no window: it counts errors, and forgets them only after an error-free gap as long as its timeout")
 	}
-	if s.FailurePct > 0 {
+	if s.Failing() {
 		return 0, 0, 0, false, suite.Unsupported("successes do not reset its error count: 5 errors less than a timeout (60 s) apart trip it, so any failure mix trips it")
 	}
 	// The timeout is also how long an error is remembered, so it cannot be
@@ -431,6 +438,7 @@ var hystrixSeq atomic.Int64
 
 func hystrixConfig(s suite.Spec) (hystrix.CommandConfig, bool, error) {
 	open, sleeps := openFor(s, time.Millisecond)
+	rule, rated := s.Policy.RateRule()
 	cfg := hystrix.CommandConfig{
 		// SleepWindow is whole milliseconds, and 0 means the 5 s default.
 		SleepWindow: max(int(open/time.Millisecond), 1),
@@ -446,9 +454,9 @@ func hystrixConfig(s suite.Spec) (hystrix.CommandConfig, bool, error) {
 		return cfg, false, suite.Unsupported("its sleep window is whole milliseconds of wall-clock time, so a churn driven by Expire would measure sleeping")
 	case probes(s) > 1:
 		return cfg, false, suite.Unsupported("half-open is one test call per sleep window")
-	case s.Policy.Name == suite.TimeRate.Name:
+	case rated && rule.TimeBased && rule.Size == 10:
 		// Its fixed rolling window is 10 s of 1 s buckets.
-		cfg.RequestVolumeThreshold, cfg.ErrorPercentThreshold = 100, 50
+		cfg.RequestVolumeThreshold, cfg.ErrorPercentThreshold = rule.MinCalls, rule.Threshold
 	case s.AnyRule:
 		// The closest it comes to "5 failures in a row": at least 5 calls
 		// in the 10 s window, at least 50% of them errors.

@@ -27,6 +27,7 @@ func BenchmarkProbeStorm(b *testing.B)            { suite.ProbeStorm(b, impls())
 func BenchmarkChurn(b *testing.B)                 { suite.Churn(b, impls()) }
 func BenchmarkSnapshot(b *testing.B)              { suite.Snapshot(b, impls()) }
 func BenchmarkNew(b *testing.B)                   { suite.New(b, impls()) }
+func BenchmarkMix(b *testing.B)                   { suite.Mix(b, impls()) }
 
 // TestSmoke runs every peer adapter through what the bodies rely on.
 func TestSmoke(t *testing.T) { suite.Smoke(t, Impls) }

@@ -56,7 +56,7 @@ func ClosedMixed(b *testing.B, impls []Impl) {
 					continue
 				}
 				b.Run("failures="+m.Name, func(b *testing.B) {
-					outcomes := Mix(m.Pct)
+					outcomes := Pattern(m.Pct, 100)
 					forEach(b, impls, func(b *testing.B, im Impl) {
 						closedSerial(b, build(b, im, Spec{Policy: p, FailurePct: m.Pct}), outcomes)
 					})

@@ -10,9 +10,9 @@ import (
 // Smoke runs every adapter of impls once through what each body relies
 // on, in well under a second, so that `go test` catches a broken adapter
 // without running a benchmark: closed calls under every policy stay
-// admitted, a tripped breaker rejects, a few storm rounds admit the probe
-// count (exactly, where the implementation claims it), churn ends, and the
-// constructors build.
+// admitted, every cell of Mix stays closed, a tripped breaker rejects, a
+// few storm rounds admit the probe count (exactly, where the
+// implementation claims it), churn ends, and the constructors build.
 func Smoke(t *testing.T, impls []Impl) {
 	for _, im := range impls {
 		t.Run(im.Name, func(t *testing.T) {
@@ -27,8 +27,25 @@ func Smoke(t *testing.T, impls []Impl) {
 				for _, m := range Mixes {
 					t.Run("mixed/"+p.Name+"/"+m.Name, func(t *testing.T) {
 						br := build(t, im, Spec{Policy: p, FailurePct: m.Pct})
-						if got := br.Run(300, Mix(m.Pct)); got != 300 {
+						if got := br.Run(300, Pattern(m.Pct, 100)); got != 300 {
 							t.Fatalf("%d of 300 calls admitted on a closed breaker", got)
+						}
+						if s := br.State(); s != core.Closed {
+							t.Fatalf("state %v after calls that must not trip", s)
+						}
+					})
+				}
+			}
+			for _, w := range MixWindows {
+				for _, r := range MixRates {
+					t.Run("mix/"+w.Name+"/"+r.Name, func(t *testing.T) {
+						br := build(t, im, Spec{Policy: w.Policy, FailurePerMille: r.perMille()})
+						// Twice the pattern or the window, whichever is
+						// longer: the failures are in, and the rate rule
+						// has judged a full window.
+						n := 2 * max(r.Every, 100)
+						if got := br.Run(n, r.Outcomes()); got != n {
+							t.Fatalf("%d of %d calls admitted on a closed breaker", got, n)
 						}
 						if s := br.State(); s != core.Closed {
 							t.Fatalf("state %v after calls that must not trip", s)

@@ -26,8 +26,9 @@ import (
 )
 
 // Policy is a closed-state trip rule, named for the /policy= key, with the
-// core.Config that expresses it in casbreaker. A peer reads the name and
-// configures its own closest equivalent.
+// core.Config that expresses it in casbreaker. A peer reads its RateRule
+// (or, for consecutive, the name) and configures its own closest
+// equivalent.
 type Policy struct {
 	Name   string
 	Config core.Config
@@ -59,6 +60,10 @@ type Spec struct {
 	// while it needs the breaker to stay closed (ClosedMixed). An
 	// implementation that would trip on such a mix returns Unsupported.
 	FailurePct int
+	// FailurePerMille is FailurePct in per mille, for the rates below 1%
+	// that Mix runs (one failure in 1000 calls is 1). A body sets one of
+	// the two; Failing reads both.
+	FailurePerMille int
 	// OpenDuration is how long the breaker stays open. Zero: 60 s, longer
 	// than any benchmark. An implementation whose Expire would otherwise
 	// have to sleep may use the shortest open duration it can express
@@ -99,6 +104,51 @@ func (s Spec) OpenFor() time.Duration {
 }
 
 func (s Spec) probes() int { return max(s.Probes, 1) }
+
+// Failing reports whether the body fails some of the calls it needs the
+// breaker to admit (FailurePct or FailurePerMille set): an implementation
+// that trips on any failure mix returns Unsupported for such a spec.
+func (s Spec) Failing() bool { return s.FailurePct > 0 || s.FailurePerMille > 0 }
+
+// RateRule is a policy's failure-rate rule with casbreaker's defaults
+// resolved, in the terms a peer configures its own window with.
+type RateRule struct {
+	// TimeBased says the window is Size seconds of time; otherwise it is
+	// the last Size calls.
+	TimeBased bool
+	// Size is the window length: calls, or whole seconds.
+	Size int
+	// Threshold is the failure rate that trips, in percent (failures*100
+	// >= Threshold*calls).
+	Threshold int
+	// MinCalls is the number of calls the window must hold before the rate
+	// may trip.
+	MinCalls int
+}
+
+// RateRule returns the policy's failure-rate rule, or false for a policy
+// without one (consecutive). A peer maps it rather than the policy's name,
+// so that every window a body builds (Mix's time60 and time300 too) reaches
+// the peer's configuration.
+func (p Policy) RateRule() (RateRule, bool) {
+	c := p.Config
+	if c.FailureRateThreshold == 0 {
+		return RateRule{}, false
+	}
+	r := RateRule{TimeBased: c.WindowType == core.TimeBased, Size: c.WindowSize, Threshold: c.FailureRateThreshold, MinCalls: c.MinimumNumberOfCalls}
+	if r.Size == 0 {
+		r.Size = 100
+	}
+	if r.MinCalls == 0 {
+		// core.Config's defaults: the window for a count window, 100
+		// calls for a time window.
+		r.MinCalls = 100
+		if !r.TimeBased {
+			r.MinCalls = r.Size
+		}
+	}
+	return r, true
+}
 
 // Breaker is the adapter a body drives. All methods must be safe for
 // concurrent use.
@@ -161,14 +211,18 @@ var (
 	allFailure = []error{ErrCall}
 )
 
-// Mix returns a pattern of 100 outcomes with pct failures spread evenly.
-func Mix(pct int) []error {
-	out := make([]error, 100)
-	if pct <= 0 {
+// Pattern returns a pattern of n outcomes of which failures fail, spread
+// evenly: one every n/failures outcomes, from half a step in, so that no
+// two are adjacent (while failures <= n/2) and no consecutive-failure rule
+// trips on a mix. Pattern(pct, 100) is a mix of pct percent; Pattern(1,
+// 1000) one failure in 1000 calls.
+func Pattern(failures, n int) []error {
+	out := make([]error, n)
+	if failures <= 0 {
 		return out
 	}
-	step := 100 / pct
-	for i := step / 2; i < 100; i += step {
+	step := n / failures
+	for i := step / 2; i < n; i += step {
 		out[i] = ErrCall
 	}
 	return out

@@ -37,6 +37,7 @@ const (
 	pcFlushCAS              // flush: slot.CompareAndSwap(s, ...)
 	pcLeaving               // RecordTrip: the leaving outcome, when full
 	pcClaimCAS              // RecordTrip: r.hot.a.CompareAndSwap(a, next)
+	pcFast                  // RecordFastSuccess: the one load of A
 )
 
 type mop uint8
@@ -55,9 +56,10 @@ type mcall struct {
 	out  uint64 // opRecord: present, failure, slow
 	rule *window.Rule
 
-	pc mpc
-	a  uint64 // A as this loop iteration loaded it
-	at int    // model.commits when a was loaded
+	pc        mpc
+	fastTried bool   // a fast success has had its RecordFastSuccess load
+	a         uint64 // A as this loop iteration loaded it
+	at        int    // model.commits when a was loaded
 
 	q, lap, want, s uint64 // flush's locals
 
@@ -77,6 +79,8 @@ type mcall struct {
 // rare events that the hazards need.
 type modelStats struct {
 	runs, commits int
+	// fastReads are successes RecordFastSuccess counted without a write.
+	fastReads int
 	// Flush swaps that landed after A had moved since the flusher loaded
 	// it: lateRewrites left the slot's outcome and generation as they were
 	// (a lap-0 flush that found its outcome there); lateChanges changed
@@ -102,6 +106,7 @@ type modelStats struct {
 func (s *modelStats) add(o modelStats) {
 	s.runs += o.runs
 	s.commits += o.commits
+	s.fastReads += o.fastReads
 	s.lateRewrites += o.lateRewrites
 	s.lateChanges += o.lateChanges
 	s.lateChangesSameGen += o.lateChangesSameGen
@@ -202,6 +207,25 @@ func (m *model) claimed(c *mcall) {
 	}
 }
 
+// fastRecorded checks a success that RecordFastSuccess counted with one load
+// of A, its linearization point: the oracle's window must then hold W fast
+// successes of c's generation and not be closed, so that adding one more
+// leaves its last W outcomes, and the counts A shows, as they were.
+func (m *model) fastRecorded(c *mcall) {
+	m.stats.fastReads++
+	if m.broken {
+		return
+	}
+	before := m.o.counts()
+	healthy := m.o.gen == c.g && !m.closed && before == window.Counts{Calls: uint64(m.o.size)}
+	after, _ := m.o.record(uint32(c.g), false, false)
+	if !healthy || after != before || m.r.counts(m.r.hot.a.Load()) != after {
+		m.mismatch(&m.stats.other, &m.stats.firstOther,
+			"W=%d gen %d: a fast success was read as unchanging while the oracle held %+v of gen %d (closed %v)",
+			m.o.size, c.g, before, m.o.gen, m.closed)
+	}
+}
+
 func b2u(b bool) uint64 {
 	if b {
 		return 1
@@ -217,7 +241,17 @@ func (m *model) step(c *mcall) {
 		m.stepMove(c)
 		return
 	}
+	if c.pc == pcLoad && c.out == present && !c.fastTried {
+		c.pc, c.fastTried = pcFast, true
+	}
 	switch c.pc {
+	case pcFast:
+		if r.RecordFastSuccess(uint32(c.g)) {
+			m.fastRecorded(c)
+			c.done, c.verdict = true, Recorded
+			return
+		}
+		c.pc = pcLoad
 	case pcLoad:
 		c.a, c.at, c.spans = r.hot.a.Load(), m.commits, false
 		a, g := c.a, c.g
@@ -457,6 +491,7 @@ func TestModel_ForwardInterleavingsMatchOracle(t *testing.T) {
 	require.Zero(t, s.aRepeats+s.flushSpans, "a claim or a flush passed across an A repeat")
 	require.Zero(t, s.lateChangesSameGen, "a flush stalled after its check of A landed in its own generation")
 	require.NotZero(t, s.lateChanges, "the runs must land stalled flushes in a newer generation")
+	require.NotZero(t, s.fastReads, "the runs must count successes in a window full of them without a write")
 }
 
 // A Reset that brings back a generation the ring held before is the one

@@ -63,6 +63,11 @@ type Ring struct {
 	lapShift uint   // 3 + 5k
 	lapMask  uint64 // 2^L - 1, L = 44 - 5k
 	bad      uint64 // A's failure and slow counts: zero in a healthy window
+	// healthyMask and healthy recognise, in one AND and one compare, a word
+	// whose window is full of fast successes of one generation and not
+	// closed (see RecordFastSuccess); healthy's gen bits are zero.
+	healthyMask uint64
+	healthy     uint64
 	// delta[out] is what an outcome with bits out adds to A's counts: one
 	// addition counts it in, one subtraction counts it out.
 	delta [8]uint64
@@ -97,6 +102,8 @@ func New(size int) (*Ring, error) {
 		lapMask:  1<<l - 1,
 		bad:      (1<<k-1)<<(3+k) | (1<<k-1)<<(3+2*k),
 	}
+	r.healthyMask = genMask | closedBit | r.bad | r.field<<r.nShift
+	r.healthy = uint64(size) << r.nShift
 	for out := range r.delta {
 		f, s := uint64(out)>>1&1, uint64(out)>>2&1
 		r.delta[out] = f<<r.fShift | s<<r.sShift | f&s<<sfShift
@@ -122,6 +129,19 @@ func (r *Ring) Size() int { return int(r.size) }
 func (r *Ring) Record(gen uint32, failure, slow bool) (c window.Counts, ok bool) {
 	c, v := r.RecordTrip(gen, failure, slow, nil)
 	return c, v == Recorded
+}
+
+// RecordFastSuccess records a success that was not slow, under generation
+// gen (low 16 bits), when that changes nothing: the ring holds gen, its
+// window is not closed and holds W calls, none of them a failure or slow.
+// Then the last W calls are W fast successes before and after, whichever
+// position the next claim takes, so the outcome is counted by one load and
+// no write (the window's Counts are exactly as they were). It reports
+// whether it did; false means nothing was recorded and the caller records
+// the success with RecordTrip. It may run concurrently with every other
+// call on r, and it is small enough to inline.
+func (r *Ring) RecordFastSuccess(gen uint32) bool {
+	return r.hot.a.Load()&r.healthyMask == uint64(uint16(gen))<<genShift|r.healthy
 }
 
 // Verdict is what RecordTrip did with an outcome.
@@ -159,6 +179,9 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 	}
 	if slow {
 		out |= slowBit
+	}
+	if out == present && r.RecordFastSuccess(gen) {
+		return r.counts(r.healthy), Recorded
 	}
 	// The claim works on A itself, never on an unpacked copy: a struct of
 	// more than four fields lives in memory, and its copies cost more than
@@ -311,9 +334,21 @@ func (r *Ring) SnapshotClosed(gen uint32) (c window.Counts, closed bool) {
 //
 // Any surprise (a swap lost, A changed under a flush) sends the claim back
 // to load A again; each such surprise means another claim committed, so the
-// ring is lock-free. A healthy stream costs one compare-and-swap per
-// outcome, on A; a change of outcome at a position costs a second, on its
-// slot.
+// ring is lock-free. A stream with failures or slow calls in its window
+// costs one compare-and-swap per outcome, on A; a change of outcome at a
+// position costs a second, on its slot.
+//
+// A healthy stream costs no write at all. When A shows a full window (n = W)
+// of gen with no failure, no slow call and no closed bit, the last W calls
+// are W fast successes, and one more fast success leaves them W fast
+// successes: the sequence is the same whichever position it would take, so
+// RecordFastSuccess counts it by that one load, which is its linearization
+// point, and A, pos and every slot stay as they are. This is exact, not an
+// approximation: the next outcome that differs is claimed at pos, which is
+// where the oldest of W equal outcomes sits under any rotation, and what it
+// evicts and adds is what it would have after W rotations. Nothing else
+// changes either: a read writes nothing a stalled claim or flush could
+// trip over, and A not moving only makes the repeat bound below rarer.
 //
 // Why it is exact: claim c+1 cannot commit before slot q, c's position,
 // holds c's outcome (its own step 1 puts it there or finds it there, which

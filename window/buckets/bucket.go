@@ -7,7 +7,8 @@ import (
 )
 
 // A bucket holds the outcomes of one second of one breaker generation. It is
-// five words, each changed only by compare-and-swap:
+// five words and one cell in each success stripe, each changed only by
+// compare-and-swap:
 //
 //	id = | gen (24 bits) | inc (8 bits) | sec (32 bits) |
 //	      63          40   39        32   31           0
@@ -23,7 +24,9 @@ import (
 //   - sec: the second it holds, in whole seconds since the clock base. 32
 //     bits last 136 years; later readings saturate (see second).
 //
-// n (calls), f (failures), s (slow calls) and sf (slow failures) each carry
+// n (calls that were not fast successes), f (failures), s (slow calls), sf
+// (slow failures) and the bucket's cell in each success stripe (fast
+// successes: calls neither failed nor slow; see Window.succ) each carry
 // the tag of the incarnation their count belongs to. A counter whose tag is
 // older than id's inc holds leftovers of a recycled incarnation and means 0
 // in the current one. Counters are never cleared by a plain store: a
@@ -92,10 +95,21 @@ import (
 type bucket struct {
 	id *atomic.Uint64
 	*counters
+	// succ is the window's success stripes, stripe-major: this bucket's
+	// cell of stripe k is succ[k*size+i] (see Window.succ).
+	succ    []atomic.Uint64
+	i, size uint64
 }
 
-// counters are a bucket's four counters. All are atomic.Uint64 (8 bytes, no
-// padding), so counters is 32 bytes and every field of every element of a
+// cell is the bucket's counter of fast successes in stripe k. It carries
+// an incarnation tag like the other counters and follows the same rules.
+func (b bucket) cell(k uint64) *atomic.Uint64 { return &b.succ[k*b.size+b.i] }
+
+// stripes is the number of success stripes.
+func (b bucket) stripes() uint64 { return uint64(len(b.succ)) / b.size }
+
+// counters are a bucket's four counters and its judgement word. All are
+// atomic.Uint64 (8 bytes, no padding), so counters is 40 bytes and every field of every element of a
 // []counters is 64-bit aligned, which atomic 64-bit operations need on 386
 // and ARM; the same holds for []atomic.Uint64 of ids.
 type counters struct {
@@ -103,6 +117,11 @@ type counters struct {
 	f  atomic.Uint64
 	s  atomic.Uint64
 	sf atomic.Uint64
+	// judge is what the last judgement of the trip rule in this
+	// incarnation left for the outcomes after it (judge.go). It is tagged
+	// like the counters and moved forward by the same reset, so no
+	// judgement outlives the second and generation it was made for.
+	judge atomic.Uint64
 }
 
 const (
@@ -209,10 +228,15 @@ func (b bucket) addTagged(c *atomic.Uint64, id uint64) bool {
 // CAS installed id calls it, and it stops as soon as the bucket is
 // recycled again: the next recycler owns the reset from then on.
 func (b bucket) reset(id uint64) {
-	if !b.advance(&b.n, id) || !b.advance(&b.f, id) || !b.advance(&b.s, id) {
+	if !b.advance(&b.n, id) || !b.advance(&b.f, id) || !b.advance(&b.s, id) || !b.advance(&b.sf, id) ||
+		!b.advance(&b.judge, id) {
 		return
 	}
-	b.advance(&b.sf, id)
+	for k := range b.stripes() {
+		if !b.advance(b.cell(k), id) {
+			return
+		}
+	}
 }
 
 // advance moves counter c to the incarnation named by id, count 0, if its
@@ -234,8 +258,8 @@ func (b bucket) advance(c *atomic.Uint64, id uint64) bool {
 	}
 }
 
-// read returns the counts of incarnation inc. It reads sf, s, f, n in that
-// order, the reverse of add's, so that sf <= s <= n and sf <= f <= n hold
+// read returns the counts of incarnation inc. It reads sf, s, f, n (then
+// the success stripes) in that order, the reverse of add's, so that sf <= s <= n and sf <= f <= n hold
 // even while writers run: each count is read no later than the one it must
 // not exceed, and counts of one incarnation only grow. The caller must check
 // that id still names inc afterwards; only then are all four from inc.
@@ -245,6 +269,11 @@ func (b bucket) read(inc uint8) window.Counts {
 	c.Slow = countIn(b.s.Load(), inc)
 	c.Failures = countIn(b.f.Load(), inc)
 	c.Calls = countIn(b.n.Load(), inc)
+	// Fast successes only ever add to Calls, so reading them last keeps
+	// every invariant above.
+	for k := range b.stripes() {
+		c.Calls += countIn(b.cell(k).Load(), inc)
+	}
 	return c
 }
 

@@ -95,10 +95,21 @@ type Window struct {
 	// and 32 bytes, multiples of 8, so they all stay 64-bit aligned too.
 	ids    []atomic.Uint64
 	counts []counters
+	// succ counts fast successes (neither failed nor slow), the bulk of a
+	// healthy stream, in stripes: stripe k is succ[k*B : (k+1)*B], one cell
+	// per bucket, and a goroutine adds to the stripe of the P it runs on
+	// (pid). Successes from different cores in one second therefore write
+	// different cache lines, where a single n would bounce between them.
+	// Stripe-major, so a stripe's cells for consecutive seconds sit together
+	// and two stripes share a line only at their ends.
+	succ       []atomic.Uint64
+	stripeMask uint64
 }
 
 // bucket returns bucket i.
-func (w *Window) bucket(i uint64) bucket { return bucket{&w.ids[i], &w.counts[i]} }
+func (w *Window) bucket(i uint64) bucket {
+	return bucket{&w.ids[i], &w.counts[i], w.succ, i, uint64(len(w.ids))}
+}
 
 // paddedHead gives head a cache line of its own. head is loaded by every
 // Record and Snapshot and stored about once a second; without padding,
@@ -125,7 +136,13 @@ func New(seconds int) (*Window, error) {
 	if seconds < 1 || seconds > MaxSeconds {
 		return nil, fmt.Errorf("%w: got %d", ErrSize, seconds)
 	}
-	return &Window{ids: make([]atomic.Uint64, seconds), counts: make([]counters, seconds)}, nil
+	k := stripesFor()
+	return &Window{
+		ids:        make([]atomic.Uint64, seconds),
+		counts:     make([]counters, seconds),
+		succ:       make([]atomic.Uint64, k*seconds),
+		stripeMask: uint64(k - 1),
+	}, nil
 }
 
 // Seconds returns the window size B in seconds (0 for the zero Window).
@@ -180,6 +197,9 @@ func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bo
 		idGen, inc, idSec := unpackID(id)
 		switch {
 		case idGen == gen && idSec == sec:
+			if !failure && !slow {
+				return b.addTagged(b.cell(uint64(pid())&w.stripeMask), id)
+			}
 			return b.add(id, failure, slow)
 		case newerGen(gen, idGen) || (current && idGen != gen) || (idGen == gen && sec > idSec):
 			// Recycle: the bucket holds an expired second or a dead

@@ -53,10 +53,10 @@ func TestZeroWindow_HoldsNothing(t *testing.T) {
 }
 
 // The layout the doc comments promise: packed fields round-trip, a bucket
-// is five aligned words, head sits alone on a cache line at the start of
+// is five aligned words beside its id, head sits alone on a cache line at the start of
 // Window (where the allocator 64-bit aligns it, also on 386).
 func TestLayout(t *testing.T) {
-	assert.Equal(t, uintptr(32), unsafe.Sizeof(counters{}))
+	assert.Equal(t, uintptr(40), unsafe.Sizeof(counters{}))
 	assert.Equal(t, uintptr(cacheLine), unsafe.Sizeof(paddedHead{}))
 	assert.Equal(t, uintptr(0), unsafe.Offsetof(Window{}.head))
 	assert.Equal(t, uintptr(0), unsafe.Offsetof(paddedHead{}.second))
@@ -336,7 +336,7 @@ func TestPausedRecycler_ResetStopsOnceRecycledAgain(t *testing.T) {
 // reports the outcome dropped: its bucket was recycled under it.
 func TestAdd_ReportsDropWhenLaterCounterMovedOn(t *testing.T) {
 	var id atomic.Uint64
-	b := bucket{&id, new(counters)}
+	b := bucket{id: &id, counters: new(counters), size: 1}
 	b.f.Store(packCount(1, 0))
 	assert.False(t, b.add(0, true, false))
 	assert.Equal(t, packCount(0, 1), b.n.Load())
@@ -438,7 +438,20 @@ func TestRandomOps_MatchOracle(t *testing.T) {
 		ops = 600
 	}
 	for _, b := range []int{1, 2, 3, 7, 60} {
-		t.Run(fmt.Sprintf("B=%d", b), func(t *testing.T) {
+		for ri := range judgeRules {
+			t.Run(fmt.Sprintf("B=%d/rule=%d", b, ri), func(t *testing.T) {
+				randomOps(t, b, &judgeRules[ri], ops)
+			})
+		}
+	}
+}
+
+// randomOps is one run of TestRandomOps_MatchOracle: a window of b seconds
+// whose outcomes are judged with rule (a window is judged with one rule
+// for its whole life, as a breaker does).
+func randomOps(t *testing.T, b int, rule *window.Rule, ops int) {
+	{
+		{
 			r := rand.New(rand.NewPCG(uint64(b), 2026))
 			w := mustNew(t, b)
 			o := &oracle{b: uint64(b)}
@@ -468,9 +481,21 @@ func TestRandomOps_MatchOracle(t *testing.T) {
 					require.Equal(t, o.record(old, now, f, s), w.Record(old, now, f, s), "op %d: stale gen %d at %v", i, old, now)
 					desc = "stale gen"
 				}
-				if r.IntN(4) != 0 {
-					f, s := r.IntN(3) == 0, r.IntN(3) == 0
-					require.Equal(t, o.record(gen, now, f, s), w.Record(gen, now, f, s), "op %d (%s) at %v", i, desc, now)
+				// A burst of outcomes in one second, mostly successes, so that
+				// judgements have slack to hand out; Trips must then agree
+				// with the rule on the oracle's window after every record.
+				burst, failPct := 1, 33
+				if r.IntN(4) == 0 {
+					burst, failPct = 1+r.IntN(40), r.IntN(60)
+				}
+				for k := 0; k < burst && r.IntN(4) != 0; k++ {
+					f, s := r.IntN(100) < failPct, r.IntN(100) < failPct/2
+					ok := o.record(gen, now, f, s)
+					require.Equal(t, ok, w.Record(gen, now, f, s), "op %d (%s) at %v", i, desc, now)
+					if ok {
+						require.Equal(t, rule.Trips(o.snapshot(gen, now)), w.Trips(gen, now, f, s, rule),
+							"op %d (%s) at %v: Trips, rule %+v, window %+v", i, desc, now, *rule, o.snapshot(gen, now))
+					}
 				}
 				require.Equal(t, o.snapshot(gen, now), w.Snapshot(gen, now), "op %d (%s) at %v", i, desc, now)
 				clean := w.Clean(now)
@@ -480,8 +505,22 @@ func TestRandomOps_MatchOracle(t *testing.T) {
 					require.Zero(t, c.Failures|c.Slow, "op %d: a clean window holds a failure or a slow call", i)
 				}
 			}
-		})
+		}
 	}
+}
+
+// judgeRules are the trip rules TestRandomOps_MatchOracle judges with:
+// each threshold kind alone and mixed, minimums below, at and above what a
+// burst brings, and the count threshold with and without the minimum.
+var judgeRules = []window.Rule{
+	{FailureRateThreshold: 50, MinimumNumberOfCalls: 5},
+	{FailureRateThreshold: 20, MinimumNumberOfCalls: 1},
+	{FailureRateThreshold: 90, MinimumNumberOfCalls: 30},
+	{FailureCountThreshold: 4},
+	{FailureCountThreshold: 6, MinimumNumberOfCalls: 10, MinimumAppliesToCount: true},
+	{SlowCallRateThreshold: 30, MinimumNumberOfCalls: 3},
+	{FailureRateThreshold: 40, SlowCallRateThreshold: 60, FailureCountThreshold: 12, MinimumNumberOfCalls: 8},
+	{FailureRateThreshold: 100, MinimumNumberOfCalls: 2},
 }
 
 func TestHotPath_DoesNotAllocate(t *testing.T) {
@@ -499,6 +538,8 @@ func TestHotPath_DoesNotAllocate(t *testing.T) {
 	assert.Zero(t, allocs, "Snapshot")
 	allocs = testing.AllocsPerRun(1000, func() { _ = w.Clean(now) })
 	assert.Zero(t, allocs, "Clean")
+	allocs = testing.AllocsPerRun(1000, func() { _ = w.Trips(1, now, true, false, &judgeRules[0]) })
+	assert.Zero(t, allocs, "Trips")
 }
 
 // Clean, step by step: a success leaves the window clean, a failure or a

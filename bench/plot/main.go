@@ -1,0 +1,82 @@
+// Command plot draws the figures of a `make bench-mix` result file (the raw
+// `go test -bench` output of BenchmarkMix) as PNGs:
+//
+//   - mix-by-failures.png: median ns/op against the failure rate, one tile
+//     per window and -cpu, one line per implementation;
+//   - mix-by-cpu.png: median ns/op against -cpu at one failure rate, one
+//     tile per window.
+//
+// `make bench-plot` runs it on the newest bench/results/*-mix.txt and writes
+// into docs/figures/. It is a nested module so that gonum's plotting
+// library never enters casbreaker's go.mod.
+//
+// Usage:
+//
+//	go run . -in RESULT-mix.txt [-out DIR] [-failures RATE]
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"gonum.org/v1/plot"
+)
+
+func main() {
+	in := flag.String("in", "", "the bench-mix result file (required)")
+	out := flag.String("out", "docs/figures", "the directory the PNGs go into")
+	failures := flag.String("failures", "1in100", "the failure rate of mix-by-cpu.png")
+	flag.Parse()
+	if *in == "" || flag.NArg() > 0 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := run(*in, *out, *failures); err != nil {
+		fmt.Fprintln(os.Stderr, "plot:", err)
+		os.Exit(1)
+	}
+}
+
+func run(in, out, failures string) error {
+	f, err := os.Open(in)
+	if err != nil {
+		return err
+	}
+	m, err := parse(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %v", in, err)
+	}
+	if !slices.Contains(m.failures, failures) {
+		return fmt.Errorf("%s has no failures=%s (it has %v)", in, failures, m.failures)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	lg, err := legend(m)
+	if err != nil {
+		return err
+	}
+	byF, err := byFailures(m)
+	if err != nil {
+		return err
+	}
+	byC, err := byCPU(m, failures)
+	if err != nil {
+		return err
+	}
+	for _, fig := range []struct {
+		name  string
+		tiles [][]*plot.Plot
+	}{{"mix-by-failures.png", byF}, {"mix-by-cpu.png", byC}} {
+		path := filepath.Join(out, fig.name)
+		if err := save(fig.tiles, lg, path); err != nil {
+			return err
+		}
+		fmt.Println("wrote", path)
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package buckets
+
+import (
+	"time"
+
+	"github.com/casbreaker/casbreaker/window"
+)
+
+// Judging the trip rule in O(1).
+//
+// The rule (R1) must be judged after every outcome, and summing the window
+// is O(B). Most outcomes cannot change the verdict, though, and a judgement
+// can say how many cannot: after a Snapshot that does not trip the rule,
+// margin computes
+//
+//   - safe: a success that is neither failed nor slow cannot trip it now.
+//     Such a success only adds a call, which lowers every rate; it could
+//     trip the rule only by bringing the window up to MinimumNumberOfCalls
+//     while the rates are high, and safe says it cannot, even after the
+//     slack below is used up;
+//   - slack: how many more failures or slow calls the window can take
+//     without the rule holding, each counted as a slow failure, the worst
+//     case, and none of them followed by enough successes to reach the
+//     minimum while the rates are that high.
+//
+// Both hold only while the window's membership stays as the Snapshot saw
+// it apart from the outcomes added since, that is, within the second and
+// the generation it was made for: a new second evicts calls and can raise
+// a rate without any outcome. So the judgement lives in the bucket of that
+// second, in its word judge, tagged with the bucket's incarnation like its
+// counters and reset with them when the bucket is recycled. Trips then
+// costs a fast success one load of judge, and a failure or slow call one
+// compare-and-swap that takes a unit of slack; only the first outcome of a
+// second that finds failures in the window, and the outcome that finds the
+// slack used up, sums the window again.
+//
+//	judge = | tag (8 bits) | ver (24 bits) | safe (1 bit) | slack (31 bits) |
+//	         63         56   55         32   31             30            0
+//
+// ver counts the judgements installed in the incarnation, so a judgement
+// that summed the window, stalled, and then finds judge as it loaded it
+// before summing knows that no outcome has taken slack since and no other
+// judgement has been installed: its compare-and-swap cannot install an
+// older view over a newer one (an equal word would need 2^24 installs in
+// between).
+//
+// What this guarantees is what the Snapshot after each record guaranteed
+// before: every outcome is judged on a window that holds it, and one whose
+// judgement is skipped provably could not trip the rule. Concurrent
+// outcomes may still be judged on windows that hold some of the others'
+// records and not the rest (docs/design.md, Known limits).
+const (
+	judgeSlackBits = 31
+	judgeSafe      = 1 << judgeSlackBits
+	judgeSlack     = judgeSafe - 1
+	judgeVerShift  = judgeSlackBits + 1
+	judgeVerMask   = (1<<24 - 1) << judgeVerShift
+	// maxSlack caps what one judgement grants: a larger slack saves nothing
+	// measurable, and the search for it is logarithmic in the cap.
+	maxSlack = 1 << 20
+)
+
+// Trips reports whether rule trips on the window of generation gen (low 24
+// bits) at now, just after an outcome (failed and slow as given) was
+// recorded there by Record or RecordCurrent. It is Snapshot followed by
+// rule.Trips, in O(1) for all but about one outcome per second and one per
+// slack's worth of failures (see above): a clean window (Clean) returns
+// false at once, a fast success finds the judgement of its second safe, a
+// failure or slow call takes a unit of its slack. A nil rule never trips.
+// It may run concurrently with every other method and allocates nothing.
+func (w *Window) Trips(gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) bool {
+	size := uint64(len(w.ids))
+	if size == 0 || rule == nil || w.Clean(now) {
+		return false
+	}
+	gen &= genMask
+	sec := max(second(now), w.head.second.Load())
+	b := w.bucket(sec % size)
+	id := b.id.Load()
+	idGen, inc, idSec := unpackID(id)
+	// ours: the bucket holds our second of our generation, so its judgement
+	// is about the window we were recorded in.
+	ours := idGen == gen && idSec == sec
+	var j uint64
+	for ours {
+		j = b.judge.Load()
+		if tag, _ := unpackCount(j); tag != inc {
+			break // not judged in this incarnation yet
+		}
+		if !failure && !slow && j&judgeSafe != 0 {
+			return false
+		}
+		if (failure || slow) && j&judgeSlack != 0 {
+			if b.judge.CompareAndSwap(j, j-1) {
+				return false
+			}
+			continue
+		}
+		break
+	}
+	c := w.Snapshot(gen, now)
+	if rule.Trips(c) {
+		// The rule holds, and goes on holding for every outcome after this
+		// one until the window changes: no judgement made before may skip
+		// another Snapshot. A judgement installed since our load may be of
+		// a window without our record, so ours replaces whatever is there.
+		for ours && b.id.Load() == id {
+			if tag, _ := unpackCount(j); tag == inc && j&(judgeSafe|judgeSlack) == 0 && b.judge.Load() == j {
+				break
+			}
+			if b.judge.CompareAndSwap(j, nextJudgement(j, inc, 0)) {
+				break
+			}
+			j = b.judge.Load()
+		}
+		return true
+	}
+	if ours && b.id.Load() == id {
+		// Install the judgement unless judge moved while we summed: then an
+		// outcome took slack our sum may not hold, or a newer judgement is
+		// there, and either is at least as careful as ours.
+		b.judge.CompareAndSwap(j, nextJudgement(j, inc, margin(rule, c)))
+	}
+	return false
+}
+
+// nextJudgement is the judge word that replaces j in incarnation inc with
+// safe|slack m: ver one more than j's in the same incarnation, 0 in a new one.
+func nextJudgement(j uint64, inc uint8, m uint64) uint64 {
+	ver := j&judgeVerMask + 1<<judgeVerShift
+	if tag, _ := unpackCount(j); tag != inc {
+		ver = 0
+	}
+	return packCount(inc, 0) | ver&judgeVerMask | m
+}
+
+// margin is safe|slack for a window holding c that does not trip rule: the
+// largest slack x <= maxSlack such that x more slow failures, alone or
+// followed by successes, cannot make rule hold; 0 (not safe) when even one
+// success could.
+func margin(rule *window.Rule, c window.Counts) uint64 {
+	if risky(rule, c, 0) {
+		return 0
+	}
+	if !risky(rule, c, maxSlack) {
+		return judgeSafe | maxSlack
+	}
+	// risky is monotone in x (every rate and count it tests only grows
+	// with x), so a binary search finds the boundary: lo is not risky, hi is.
+	lo, hi := uint64(0), uint64(maxSlack)
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if risky(rule, c, mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return judgeSafe | lo
+}
+
+// risky reports whether x more slow failures could trip rule on a window
+// holding c: right away, or once successes after them bring the window to
+// the minimum number of calls. Of all the successes that may follow, the
+// fewest that reach the minimum are the worst case: every rate falls as
+// calls grow.
+func risky(rule *window.Rule, c window.Counts, x uint64) bool {
+	d := window.Counts{Calls: c.Calls + x, Failures: c.Failures + x, Slow: c.Slow + x, SlowFailures: c.SlowFailures + x}
+	if rule.Trips(d) {
+		return true
+	}
+	d.Calls = max(d.Calls+1, rule.MinimumNumberOfCalls)
+	return rule.Trips(d)
+}
