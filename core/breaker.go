@@ -335,6 +335,15 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 	b.record(p, o)
 }
 
+// tookOver records an outcome of the current generation gen that the time
+// window dropped as stale, by taking its bucket over
+// (buckets.Window.RecordCurrentTrip), and stores the judgement in trips.
+func (b *Breaker) tookOver(gen uint32, now time.Duration, fail, slow bool, trips *bool) bool {
+	ok, t := b.buckets.RecordCurrentTrip(gen, now, fail, slow, &b.s.rule)
+	*trips = t
+	return ok
+}
+
 // closedRun0 reports whether word w is closed, of generation gen, with no
 // run of failures that a success would have to end: what both of Record's
 // fast paths need.
@@ -369,14 +378,14 @@ func (b *Breaker) recordWindowSuccess(p Permit) bool {
 		return true
 	}
 	now := b.s.Clock.Now()
-	if !b.buckets.Record(p.Generation, now, false, false) &&
-		(!b.current(p.Generation) || !b.buckets.RecordCurrent(p.Generation, now, false, false)) {
+	ok, trips := b.buckets.RecordTrip(p.Generation, now, false, false, &b.s.rule)
+	if !ok && (!b.current(p.Generation) || !b.tookOver(p.Generation, now, false, false, &trips)) {
 		// As in record, and with the same reading of the clock: one per
 		// outcome (docs/design.md).
 		b.drop()
 		return true
 	}
-	if b.buckets.Trips(p.Generation, now, false, false, &b.s.rule) {
+	if trips {
 		b.finishTrip(p.Generation) // as record does on a time window
 	}
 	return true
@@ -435,13 +444,14 @@ func (b *Breaker) record(p Permit, o Outcome) {
 		}
 		trips = v == atomicring.Tripped
 	case b.buckets != nil:
-		if !b.buckets.Record(p.Generation, now, fail, slow) &&
-			(!b.current(p.Generation) || !b.buckets.RecordCurrent(p.Generation, now, fail, slow)) {
+		// The judgement is O(1) but for about one outcome a second
+		// (buckets.Window.RecordTrip).
+		var ok bool
+		if ok, trips = b.buckets.RecordTrip(p.Generation, now, fail, slow, &b.s.rule); !ok &&
+			(!b.current(p.Generation) || !b.tookOver(p.Generation, now, fail, slow, &trips)) {
 			b.drop()
 			return
 		}
-		// O(1) but for about one outcome a second (buckets.Window.Trips).
-		trips = b.buckets.Trips(p.Generation, now, fail, slow, &b.s.rule)
 	}
 	// The outcome is counted in Metrics where it takes effect: at the
 	// window write (a write that closed the count window always ends in

@@ -95,18 +95,26 @@ import (
 type bucket struct {
 	id *atomic.Uint64
 	*counters
-	// succ is the window's success stripes, stripe-major: this bucket's
-	// cell of stripe k is succ[k*size+i] (see Window.succ).
-	succ    []atomic.Uint64
-	i, size uint64
+	// w and i name the bucket's cells in the window's success stripes
+	// (Window.succ). Four words: a bucket is passed by value on the hot
+	// path, and a slice header here took it to seven and cost a fast
+	// success more than its striping saved on one core.
+	w *Window
+	i uint64
 }
 
 // cell is the bucket's counter of fast successes in stripe k. It carries
 // an incarnation tag like the other counters and follows the same rules.
-func (b bucket) cell(k uint64) *atomic.Uint64 { return &b.succ[k*b.size+b.i] }
+func (b bucket) cell(k uint64) *atomic.Uint64 { return &b.w.succ[k*uint64(len(b.w.ids))+b.i] }
 
-// stripes is the number of success stripes.
-func (b bucket) stripes() uint64 { return uint64(len(b.succ)) / b.size }
+// stripes is the number of success stripes (zero for a bucket outside a
+// window, as some tests build).
+func (b bucket) stripes() uint64 {
+	if b.w == nil {
+		return 0
+	}
+	return b.w.stripeMask + 1
+}
 
 // counters are a bucket's four counters and its judgement word. All are
 // atomic.Uint64 (8 bytes, no padding), so counters is 40 bytes and every field of every element of a

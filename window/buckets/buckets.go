@@ -13,6 +13,7 @@ package buckets
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"time"
 
 	"go.uber.org/atomic"
@@ -104,11 +105,14 @@ type Window struct {
 	// and two stripes share a line only at their ends.
 	succ       []atomic.Uint64
 	stripeMask uint64
+	// modM is ceil(2^64 / B), for the bucket index of a second without a
+	// division (slot): a 64-bit DIV was a tenth of a fast success.
+	modM uint64
 }
 
 // bucket returns bucket i.
 func (w *Window) bucket(i uint64) bucket {
-	return bucket{&w.ids[i], &w.counts[i], w.succ, i, uint64(len(w.ids))}
+	return bucket{&w.ids[i], &w.counts[i], w, i}
 }
 
 // paddedHead gives head a cache line of its own. head is loaded by every
@@ -142,7 +146,17 @@ func New(seconds int) (*Window, error) {
 		counts:     make([]counters, seconds),
 		succ:       make([]atomic.Uint64, k*seconds),
 		stripeMask: uint64(k - 1),
+		modM:       ^uint64(0)/uint64(seconds) + 1,
 	}, nil
+}
+
+// slot is sec mod B, the index of second sec's bucket, by Lemire's
+// multiply-shift remainder: exact for sec and B below 2^32, which second
+// and New guarantee (Lemire, Kaser, Kurz, "Faster Remainder by Direct
+// Computation", 2019).
+func (w *Window) slot(sec uint64) uint64 {
+	hi, _ := bits.Mul64(w.modM*sec, uint64(len(w.ids)))
+	return hi
 }
 
 // Seconds returns the window size B in seconds (0 for the zero Window).
@@ -164,7 +178,8 @@ func (w *Window) Seconds() int {
 // caller, and by concurrent ones only when it raced with a clock that moved
 // B seconds on.
 func (w *Window) Record(gen uint32, now time.Duration, failure, slow bool) bool {
-	return w.record(gen, now, failure, slow, false)
+	_, ok := w.record(gen, now, failure, slow, false)
+	return ok
 }
 
 // RecordCurrent is Record for a caller that knows gen is the current
@@ -176,13 +191,46 @@ func (w *Window) Record(gen uint32, now time.Duration, failure, slow bool) bool 
 // window while it was being recorded (or gen lost a race with another
 // caller's generation). The breaker calls it after checking its state word.
 func (w *Window) RecordCurrent(gen uint32, now time.Duration, failure, slow bool) bool {
-	return w.record(gen, now, failure, slow, true)
+	_, ok := w.record(gen, now, failure, slow, true)
+	return ok
 }
 
-func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bool) bool {
+// RecordTrip is Record followed by the judgement of rule on the window the
+// outcome was recorded in: recorded is Record's result, and trips whether
+// rule.Trips holds on the window with the outcome in it (always false when
+// the outcome was not recorded, or rule is nil). The judgement is O(1) for
+// all but about one outcome a second (see judge.go); in sequential use it
+// equals rule.Trips(Snapshot(gen, now)) after the record. It may run
+// concurrently with every other method and allocates nothing.
+func (w *Window) RecordTrip(gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) (recorded, trips bool) {
+	return w.recordTrip(gen, now, failure, slow, false, rule)
+}
+
+// RecordCurrentTrip is RecordCurrent followed by the judgement of
+// RecordTrip.
+func (w *Window) RecordCurrentTrip(gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) (recorded, trips bool) {
+	return w.recordTrip(gen, now, failure, slow, true, rule)
+}
+
+func (w *Window) recordTrip(gen uint32, now time.Duration, failure, slow, current bool, rule *window.Rule) (recorded, trips bool) {
+	at, ok := w.record(gen, now, failure, slow, current)
+	if !ok || rule == nil || w.Clean(now) {
+		return ok, false
+	}
+	return true, w.judge(at, gen&genMask, now, failure, slow, rule)
+}
+
+// recorded is where record put an outcome: the bucket, the id it held
+// then, and the window's current second.
+type recorded struct {
+	b       bucket
+	id, sec uint64
+}
+
+func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bool) (recorded, bool) {
 	size := uint64(len(w.ids))
 	if size == 0 {
-		return false
+		return recorded{}, false
 	}
 	gen &= genMask
 	sec := w.advance(now)
@@ -191,16 +239,22 @@ func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bo
 		// sees the window marked unclean.
 		w.markBad(sec)
 	}
-	b := w.bucket(sec % size)
+	b := w.bucket(w.slot(sec))
 	for {
 		id := b.id.Load()
 		idGen, inc, idSec := unpackID(id)
 		switch {
 		case idGen == gen && idSec == sec:
+			at := recorded{b, id, sec}
 			if !failure && !slow {
-				return b.addTagged(b.cell(uint64(pid())&w.stripeMask), id)
+				// One P, one stripe: no P id to look up.
+				k := uint64(0)
+				if w.stripeMask != 0 {
+					k = uint64(pid()) & w.stripeMask
+				}
+				return at, b.addTagged(b.cell(k), id)
 			}
-			return b.add(id, failure, slow)
+			return at, b.add(id, failure, slow)
 		case newerGen(gen, idGen) || (current && idGen != gen) || (idGen == gen && sec > idSec):
 			// Recycle: the bucket holds an expired second or a dead
 			// generation. Only one CAS wins; it then owes the reset. Losers
@@ -213,7 +267,7 @@ func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bo
 		default:
 			// The bucket holds a newer (gen, sec) than ours: our generation
 			// is stale, or our second left the window after we read head.
-			return false
+			return recorded{}, false
 		}
 	}
 }

@@ -336,7 +336,7 @@ func TestPausedRecycler_ResetStopsOnceRecycledAgain(t *testing.T) {
 // reports the outcome dropped: its bucket was recycled under it.
 func TestAdd_ReportsDropWhenLaterCounterMovedOn(t *testing.T) {
 	var id atomic.Uint64
-	b := bucket{id: &id, counters: new(counters), size: 1}
+	b := bucket{id: &id, counters: new(counters)}
 	b.f.Store(packCount(1, 0))
 	assert.False(t, b.add(0, true, false))
 	assert.Equal(t, packCount(0, 1), b.n.Load())
@@ -491,11 +491,10 @@ func randomOps(t *testing.T, b int, rule *window.Rule, ops int) {
 				for k := 0; k < burst && r.IntN(4) != 0; k++ {
 					f, s := r.IntN(100) < failPct, r.IntN(100) < failPct/2
 					ok := o.record(gen, now, f, s)
-					require.Equal(t, ok, w.Record(gen, now, f, s), "op %d (%s) at %v", i, desc, now)
-					if ok {
-						require.Equal(t, rule.Trips(o.snapshot(gen, now)), w.Trips(gen, now, f, s, rule),
-							"op %d (%s) at %v: Trips, rule %+v, window %+v", i, desc, now, *rule, o.snapshot(gen, now))
-					}
+					got, trips := w.RecordTrip(gen, now, f, s, rule)
+					require.Equal(t, ok, got, "op %d (%s) at %v", i, desc, now)
+					require.Equal(t, ok && rule.Trips(o.snapshot(gen, now)), trips,
+						"op %d (%s) at %v: RecordTrip's judgement, rule %+v, window %+v", i, desc, now, *rule, o.snapshot(gen, now))
 				}
 				require.Equal(t, o.snapshot(gen, now), w.Snapshot(gen, now), "op %d (%s) at %v", i, desc, now)
 				clean := w.Clean(now)
@@ -538,8 +537,11 @@ func TestHotPath_DoesNotAllocate(t *testing.T) {
 	assert.Zero(t, allocs, "Snapshot")
 	allocs = testing.AllocsPerRun(1000, func() { _ = w.Clean(now) })
 	assert.Zero(t, allocs, "Clean")
-	allocs = testing.AllocsPerRun(1000, func() { _ = w.Trips(1, now, true, false, &judgeRules[0]) })
-	assert.Zero(t, allocs, "Trips")
+	allocs = testing.AllocsPerRun(1000, func() {
+		now += 7 * time.Millisecond
+		_, _ = w.RecordTrip(1, now, true, false, &judgeRules[0])
+	})
+	assert.Zero(t, allocs, "RecordTrip")
 }
 
 // Clean, step by step: a success leaves the window clean, a failure or a
@@ -565,4 +567,20 @@ func TestClean_UntilTheBadSecondLeaves(t *testing.T) {
 	assert.False(t, w.Record(1, 20*sec, true, false), "stale: dropped")
 	assert.False(t, w.Clean(22*sec), "a failure of any generation")
 	assert.True(t, w.Clean(23*sec))
+}
+
+// slot is sec mod B for every B New accepts and every second a window can
+// hold, the extremes included.
+func TestSlot_IsTheRemainder(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, b := range []int{1, 2, 3, 7, 60, 1000, 3599, MaxSeconds} {
+		w := mustNew(t, b)
+		for _, sec := range []uint64{0, 1, uint64(b - 1), uint64(b), uint64(b + 1), maxSec - 1, maxSec} {
+			require.Equal(t, sec%uint64(b), w.slot(sec), "B=%d sec=%d", b, sec)
+		}
+		for range 10_000 {
+			sec := r.Uint64N(maxSec + 1)
+			require.Equal(t, sec%uint64(b), w.slot(sec), "B=%d sec=%d", b, sec)
+		}
+	}
 }

@@ -60,27 +60,21 @@ const (
 	maxSlack = 1 << 20
 )
 
-// Trips reports whether rule trips on the window of generation gen (low 24
-// bits) at now, just after an outcome (failed and slow as given) was
-// recorded there by Record or RecordCurrent. It is Snapshot followed by
-// rule.Trips, in O(1) for all but about one outcome per second and one per
-// slack's worth of failures (see above): a clean window (Clean) returns
-// false at once, a fast success finds the judgement of its second safe, a
-// failure or slow call takes a unit of its slack. A nil rule never trips.
-// It may run concurrently with every other method and allocates nothing.
-func (w *Window) Trips(gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) bool {
-	size := uint64(len(w.ids))
-	if size == 0 || rule == nil || w.Clean(now) {
-		return false
-	}
-	gen &= genMask
-	sec := max(second(now), w.head.second.Load())
-	b := w.bucket(sec % size)
-	id := b.id.Load()
-	idGen, inc, idSec := unpackID(id)
-	// ours: the bucket holds our second of our generation, so its judgement
-	// is about the window we were recorded in.
-	ours := idGen == gen && idSec == sec
+// judge reports whether rule trips on the window of generation gen (low
+// 24 bits already) at now, just after record put an outcome (failed and
+// slow as given) at at. It is rule.Trips(Snapshot(gen, now)), in O(1) for
+// all but about one outcome per second and one per slack's worth of
+// failures (see above): a fast success finds the judgement of its second
+// safe, a failure or slow call takes a unit of its slack. The caller has
+// already found the window unclean.
+func (w *Window) judge(at recorded, gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) bool {
+	b, id := at.b, at.id
+	_, inc, _ := unpackID(id)
+	// ours: the bucket still holds the second the outcome went to, so its
+	// judgement is about the window we were recorded in. head may have
+	// moved on since record read it; then this outcome is judged by a
+	// Snapshot at the newer second, as any other would be.
+	ours := max(second(now), w.head.second.Load()) == at.sec
 	var j uint64
 	for ours {
 		j = b.judge.Load()
