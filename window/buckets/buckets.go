@@ -214,7 +214,7 @@ func (w *Window) RecordCurrentTrip(gen uint32, now time.Duration, failure, slow 
 
 func (w *Window) recordTrip(gen uint32, now time.Duration, failure, slow, current bool, rule *window.Rule) (recorded, trips bool) {
 	at, ok := w.record(gen, now, failure, slow, current)
-	if !ok || rule == nil || w.Clean(now) {
+	if !ok || rule == nil || w.cleanAt(at.sec) {
 		return ok, false
 	}
 	return true, w.judge(at, gen&genMask, now, failure, slow, rule)
@@ -329,8 +329,15 @@ func (w *Window) Snapshot(gen uint32, now time.Duration) window.Counts {
 // every other method; a Record running concurrently may or may not be seen,
 // but one that returned before Clean began is.
 func (w *Window) Clean(now time.Duration) bool {
+	return w.cleanAt(max(second(now), w.head.second.Load()))
+}
+
+// cleanAt is Clean with the current second sec already known. A sec older
+// than the current one can only answer "unclean" where Clean would say
+// clean, which costs a judgement, never a trip missed.
+func (w *Window) cleanAt(sec uint64) bool {
 	bad := w.head.bad.Load()
-	return bad == 0 || bad+uint64(len(w.ids)) <= max(second(now), w.head.second.Load())+1
+	return bad == 0 || bad+uint64(len(w.ids)) <= sec+1
 }
 
 // markBad raises bad to 1 + sec; the CAS runs at most once per second
