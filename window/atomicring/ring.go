@@ -64,22 +64,25 @@ type Ring struct {
 	lapShift uint   // 3 + 5k
 	lapMask  uint64 // 2^L - 1, L = 44 - 5k
 	bad      uint64 // A's failure and slow counts: zero in a healthy window
-	// healthyMask and healthy recognise, in one AND and one compare, a word
-	// whose window is full of fast successes of one generation and not
-	// closed (see RecordFastSuccess); healthy's gen bits are zero.
-	healthyMask uint64
-	healthy     uint64
 	// delta[out] is what an outcome with bits out adds to A's counts: one
 	// addition counts it in, one subtraction counts it out.
 	delta [8]uint64
 }
 
-// hot is the aggregate word on a cache line of its own: 8 bytes of word and
-// 56 of padding make 64, so the read-only fields after it, which every call
-// reads, never share the line that every successful CAS invalidates.
+// hot is the aggregate word on a cache line of its own: 24 bytes of words
+// and 40 of padding make 64, so the read-only fields after it, which every
+// claim reads, never share the line that every successful CAS invalidates.
+// The two read-only words beside A are the ones RecordFastSuccess needs, so
+// a healthy window's success touches this one line, which nothing writes
+// while the window stays healthy.
 type hot struct {
 	a atomic.Uint64
-	_ [56]byte
+	// healthyMask and healthy recognise, in one AND and one compare, a word
+	// whose window is full of fast successes of one generation and not
+	// closed (see RecordFastSuccess); healthy's gen bits are zero.
+	healthyMask uint64
+	healthy     uint64
+	_           [40]byte
 }
 
 // New returns an empty ring of size calls that holds generation 0. It
@@ -103,8 +106,8 @@ func New(size int) (*Ring, error) {
 		lapMask:  1<<l - 1,
 		bad:      (1<<k-1)<<(3+k) | (1<<k-1)<<(3+2*k),
 	}
-	r.healthyMask = genMask | closedBit | r.bad | r.field<<r.nShift
-	r.healthy = uint64(size) << r.nShift
+	r.hot.healthyMask = genMask | closedBit | r.bad | r.field<<r.nShift
+	r.hot.healthy = uint64(size) << r.nShift
 	for out := range r.delta {
 		f, s := uint64(out)>>1&1, uint64(out)>>2&1
 		r.delta[out] = f<<r.fShift | s<<r.sShift | f&s<<sfShift
@@ -142,7 +145,7 @@ func (r *Ring) Record(gen uint32, failure, slow bool) (c window.Counts, ok bool)
 // the success with RecordTrip. It may run concurrently with every other
 // call on r, and it is small enough to inline.
 func (r *Ring) RecordFastSuccess(gen uint32) bool {
-	return r.hot.a.Load()&r.healthyMask == uint64(uint16(gen))<<genShift|r.healthy
+	return r.hot.a.Load()&r.hot.healthyMask == uint64(uint16(gen))<<genShift|r.hot.healthy
 }
 
 // Verdict is what RecordTrip did with an outcome.
@@ -182,7 +185,7 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 		out |= slowBit
 	}
 	if out == present && r.RecordFastSuccess(gen) {
-		return r.counts(r.healthy), Recorded
+		return r.counts(r.hot.healthy), Recorded
 	}
 	// The claim works on A itself, never on an unpacked copy: a struct of
 	// more than four fields lives in memory, and its copies cost more than
