@@ -58,7 +58,7 @@ bench-quick: ## a short bench run (3 counts, -cpu 1,2) to check that everything 
 	$(MAKE) bench BENCH_COUNT=3 BENCH_CPU=1,2 BENCH_TIME=20ms \
 		BENCH_OUT=bench/results/$(shell date -u +%Y-%m-%d-%H%M)-$(shell hostname -s)-quick.txt
 
-# The mix matrix (docs/benchmarks.md, "The mix matrix"): BenchmarkMix alone
+# The mix matrix (docs/benchmarks.md, "The mix matrix"): BenchmarkMix and the floors
 # into bench/results/<date>-<HHMM>-<host>-mix.txt, then benchstat -col /impl,
 # whose geomean row sums the matrix up, over all -cpu and per -cpu. Its own
 # defaults are -cpu 1,2 and -benchtime 100ms (BENCH_COUNT stays 10); a
@@ -75,7 +75,7 @@ given = $(if $(filter command line environment,$(origin $1)),$($1),$($2))
 
 bench-mix: ## BenchmarkMix (failures x window, -cpu 1,2) into bench/results/*-mix.txt, then benchstat -col /impl and its geomean; MIX_PEERS=1 adds the peers
 	GO=$(GO) BENCHSTAT=$(BENCHSTAT) BENCH_COUNT=$(BENCH_COUNT) BENCH_CPU=$(call given,BENCH_CPU,MIX_CPU) \
-		BENCH_TIME=$(call given,BENCH_TIME,MIX_TIME) BENCH_RUN='^BenchmarkMix$$' \
+		BENCH_TIME=$(call given,BENCH_TIME,MIX_TIME) BENCH_RUN='^Benchmark(Mix|Floor|FloorParallel)$$' \
 		BENCH_OUT=$(call given,BENCH_OUT,MIX_OUT) BENCH_PEERS=$(MIX_PEERS) BENCH_TABLES=mix bash bench/run.sh
 
 # bench-plot reads MIX_FILE, by default the newest *-mix.txt by name (names

@@ -61,17 +61,17 @@ mv "$tmp" "$BENCH_OUT"
 echo
 echo "raw output: $BENCH_OUT"
 echo
-if [ "$BENCH_TABLES" = mix ]; then
-	echo "== the mix matrix (columns: /impl, each compared with the first, lockfree; the geomean row is over every cell and -cpu) =="
-	"$GO" run "$BENCHSTAT" -ignore pkg -col /impl "$BENCH_OUT"
-	echo
-	echo "== the mix matrix per -cpu (one table, and one geomean, per -cpu) =="
-	"$GO" run "$BENCHSTAT" -ignore pkg -table /gomaxprocs -col /impl "$BENCH_OUT"
-	exit $status
-fi
 echo "== floors (ns per operation; read every other table as a ratio to these) =="
 "$GO" run "$BENCHSTAT" -filter '.name:/^Floor/' -row /op,/gomaxprocs -col .name "$BENCH_OUT"
 echo
+if [ "$BENCH_TABLES" = mix ]; then
+	echo "== the mix matrix (columns: /impl, each compared with the first, lockfree; the geomean row is over every cell and -cpu) =="
+	"$GO" run "$BENCHSTAT" -filter '.name:Mix' -ignore pkg -col /impl "$BENCH_OUT"
+	echo
+	echo "== the mix matrix per -cpu (one table, and one geomean, per -cpu) =="
+	"$GO" run "$BENCHSTAT" -filter '.name:Mix' -ignore pkg -table /gomaxprocs -col /impl "$BENCH_OUT"
+	exit $status
+fi
 echo "== implementations (columns: /impl, each compared with the first, lockfree) =="
 "$GO" run "$BENCHSTAT" -filter '-.name:/^Floor/' -ignore pkg -col /impl "$BENCH_OUT"
 exit $status
