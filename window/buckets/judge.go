@@ -68,7 +68,7 @@ const (
 // safe, a failure or slow call takes a unit of its slack. The caller has
 // already found the window unclean.
 func (w *Window) judge(at recorded, gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) bool {
-	b, id := at.b, at.id
+	b, id := w.bucket(at.i), at.id
 	_, inc, _ := unpackID(id)
 	// ours: the bucket still holds the second the outcome went to, so its
 	// judgement is about the window we were recorded in. head may have
