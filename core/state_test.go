@@ -3,6 +3,7 @@ package core
 import (
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -100,4 +101,32 @@ func TestLimitsMatchWord(t *testing.T) {
 	require.Equal(t, maxStep, MaxBackoffSteps)
 	require.Equal(t, uint64(maxConsec), uint64(MaxConsecutiveFailures))
 	require.Equal(t, 1<<genBits, GenerationModulus)
+}
+
+// The state word has its cache line to itself: it is the first word of the
+// Breaker and padded to 64 bytes, and every Breaker New returns starts at
+// most 8 bytes into a line. Those 8 bytes are the allocation header the Go
+// runtime (1.22 and later) puts before an object of more than 512 bytes
+// that holds pointers, in a slot whose size class is a whole number of
+// lines; the header is written once, at allocation. So the line holds the
+// header, the state word and its padding, and nothing another goroutine
+// writes. A Breaker in a size class that is not a whole number of lines
+// fails here.
+func TestStateWordOwnsItsLine(t *testing.T) {
+	const line = 64
+	if unsafe.Offsetof(Breaker{}.state) != 0 {
+		t.Fatal("state is not the Breaker's first field")
+	}
+	var keep []*Breaker
+	for i := range 64 {
+		b, err := New(Config{WindowSize: 1 + i, FailureRateThreshold: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keep = append(keep, b)
+		if off := uintptr(unsafe.Pointer(&b.state)) % line; off > 8 {
+			t.Fatalf("Breaker %d (%d bytes): the state word is %d bytes into its line, sharing it with another object",
+				i, unsafe.Sizeof(Breaker{}), off)
+		}
+	}
 }

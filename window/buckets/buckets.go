@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math/bits"
 	"time"
+	"unsafe"
 
 	"go.uber.org/atomic"
 
@@ -91,6 +92,17 @@ type Window struct {
 	// head is first so that its word is the first of the allocation, which
 	// the Go allocator 64-bit aligns on every platform.
 	head paddedHead
+	layout
+	// The padding makes a Window a whole number of cache lines, so that its
+	// allocation, in a size class of such multiples, starts on a line and
+	// head has its line to itself (see atomicring.Ring, where an
+	// adversarial review found the same gap).
+	// (Never zero bytes: a zero-size last field would be padded itself.)
+	_ [cacheLine - unsafe.Sizeof(layout{})%cacheLine]byte
+}
+
+// layout is what a Window reads but never changes after New.
+type layout struct {
 	// ids and counts never change after New: bucket i is ids[i] and
 	// counts[i] (see bucket for why they are apart). Their elements are 8
 	// and 32 bytes, multiples of 8, so they all stay 64-bit aligned too.
@@ -141,13 +153,13 @@ func New(seconds int) (*Window, error) {
 		return nil, fmt.Errorf("%w: got %d", ErrSize, seconds)
 	}
 	k := stripesFor()
-	return &Window{
+	return &Window{layout: layout{
 		ids:        make([]atomic.Uint64, seconds),
 		counts:     make([]counters, seconds),
 		succ:       make([]atomic.Uint64, k*seconds),
 		stripeMask: uint64(k - 1),
 		modM:       ^uint64(0)/uint64(seconds) + 1,
-	}, nil
+	}}, nil
 }
 
 // slot is sec mod B, the index of second sec's bucket, by Lemire's
@@ -213,24 +225,22 @@ func (w *Window) RecordCurrentTrip(gen uint32, now time.Duration, failure, slow 
 }
 
 func (w *Window) recordTrip(gen uint32, now time.Duration, failure, slow, current bool, rule *window.Rule) (recorded, trips bool) {
-	at, ok := w.record(gen, now, failure, slow, current)
-	if !ok || rule == nil || w.cleanAt(at.sec) {
+	sec, ok := w.record(gen, now, failure, slow, current)
+	if !ok || rule == nil || w.cleanAt(sec) {
 		return ok, false
 	}
-	return true, w.judge(at, gen&genMask, now, failure, slow, rule)
+	return true, w.judge(gen&genMask, now, failure, slow, rule)
 }
 
-// recorded is where record put an outcome: the index of its bucket, the id
-// the bucket held then, and the window's current second. Three words, so
-// that it comes back in registers: returned in memory, a larger struct
+// record adds the outcome and reports the window's current second as it
+// found it, and whether the outcome was added. Two words, returned in
+// registers: a six-word struct returned here came back through memory and
 // was re-read with 16-byte loads that missed store forwarding, 9% of a
 // time-window success in pprof -disasm.
-type recorded struct{ i, id, sec uint64 }
-
-func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bool) (recorded, bool) {
+func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bool) (uint64, bool) {
 	size := uint64(len(w.ids))
 	if size == 0 {
-		return recorded{}, false
+		return 0, false
 	}
 	gen &= genMask
 	sec := w.advance(now)
@@ -239,23 +249,21 @@ func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bo
 		// sees the window marked unclean.
 		w.markBad(sec)
 	}
-	i := w.slot(sec)
-	b := w.bucket(i)
+	b := w.bucket(w.slot(sec))
 	for {
 		id := b.id.Load()
 		idGen, inc, idSec := unpackID(id)
 		switch {
 		case idGen == gen && idSec == sec:
-			at := recorded{i, id, sec}
 			if !failure && !slow {
 				// One P, one stripe: no P id to look up.
 				k := uint64(0)
 				if w.stripeMask != 0 {
 					k = uint64(pid()) & w.stripeMask
 				}
-				return at, b.addTagged(b.cell(k), id)
+				return sec, b.addTagged(b.cell(k), id)
 			}
-			return at, b.add(id, failure, slow)
+			return sec, b.add(id, failure, slow)
 		case newerGen(gen, idGen) || (current && idGen != gen) || (idGen == gen && sec > idSec):
 			// Recycle: the bucket holds an expired second or a dead
 			// generation. Only one CAS wins; it then owes the reset. Losers
@@ -268,7 +276,7 @@ func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bo
 		default:
 			// The bucket holds a newer (gen, sec) than ours: our generation
 			// is stale, or our second left the window after we read head.
-			return recorded{}, false
+			return 0, false
 		}
 	}
 }

@@ -60,6 +60,17 @@ func TestLayout(t *testing.T) {
 	assert.Equal(t, uintptr(cacheLine), unsafe.Sizeof(paddedHead{}))
 	assert.Equal(t, uintptr(0), unsafe.Offsetof(Window{}.head))
 	assert.Equal(t, uintptr(0), unsafe.Offsetof(paddedHead{}.second))
+	// A whole number of lines, so every Window New returns starts on one
+	// and head's line is its own.
+	assert.Zero(t, unsafe.Sizeof(Window{})%cacheLine)
+	// On 32-bit platforms the allocator gives no such placement; lines are
+	// a 64-bit platform's concern (as for atomicring.Ring).
+	var keep []*Window
+	for i := range 64 * int(unsafe.Sizeof(uintptr(0))/8) {
+		w := mustNew(t, 1+i)
+		keep = append(keep, w)
+		require.Zero(t, uintptr(unsafe.Pointer(&w.head))%cacheLine, "Window %d: head is off a line", i)
+	}
 	assert.Equal(t, uintptr(8), unsafe.Offsetof(paddedHead{}.bad))
 
 	for _, c := range []struct {

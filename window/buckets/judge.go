@@ -62,61 +62,85 @@ const (
 
 // judge reports whether rule trips on the window of generation gen (low
 // 24 bits already) at now, just after record put an outcome (failed and
-// slow as given) at at. It is rule.Trips(Snapshot(gen, now)), in O(1) for
+// slow as given) there. It is rule.Trips(Snapshot(gen, now)), in O(1) for
 // all but about one outcome per second and one per slack's worth of
 // failures (see above): a fast success finds the judgement of its second
 // safe, a failure or slow call takes a unit of its slack. The caller has
 // already found the window unclean.
-func (w *Window) judge(at recorded, gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) bool {
-	b, id := w.bucket(at.i), at.id
-	_, inc, _ := unpackID(id)
-	// ours: the bucket still holds the second the outcome went to, so its
-	// judgement is about the window we were recorded in. head may have
-	// moved on since record read it; then this outcome is judged by a
-	// Snapshot at the newer second, as any other would be.
-	ours := max(second(now), w.head.second.Load()) == at.sec
-	var j uint64
-	for ours {
-		j = b.judge.Load()
-		if tag, _ := unpackCount(j); tag != inc {
-			break // not judged in this incarnation yet
-		}
-		if !failure && !slow && j&judgeSafe != 0 {
-			return false
-		}
-		if (failure || slow) && j&judgeSlack != 0 {
-			if b.judge.CompareAndSwap(j, j-1) {
+//
+// The accounting that makes a skip safe: when judge returns, its outcome is
+// either in the Snapshot of the judgement installed in the current second's
+// bucket, or charged to it as a unit of slack, or was judged by a Snapshot
+// that holds it (and no judgement was installed for that second at all).
+// So an install that loses its CAS starts over rather than returning: the
+// judgement that won may have summed the window before this outcome was
+// recorded, and the outcome must then be charged to it. Without that, a
+// later failure could take slack that this one had already used, and miss
+// the trip on a window that holds both (found by an adversarial review;
+// TestJudge_LostInstallChargesTheWinner). For the same reason the
+// judgement consulted is always the current second's, not the one the
+// outcome was recorded in: a late outcome of an earlier second is in the
+// window the current judgement is about.
+func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) bool {
+	for {
+		sec := max(second(now), w.head.second.Load())
+		b := w.bucket(w.slot(sec))
+		id := b.id.Load()
+		idGen, inc, idSec := unpackID(id)
+		// ours: the current second's bucket holds this generation, so its
+		// judgement (if any) is about the window of this outcome.
+		ours := idGen == gen && idSec == sec
+		var j uint64
+		for ours {
+			j = b.judge.Load()
+			if tag, _ := unpackCount(j); tag != inc {
+				break // not judged in this incarnation yet
+			}
+			if !failure && !slow && j&judgeSafe != 0 {
 				return false
 			}
-			continue
-		}
-		break
-	}
-	c := w.Snapshot(gen, now)
-	if rule.Trips(c) {
-		// The rule holds, and goes on holding for every outcome after this
-		// one until the window changes: no judgement made before may skip
-		// another Snapshot. A judgement installed since our load may be of
-		// a window without our record, so ours replaces whatever is there.
-		for ours && b.id.Load() == id {
-			if tag, _ := unpackCount(j); tag == inc && j&(judgeSafe|judgeSlack) == 0 && b.judge.Load() == j {
-				break
+			if (failure || slow) && j&judgeSlack != 0 {
+				if b.judge.CompareAndSwap(j, j-1) {
+					return false
+				}
+				continue
 			}
-			if b.judge.CompareAndSwap(j, nextJudgement(j, inc, 0)) {
-				break
-			}
-			j = b.judge.Load()
+			break
 		}
-		return true
+		c := w.Snapshot(gen, now)
+		if testHookJudged != nil {
+			testHookJudged()
+		}
+		if rule.Trips(c) {
+			// The rule holds, and goes on holding for every outcome after
+			// this one until the window changes: no judgement made before
+			// may skip another Snapshot. A judgement installed since our
+			// load may be of a window without our record, so ours replaces
+			// whatever is there.
+			for ours && b.id.Load() == id {
+				if tag, _ := unpackCount(j); tag == inc && j&(judgeSafe|judgeSlack) == 0 && b.judge.Load() == j {
+					break
+				}
+				if b.judge.CompareAndSwap(j, nextJudgement(j, inc, 0)) {
+					break
+				}
+				j = b.judge.Load()
+			}
+			return true
+		}
+		// Install our judgement unless judge moved while we summed: then an
+		// outcome took slack, or another judgement was installed, and we
+		// start over to be charged to whatever is there now.
+		if !ours || b.id.Load() != id || b.judge.CompareAndSwap(j, nextJudgement(j, inc, margin(rule, c))) {
+			return false
+		}
 	}
-	if ours && b.id.Load() == id {
-		// Install the judgement unless judge moved while we summed: then an
-		// outcome took slack our sum may not hold, or a newer judgement is
-		// there, and either is at least as careful as ours.
-		b.judge.CompareAndSwap(j, nextJudgement(j, inc, margin(rule, c)))
-	}
-	return false
 }
+
+// testHookJudged, when set by a test, runs between a judgement's Snapshot
+// and its install, where a goroutine can be descheduled; nil otherwise (one
+// load on the path that has just summed the window).
+var testHookJudged func()
 
 // nextJudgement is the judge word that replaces j in incarnation inc with
 // safe|slack m: ver one more than j's in the same incarnation, 0 in a new one.

@@ -1,0 +1,53 @@
+package buckets
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/window"
+)
+
+// Two judgements race in one second: A (a success) sums the window before F
+// (a failure) is recorded, F sums it with F in it, and A installs first, so
+// the installed slack is of a window without F. F's install then fails, and
+// F must start over and take a unit of that slack; otherwise F is neither in
+// the installed view nor charged to it, and a later failure G, recorded by
+// one goroutine after both have returned, takes slack F already used and is
+// judged not to trip on a window that trips (an adversarial review found
+// this with judge returning after a lost install).
+func TestJudge_LostInstallChargesTheWinner(t *testing.T) {
+	w := mustNew(t, 10)
+	rule := &window.Rule{FailureCountThreshold: 3}
+	const gen = 1
+	_, trips := w.RecordTrip(gen, 500*time.Millisecond, true, false, rule) // second 0: unclean from now on
+	require.False(t, trips)
+	now := 1500 * time.Millisecond // second 1: its bucket has no judgement yet
+
+	// Each judgement that reaches the hook parks there until released, in
+	// the order they arrive: A first, then F.
+	arrived := make(chan chan struct{}, 2)
+	testHookJudged = func() {
+		release := make(chan struct{})
+		arrived <- release
+		<-release
+	}
+	defer func() { testHookJudged = nil }()
+
+	done := make(chan bool, 2)
+	go func() { _, tr := w.RecordTrip(gen, now, false, false, rule); done <- tr }() // A
+	releaseA := <-arrived                                                           // A has summed {2 calls, 1 failure}
+	go func() { _, tr := w.RecordTrip(gen, now, true, false, rule); done <- tr }()  // F
+	releaseF := <-arrived                                                           // F has summed {3, 2}
+	testHookJudged = nil                                                            // F's retry, if any, must not park again
+	close(releaseA)
+	require.False(t, <-done, "A")
+	close(releaseF)
+	require.False(t, <-done, "F")
+
+	_, trips = w.RecordTrip(gen, now, true, false, rule) // G
+	c := w.Snapshot(gen, now)
+	require.Equal(t, window.Counts{Calls: 4, Failures: 3}, c)
+	require.True(t, trips, "G brings the window to 3 failures: it must trip")
+}
