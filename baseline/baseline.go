@@ -36,7 +36,7 @@ type Breaker struct {
 	maxWait  span // the half-open max wait; zero: off
 	ramp     span // the ramp-up after closing; zero: off
 	state    core.State
-	gen      uint32
+	gen      uint64 // transitions committed since New; compared whole (R8, R15)
 	consec   uint64
 	deadline uint64        // open: first whole millisecond of the clock at which a call may probe
 	openFor  time.Duration // open, half-open: the open duration of this period, before any hint (R4's backoff)
@@ -392,7 +392,7 @@ func (b *Breaker) wait(now time.Duration) time.Duration {
 func (b *Breaker) transition(to core.State, now time.Duration) {
 	from := b.state
 	b.state = to
-	b.gen = (b.gen + 1) % core.GenerationModulus
+	b.gen++ // 64 bits: a permit is stale across any number of transitions below 2^64
 	b.inFlight, b.success, b.consec = 0, 0, 0
 	b.ramping, b.expiry = false, 0
 	if b.s.CollectMetrics {

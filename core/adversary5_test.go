@@ -115,7 +115,7 @@ func TestAdv5_RingGenerationAliasRevivesClosedWindow(t *testing.T) {
 			r.Is(core.Closed)
 			c := r.B.Counts()
 			require.Equal(t, core.Closed, c.State, "a Counts read of a freshly reset breaker tripped it: %+v", c)
-			require.Equal(t, uint32(1<<16), c.Generation)
+			require.Equal(t, uint64(1<<16), c.Generation)
 			require.Equal(t, uint64(0), c.Calls)
 			require.Len(t, r.CBs(), n+1, "notifications after Reset: %v", r.CBs()[n:])
 			r.X(core.Success)
@@ -152,7 +152,7 @@ func TestAdv5_RingGenerationAliasRevivesClosedWindow(t *testing.T) {
 			require.True(t, lost.Probe)
 			r.Clock.Advance(time.Millisecond)
 			p := r.A() // max wait passed: half-open 3
-			require.Equal(t, uint32(3), p.Generation)
+			require.Equal(t, uint64(3), p.Generation)
 			for {
 				if p.Generation == 1<<16-1 {
 					r.D(p, core.Success) // closes at generation 2^16
@@ -165,7 +165,7 @@ func TestAdv5_RingGenerationAliasRevivesClosedWindow(t *testing.T) {
 			r.Is(core.Closed)
 			c := r.B.Counts()
 			require.Equal(t, core.Closed, c.State, "a Counts read of a fresh closed period tripped it: %+v", c)
-			require.Equal(t, uint32(1<<16), c.Generation)
+			require.Equal(t, uint64(1<<16), c.Generation)
 			r.Cnt(0, 0, 0, 0)
 			r.X(core.Success) // one success cannot trip a 50 % rule
 			r.Is(core.Closed)
@@ -270,14 +270,14 @@ func TestAdv5_ClosedBitHelpersCommitOneTrip(t *testing.T) {
 	finish := a5Paused(t, clk, func() { b.Record(p2, core.Failure) }) // 1 of 2 failed: trips
 	c := b.Counts()
 	require.Equal(t, core.Open, c.State, "Counts while the trip is pending: %+v", c)
-	require.Equal(t, uint32(1), c.Generation)
+	require.Equal(t, uint64(1), c.Generation)
 	b.Record(p3, core.Failure) // after the trip: stale
 	_, err = b.Allow()
 	require.ErrorIs(t, err, core.ErrOpen)
 	finish()
 	c = b.Counts()
 	require.Equal(t, core.Open, c.State)
-	require.Equal(t, uint32(1), c.Generation)
+	require.Equal(t, uint64(1), c.Generation)
 	mu.Lock()
 	require.Len(t, *log, 1)
 	require.Equal(t, core.Transition{From: core.Closed, To: core.Open, Generation: 1}, (*log)[0])
@@ -301,10 +301,10 @@ func TestAdv5_ClosedBitMetricsOnlyCommitsOnce(t *testing.T) {
 	b.Record(p2, core.Failure) // sees the closed bit: commits M>M for p1, p2 is stale
 	c := b.Counts()
 	require.Equal(t, core.MetricsOnly, c.State)
-	require.Equal(t, uint32(2), c.Generation)
+	require.Equal(t, uint64(2), c.Generation)
 	require.Equal(t, uint64(0), c.Calls)
 	finish()
-	require.Equal(t, uint32(2), b.Counts().Generation)
+	require.Equal(t, uint64(2), b.Counts().Generation)
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, *log, 2)
@@ -341,7 +341,7 @@ func TestAdv5_ResetRacingHeldTripComesAfterIt(t *testing.T) {
 	finish()
 	c := b.Counts()
 	require.Equal(t, core.Closed, c.State)
-	require.Equal(t, uint32(2), c.Generation)
+	require.Equal(t, uint64(2), c.Generation)
 	require.Equal(t, uint64(0), c.Calls)
 	mu.Lock()
 	require.Equal(t, []core.Transition{{From: core.Closed, To: core.Open, Generation: 1}, {From: core.Open, To: core.Closed, Generation: 2}}, *log)
@@ -814,7 +814,7 @@ func a5ConcurrentControls(t *testing.T, mk maker, storm bool) {
 					defer nmu.Unlock()
 					if n := len(chain); n > 0 && chainOK {
 						prev := chain[n-1]
-						if prev.To != tr.From || (prev.Generation+1)%core.GenerationModulus != tr.Generation {
+						if prev.To != tr.From || prev.Generation+1 != tr.Generation {
 							chainOK, chainE = false, fmt.Sprintf("%+v after %+v (notification %d)", tr, prev, n+1)
 						}
 					} else if n == 0 && (tr.From != core.Closed || tr.Generation != 1) {
@@ -827,7 +827,7 @@ func a5ConcurrentControls(t *testing.T, mk maker, storm bool) {
 
 			var (
 				pmu      sync.Mutex
-				inFlight = map[uint32]int{}
+				inFlight = map[uint64]int{}
 				bad      atomic.Value
 				rejected [4]atomic.Uint64
 				stop     atomic.Bool

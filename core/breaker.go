@@ -33,11 +33,16 @@ import (
 // no slow threshold, the closed-state Allow/Done path reads no clock.
 type Breaker struct {
 	// state is the one word of the state machine. First field, padded to its
-	// own 64-byte cache line (8 bytes + 56), so it is 64-bit aligned for
-	// go.uber.org/atomic on 32-bit platforms and shares its line with no
-	// field that is written.
+	// own 64-byte cache line (8 + 8 bytes + 48), so it is 64-bit aligned for
+	// go.uber.org/atomic on 32-bit platforms and shares its line only with
+	// base, which a reader of the word loads beside it and which is written
+	// once per 2^16 transitions.
 	state atomic.Uint64
-	_     [56]byte
+	// base names the generation's bits above the word's 20 (state.go): a
+	// generation that was current at some time, at most the current one and
+	// less than 2^20 behind it. Only committed raises it, and only forward.
+	base atomic.Uint64
+	_    [48]byte
 
 	s        Settings
 	slow     bool
@@ -71,7 +76,7 @@ type Breaker struct {
 // Calls <= WindowSize (R2, R13).
 type Counts struct {
 	State               State
-	Generation          uint32
+	Generation          uint64 // the breaker generation, as in Permit
 	Calls               uint64
 	Failures            uint64
 	SlowCalls           uint64
@@ -137,27 +142,34 @@ func (b *Breaker) mustBeNew() {
 // the deadline moves the breaker to half-open and is one of its probes (R4,
 // R6; regression B04). Disabled and MetricsOnly admit every call.
 func (b *Breaker) Allow() (Permit, error) {
-	// Closed, not ramping up, nothing to time or count: the hot path, one
-	// load and no write, kept apart from the rest of Allow's frame.
+	// Closed, not ramping up, nothing to time or count: the hot path, two
+	// loads of one cache line and no write, kept apart from the rest of
+	// Allow's frame. base is loaded first: a permit granted on a word is
+	// then named by a base no newer than the word (docs/design.md).
+	base := b.base.Load()
 	if w := b.state.Load(); w&(stateMask|rampFlag) == 0 && b.untimed {
-		return Permit{Generation: uint32(w >> genShift)}, nil
+		return Permit{Generation: fullGen(base, w)}, nil
 	}
 	return b.allow()
 }
 
 func (b *Breaker) allow() (Permit, error) {
 	for {
+		// base before the word, as in Allow: the paths that admit without
+		// a swap name the permit from them.
+		base := b.base.Load()
 		w := b.state.Load()
+		gen := fullGen(base, w)
 		switch State(w & stateMask) {
 		case Closed:
 			if w&rampFlag != 0 {
-				return b.allowRamping(w)
+				return b.allowRamping(w, gen)
 			}
 			// A zero Breaker, never built by New, fails the fast path's
 			// untimed test and always arrives here.
 			b.mustBeNew()
-			// The hot path: one load, no write, no clock unless slow calls are measured.
-			p := Permit{Generation: uint32(w >> genShift)}
+			// The hot path: no write, no clock unless slow calls are measured.
+			p := Permit{Generation: gen}
 			if b.slow {
 				p.Start = b.s.Clock.Now()
 			}
@@ -173,7 +185,7 @@ func (b *Breaker) allow() (Permit, error) {
 			// open -> half-open: a successful swap hands this caller the
 			// first probe slot of the new generation; losers reload and
 			// compete for the remaining slots.
-			if p, ok := b.startProbing(w, unpack(w), now); ok {
+			if p, ok := b.startProbing(w, unpack(w), gen, now); ok {
 				return p, nil
 			}
 		case HalfOpen:
@@ -200,7 +212,7 @@ func (b *Breaker) allow() (Permit, error) {
 				// verdict. A successful swap starts a new generation, whose
 				// first probe this caller holds; the lost probes' permits
 				// are stale from here on (R8).
-				if p, ok := b.startProbing(w, u, now); ok {
+				if p, ok := b.startProbing(w, u, gen, now); ok {
 					return p, nil
 				}
 				continue
@@ -209,7 +221,7 @@ func (b *Breaker) allow() (Permit, error) {
 			// half-open -> half-open with one more probe in flight: a
 			// successful swap is the caller's probe slot (R6).
 			if b.state.CompareAndSwap(w, pack(u)) {
-				p := Permit{Generation: u.gen, Probe: true}
+				p := Permit{Generation: gen, Probe: true}
 				if b.slow {
 					p.Start = b.s.Clock.Now()
 				}
@@ -219,7 +231,7 @@ func (b *Breaker) allow() (Permit, error) {
 		case ForcedOpen:
 			return b.reject(Permit{}, ErrForcedOpen)
 		default: // Disabled, MetricsOnly
-			p := Permit{Generation: uint32(w >> genShift)}
+			p := Permit{Generation: gen}
 			if b.slow && State(w&stateMask) == MetricsOnly {
 				p.Start = b.s.Clock.Now()
 			}
@@ -229,19 +241,21 @@ func (b *Breaker) allow() (Permit, error) {
 	}
 }
 
-// startProbing commits the word w (unpacked u, open or half-open) to a new
-// half-open generation whose first probe the caller holds, and admits that
-// probe. It reports false when the swap lost, and the caller reloads.
-func (b *Breaker) startProbing(w uint64, u word, now time.Duration) (Permit, bool) {
-	g := nextGen(u.gen)
-	if !b.state.CompareAndSwap(w, pack(word{state: HalfOpen, step: u.step, gen: g, inFlight: 1, expiry: b.expiry(now)})) {
+// startProbing commits the word w (unpacked u, open or half-open, of
+// generation gen) to a new half-open generation whose first probe the
+// caller holds, and admits that probe. It reports false when the swap lost,
+// and the caller reloads.
+func (b *Breaker) startProbing(w uint64, u word, gen uint64, now time.Duration) (Permit, bool) {
+	g := gen + 1
+	if !b.state.CompareAndSwap(w, pack(word{state: HalfOpen, step: u.step, gen: lowGen(g), inFlight: 1, expiry: b.expiry(now)})) {
 		return Permit{}, false
 	}
 	return b.admitProbe(u.state, Permit{Generation: g, Probe: true, Start: b.startIf(now)}, now), true
 }
 
-// allowRamping is Allow in closed state during the ramp-up after closing.
-func (b *Breaker) allowRamping(w uint64) (Permit, error) {
+// allowRamping is Allow in closed state during the ramp-up after closing,
+// on word w of generation gen.
+func (b *Breaker) allowRamping(w, gen uint64) (Permit, error) {
 	now := b.s.Clock.Now()
 	u := unpack(w)
 	if left := signedDiff(uint64(u.rampEnd), b.s.rampUnits(now), rampBits); !b.s.rampOver(left) {
@@ -258,7 +272,7 @@ func (b *Breaker) allowRamping(w uint64) (Permit, error) {
 		}
 	}
 	b.admit()
-	return Permit{Generation: u.gen, Start: b.startIf(now)}, nil
+	return Permit{Generation: gen, Start: b.startIf(now)}, nil
 }
 
 // admit counts an admitted call.
@@ -317,13 +331,16 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 	if o == Success && !p.Probe {
 		switch {
 		case b.bare:
+			// The word's low generation bits suffice: a stale success here
+			// would change nothing either, so base is not loaded.
 			if closedRun0(b.state.Load(), p.Generation) {
 				return // no window, no slow calls, no metrics: nothing to do
 			}
 		case b.windowOnly:
 			// A count window full of fast successes stays as it is: two
 			// loads, no write, no call (atomicring.Ring.RecordFastSuccess).
-			if b.ring != nil && closedRun0(b.state.Load(), p.Generation) && b.ring.RecordFastSuccess(p.Generation) {
+			// As above, a stale success would change nothing either.
+			if b.ring != nil && closedRun0(b.state.Load(), p.Generation) && b.ring.RecordFastSuccess(uint32(p.Generation)) {
 				return
 			}
 			if b.recordWindowSuccess(p) {
@@ -338,18 +355,37 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 // tookOver records an outcome of the current generation gen that the time
 // window dropped as stale, by taking its bucket over
 // (buckets.Window.RecordCurrentTrip), and stores the judgement in trips.
-func (b *Breaker) tookOver(gen uint32, now time.Duration, fail, slow bool, trips *bool) bool {
-	ok, t := b.buckets.RecordCurrentTrip(gen, now, fail, slow, &b.s.rule)
+func (b *Breaker) tookOver(gen uint64, now time.Duration, fail, slow bool, trips *bool) bool {
+	ok, t := b.buckets.RecordCurrentTrip(uint32(gen), now, fail, slow, &b.s.rule)
 	*trips = t
 	return ok
 }
 
-// closedRun0 reports whether word w is closed, of generation gen, with no
-// run of failures that a success would have to end: what both of Record's
-// fast paths need.
-func closedRun0(w uint64, gen uint32) bool {
-	return w&(stateMask|consecMask<<consecShift) == 0 && uint32(w>>genShift) == gen
+// closedRun0 reports whether word w is closed, with the low 20 bits of
+// generation gen, and no run of failures that a success would have to end:
+// what both of Record's fast paths need. It does not consult base, so it
+// cannot tell gen from a generation 2^20 away; where that matters the
+// caller asks ofWord too.
+func closedRun0(w, gen uint64) bool {
+	return w&(stateMask|consecMask<<consecShift) == 0 && w>>genShift == gen&genMask
 }
+
+// ofWord reports whether breaker generation gen is the generation of word
+// w, which the caller loaded before this call: the word's field holds gen's
+// low 20 bits and gen is in [base, base+2^20) for base as it is now. If the
+// word's generation is still current, base (loaded after it) trails it by
+// the lag, so a current gen passes; a gen k*2^20 older (k >= 1) is below
+// base, and one k*2^20 newer is 2^20 or more above it, so neither does
+// (docs/design.md). A caller that acts on the answer does so with a swap on
+// w, which fails if the word moved.
+func (b *Breaker) ofWord(w, gen uint64) bool {
+	return w>>genShift == gen&genMask && gen-b.base.Load() < genSpan
+}
+
+// genOf is the breaker generation of word w, which the caller loaded before
+// this call and will swap: exact whenever that swap succeeds, because the
+// word, and so base's bound on it, did not move in between.
+func (b *Breaker) genOf(w uint64) uint64 { return fullGen(b.base.Load(), w) }
 
 // recordWindowSuccess records a success on a breaker whose only state to
 // keep is its window (windowOnly), and reports whether it dealt with it;
@@ -362,11 +398,11 @@ func closedRun0(w uint64, gen uint32) bool {
 // time window (pinned A/B runs, 10 each, p=0.000), the cost of the extra
 // call this path exists to avoid.
 func (b *Breaker) recordWindowSuccess(p Permit) bool {
-	if !closedRun0(b.state.Load(), p.Generation) {
+	if w := b.state.Load(); !closedRun0(w, p.Generation) || !b.ofWord(w, p.Generation) {
 		return false
 	}
 	if b.ring != nil {
-		switch _, v := b.ring.RecordTrip(p.Generation, false, false, &b.s.rule); v {
+		switch _, v := b.ring.RecordTrip(uint32(p.Generation), false, false, &b.s.rule); v {
 		case atomicring.Recorded:
 		case atomicring.Tripped, atomicring.Closed:
 			// This outcome's trip, or another's that came first (then this
@@ -378,7 +414,7 @@ func (b *Breaker) recordWindowSuccess(p Permit) bool {
 		return true
 	}
 	now := b.s.Clock.Now()
-	ok, trips := b.buckets.RecordTrip(p.Generation, now, false, false, &b.s.rule)
+	ok, trips := b.buckets.RecordTrip(uint32(p.Generation), now, false, false, &b.s.rule)
 	if !ok && (!b.current(p.Generation) || !b.tookOver(p.Generation, now, false, false, &trips)) {
 		// As in record, and with the same reading of the clock: one per
 		// outcome (docs/design.md).
@@ -410,7 +446,7 @@ func (b *Breaker) record(p Permit, o Outcome) {
 		return
 	}
 	w := b.state.Load()
-	if !counting(State(w&stateMask)) || uint32(w>>genShift) != p.Generation {
+	if !counting(State(w&stateMask)) || !b.ofWord(w, p.Generation) {
 		b.drop()
 		return
 	}
@@ -423,15 +459,15 @@ func (b *Breaker) record(p Permit, o Outcome) {
 	trips := false // the window rule trips with this outcome in it
 	switch {
 	case b.ring != nil:
-		_, v := b.ring.RecordTrip(p.Generation, fail, slow, &b.s.rule)
-		for ; v == atomicring.Stale; _, v = b.ring.RecordTrip(p.Generation, fail, slow, &b.s.rule) {
+		_, v := b.ring.RecordTrip(uint32(p.Generation), fail, slow, &b.s.rule)
+		for ; v == atomicring.Stale; _, v = b.ring.RecordTrip(uint32(p.Generation), fail, slow, &b.s.rule) {
 			if !b.current(p.Generation) {
 				b.drop()
 				return // stale (R8)
 			}
 			// Current, yet the ring judged it old: the ring saw no outcome
 			// while 2^15 or more generations passed (a long outage).
-			b.ring.Reset(p.Generation)
+			b.ring.Reset(uint32(p.Generation))
 		}
 		if v == atomicring.Closed {
 			// Another outcome closed this generation's window with the trip
@@ -447,7 +483,7 @@ func (b *Breaker) record(p Permit, o Outcome) {
 		// The judgement is O(1) but for about one outcome a second
 		// (buckets.Window.RecordTrip).
 		var ok bool
-		if ok, trips = b.buckets.RecordTrip(p.Generation, now, fail, slow, &b.s.rule); !ok &&
+		if ok, trips = b.buckets.RecordTrip(uint32(p.Generation), now, fail, slow, &b.s.rule); !ok &&
 			(!b.current(p.Generation) || !b.tookOver(p.Generation, now, fail, slow, &trips)) {
 			b.drop()
 			return
@@ -498,7 +534,7 @@ func (b *Breaker) record(p Permit, o Outcome) {
 			}
 		}
 		w = b.state.Load()
-		if !counting(State(w&stateMask)) || uint32(w>>genShift) != p.Generation {
+		if !counting(State(w&stateMask)) || !b.ofWord(w, p.Generation) {
 			if !counted {
 				b.drop() // the generation passed before the outcome took effect
 			}
@@ -521,35 +557,37 @@ func (b *Breaker) tally(t tally) {
 	}
 }
 
-// tripPending commits the trip of the counting generation in u if an
-// outcome has closed its count window but the trip is not committed yet,
-// and reports whether it did (the caller reloads). Every transition out of
-// a counting generation other than that trip calls it first, so an outcome
-// that closed the window always ends in its own trip, never superseded:
-// the outcome, counted where it entered the window, is never stale.
-func (b *Breaker) tripPending(u word) bool {
+// tripPending commits the trip of the counting generation gen (the word
+// unpacked in u) if an outcome has closed its count window but the trip is
+// not committed yet, and reports whether it did (the caller reloads). Every
+// transition out of a counting generation other than that trip calls it
+// first, so an outcome that closed the window always ends in its own trip,
+// never superseded: the outcome, counted where it entered the window, is
+// never stale.
+func (b *Breaker) tripPending(u word, gen uint64) bool {
 	if b.ring == nil || !counting(u.state) {
 		return false
 	}
-	if _, closed := b.ring.SnapshotClosed(u.gen); !closed {
+	if _, closed := b.ring.SnapshotClosed(uint32(gen)); !closed {
 		return false
 	}
-	b.finishTrip(u.gen)
+	b.finishTrip(gen)
 	return true
 }
 
 // finishTrip commits the trip of counting generation gen whose count window
 // a RecordTrip has closed, unless the state word has moved on already.
-func (b *Breaker) finishTrip(gen uint32) {
+func (b *Breaker) finishTrip(gen uint64) {
 	for {
 		w := b.state.Load()
-		if !counting(State(w&stateMask)) || uint32(w>>genShift) != gen || b.trip(w, gen, 0, tally{}) {
+		if !counting(State(w&stateMask)) || !b.ofWord(w, gen) || b.trip(w, gen, 0, tally{}) {
 			return
 		}
 	}
 }
 
-// trip commits the trip of the counting generation gen whose word was w:
+// trip commits the trip of the counting generation gen whose word was w
+// (the caller checked it with ofWord):
 // closed -> open for an open duration of at least hint, or, in
 // MetricsOnly, MetricsOnly -> MetricsOnly ("would have opened": a fresh
 // generation and window, and nothing rejected). It reports whether the swap
@@ -558,10 +596,10 @@ func (b *Breaker) finishTrip(gen uint32) {
 // t is the outcome to count once the swap wins, before the notification
 // goes out, so a listener never sees a transition without the outcome that
 // caused it.
-func (b *Breaker) trip(w uint64, gen uint32, hint time.Duration, t tally) bool {
-	g := nextGen(gen)
+func (b *Breaker) trip(w, gen uint64, hint time.Duration, t tally) bool {
+	g := gen + 1
 	if State(w&stateMask) == MetricsOnly {
-		if !b.state.CompareAndSwap(w, pack(word{state: MetricsOnly, gen: g})) {
+		if !b.state.CompareAndSwap(w, pack(word{state: MetricsOnly, gen: lowGen(g)})) {
 			return false
 		}
 		b.tally(t)
@@ -572,7 +610,7 @@ func (b *Breaker) trip(w uint64, gen uint32, hint time.Duration, t tally) bool {
 	// closed -> open: a successful swap is the one trip of this
 	// generation; every other recorder of the old generation becomes
 	// stale and the window is abandoned with it (R8, R11).
-	if !b.state.CompareAndSwap(w, pack(word{state: Open, gen: g, deadline: deadline(now, b.s.openDurationHinted(0, hint))})) {
+	if !b.state.CompareAndSwap(w, pack(word{state: Open, gen: lowGen(g), deadline: deadline(now, b.s.openDurationHinted(0, hint))})) {
 		return false
 	}
 	b.tally(t)
@@ -596,17 +634,17 @@ func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 		w := b.state.Load()
 		u := unpack(w)
 		switch {
-		case u.gen != p.Generation:
+		case !b.ofWord(w, p.Generation):
 		case !p.Probe && counting(u.state):
-			if b.tripPending(u) {
+			if b.tripPending(u, p.Generation) {
 				continue // this hint comes after that trip: stale
 			}
-			if b.trip(w, u.gen, h, tally{o: Failure, count: true}) {
+			if b.trip(w, p.Generation, h, tally{o: Failure, count: true}) {
 				return
 			}
 			continue
 		case p.Probe && u.state == HalfOpen && u.inFlight > 0:
-			if b.reopen(w, u, h) {
+			if b.reopen(w, u, p.Generation, h) {
 				return
 			}
 			continue
@@ -616,16 +654,17 @@ func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 	}
 }
 
-// reopen commits half-open -> open for the half-open word w (unpacked u):
+// reopen commits half-open -> open for the half-open word w (unpacked u,
+// of generation gen, checked by the caller with ofWord):
 // the first failure of the generation re-opens with the next backoff step,
 // for at least hint; later failures of the same generation are stale (R7,
 // B12, B29). It reports whether the swap won, and counts the failure before
 // notifying.
-func (b *Breaker) reopen(w uint64, u word, hint time.Duration) bool {
+func (b *Breaker) reopen(w uint64, u word, gen uint64, hint time.Duration) bool {
 	t := b.s.Clock.Now()
-	g := nextGen(u.gen)
+	g := gen + 1
 	step := b.s.nextStep(u.step)
-	if !b.state.CompareAndSwap(w, pack(word{state: Open, step: step, gen: g, deadline: deadline(t, b.s.openDurationHinted(step, hint))})) {
+	if !b.state.CompareAndSwap(w, pack(word{state: Open, step: step, gen: lowGen(g), deadline: deadline(t, b.s.openDurationHinted(step, hint))})) {
 		return false
 	}
 	b.count(Failure, false)
@@ -650,16 +689,16 @@ func (b *Breaker) count(o Outcome, slow bool) {
 // (closed or metrics-only) now. The windows compare only the low bits of
 // generations and ask this when their own arithmetic says an outcome is
 // stale.
-func (b *Breaker) current(gen uint32) bool {
+func (b *Breaker) current(gen uint64) bool {
 	w := b.state.Load()
-	return counting(State(w&stateMask)) && uint32(w>>genShift) == gen
+	return counting(State(w&stateMask)) && b.ofWord(w, gen)
 }
 
 func (b *Breaker) recordProbe(p Permit, o Outcome) {
 	for {
 		w := b.state.Load()
 		u := unpack(w)
-		if u.state != HalfOpen || u.gen != p.Generation || u.inFlight == 0 {
+		if u.state != HalfOpen || !b.ofWord(w, p.Generation) || u.inFlight == 0 {
 			b.drop()
 			return
 		}
@@ -680,8 +719,8 @@ func (b *Breaker) recordProbe(p Permit, o Outcome) {
 				}
 				continue
 			}
-			g := nextGen(u.gen)
-			closed := word{state: Closed, gen: g}
+			g := p.Generation + 1
+			closed := word{state: Closed, gen: lowGen(g)}
 			var t time.Duration
 			if b.s.RampUpDuration > 0 || b.dispatch != nil {
 				t = b.s.Clock.Now()
@@ -697,7 +736,7 @@ func (b *Breaker) recordProbe(p Permit, o Outcome) {
 				return
 			}
 		default:
-			if b.reopen(w, u, 0) {
+			if b.reopen(w, u, p.Generation, 0) {
 				return
 			}
 		}
@@ -733,7 +772,7 @@ func (b *Breaker) admitProbe(from State, p Permit, at time.Duration) Permit {
 	return p
 }
 
-func (b *Breaker) notify(from, to State, gen uint32, at time.Duration) {
+func (b *Breaker) notify(from, to State, gen uint64, at time.Duration) {
 	b.committed(from, to, gen)
 	if b.dispatch != nil {
 		b.dispatch.publish(from, to, gen, at)
@@ -741,16 +780,35 @@ func (b *Breaker) notify(from, to State, gen uint32, at time.Duration) {
 }
 
 // committed does what follows every committed transition to generation gen
-// before it is announced: count it, and advance the count ring to gen, so
-// that the ring's 16-bit generation never falls 2^16 behind the word's and
-// a window from 65,536 transitions ago (a long outage) cannot pass for the
-// new closed period's.
-func (b *Breaker) committed(from, to State, gen uint32) {
+// before it is announced, and before any user code (listener, clock) can
+// run on the committing goroutine: raise base once it trails gen by 2^16
+// (so that it trails the current generation by less than 2^20: state.go),
+// count the transition, and advance the count ring to gen, so that the
+// ring's 16-bit generation never falls 2^16 behind the word's and a window
+// from 65,536 transitions ago cannot pass for the new closed period's.
+func (b *Breaker) committed(from, to State, gen uint64) {
+	if d := gen - b.base.Load(); d >= baseStep && d < 1<<63 {
+		b.raiseBase(gen)
+	}
 	if b.m != nil {
 		b.m.transitions[from][to].Inc()
 	}
 	if b.ring != nil {
-		b.ring.Advance(gen)
+		b.ring.Advance(uint32(gen))
+	}
+}
+
+// raiseBase moves base forward to gen, a generation this goroutine
+// committed, unless another committer moved it there or further already.
+// base only ever moves forward ("further" is serial arithmetic on 64 bits,
+// exact because every value it compares is within 2^20 of the current
+// generation).
+func (b *Breaker) raiseBase(gen uint64) {
+	for {
+		old := b.base.Load()
+		if d := gen - old; d == 0 || d >= 1<<63 || b.base.CompareAndSwap(old, gen) {
+			return
+		}
 	}
 }
 
@@ -799,12 +857,14 @@ func (b *Breaker) command(n word, at time.Duration) {
 	for {
 		w := b.state.Load()
 		u := unpack(w)
-		if b.tripPending(u) {
+		gen := b.genOf(w)
+		if b.tripPending(u, gen) {
 			continue // the control comes after that trip
 		}
-		n.gen = nextGen(u.gen)
+		g := gen + 1
+		n.gen = lowGen(g)
 		if b.state.CompareAndSwap(w, pack(n)) {
-			b.notify(u.state, n.state, n.gen, at)
+			b.notify(u.state, n.state, g, at)
 			return
 		}
 	}
@@ -848,9 +908,10 @@ func (b *Breaker) State() State {
 func (b *Breaker) Counts() Counts {
 	b.mustBeNew()
 	for {
+		base := b.base.Load() // before the word, as in Allow
 		w := b.state.Load()
 		u := unpack(w)
-		c := Counts{State: u.state, Generation: u.gen}
+		c := Counts{State: u.state, Generation: fullGen(base, w)}
 		switch u.state {
 		case Closed, MetricsOnly:
 			c.ConsecutiveFailures = uint64(u.consec)
@@ -858,12 +919,12 @@ func (b *Breaker) Counts() Counts {
 			switch {
 			case b.ring != nil:
 				var closed bool
-				if wc, closed = b.ring.SnapshotClosed(u.gen); closed {
-					b.finishTrip(u.gen)
+				if wc, closed = b.ring.SnapshotClosed(uint32(c.Generation)); closed {
+					b.finishTrip(c.Generation)
 					continue
 				}
 			case b.buckets != nil:
-				wc = b.buckets.Snapshot(u.gen, b.s.Clock.Now())
+				wc = b.buckets.Snapshot(uint32(c.Generation), b.s.Clock.Now())
 			}
 			if w2 := b.state.Load(); (w2^w)&(stateMask|genMask<<genShift) != 0 {
 				// A transition committed between the two reads: the window

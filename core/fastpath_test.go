@@ -83,7 +83,7 @@ func TestFastPaths_TimeWindowTakeoverReadsTheClockOnce(t *testing.T) {
 		clk := &readsClock{}
 		b, err := mk.new(core.Config{WindowType: core.TimeBased, WindowSize: 3, FailureRateThreshold: 50, MinimumNumberOfCalls: 4, Clock: clk})
 		require.NoError(t, err)
-		for range core.GenerationModulus - 1 {
+		for range wordGens - 1 {
 			b.Reset()
 		}
 		call := func(at time.Duration, o core.Outcome) {

@@ -149,27 +149,33 @@ func (in stateWordInput) check(t *testing.T) string {
 		o := seededOutcome{fail: in.seed>>(8+i)&1 != 0, slow: in.seed>>(16+i)&1 != 0}
 		switch {
 		case b.ring != nil:
-			b.ring.Reset(u.gen)
-			b.ring.Record(u.gen, o.fail, o.slow)
+			g, _ := fuzzGenerations(u.gen, in.seed)
+			b.ring.Reset(uint32(g))
+			b.ring.Record(uint32(g), o.fail, o.slow)
 		case b.buckets != nil:
-			b.buckets.RecordCurrent(u.gen, now, o.fail, o.slow)
+			g, _ := fuzzGenerations(u.gen, in.seed)
+			b.buckets.RecordCurrent(uint32(g), now, o.fail, o.slow)
 		}
 		seeded = append(seeded, o)
 	}
+	// The breaker generation: any 64-bit value with the word's low bits,
+	// named by a base that trails it by any lag below 2^20 (state.go).
+	gen, base := fuzzGenerations(u.gen, in.seed)
 	b.state.Store(before)
+	b.base.Store(base)
 	// Notifications are delivered in generation order from the one
 	// after the word's: a breaker that got here by transitions would
 	// have delivered all the earlier ones.
-	b.dispatch.next.Store(uint64(nextGen(u.gen)) << 1)
+	b.dispatch.next.Store((gen + 1) & seqMask << 1)
 
-	p := Permit{Generation: in.pgen & genMask, Probe: in.probe, Start: time.Duration(int64(in.seed>>24)%int64(time.Second)) - 300*time.Millisecond}
-	if in.extra&1 == 0 {
-		p.Generation = u.gen // a current permit, most of the time
+	p := Permit{Generation: gen, Probe: in.probe, Start: time.Duration(int64(in.seed>>24)%int64(time.Second)) - 300*time.Millisecond}
+	if in.extra&1 != 0 {
+		p.Generation = otherGeneration(gen, in.pgen) // most of the time a current permit
 	}
 	o := Outcome(in.outcome % 3)
 	arg := argument{hint: fuzzHint(in.outcome, &b.s, in.seed), force: fuzzForceOpen(in.outcome, in.seed)}
 	op := in.op % numWordOps
-	want := expectTransition(b, u, p, o, arg, op, now, seeded)
+	want := expectTransition(b, u, gen, p, o, arg, op, now, seeded)
 
 	var (
 		gotP   Permit
@@ -222,13 +228,58 @@ func (in stateWordInput) check(t *testing.T) string {
 	if advanced := (a.gen - u.gen) & genMask; advanced > 1 || int(advanced) != len(got) {
 		t.Fatalf("[%s] generation advanced by %d with %d notifications", want.label, advanced, len(got))
 	}
-	if len(got) == 1 && (got[0] != Transition{From: u.state, To: a.state, Generation: a.gen, At: want.at}) {
-		t.Fatalf("[%s] notification %+v, want %v -> %v at generation %d, t=%v", want.label, got[0], u.state, a.state, a.gen, want.at)
+	if len(got) == 1 && (got[0] != Transition{From: u.state, To: a.state, Generation: gen + 1, At: want.at}) {
+		t.Fatalf("[%s] notification %+v, want %v -> %v at generation %d, t=%v", want.label, got[0], u.state, a.state, gen+1, want.at)
+	}
+	// A transition's committer raises base to its generation once base
+	// trails that by 2^16; nothing else moves it.
+	wantGen, wantBase := gen+uint64(len(got)), base
+	if len(got) == 1 && wantGen-base >= baseStep {
+		wantBase = wantGen
+	}
+	if g := b.genOf(after); g != wantGen || b.base.Load() != wantBase {
+		t.Fatalf("[%s] generation %d, base %d after the operation, want %d, %d", want.label, g, b.base.Load(), wantGen, wantBase)
 	}
 	if reachable(after, &b.s) != after {
 		t.Fatalf("[%s] word after %+v is not a reachable word", want.label, a)
 	}
 	return want.label
+}
+
+// fuzzGenerations is the breaker generation FuzzStateWord puts under a word
+// whose generation field is low, and the base that names it: any 64-bit
+// generation with those low bits (the 2^64 wrap included), and a base any
+// lag below 2^20 behind it. Seed 0 gives generation low, base 0: a breaker
+// fewer than 2^20 transitions old.
+func fuzzGenerations(low uint32, seed uint64) (gen, base uint64) {
+	h := seed * 0x9e3779b97f4a7c15
+	gen = h&^genMask | uint64(low)
+	if h>>62 == 0 {
+		gen = uint64(low) // a young breaker, a quarter of the time
+	}
+	lag := (h >> 20) & genMask
+	if h>>40&3 == 0 {
+		lag = gen - gen&^genMask // base at the word's own 2^20 boundary
+	}
+	return gen, gen - lag
+}
+
+// otherGeneration is the generation of a permit not granted by FuzzStateWord's
+// word, from sel: one within two of gen (gen itself included), one
+// exactly k*2^20 away (k = -3..3 but 0: it has the word's low bits and
+// must still be stale), or any generation at all.
+func otherGeneration(gen uint64, sel uint32) uint64 {
+	switch sel % 3 {
+	case 0:
+		return gen + uint64(sel>>2%5) - 2
+	case 1:
+		k := int64(sel>>2%6) - 3
+		if k >= 0 {
+			k++
+		}
+		return gen + uint64(k)<<genBits
+	}
+	return uint64(sel) * 0x2545f4914f6cdd1d
 }
 
 // roundTrip checks pack/unpack on an arbitrary 64-bit value.
@@ -409,7 +460,7 @@ func passed(remaining int64, span uint64) bool {
 // expectTransition is the transition table of docs/design.md, written
 // out: what op does to a breaker holding word u at clock now, and what
 // the metrics count for it.
-func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op uint8, now time.Duration, seeded []seededOutcome) expected {
+func expectTransition(b *Breaker, u word, gen uint64, p Permit, o Outcome, arg argument, op uint8, now time.Duration, seeded []seededOutcome) expected {
 	s := &b.s
 	w := pack(u)
 	e := expected{word: w}
@@ -468,7 +519,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 	// record is Record(p, o).
 	record := func(o Outcome) {
 		if p.Probe {
-			if u.state != HalfOpen || u.gen != p.Generation || u.inFlight == 0 {
+			if u.state != HalfOpen || gen != p.Generation || u.inFlight == 0 {
 				dropped("record/probe-stale")
 				return
 			}
@@ -481,7 +532,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 				u.success++
 				e.label, e.word = "record/probe-success", pack(u)
 			case o == Success:
-				closed := word{state: Closed, gen: nextGen(u.gen)}
+				closed := word{state: Closed, gen: lowGen(gen + 1)}
 				e.label = "record/close"
 				if s.RampUpDuration > 0 {
 					e.label = "record/close-ramp"
@@ -491,11 +542,11 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 			default:
 				step := s.nextStep(u.step)
 				e.label = "record/reopen"
-				to(word{state: Open, step: step, gen: nextGen(u.gen), deadline: deadline(now, s.openDuration(step))}, now)
+				to(word{state: Open, step: step, gen: lowGen(gen + 1), deadline: deadline(now, s.openDuration(step))}, now)
 			}
 			return
 		}
-		if !counting || u.gen != p.Generation {
+		if !counting || gen != p.Generation {
 			dropped("record/stale-" + u.state.String())
 			return
 		}
@@ -530,10 +581,10 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 			e.word = pack(u)
 		case u.state == MetricsOnly: // "would have opened"
 			e.label = "record/metrics-only-trip"
-			to(word{state: MetricsOnly, gen: nextGen(u.gen)}, now)
+			to(word{state: MetricsOnly, gen: lowGen(gen + 1)}, now)
 		default:
 			e.label = "record/trip"
-			to(word{state: Open, gen: nextGen(u.gen), deadline: deadline(now, s.openDuration(0))}, now)
+			to(word{state: Open, gen: lowGen(gen + 1), deadline: deadline(now, s.openDuration(0))}, now)
 		}
 	}
 
@@ -547,21 +598,21 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 		case h == 0:
 			record(Failure)
 			e.label = "hint/plain:" + e.label
-		case u.gen != p.Generation:
+		case gen != p.Generation:
 			dropped("hint/stale")
 		case !p.Probe && u.state == Closed:
 			acted(Failure, false)
 			e.label = "hint/trip"
-			to(word{state: Open, gen: nextGen(u.gen), deadline: deadline(now, openFor(0, h))}, now)
+			to(word{state: Open, gen: lowGen(gen + 1), deadline: deadline(now, openFor(0, h))}, now)
 		case !p.Probe && u.state == MetricsOnly:
 			acted(Failure, false)
 			e.label = "hint/metrics-only-trip"
-			to(word{state: MetricsOnly, gen: nextGen(u.gen)}, now)
+			to(word{state: MetricsOnly, gen: lowGen(gen + 1)}, now)
 		case p.Probe && u.state == HalfOpen && u.inFlight > 0:
 			acted(Failure, false)
 			step := s.nextStep(u.step)
 			e.label = "hint/reopen"
-			to(word{state: Open, step: step, gen: nextGen(u.gen), deadline: deadline(now, openFor(step, h))}, now)
+			to(word{state: Open, step: step, gen: lowGen(gen + 1), deadline: deadline(now, openFor(step, h))}, now)
 		default: // a current generation, but no call of it to fail
 			dropped("hint/drop-" + u.state.String())
 		}
@@ -572,7 +623,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 		switch u.state {
 		case Closed:
 			if !u.ramping {
-				admit("allow/closed", Permit{Generation: u.gen, Start: start(now)})
+				admit("allow/closed", Permit{Generation: gen, Start: start(now)})
 				break
 			}
 			left := wrapped(uint64(u.rampEnd), s.rampUnits(now), rampBits)
@@ -580,9 +631,9 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 			case passed(left, s.rampUp.span): // the ramp is over: the flag is cleared, same generation
 				u.ramping, u.rampEnd = false, 0
 				e.word = pack(u)
-				admit("allow/ramp-end", Permit{Generation: u.gen, Start: start(now)})
+				admit("allow/ramp-end", Permit{Generation: gen, Start: start(now)})
 			case s.rampAdmits(uint64(left), now):
-				admit("allow/ramp-admit", Permit{Generation: u.gen, Start: start(now)})
+				admit("allow/ramp-admit", Permit{Generation: gen, Start: start(now)})
 			default:
 				reject("allow/ramp-shed", Permit{}, ErrRampingUp)
 			}
@@ -591,14 +642,13 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 				reject("allow/open", Permit{Wait: wait}, ErrOpen)
 				break
 			}
-			g := nextGen(u.gen)
-			to(word{state: HalfOpen, step: u.step, gen: g, inFlight: 1, expiry: uint32(s.halfOpenDeadline(nz) & expiryMask)}, nz)
-			admit("allow/open->half-open", Permit{Generation: g, Probe: true, Start: start(nz)})
+			to(word{state: HalfOpen, step: u.step, gen: lowGen(gen + 1), inFlight: 1, expiry: uint32(s.halfOpenDeadline(nz) & expiryMask)}, nz)
+			admit("allow/open->half-open", Permit{Generation: gen + 1, Probe: true, Start: start(nz)})
 		case HalfOpen:
 			if int(u.inFlight) < s.PermittedCallsInHalfOpen && int(u.inFlight)+int(u.success) < s.SuccessesToClose {
 				u.inFlight++
 				e.word = pack(u)
-				admit("allow/probe", Permit{Generation: u.gen, Probe: true, Start: start(now)})
+				admit("allow/probe", Permit{Generation: gen, Probe: true, Start: start(now)})
 				break
 			}
 			if s.MaxWaitInHalfOpen == WaitForever {
@@ -614,15 +664,14 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 			}
 			// The max wait has passed: a new generation, whose first probe
 			// this call is.
-			g := nextGen(u.gen)
-			to(word{state: HalfOpen, step: u.step, gen: g, inFlight: 1, expiry: uint32(s.halfOpenDeadline(nz) & expiryMask)}, nz)
-			admit("allow/half-open-restart", Permit{Generation: g, Probe: true, Start: start(nz)})
+			to(word{state: HalfOpen, step: u.step, gen: lowGen(gen + 1), inFlight: 1, expiry: uint32(s.halfOpenDeadline(nz) & expiryMask)}, nz)
+			admit("allow/half-open-restart", Permit{Generation: gen + 1, Probe: true, Start: start(nz)})
 		case ForcedOpen:
 			reject("allow/forced-open", Permit{}, ErrForcedOpen)
 		case Disabled:
-			admit("allow/disabled", Permit{Generation: u.gen}) // no clock read
+			admit("allow/disabled", Permit{Generation: gen}) // no clock read
 		case MetricsOnly:
-			admit("allow/metrics-only", Permit{Generation: u.gen, Start: start(now)})
+			admit("allow/metrics-only", Permit{Generation: gen, Start: start(now)})
 		}
 	case wordRecord, wordDone: // the plain errors map to the same outcomes
 		record(o)
@@ -645,7 +694,7 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 	case wordCounts:
 		e.label = "counts/" + u.state.String()
 		c := &e.counts
-		c.State, c.Generation = u.state, u.gen
+		c.State, c.Generation = u.state, gen
 		switch u.state {
 		case Open:
 			if untilDeadline(u.deadline, now) == 0 {
@@ -670,20 +719,20 @@ func expectTransition(b *Breaker, u word, p Permit, o Outcome, arg argument, op 
 			e.label, e.err = "force-open/invalid", ErrInvalidArgument
 		case d == 0:
 			e.label = "force-open/0-from-" + u.state.String()
-			to(word{state: ForcedOpen, gen: nextGen(u.gen)}, now)
+			to(word{state: ForcedOpen, gen: lowGen(gen + 1)}, now)
 		default:
 			e.label = "force-open/d-from-" + u.state.String()
-			to(word{state: Open, gen: nextGen(u.gen), deadline: deadline(now, d)}, now)
+			to(word{state: Open, gen: lowGen(gen + 1), deadline: deadline(now, d)}, now)
 		}
 	case wordDisable:
 		e.label = "disable/from-" + u.state.String()
-		to(word{state: Disabled, gen: nextGen(u.gen)}, now)
+		to(word{state: Disabled, gen: lowGen(gen + 1)}, now)
 	case wordMetricsOnly:
 		e.label = "metrics-only/from-" + u.state.String()
-		to(word{state: MetricsOnly, gen: nextGen(u.gen)}, now)
+		to(word{state: MetricsOnly, gen: lowGen(gen + 1)}, now)
 	case wordReset:
 		e.label = "reset/from-" + u.state.String()
-		to(word{state: Closed, gen: nextGen(u.gen)}, now) // no ramp-up
+		to(word{state: Closed, gen: lowGen(gen + 1)}, now) // no ramp-up
 	default:
 		e.label = "metrics"
 	}

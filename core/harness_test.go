@@ -18,6 +18,12 @@ import (
 // uber-go/ratelimit pattern): the lock-free core and the mutex baseline.
 var impls = breakers.All
 
+// wordGens is the number of generations the lock-free state word's own
+// generation field tells apart (core/state.go): the permits' generations
+// are 64 bits, and a test that drives this many transitions crosses the
+// word's wrap.
+const wordGens = 1 << 20
+
 // forEachImpl runs fn once per implementation as a subtest.
 func forEachImpl(t *testing.T, fn func(t *testing.T, mk maker)) {
 	t.Helper()

@@ -22,7 +22,7 @@ func TestLongOutageKeepsWindowsCounting(t *testing.T) {
 	// first outage ends just before the 20-bit wrap and the second crosses it.
 	outages := []int{10, 20000}
 	if !testing.Short() {
-		outages = []int{core.GenerationModulus/2 - 20, 20000}
+		outages = []int{wordGens/2 - 20, 20000}
 	}
 	for _, cfg := range []core.Config{
 		{WindowSize: 4, FailureRateThreshold: 50, MinimumNumberOfCalls: 2, OpenDuration: time.Millisecond},

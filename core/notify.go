@@ -21,7 +21,7 @@ import (
 type Transition struct {
 	Name       string        // Config.Name of the breaker
 	From, To   State         // the states before and after
-	Generation uint32        // the generation the transition committed (mod 2^20)
+	Generation uint64        // the generation the transition committed: 1 for the first transition after New, then +1 each (R12)
 	At         time.Duration // the committing call's clock reading (see above)
 }
 
@@ -32,7 +32,9 @@ type Transition struct {
 // and let notifications arrive out of order: regressions B13).
 //
 // Every transition advances the generation by exactly one, so the generation
-// is also the event's sequence number. The committing goroutine writes its
+// is also the event's sequence number (taken mod 2^63, the room next has
+// beside its busy bit; nothing compares two events 2^62 apart). The
+// committing goroutine writes its
 // event into slot gen%256 and then tries to become the single deliverer by
 // setting the busy bit of next. The deliverer hands events to the listener
 // strictly in sequence, including events other goroutines publish while it
@@ -52,7 +54,7 @@ type Transition struct {
 // transitions are paced by the open duration, so this is a storm only with
 // open durations of about a millisecond.
 type dispatcher struct {
-	// next is [next generation to deliver << 1 | busy]. It is the first
+	// next is [next generation to deliver, mod 2^63, << 1 | busy]. It is the first
 	// field so go.uber.org/atomic's 64-bit word is aligned on 32-bit
 	// platforms; the padding keeps it off the slots' cache line.
 	next     atomic.Uint64
@@ -67,18 +69,26 @@ type dispatcher struct {
 	// however far behind the deliverer is (a list scanned per event made
 	// a deliverer thousands of events behind fall further behind). Only the
 	// deliverer (the holder of the busy bit) touches it.
-	parked map[uint32]Transition
+	parked map[uint64]Transition // by generation mod 2^63
 }
 
 // eventSlot holds one event. seq is gen<<1|1 while the slot holds the event
 // of generation gen and 0 when free; the plain fields are written before seq
 // is stored and read after it is loaded, so the atomic publishes them.
+//
+// A slot is 32 bytes on every platform: on 386, where 8-byte fields align
+// to 4, 26 bytes of fields would round up to 28 and leave every other
+// slot's seq misaligned for a 64-bit atomic (TestEventSlotIsAligned).
 type eventSlot struct {
 	seq      atomic.Uint64
 	at       int64
-	gen      uint32
+	gen      uint64
 	from, to State
+	_        [6]byte
 }
+
+// seqMask keeps the generation bits that next and seq have room for.
+const seqMask = 1<<63 - 1
 
 type overflowEvent struct {
 	t    Transition
@@ -87,19 +97,19 @@ type overflowEvent struct {
 
 func newDispatcher(name string, fn func(Transition)) *dispatcher {
 	d := &dispatcher{fn: fn, name: name}
-	d.next.Store(uint64(nextGen(0)) << 1)
+	d.next.Store(1 << 1) // the first transition commits generation 1
 	return d
 }
 
 // publish records the transition that committed generation gen and delivers
 // every event that is next in line. Call it after the committing CAS.
-func (d *dispatcher) publish(from, to State, gen uint32, at time.Duration) {
-	s := &d.slots[gen%uint32(len(d.slots))]
-	if (gen-uint32(d.next.Load()>>1))&genMask < uint32(len(d.slots)) {
+func (d *dispatcher) publish(from, to State, gen uint64, at time.Duration) {
+	s := &d.slots[gen%uint64(len(d.slots))]
+	if (gen-d.next.Load()>>1)&seqMask < uint64(len(d.slots)) {
 		// Within the window the slot's previous event (gen-256) was
 		// delivered, and the deliverer cleared seq before advancing next.
 		s.at, s.gen, s.from, s.to = int64(at), gen, from, to
-		s.seq.Store(uint64(gen)<<1 | 1)
+		s.seq.Store(gen<<1 | 1)
 	} else {
 		e := &overflowEvent{t: Transition{Name: d.name, From: from, To: to, Generation: gen, At: at}}
 		for {
@@ -118,8 +128,8 @@ func (d *dispatcher) deliver() {
 		if n&1 != 0 {
 			return // another goroutine is delivering and will see our event
 		}
-		gen := uint32(n >> 1)
-		if d.slots[gen%uint32(len(d.slots))].seq.Load() != uint64(gen)<<1|1 && d.overflow.Load() == nil {
+		gen := n >> 1
+		if d.slots[gen%uint64(len(d.slots))].seq.Load() != gen<<1|1 && d.overflow.Load() == nil {
 			return // the next event in line is not published yet; its publisher delivers it
 		}
 		if d.next.CompareAndSwap(n, n|1) {
@@ -128,47 +138,47 @@ func (d *dispatcher) deliver() {
 	}
 }
 
-// drain runs as the only deliverer, from generation gen on, and clears the
+// drain runs as the only deliverer, from generation gen (mod 2^63) on, and clears the
 // busy bit when the next event is not there. The caller's loop then looks
 // once more, so an event published just before the bit cleared is not left
 // behind (its publisher saw busy and returned).
-func (d *dispatcher) drain(gen uint32) {
+func (d *dispatcher) drain(gen uint64) {
 	returned := false
 	defer func() {
 		// A panicking listener must not leave the busy bit set forever. Only
 		// then: after a normal return another goroutine may already be the
 		// deliverer, and its busy bit is not ours to clear.
 		if !returned {
-			d.next.Store(uint64(gen) << 1)
+			d.next.Store(gen << 1)
 		}
 	}()
 	for {
 		t, ok := d.take(gen)
 		if !ok {
 			returned = true
-			d.next.Store(uint64(gen) << 1)
+			d.next.Store(gen << 1)
 			return
 		}
-		gen = nextGen(gen)
-		d.next.Store(uint64(gen)<<1 | 1)
+		gen = (gen + 1) & seqMask
+		d.next.Store(gen<<1 | 1)
 		d.fn(t)
 	}
 }
 
-// take removes the event of generation gen from its slot or from the
-// overflow events, if it has been published.
-func (d *dispatcher) take(gen uint32) (Transition, bool) {
-	s := &d.slots[gen%uint32(len(d.slots))]
-	if s.seq.Load() == uint64(gen)<<1|1 {
+// take removes the event of generation gen (mod 2^63) from its slot or
+// from the overflow events, if it has been published.
+func (d *dispatcher) take(gen uint64) (Transition, bool) {
+	s := &d.slots[gen%uint64(len(d.slots))]
+	if s.seq.Load() == gen<<1|1 {
 		t := Transition{Name: d.name, From: s.from, To: s.to, Generation: s.gen, At: time.Duration(s.at)}
 		s.seq.Store(0)
 		return t, true
 	}
 	for e := d.overflow.Swap(nil); e != nil; e = e.next {
 		if d.parked == nil {
-			d.parked = make(map[uint32]Transition)
+			d.parked = make(map[uint64]Transition)
 		}
-		d.parked[e.t.Generation] = e.t
+		d.parked[e.t.Generation&seqMask] = e.t
 	}
 	t, ok := d.parked[gen]
 	if ok {

@@ -51,12 +51,19 @@ func DefaultClassifier(err error) Outcome {
 // once. It is a plain value: copying it costs nothing and allocates nothing.
 //
 // A permit whose generation has passed when its outcome arrives is stale: its
-// outcome changes nothing (R8). A zero Permit, or one built by hand, is
-// treated as a permit of the generation it names.
+// outcome changes nothing (R8), however many transitions have passed: its
+// generation is compared whole, all 64 bits, so a permit held across 2^20
+// or any other number of transitions below 2^64 never passes for a current
+// one (R15, docs/design.md). A zero Permit, or one built by hand, is
+// treated as a permit of the generation it names (the zero Permit: of
+// generation 0, current only until the first transition).
 type Permit struct {
-	// Generation is the breaker generation the permit was granted in (mod
-	// 2^20); zero on a rejection.
-	Generation uint32
+	// Generation is the breaker generation the permit was granted in: the
+	// number of transitions the breaker had committed since New (the same
+	// count as Transition.Generation and Counts.Generation), as an unsigned
+	// 64-bit number that wraps only after 2^64 transitions. Zero on a
+	// rejection.
+	Generation uint64
 	// Probe is true for a half-open probe.
 	Probe bool
 	// Start is the clock reading at Allow, taken only when slow calls are

@@ -476,7 +476,7 @@ func TestRegression_StateAndDeadlineNeverDriftUnderStress(t *testing.T) {
 		var checks atomic.Int64
 		go func() { // the checker
 			defer bg.Done()
-			var lastGen uint32
+			var lastGen uint64
 			for {
 				select {
 				case <-stop:

@@ -65,7 +65,8 @@ func (s State) String() string {
 //	 0..2     3    state       Closed .. MetricsOnly (values 6, 7 unused)
 //	 3..7     5    step        open-duration backoff step, 0..31; reset on close
 //	 8..43   36    payload     depends on state, see below
-//	44..63   20    generation  +1 on every committed transition, mod 2^20
+//	44..63   20    generation  the breaker generation mod 2^20 (Breaker.base
+//	                            holds what names the rest, see below)
 //
 //	Closed:      bits 8..23 consecutive failures (saturating at 2^16-1);
 //	             bit 24 ramping up; bits 25..43 ramp-up deadline in coarse
@@ -79,12 +80,26 @@ func (s State) String() string {
 //	ForcedOpen, Disabled: zero
 //
 // The generation is in the high bits so that incrementing it by adding
-// genOne can only carry out of the word, never into another field. Its width
-// bounds stale-permit aliasing: an outcome is mistaken for a current one only
-// if its call stays in flight across exactly a multiple of 2^20 (1,048,576)
-// transitions; every open -> half-open step waits at least one open duration,
-// so with a one-second open duration that takes about 4 days of continuous
-// flapping (docs/design.md, R15).
+// genOne can only carry out of the word, never into another field.
+//
+// The breaker generation itself is 64 bits: the number of transitions
+// committed since New. Permits, notifications and Counts carry all of it,
+// and an outcome counts only if its permit names the current generation
+// exactly, so a permit held across any number of transitions below 2^64 is
+// stale (R8, R15): at 2.5*10^7 transitions a second, the fastest rate a
+// tight loop of any public call commits them on the machine the bound was
+// measured on (docs/design.md), 2^64 takes 23,000 years. The word has room
+// for only its low 20 bits; Breaker.base, a second word on the state
+// word's cache line, names the rest. base is a breaker generation that was
+// current at some time: it never exceeds the current one and trails it by
+// less than 2^20 (the lag), so the current generation is the one value in
+// [base, base+2^20) with the word's low bits (fullGen). A committer raises
+// base to the generation it committed once the lag reaches 2^16
+// (committed), before anything else can run (no user code comes between a
+// transition's swap and that step), so the lag reaches 2^20 only if 2^20 -
+// 2^16 goroutines have each committed one of the latest transitions and
+// not yet taken the next few steps, all at once. docs/design.md has the
+// argument for how each reader combines the two words.
 //
 // The deadline has 36 bits of milliseconds: 2^36 ms is about 795 days, and
 // it is compared by signed difference, so it is exact while an open breaker
@@ -190,10 +205,19 @@ func signedDiff(a, b uint64, bits uint) int64 {
 	return int64((a-b)<<(64-bits)) >> (64 - bits)
 }
 
-// GenerationModulus is the number of distinct generations: a Permit's and a
-// Transition's Generation is the breaker generation mod GenerationModulus
-// (2^20). Both implementations wrap at the same point.
-const GenerationModulus = 1 << 20
+// genSpan is the number of generations the word's field tells apart, and
+// baseStep the lag at which a committer raises Breaker.base.
+const (
+	genSpan  = 1 << genBits
+	baseStep = 1 << 16
+)
 
-// nextGen is the generation after g, wrapping at 2^20 like the word does.
-func nextGen(g uint32) uint32 { return (g + 1) & genMask }
+// fullGen is the breaker generation of word w, given base, a value of
+// Breaker.base: the one generation in [base, base+2^20) whose low 20 bits
+// are the word's generation field. It is exact when base was loaded while
+// the word's generation was current, or before (within less than 2^20 -
+// lag transitions), never after; see docs/design.md.
+func fullGen(base, w uint64) uint64 { return base + (w>>genShift-base)&genMask }
+
+// lowGen is the word's generation field for breaker generation g.
+func lowGen(g uint64) uint32 { return uint32(g) & genMask }

@@ -55,8 +55,21 @@ func TestGenerationWraps(t *testing.T) {
 	w := pack(word{state: Open, step: maxStep, gen: genMask, deadline: payMask})
 	u := unpack(w + genOne)
 	require.Equal(t, word{state: Open, step: maxStep, gen: 0, deadline: payMask}, u)
-	require.Equal(t, uint32(0), nextGen(genMask))
-	require.Equal(t, uint32(GenerationModulus), uint32(genMask)+1)
+	require.Equal(t, uint32(0), lowGen(genMask+1))
+}
+
+// fullGen names the word's generation from any base that trails it by less
+// than 2^20, across the word's 2^20 wrap and the 64-bit wrap alike; a base
+// ahead of it (a reader that loaded base after the word moved on) gives a
+// generation 2^20 newer, which ofWord therefore rejects.
+func TestFullGen(t *testing.T) {
+	for _, g := range []uint64{0, 1, genMask, genMask + 1, 5<<genBits + 77, 1<<63 - 1, ^uint64(0) - genMask, ^uint64(0)} {
+		w := pack(word{state: Closed, gen: lowGen(g)})
+		for _, lag := range []uint64{0, 1, baseStep, genMask - 1, genMask} {
+			require.Equal(t, g, fullGen(g-lag, w), "generation %d, lag %d", g, lag)
+		}
+		require.Equal(t, g+genSpan, fullGen(g+1, w), "base one ahead of generation %d", g)
+	}
 }
 
 func TestDeadline(t *testing.T) {
@@ -100,7 +113,6 @@ func TestLimitsMatchWord(t *testing.T) {
 	require.Equal(t, maxProbes, MaxPermittedInHalf)
 	require.Equal(t, maxStep, MaxBackoffSteps)
 	require.Equal(t, uint64(maxConsec), uint64(MaxConsecutiveFailures))
-	require.Equal(t, 1<<genBits, GenerationModulus)
 }
 
 // The state word has its cache line to itself: it is the first word of the
@@ -109,9 +121,9 @@ func TestLimitsMatchWord(t *testing.T) {
 // runtime (1.22 and later) puts before an object of more than 512 bytes
 // that holds pointers, in a slot whose size class is a whole number of
 // lines; the header is written once, at allocation. So the line holds the
-// header, the state word and its padding, and nothing another goroutine
-// writes. A Breaker in a size class that is not a whole number of lines
-// fails here.
+// header, the state word, base beside it and the padding, and nothing
+// another goroutine writes but the breaker's own transitions. A Breaker in
+// a size class that is not a whole number of lines fails here.
 func TestStateWordOwnsItsLine(t *testing.T) {
 	const line = 64
 	if unsafe.Offsetof(Breaker{}.state) != 0 {
@@ -129,4 +141,14 @@ func TestStateWordOwnsItsLine(t *testing.T) {
 				i, unsafe.Sizeof(Breaker{}), off)
 		}
 	}
+}
+
+// Every dispatcher slot's seq, and the state word's neighbour base, are
+// 64-bit aligned on every platform (386 included, where a misaligned 64-bit
+// atomic panics): the slots are a multiple of 8 bytes and seq comes first.
+func TestEventSlotIsAligned(t *testing.T) {
+	require.Equal(t, uintptr(32), unsafe.Sizeof(eventSlot{}))
+	require.Zero(t, unsafe.Offsetof(eventSlot{}.seq))
+	require.Equal(t, uintptr(8), unsafe.Offsetof(Breaker{}.base))
+	require.Equal(t, uintptr(64), unsafe.Offsetof(Breaker{}.s), "state and base alone on their cache line")
 }

@@ -321,9 +321,9 @@ type differential struct {
 	rejected      [4]uint64 // and of rejections, by error
 	outcomes      uint64    // and of outcomes handed to the breakers
 	ramping       bool      // the last half-open -> closed started a ramp that may still be on
-	rampGen       uint32
+	rampGen       uint64
 	rampEnd       uint64 // in ramp's units
-	expiryGen     uint32 // the last half-open generation, with a max wait
+	expiryGen     uint64 // the last half-open generation, with a max wait
 	expiry        uint64 // in maxWait's units
 	ramp, maxWait coarse // the units of the ramp-up and the max wait
 	hasExpiry     bool
@@ -406,9 +406,19 @@ func (x *differential) take(r *input) (core.Permit, bool) {
 }
 
 // forged is a hand-built closed-state permit of a generation near the
-// current one.
+// current one, or exactly 2^20 before or after it (the low bits of the
+// lock-free state word's generation field: stale all the same).
 func (x *differential) forged(r *input) core.Permit {
-	return core.Permit{Generation: (x.lf.Counts().Generation + uint32(r.intn(5)) - 2) % core.GenerationModulus}
+	g := x.lf.Counts().Generation
+	switch d := r.intn(7); d {
+	case 5:
+		g -= 1 << 20
+	case 6:
+		g += 1 << 20
+	default:
+		g += uint64(d) - 2
+	}
+	return core.Permit{Generation: g}
 }
 
 func (x *differential) op(r *input, op int) {
@@ -788,7 +798,7 @@ func (x *differential) manual(which int) {
 // want at the next generation, with a fresh state.
 func (x *differential) manualDone(want core.State, before core.Counts) {
 	c := x.lf.Counts()
-	if c.Generation != (before.Generation+1)%core.GenerationModulus || c.State != want ||
+	if c.Generation != before.Generation+1 || c.State != want ||
 		c.Calls != 0 || c.ConsecutiveFailures != 0 || c.ProbesInFlight != 0 || c.ProbeSuccesses != 0 {
 		x.fail("manual control to %v: counts %+v -> %+v", want, before, c)
 	}
@@ -937,11 +947,11 @@ func (x *differential) check() {
 	seen := x.sides[0].seen
 	for i := x.notifications; i < len(seen); i++ {
 		tr := seen[i].Transition
-		from, gen := core.Closed, uint32(0)
+		from, gen := core.Closed, uint64(0)
 		if i > 0 {
 			from, gen = seen[i-1].To, seen[i-1].Generation
 		}
-		if tr.From != from || tr.Generation != (gen+1)%core.GenerationModulus {
+		if tr.From != from || tr.Generation != gen+1 {
 			x.fail("notification %d %+v does not follow %v at generation %d", i, tr, from, gen)
 		}
 		x.hit(fmt.Sprintf("tr:%s>%s", letter(tr.From), letter(tr.To)))

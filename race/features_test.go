@@ -267,7 +267,7 @@ func controlRound(t *testing.T, newB newFunc, seed uint64, controls int, f *cont
 			fail(fmt.Sprintf("first notification %+v does not start from closed", tr))
 		case n > 0 && got[n-1].To != tr.From:
 			fail(fmt.Sprintf("notification %d %+v does not chain from %+v", n, tr, got[n-1]))
-		case tr.Generation != uint32(n+1):
+		case tr.Generation != uint64(n+1):
 			fail(fmt.Sprintf("notification %d %+v has generation %d, want %d", n, tr, tr.Generation, n+1))
 		}
 		got = append(got, tr)

@@ -40,12 +40,12 @@ type naiveBreaker struct {
 
 var _ core.CircuitBreaker = (*naiveBreaker)(nil)
 
-func (n *naiveBreaker) load() (core.State, uint32) {
+func (n *naiveBreaker) load() (core.State, uint64) {
 	w := n.sg.Load()
-	return core.State(w & 0xff), uint32(w >> 8)
+	return core.State(w & 0xff), w >> 8
 }
 
-func sgWord(s core.State, gen uint32) uint64 { return uint64(gen)<<8 | uint64(s) }
+func sgWord(s core.State, gen uint64) uint64 { return gen<<8 | uint64(s) }
 
 func (n *naiveBreaker) Allow() (core.Permit, error) {
 	st, gen := n.load()

@@ -63,7 +63,7 @@ func notifyRound(t *testing.T, newB newFunc, variant string, round int) int {
 				fault = fmt.Sprintf("first notification %+v does not start from closed", tr)
 			case n > 0 && got[n-1].To != tr.From:
 				fault = fmt.Sprintf("notification %d %+v does not chain from %+v", n, tr, got[n-1])
-			case tr.Generation != uint32(n+1):
+			case tr.Generation != uint64(n+1):
 				fault = fmt.Sprintf("notification %d %+v has generation %d, want %d", n, tr, tr.Generation, n+1)
 			}
 		}

@@ -200,7 +200,7 @@ type racyBreaker struct {
 	mu     sync.Mutex
 	clock  core.Clock
 	state  core.State // written under mu, read without it in State: the bug
-	gen    uint32
+	gen    uint64
 	opened time.Duration
 }
 

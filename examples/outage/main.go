@@ -315,7 +315,7 @@ func worker(ctx context.Context, start time.Time, b *core.Breaker, client *http.
 type transition struct {
 	at       time.Duration
 	from, to core.State
-	gen      uint32
+	gen      uint64
 }
 
 // transitionLog keeps the transitions for the summary. The breaker delivers

@@ -1,0 +1,261 @@
+package core_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/core"
+)
+
+// aliasKind is one kind of transition that TestPermitHeldAcrossWrapsIsStale
+// drives in a tight loop. hold brings a fresh breaker to the state the held
+// permit belongs to and takes it; cycle commits exactly perCycle transitions
+// and leaves the breaker in that same state again, so that after a multiple
+// of 2^20 transitions the lock-free word's 20-bit generation field is what
+// it was when the permit was granted. The held permit's outcome would then
+// change something if it were current: every kind is configured so that one
+// current outcome of it trips, closes or "would have opened".
+type aliasKind struct {
+	name     string
+	cfg      core.Config
+	perCycle int
+	hold     func(a *aliasRig) core.Permit
+	cycle    func(a *aliasRig)
+	// outcome is what the held permit reports: Failure for a closed or
+	// metrics-only permit (one current failure trips), Success for a probe
+	// (a current success is counted, and frees its slot).
+	outcome core.Outcome
+}
+
+// aliasRig is a breaker with a manual clock and a listener that only counts
+// notifications and checks that their generations run on by one: a rig
+// that kept 2^20 notifications would spend the test on memory.
+type aliasRig struct {
+	t     testing.TB
+	b     core.CircuitBreaker
+	clock *core.ManualClock
+	n     uint64 // notifications delivered
+	bad   string // the first notification out of sequence
+	probe core.Permit
+}
+
+func (a *aliasRig) allow() core.Permit {
+	p, err := a.b.Allow()
+	if err != nil {
+		a.t.Fatalf("Allow in %v at %v: %v", a.b.State(), a.clock.Now(), err)
+	}
+	return p
+}
+
+// trip, at the start of a cycle with ConsecutiveFailures 1: one failure.
+func (a *aliasRig) trip() { a.b.Record(a.allow(), core.Failure) }
+
+// probeAfterOpen waits out a 1 ms open duration and takes the probe of
+// the new half-open generation.
+func (a *aliasRig) probeAfterOpen() core.Permit {
+	a.clock.Advance(time.Millisecond)
+	p := a.allow()
+	if !p.Probe {
+		a.t.Fatalf("Allow after the open duration gave %+v, not a probe", p)
+	}
+	return p
+}
+
+var (
+	aliasBase  = core.Config{ConsecutiveFailures: 1, OpenDuration: time.Millisecond}
+	aliasCount = core.Config{WindowSize: 10, MinimumNumberOfCalls: 1, FailureRateThreshold: 100, OpenDuration: time.Millisecond}
+	aliasTime  = core.Config{WindowType: core.TimeBased, WindowSize: 5, MinimumNumberOfCalls: 1, FailureRateThreshold: 100,
+		OpenDuration: time.Millisecond}
+	aliasHints = core.Config{ConsecutiveFailures: 1, OpenDuration: time.Millisecond, MaxRetryAfter: time.Second}
+	aliasProbe = core.Config{ConsecutiveFailures: 1, OpenDuration: time.Millisecond, PermittedCallsInHalfOpen: 2,
+		SuccessesToClose: 2}
+)
+
+// holdClosed takes a closed permit of a fresh breaker.
+func holdClosed(a *aliasRig) core.Permit { return a.allow() }
+
+// holdMetricsOnly moves the breaker to MetricsOnly and takes a permit there.
+func holdMetricsOnly(a *aliasRig) core.Permit {
+	a.b.MetricsOnly()
+	return a.allow()
+}
+
+// holdProbe trips the breaker, takes the first probe of half-open (held)
+// and a second one (a.probe), which the cycles keep failing.
+func holdProbe(a *aliasRig) core.Permit {
+	a.trip()
+	held := a.probeAfterOpen()
+	a.probe = a.allow()
+	require.True(a.t, a.probe.Probe)
+	return held
+}
+
+func aliasKinds() []aliasKind {
+	return []aliasKind{
+		{name: "reset", cfg: aliasBase, perCycle: 1, hold: holdClosed, outcome: core.Failure,
+			cycle: func(a *aliasRig) { a.b.Reset() }},
+		{name: "reset/count-window", cfg: aliasCount, perCycle: 1, hold: holdClosed, outcome: core.Failure,
+			cycle: func(a *aliasRig) { a.b.Reset() }},
+		{name: "reset/time-window", cfg: aliasTime, perCycle: 1, hold: holdClosed, outcome: core.Failure,
+			cycle: func(a *aliasRig) { a.b.Reset() }},
+		{name: "force-open-0+reset", cfg: aliasBase, perCycle: 2, hold: holdClosed, outcome: core.Failure,
+			cycle: func(a *aliasRig) {
+				require.NoError(a.t, a.b.ForceOpen(0))
+				a.b.Reset()
+			}},
+		{name: "force-open-d+reset", cfg: aliasBase, perCycle: 2, hold: holdClosed, outcome: core.Failure,
+			cycle: func(a *aliasRig) {
+				require.NoError(a.t, a.b.ForceOpen(time.Second))
+				a.b.Reset()
+			}},
+		{name: "disable+reset", cfg: aliasBase, perCycle: 2, hold: holdClosed, outcome: core.Failure,
+			cycle: func(a *aliasRig) {
+				a.b.Disable()
+				a.b.Reset()
+			}},
+		{name: "metrics-only", cfg: aliasBase, perCycle: 1, hold: holdMetricsOnly, outcome: core.Failure,
+			cycle: func(a *aliasRig) { a.b.MetricsOnly() }},
+		{name: "metrics-only-trip", cfg: aliasCount, perCycle: 1, hold: holdMetricsOnly, outcome: core.Failure,
+			cycle: func(a *aliasRig) { a.trip() }},
+		{name: "metrics-only-hint", cfg: aliasHints, perCycle: 1, hold: holdMetricsOnly, outcome: core.Failure,
+			cycle: func(a *aliasRig) { a.b.RecordHint(a.allow(), time.Second) }},
+		{name: "hint-trip+reset", cfg: aliasHints, perCycle: 2, hold: holdClosed, outcome: core.Failure,
+			cycle: func(a *aliasRig) {
+				a.b.RecordHint(a.allow(), time.Second)
+				a.b.Reset()
+			}},
+		// closed -> open -> half-open -> closed, then a Reset: four.
+		{name: "trip+probe+close+reset", cfg: aliasBase, perCycle: 4, hold: holdClosed, outcome: core.Failure,
+			cycle: func(a *aliasRig) {
+				a.trip()
+				a.b.Record(a.probeAfterOpen(), core.Success)
+				a.b.Reset()
+			}},
+		// half-open -> open (the other probe fails) -> half-open.
+		{name: "probe/reopen", cfg: aliasProbe, perCycle: 2, hold: holdProbe, outcome: core.Success,
+			cycle: func(a *aliasRig) {
+				a.b.Record(a.probe, core.Failure)
+				a.probe = a.probeAfterOpen()
+			}},
+		// half-open -> open (ForceOpen) -> half-open.
+		{name: "probe/force-open", cfg: aliasProbe, perCycle: 2, hold: holdProbe, outcome: core.Success,
+			cycle: func(a *aliasRig) {
+				require.NoError(a.t, a.b.ForceOpen(time.Millisecond))
+				a.probe = a.probeAfterOpen()
+			}},
+		// half-open -> half-open: the max wait passes with both probes in
+		// flight, and the next Allow starts a new generation.
+		{name: "probe/max-wait", cfg: core.Config{ConsecutiveFailures: 1, OpenDuration: time.Millisecond,
+			PermittedCallsInHalfOpen: 2, SuccessesToClose: 2, MaxWaitInHalfOpen: time.Millisecond},
+			perCycle: 1, hold: holdProbe, outcome: core.Success,
+			cycle: func(a *aliasRig) {
+				a.clock.Advance(time.Millisecond)
+				a.probe = a.allow() // the restart's probe
+				a.allow()           // and the second slot: full again
+			}},
+		// Every manual control and both unpaced trips in one cycle of
+		// eight, back to closed.
+		{name: "mixed", cfg: aliasHints, perCycle: 8, hold: holdClosed, outcome: core.Failure,
+			cycle: func(a *aliasRig) {
+				require.NoError(a.t, a.b.ForceOpen(0))
+				a.b.Disable()
+				a.b.MetricsOnly()
+				a.trip() // metrics-only: "would have opened"
+				require.NoError(a.t, a.b.ForceOpen(time.Second))
+				a.b.Reset()
+				a.b.RecordHint(a.allow(), time.Second)
+				a.b.Reset()
+			}},
+	}
+}
+
+// aliasUnderRace are the kinds TestPermitHeldAcrossWrapsIsStale runs at
+// -short under the race detector, where 2^20 transitions take seconds:
+// every manual control and unpaced trip (mixed), the probes, and a window.
+var aliasUnderRace = map[string]bool{"mixed": true, "probe/max-wait": true, "reset/time-window": true}
+
+// TestPermitHeldAcrossWrapsIsStale: a permit held while exactly 2^20
+// transitions commit (and 2^16, the count ring's width, and, in the full
+// run, 2 * 2^20, 3 * 2^20 and 2^24, the buckets' width) is stale, whatever
+// kind of transition they are: its outcome changes nothing (R8, R15).
+// 2^20 is where the lock-free state word's generation field wraps, so the
+// word holds the same generation bits as when the permit was granted; the
+// permit's 64-bit generation tells them apart. (Before, a permit carried
+// the generation mod 2^20 and both implementations counted it as current:
+// 2^20 Resets take about 0.1 s.) At -short every kind runs 2^16 and 2^20;
+// under the race detector only 2^20 of the kinds in aliasUnderRace.
+func TestPermitHeldAcrossWrapsIsStale(t *testing.T) {
+	spans := []int{1 << 16, wordGens}
+	switch {
+	case !testing.Short():
+		spans = append(spans, 2*wordGens, 3*wordGens)
+	case raceEnabled:
+		spans = []int{wordGens}
+	}
+	for _, k := range aliasKinds() {
+		if testing.Short() && raceEnabled && !aliasUnderRace[k.name] {
+			continue
+		}
+		t.Run(k.name, func(t *testing.T) {
+			forEachImpl(t, func(t *testing.T, mk maker) {
+				for _, n := range spans {
+					t.Run(fmt.Sprintf("transitions=%d", n), func(t *testing.T) { aliasRun(t, mk, k, n) })
+				}
+			})
+		})
+	}
+	// The buckets' 24 bits: one kind, full runs only (2^24 transitions).
+	if !testing.Short() {
+		k := aliasKinds()[2]
+		require.Equal(t, "reset/time-window", k.name)
+		forEachImpl(t, func(t *testing.T, mk maker) { aliasRun(t, mk, k, 1<<24) })
+	}
+}
+
+func aliasRun(t *testing.T, mk maker, k aliasKind, n int) {
+	require.Zero(t, n%k.perCycle, "%d transitions are not a whole number of %d-transition cycles", n, k.perCycle)
+	a := &aliasRig{t: t, clock: core.NewManualClock(time.Hour)}
+	cfg := k.cfg
+	cfg.Clock = a.clock
+	cfg.OnStateChange = func(tr core.Transition) {
+		a.n++
+		if tr.Generation != a.n && a.bad == "" {
+			a.bad = fmt.Sprintf("notification %d is %+v", a.n, tr)
+		}
+	}
+	var err error
+	a.b, err = mk.new(cfg)
+	require.NoError(t, err)
+
+	held := k.hold(a)
+	start := a.b.Counts()
+	require.Equal(t, held.Generation, start.Generation, "the held permit is of the generation the cycles start from")
+	for range n / k.perCycle {
+		k.cycle(a)
+	}
+	before := a.b.Counts()
+	require.Equal(t, start.Generation+uint64(n), before.Generation, "exactly %d transitions", n)
+	require.Equal(t, before.Generation, a.n, "one notification per transition")
+	require.Empty(t, a.bad)
+	require.Equal(t, start.State, before.State, "the cycles end where they started")
+	if held.Probe {
+		require.Positive(t, before.ProbesInFlight, "a current probe's success would be counted")
+	}
+
+	a.b.Record(held, k.outcome)
+	require.Equal(t, before, a.b.Counts(), "the permit held across %d transitions was counted as current", n)
+	require.Equal(t, before.Generation, a.n, "no transition, no notification")
+
+	// A permit of the current generation still counts.
+	switch {
+	case held.Probe:
+		a.b.Record(a.probe, core.Success)
+		require.Equal(t, before.ProbeSuccesses+1, a.b.Counts().ProbeSuccesses, "a current probe's success counts")
+	default:
+		a.b.Record(a.allow(), core.Failure)
+		require.Equal(t, before.Generation+1, a.b.Counts().Generation, "a current failure trips")
+	}
+}
