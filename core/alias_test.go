@@ -259,3 +259,44 @@ func aliasRun(t *testing.T, mk maker, k aliasKind, n int) {
 		require.Equal(t, before.Generation+1, a.b.Counts().Generation, "a current failure trips")
 	}
 }
+
+// TestTimeWindowBucketsDoNotAliasAcross2To24: outcomes a time window holds
+// for one closed generation are not counted for a closed generation
+// exactly 2^24 (the buckets' width) or 2^20 later while their second is
+// still in the window (R8, R11): the lock-free window is swept every 2^22
+// generations (buckets.Window.Advance), the baseline's is reset on every
+// transition. Full runs only for 2^24: 16.7 million Resets per
+// implementation.
+func TestTimeWindowBucketsDoNotAliasAcross2To24(t *testing.T) {
+	spans := []int{wordGens}
+	if !testing.Short() {
+		spans = append(spans, 1<<24)
+	}
+	for _, n := range spans {
+		t.Run(fmt.Sprintf("transitions=%d", n), func(t *testing.T) {
+			forEachImpl(t, func(t *testing.T, mk maker) {
+				clock := core.NewManualClock(time.Hour)
+				b, err := mk.new(core.Config{WindowType: core.TimeBased, WindowSize: 60, FailureCountThreshold: 3,
+					OpenDuration: time.Millisecond, Clock: clock})
+				require.NoError(t, err)
+				for range 2 {
+					p, err := b.Allow()
+					require.NoError(t, err)
+					b.Record(p, core.Failure)
+				}
+				require.Equal(t, uint64(2), b.Counts().Failures)
+				for range n {
+					b.Reset()
+				}
+				c := b.Counts()
+				require.Equal(t, uint64(n), c.Generation)
+				require.Equal(t, core.Counts{State: core.Closed, Generation: uint64(n)}, c,
+					"a generation %d transitions later counts the old window's outcomes", n)
+				p, err := b.Allow()
+				require.NoError(t, err)
+				b.Record(p, core.Failure)
+				require.Equal(t, core.Closed, b.State(), "one failure of its own does not trip")
+			})
+		})
+	}
+}

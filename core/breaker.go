@@ -785,7 +785,9 @@ func (b *Breaker) notify(from, to State, gen uint64, at time.Duration) {
 // (so that it trails the current generation by less than 2^20: state.go),
 // count the transition, and advance the count ring to gen, so that the
 // ring's 16-bit generation never falls 2^16 behind the word's and a window
-// from 65,536 transitions ago cannot pass for the new closed period's.
+// from 65,536 transitions ago cannot pass for the new closed period's, or
+// report gen to the time buckets, whose sweep (every 2^22 generations)
+// keeps a bucket from 2^24 transitions ago from passing for one of gen's.
 func (b *Breaker) committed(from, to State, gen uint64) {
 	if d := gen - b.base.Load(); d >= baseStep && d < 1<<63 {
 		b.raiseBase(gen)
@@ -793,8 +795,11 @@ func (b *Breaker) committed(from, to State, gen uint64) {
 	if b.m != nil {
 		b.m.transitions[from][to].Inc()
 	}
-	if b.ring != nil {
+	switch {
+	case b.ring != nil:
 		b.ring.Advance(uint32(gen))
+	case b.buckets != nil:
+		b.buckets.Advance(uint32(gen))
 	}
 }
 

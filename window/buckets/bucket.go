@@ -55,6 +55,11 @@ import (
 //     the counter changed since it was loaded.
 //   - head, in Window.advance: h -> s, s > h. Moves the newest second seen
 //     forward; it never moves back (R14).
+//   - retire, in Window.Advance: id (g0, i, s) -> (g-1, i+1, s), where g0
+//     is 2^21 to 2^23-1 generations behind the sweep's g. Like a recycle:
+//     incarnation i is abandoned (its generation is long dead) and the
+//     winner owes the reset; the bucket then holds no outcome, under a
+//     generation every current writer reads as older.
 //
 // Within the bound below, no CAS moves a tag backwards, and none touches a
 // counter that already carries the target incarnation or a newer one: the reset and a writer's
@@ -164,8 +169,8 @@ func unpackCount(c uint64) (tag uint8, count uint64) {
 // newerGen reports whether generation a is newer than b: serial-number
 // arithmetic on 24 bits, a is newer iff (a-b) mod 2^24 is in (0, 2^23). It
 // keeps the order right across a 24-bit wrap for any two generations less
-// than 2^23 apart; the breaker's own generation is narrower (20 bits), and
-// across its wrap, or after a longer gap, it uses RecordCurrent.
+// than 2^23 apart, which Advance keeps every bucket within; after a longer
+// gap the breaker uses RecordCurrent.
 func newerGen(a, b uint32) bool {
 	d := (a - b) & genMask
 	return d != 0 && d < 1<<(genBits-1)
@@ -262,6 +267,25 @@ func (b bucket) advance(c *atomic.Uint64, id uint64) bool {
 		}
 		if c.CompareAndSwap(v, packCount(inc, 0)) {
 			return true
+		}
+	}
+}
+
+// retire moves the bucket to a new, empty incarnation of generation gen-1
+// if it holds a generation 2^21 to 2^23-1 behind gen (see Window.Advance),
+// and resets its counters as a recycler does. A bucket recycled in the
+// meantime is judged again on its new id.
+func (b bucket) retire(gen uint32) {
+	for {
+		id := b.id.Load()
+		g, inc, sec := unpackID(id)
+		if d := (gen - g) & genMask; d < retireAfter || d >= 1<<(genBits-1) {
+			return
+		}
+		next := packID((gen-1)&genMask, inc+1, sec)
+		if b.id.CompareAndSwap(id, next) {
+			b.reset(next)
+			return
 		}
 	}
 }

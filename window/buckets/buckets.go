@@ -75,11 +75,17 @@ var ErrSize = errors.New("buckets: window size must be between 1 and 3600 second
 //     followed by an outcome in that very bucket. Even then the worst case
 //     of all but a two-instruction pause is one outcome over-counted.
 //   - The 24-bit generation: a bucket nobody wrote to while the generation
-//     advanced by 2^23 or more (8,388,608 transitions), or across a wrap of
-//     a narrower caller generation, holds a generation that looks newer
-//     than the current one, and Record drops its second's outcomes. A caller
-//     that knows its generation is current uses RecordCurrent, which takes
-//     the bucket over; the breaker does, after checking its state word.
+//     advanced by 2^23 or more (8,388,608 transitions) would hold a
+//     generation that looks newer than the current one, so that Record
+//     drops its second's outcomes, and one left 2^24 behind would look
+//     like the current one, so that Snapshot counts outcomes of a
+//     generation long gone. A caller that reports every generation it
+//     commits to Advance (the breaker does) never lets a bucket fall that
+//     far behind: Advance retires every bucket 2^22 generations behind,
+//     once every 2^22 generations. Without it, or when a sweep comes late, a
+//     caller that knows its generation is current uses RecordCurrent, which
+//     takes the bucket over; the breaker does, after checking its state
+//     word.
 //
 // Memory model: every operation here is a sequentially consistent atomic.
 // A Record that returned true is synchronized before every Snapshot that
@@ -130,7 +136,7 @@ func (w *Window) bucket(i uint64) bucket {
 // paddedHead gives head a cache line of its own. head is loaded by every
 // Record and Snapshot and stored about once a second; without padding,
 // writes to whatever the allocator places next to the Window would evict
-// it from every core's cache. 16 bytes of words + 48 of padding = 64, the
+// it from every core's cache. 24 bytes of words + 40 of padding = 64, the
 // cache line of amd64 and arm64, pinned by a size test.
 type paddedHead struct {
 	// second is the largest whole second any call has seen; it only grows.
@@ -140,7 +146,10 @@ type paddedHead struct {
 	// success in a healthy window skips Snapshot. It shares head's line:
 	// both are read together and each is written at most once a second.
 	bad atomic.Uint64
-	_   [cacheLine - 16]byte
+	// swept is the generation (low 24 bits) of the last sweep (Advance).
+	// It is loaded once per breaker transition and stored once per 2^22.
+	swept atomic.Uint64
+	_     [cacheLine - 24]byte
 }
 
 const cacheLine = 64
@@ -196,9 +205,8 @@ func (w *Window) Record(gen uint32, now time.Duration, failure, slow bool) bool 
 
 // RecordCurrent is Record for a caller that knows gen is the current
 // generation although Record reported the outcome dropped: a bucket nobody
-// wrote while the generation advanced 2^23 or more, or across a wrap of the
-// caller's narrower generation, holds a generation that serial-number
-// arithmetic reads as newer. RecordCurrent takes over a bucket of any other
+// wrote while the generation advanced 2^23 or more (and no Advance retired
+// it) holds a generation that serial-number arithmetic reads as newer. RecordCurrent takes over a bucket of any other
 // generation. It returns false only when the outcome's second left the
 // window while it was being recorded (or gen lost a race with another
 // caller's generation). The breaker calls it after checking its state word.
@@ -278,6 +286,55 @@ func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bo
 			// is stale, or our second left the window after we read head.
 			return 0, false
 		}
+	}
+}
+
+// sweepEvery is how many generations apart Advance sweeps the window (2^22,
+// a quarter of the 24-bit range), and retireAfter how far behind the
+// sweep's generation a bucket must be to be retired (2^21: so a sweep may
+// come up to 2^21 generations late and still find every bucket less than
+// 2^23 behind, where serial arithmetic reads it right).
+const (
+	sweepEvery  = 1 << (genBits - 2)
+	retireAfter = 1 << (genBits - 3)
+)
+
+// Advance reports that the caller has committed generation gen (low 24
+// bits used), so that no bucket is left holding a generation far enough
+// behind to be misread: the breaker calls it after every transition, as
+// it calls atomicring.Ring.Advance. The first call at least 2^22
+// generations past the last sweep's (and less than 2^23: a late call for a
+// generation already passed changes nothing) sweeps the window: every
+// bucket holding a generation 2^21 to 2^23-1 behind gen is retired (moved,
+// as a recycle does, to a new incarnation with empty counters, of
+// generation gen-1, which no caller records in any more). After a sweep
+// for gen every bucket holds gen-2^21+1 or newer, and the next sweep comes
+// 2^22 generations later (up to 2^21 more if the caller that should run it
+// is late), so while the caller reports its generations no bucket is ever
+// 2^23 behind the current one: none reads as newer (to be taken over with
+// RecordCurrent) nor, 2^24 behind, as the current one.
+//
+// Other calls are one load. A sweep is one load per bucket and, for each
+// retired one, a CAS on its id and its reset; it runs once per 2^22
+// generations, on the caller's goroutine, and never waits. It may run
+// concurrently with every other method: a bucket recycled for a newer
+// generation while the sweep looks at it is left alone (its CAS fails),
+// and an outcome being added to a retired incarnation is dropped, as in a
+// recycle; it was 2^21 generations stale.
+func (w *Window) Advance(gen uint32) {
+	gen &= genMask
+	for {
+		s := w.head.swept.Load()
+		if d := (gen - uint32(s)) & genMask; d < sweepEvery || d >= 1<<(genBits-1) {
+			return
+		}
+		// Success transfers: the sweep for gen, to this caller alone.
+		if w.head.swept.CompareAndSwap(s, uint64(gen)) {
+			break
+		}
+	}
+	for i := range uint64(len(w.ids)) {
+		w.bucket(i).retire(gen)
 	}
 }
 

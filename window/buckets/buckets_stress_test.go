@@ -395,3 +395,94 @@ func TestStress_GenerationChangesUnderLoad(t *testing.T) {
 	}
 	require.Equal(t, want, w.Snapshot(final, 0))
 }
+
+// Sweeps racing with records: one committer raises the generation by
+// 2^18+1 at a time and reports each to Advance, so the window is swept
+// about every 16 of them, while writers record the current generation. As
+// in the breaker, which checks its word just before a window write, a
+// writer's generation is current when it records: it holds a read lock
+// across loading the generation and recording, and the committer raises
+// the generation under the write lock, but sweeps outside it, so sweeps
+// (for the current generation and, late, for older ones) run concurrently
+// with records. A sweep never touches a bucket of the generation it sweeps
+// for or of a newer one, so no outcome of the final generation is dropped,
+// and the final Snapshot holds exactly those outcomes.
+func TestStress_SweepUnderLoad(t *testing.T) {
+	withProcs(t, 4)
+	const b = 5
+	writers, perW := 8, 10000
+	if testing.Short() {
+		writers, perW = 4, 2000
+	}
+	w := mustNew(t, b)
+	var gen atomic.Uint32
+	gen.Store(1)
+	// 256 raises of 2^18+1: one sweep per 16, whatever the scheduling.
+	const bumps = 256
+	var bumped atomic.Bool
+	var bumping, writing sync.WaitGroup
+	var bump sync.RWMutex
+	sweeps := 0
+	bumping.Add(1)
+	go func() {
+		defer bumping.Done()
+		defer bumped.Store(true)
+		for range bumps {
+			before := w.head.swept.Load()
+			bump.Lock()
+			g := gen.Add(1<<18 + 1)
+			bump.Unlock()
+			w.Advance(g)
+			if w.head.swept.Load() != before {
+				sweeps++
+			}
+			runtime.Gosched()
+		}
+	}()
+	type genTally struct {
+		accepted window.Counts
+		dropped  int
+	}
+	perWriter := make([]map[uint32]genTally, writers)
+	for k := range writers {
+		writing.Add(1)
+		go func() {
+			defer writing.Done()
+			tallies := map[uint32]genTally{}
+			for i := 0; i < perW || !bumped.Load(); i++ {
+				bump.RLock()
+				cur := gen.Load()
+				f, s := outcome(i)
+				x := tallies[cur]
+				if w.Record(cur, time.Duration(i%b)*sec+time.Duration(k), f, s) {
+					add(&x.accepted, f, s)
+				} else {
+					x.dropped++
+				}
+				bump.RUnlock()
+				tallies[cur] = x
+			}
+			perWriter[k] = tallies
+		}()
+	}
+	writing.Wait()
+	bumping.Wait()
+	require.Equal(t, bumps*(1<<18+1)/sweepEvery, sweeps)
+
+	final := gen.Load()
+	var want window.Counts
+	for k, tallies := range perWriter {
+		x := tallies[final]
+		require.Zero(t, x.dropped, "writer %d: outcomes of the final generation dropped", k)
+		want.Calls += x.accepted.Calls
+		want.Failures += x.accepted.Failures
+		want.Slow += x.accepted.Slow
+		want.SlowFailures += x.accepted.SlowFailures
+	}
+	for i := range b {
+		f, s := outcome(i)
+		require.True(t, w.Record(final, time.Duration(i)*sec, f, s))
+		add(&want, f, s)
+	}
+	require.Equal(t, want, w.Snapshot(final, 0))
+}

@@ -72,6 +72,7 @@ func TestLayout(t *testing.T) {
 		require.Zero(t, uintptr(unsafe.Pointer(&w.head))%cacheLine, "Window %d: head is off a line", i)
 	}
 	assert.Equal(t, uintptr(8), unsafe.Offsetof(paddedHead{}.bad))
+	assert.Equal(t, uintptr(16), unsafe.Offsetof(paddedHead{}.swept))
 
 	for _, c := range []struct {
 		gen uint32
@@ -260,6 +261,73 @@ func TestGenerations_HorizonIs2To23(t *testing.T) {
 	assert.False(t, w.Record(1<<23, 4*sec, false, false), "bucket 0's gen 0 is 2^23 back: looks newer")
 	assert.False(t, w.Record(genMask, 6*sec, false, false), "and still does one generation before the wrap")
 	assert.True(t, w.Record(1<<24, 8*sec, false, false), "gen 2^24 is gen 0 again")
+}
+
+// Without Advance, a bucket left 2^24 generations behind reads as the
+// current generation's: its outcomes count again. With every generation
+// reported to Advance, the sweeps have retired it long before, and a bucket
+// 2^23 behind never needs RecordCurrent either.
+func TestAdvance_NoBucketAliasesAcross2To24(t *testing.T) {
+	const g0 = 5
+	for _, advance := range []bool{false, true} {
+		w := mustNew(t, 3)
+		require.True(t, w.Record(g0, 0, true, false))    // bucket 0: a failure of g0
+		require.True(t, w.Record(g0, sec, false, false)) // bucket 1: a success of g0
+		if advance {
+			for g := uint32(g0 + 1); g <= g0+1<<24; g++ {
+				w.Advance(g)
+			}
+		}
+		later := uint32(g0 + 1<<24) // equal to g0 in 24 bits
+		if !advance {
+			assert.Equal(t, window.Counts{Calls: 2, Failures: 1}, w.Snapshot(later, sec), "the documented alias without Advance")
+			continue
+		}
+		assert.Equal(t, window.Counts{}, w.Snapshot(later, sec), "a bucket of 2^24 generations ago counted as current")
+		require.True(t, w.Record(later, sec, false, false))
+		assert.Equal(t, window.Counts{Calls: 1}, w.Snapshot(later, sec))
+	}
+	// 2^23 behind: with Advance, Record of the current generation lands
+	// without RecordCurrent.
+	w := mustNew(t, 2)
+	require.True(t, w.Record(0, 0, false, false))
+	for g := uint32(1); g <= 1<<23; g++ {
+		w.Advance(g)
+	}
+	assert.True(t, w.Record(1<<23, 2*sec, false, false), "bucket 0's gen 0, 2^23 back, was retired")
+}
+
+// Advance sweeps at the first generation 2^22 past the last sweep, not
+// before, and not for a late call of an older generation; it retires a
+// bucket 2^21 behind and leaves one 2^21-1 behind as it is. A sweep that
+// comes 2^21-1 generations late still retires every bucket.
+func TestAdvance_SweepBoundaries(t *testing.T) {
+	w := mustNew(t, 3)
+	require.True(t, w.Record(sweepEvery-retireAfter, 0, true, false))     // bucket 0: 2^21 behind the first sweep
+	require.True(t, w.Record(sweepEvery-retireAfter+1, sec, true, false)) // bucket 1: 2^21-1 behind it
+	w.Advance(sweepEvery - 1)
+	assert.Zero(t, w.head.swept.Load(), "no sweep before 2^22")
+	w.Advance(sweepEvery)
+	assert.Equal(t, uint64(sweepEvery), w.head.swept.Load())
+	g, _, _ := unpackID(w.ids[0].Load())
+	assert.Equal(t, uint32(sweepEvery-1), g, "bucket 0 retired to the generation before the sweep's")
+	assert.Equal(t, window.Counts{}, w.Snapshot(sweepEvery-retireAfter, sec))
+	assert.Equal(t, window.Counts{Calls: 1, Failures: 1}, w.Snapshot(sweepEvery-retireAfter+1, sec), "bucket 1 is not 2^21 behind")
+	w.Advance(2)                // a late report of a generation long passed
+	w.Advance(2*sweepEvery - 1) // not 2^22 past the last sweep
+	assert.Equal(t, uint64(sweepEvery), w.head.swept.Load())
+	// The next sweep, as late as the margin allows: bucket 1 is then
+	// 2^23-2 behind, bucket 0's retired generation 2^22+2^21-1.
+	late := uint32(2*sweepEvery + retireAfter - 1)
+	w.Advance(late)
+	for i := range 2 {
+		g, _, _ := unpackID(w.ids[i].Load())
+		assert.Equal(t, late-1, g, "bucket %d", i)
+	}
+	assert.Equal(t, window.Counts{}, w.Snapshot(sweepEvery-retireAfter+1, sec))
+	// The zero window sweeps nothing and does not panic.
+	var z Window
+	z.Advance(sweepEvery)
 }
 
 // The interleaving cep21/circuit's lock-free roll lost, played step by
