@@ -94,3 +94,43 @@ func TestCountsInHalfOpen(t *testing.T) {
 		require.Equal(t, core.Counts{State: core.HalfOpen, Generation: 2, ProbesInFlight: 1, ProbeSuccesses: 1}, c)
 	})
 }
+
+// A listener that falls more than 2^20 events behind still gets every event
+// once, in commit order, named by its generation: events are sequenced by
+// the 64-bit generation, not by the lock-free word's 20 bits. (Before, the
+// lock-free dispatcher named events mod 2^20 and, past a backlog of 2^20,
+// delivered a later wrap's event in place of the one it waited for: a
+// known limit, TestAdv5_NotificationStormAliasesGenerations.) The first
+// event's listener blocks while another goroutine commits 2^20+300 Resets.
+// Full runs only: the backlog is a million queued events.
+func TestListenerFarBehindGetsEveryEventInOrder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a backlog of 2^20 events: full runs only")
+	}
+	const n = wordGens + 300
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		release, first := make(chan struct{}), make(chan struct{})
+		var got, bad atomic.Uint64 // written by the deliverer only
+		b, err := mk.new(core.Config{ConsecutiveFailures: 1, OnStateChange: func(tr core.Transition) {
+			g := got.Add(1)
+			if tr.Generation != g && bad.Load() == 0 {
+				bad.Store(g)
+			}
+			if g == 1 {
+				close(first)
+				<-release // fall behind
+			}
+		}})
+		require.NoError(t, err)
+		go b.Reset() // delivers generation 1, then blocks in the listener
+		<-first
+		for range n - 1 {
+			b.Reset() // published; the blocked deliverer picks them up later
+		}
+		require.Equal(t, uint64(n), b.Counts().Generation)
+		close(release)
+		require.Eventually(t, func() bool { return got.Load() == n }, time.Minute, time.Millisecond,
+			"delivered %d of %d", got.Load(), n)
+		require.Zero(t, bad.Load(), "event out of sequence")
+	})
+}
