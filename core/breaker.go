@@ -10,10 +10,11 @@ import (
 	"github.com/casbreaker/casbreaker/window/buckets"
 )
 
-// Breaker is the lock-free circuit breaker. Its state, generation, open
-// deadline, backoff step and half-open probe counts live in one uint64 that
-// only compare-and-swap changes (state.go has the layout; docs/design.md the
-// proof). Its window is a lock-free atomic ring (count-based) or per-second
+// Breaker is the lock-free circuit breaker. Its state, open deadline,
+// backoff step, half-open probe counts and the low 20 bits of its 64-bit
+// generation live in one uint64 that only compare-and-swap changes; a
+// second word on the same cache line names the generation's other bits
+// (state.go has the layout; docs/design.md the proof). Its window is a lock-free atomic ring (count-based) or per-second
 // buckets (time-based).
 //
 // All methods are safe for concurrent use and none blocks: no lock, no
@@ -76,7 +77,7 @@ type Breaker struct {
 // Calls <= WindowSize (R2, R13).
 type Counts struct {
 	State               State
-	Generation          uint64 // the breaker generation, as in Permit
+	Generation          uint64 // the breaker generation: transitions since New, as in Permit
 	Calls               uint64
 	Failures            uint64
 	SlowCalls           uint64

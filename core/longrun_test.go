@@ -12,14 +12,16 @@ import (
 // Long outages: the breaker flaps open -> half-open -> open for so many
 // generations that the windows' narrower generation arithmetic (16 bits in
 // the count ring, 24 in the buckets) reads the current generation as older
-// than what they hold, and (full run) the 20-bit generation itself wraps.
+// than what they hold, and (full run) the state word's 20-bit generation
+// field wraps.
 // When the dependency recovers, the window must count again and the breaker
 // must be able to trip again. (The count ring used to drop every outcome
 // after 2^15 silent generations, and the buckets after the 20-bit wrap, so
 // the breaker could never trip again.)
 func TestLongOutageKeepsWindowsCounting(t *testing.T) {
 	// Before the first recovery, then before the second: in the full run the
-	// first outage ends just before the 20-bit wrap and the second crosses it.
+	// first outage ends just before the word's 20-bit wrap and the second
+	// crosses it.
 	outages := []int{10, 20000}
 	if !testing.Short() {
 		outages = []int{wordGens/2 - 20, 20000}

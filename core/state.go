@@ -86,9 +86,10 @@ func (s State) String() string {
 // committed since New. Permits, notifications and Counts carry all of it,
 // and an outcome counts only if its permit names the current generation
 // exactly, so a permit held across any number of transitions below 2^64 is
-// stale (R8, R15): at 2.5*10^7 transitions a second, the fastest rate a
-// tight loop of any public call commits them on the machine the bound was
-// measured on (docs/design.md), 2^64 takes 23,000 years. The word has room
+// stale (R8, R15): at 10^8 transitions a second, 2.5 times the fastest
+// rate a tight loop of any public call commits them on the machine the
+// bound was measured on (docs/design.md, Widths), 2^64 takes 5,800 years.
+// The word has room
 // for only its low 20 bits; Breaker.base, a second word on the state
 // word's cache line, names the rest. base is a breaker generation that was
 // current at some time: it never exceeds the current one and trails it by
