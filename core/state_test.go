@@ -1,6 +1,7 @@
 package core
 
 import (
+	"runtime"
 	"testing"
 	"time"
 	"unsafe"
@@ -141,6 +142,7 @@ func TestStateWordOwnsItsLine(t *testing.T) {
 				i, unsafe.Sizeof(Breaker{}), off)
 		}
 	}
+	runtime.KeepAlive(keep) // every object stays allocated, so none is placed where another was
 }
 
 // Every dispatcher slot's seq, and the state word's neighbour base, are

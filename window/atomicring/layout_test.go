@@ -1,6 +1,7 @@
 package atomicring
 
 import (
+	"runtime"
 	"testing"
 	"unsafe"
 )
@@ -69,4 +70,5 @@ func TestLayout_HotLine(t *testing.T) {
 			t.Fatalf("Ring %d (W=%d) at %#x: hot is off a %d-byte line", i, r.Size(), a, cacheLine)
 		}
 	}
+	runtime.KeepAlive(keep) // every object stays allocated, so none is placed where another was
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -71,6 +72,7 @@ func TestLayout(t *testing.T) {
 		keep = append(keep, w)
 		require.Zero(t, uintptr(unsafe.Pointer(&w.head))%cacheLine, "Window %d: head is off a line", i)
 	}
+	runtime.KeepAlive(keep) // every object stays allocated, so none is placed where another was
 	assert.Equal(t, uintptr(8), unsafe.Offsetof(paddedHead{}.bad))
 	assert.Equal(t, uintptr(16), unsafe.Offsetof(paddedHead{}.swept))
 
