@@ -55,9 +55,9 @@ const (
 	judgeSlack     = judgeSafe - 1
 	judgeVerShift  = judgeSlackBits + 1
 	judgeVerMask   = (1<<24 - 1) << judgeVerShift
-	// maxSlack caps what one judgement grants: a larger slack saves nothing
-	// measurable, and the search for it is logarithmic in the cap.
-	maxSlack = 1 << 20
+	// noSlack turns the slack off (see margin); the tests that check the
+	// slack's arithmetic turn it on.
+	noSlack = true
 )
 
 // judge reports whether rule trips on the window of generation gen (low
@@ -98,12 +98,6 @@ func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *
 			}
 			if !failure && !slow && j&judgeSafe != 0 {
 				return false
-			}
-			if (failure || slow) && j&judgeSlack != 0 {
-				if b.judge.CompareAndSwap(j, j-1) {
-					return false
-				}
-				continue
 			}
 			break
 		}
@@ -152,29 +146,24 @@ func nextJudgement(j uint64, inc uint8, m uint64) uint64 {
 	return packCount(inc, 0) | ver&judgeVerMask | m
 }
 
-// margin is safe|slack for a window holding c that does not trip rule: the
-// largest slack x <= maxSlack such that x more slow failures, alone or
-// followed by successes, cannot make rule hold; 0 (not safe) when even one
-// success could.
+// margin is the judgement for a window holding c that does not trip rule:
+// safe when no success could make it hold, now or after the slow failures
+// a judgement may have to absorb; nothing otherwise.
+//
+// No slack: a Snapshot taken while writers run can hold a failure's call but
+// not yet the failure (add raises n before f), so its failure rate can sit
+// below the truth for good. At a threshold of 100% no number of further
+// failures then reaches it, and a slack computed from such a Snapshot came
+// out unbounded (TestRegression_ConcurrentCountsAreExact missed its trip).
+// Until the slack comes from a view that bounds both counts, every failure
+// and slow call is judged by a Snapshot of its own, which holds it; only a
+// fast success skips, and its skip is safe even on such a view, because the
+// failures it misses are judged themselves once recorded.
 func margin(rule *window.Rule, c window.Counts) uint64 {
 	if risky(rule, c, 0) {
 		return 0
 	}
-	if !risky(rule, c, maxSlack) {
-		return judgeSafe | maxSlack
-	}
-	// risky is monotone in x (every rate and count it tests only grows
-	// with x), so a binary search finds the boundary: lo is not risky, hi is.
-	lo, hi := uint64(0), uint64(maxSlack)
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		if risky(rule, c, mid) {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return judgeSafe | lo
+	return judgeSafe
 }
 
 // risky reports whether x more slow failures could trip rule on a window
