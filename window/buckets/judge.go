@@ -55,9 +55,6 @@ const (
 	judgeSlack     = judgeSafe - 1
 	judgeVerShift  = judgeSlackBits + 1
 	judgeVerMask   = (1<<24 - 1) << judgeVerShift
-	// noSlack turns the slack off (see margin); the tests that check the
-	// slack's arithmetic turn it on.
-	noSlack = true
 )
 
 // judge reports whether rule trips on the window of generation gen (low
