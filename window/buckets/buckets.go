@@ -218,9 +218,10 @@ func (w *Window) RecordCurrent(gen uint32, now time.Duration, failure, slow bool
 // RecordTrip is Record followed by the judgement of rule on the window the
 // outcome was recorded in: recorded is Record's result, and trips whether
 // rule.Trips holds on the window with the outcome in it (always false when
-// the outcome was not recorded, or rule is nil). The judgement is O(1) for
-// all but about one outcome a second (see judge.go); in sequential use it
-// equals rule.Trips(Snapshot(gen, now)) after the record. It may run
+// the outcome was not recorded, or rule is nil). A fast success is judged
+// in O(1) but for about one a second; a failure or slow call by a Snapshot
+// (see judge.go). In sequential use it equals rule.Trips(Snapshot(gen,
+// now)) after the record. It may run
 // concurrently with every other method and allocates nothing.
 func (w *Window) RecordTrip(gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) (recorded, trips bool) {
 	return w.recordTrip(gen, now, failure, slow, false, rule)

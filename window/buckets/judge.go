@@ -6,43 +6,36 @@ import (
 	"github.com/casbreaker/casbreaker/window"
 )
 
-// Judging the trip rule in O(1).
+// Judging the trip rule without summing the window for every success.
 //
 // The rule (R1) must be judged after every outcome, and summing the window
-// is O(B). Most outcomes cannot change the verdict, though, and a judgement
-// can say how many cannot: after a Snapshot that does not trip the rule,
-// margin computes
+// is O(B). A success that is neither failed nor slow only adds a call,
+// which lowers every rate; it could trip the rule only by bringing the
+// window up to MinimumNumberOfCalls while the rates are high. So after a
+// Snapshot that does not trip the rule, margin says whether that can
+// happen (safe), and a fast success that finds its second judged safe
+// skips its Snapshot. Failures and slow calls are each judged by a Snapshot
+// that holds them (margin's doc says why they get no slack).
 //
-//   - safe: a success that is neither failed nor slow cannot trip it now.
-//     Such a success only adds a call, which lowers every rate; it could
-//     trip the rule only by bringing the window up to MinimumNumberOfCalls
-//     while the rates are high, and safe says it cannot, even after the
-//     slack below is used up;
-//   - slack: how many more failures or slow calls the window can take
-//     without the rule holding, each counted as a slow failure, the worst
-//     case, and none of them followed by enough successes to reach the
-//     minimum while the rates are that high.
-//
-// Both hold only while the window's membership stays as the Snapshot saw
-// it apart from the outcomes added since, that is, within the second and
-// the generation it was made for: a new second evicts calls and can raise
-// a rate without any outcome. So the judgement lives in the bucket of that
+// A judgement holds only while the window's membership stays as the
+// Snapshot saw it apart from the outcomes added since, that is, within the
+// second and the generation it was made for: a new second evicts calls and
+// can raise a rate without any outcome. So it lives in the bucket of that
 // second, in its word judge, tagged with the bucket's incarnation like its
-// counters and reset with them when the bucket is recycled. Trips then
-// costs a fast success one load of judge, and a failure or slow call one
-// compare-and-swap that takes a unit of slack; only the first outcome of a
-// second that finds failures in the window, and the outcome that finds the
-// slack used up, sums the window again.
+// counters and reset with them when the bucket is recycled. A fast success
+// then costs one load of judge; the first outcome of a second that finds
+// failures in the window sums it.
 //
-//	judge = | tag (8 bits) | ver (24 bits) | safe (1 bit) | slack (31 bits) |
-//	         63         56   55         32   31             30            0
+//	judge = | tag (8 bits) | ver (24 bits) | safe (1 bit) | unused (31 bits) |
+//	         63         56   55         32   31             30             0
 //
 // ver counts the judgements installed in the incarnation, so a judgement
 // that summed the window, stalled, and then finds judge as it loaded it
-// before summing knows that no outcome has taken slack since and no other
-// judgement has been installed: its compare-and-swap cannot install an
-// older view over a newer one (an equal word would need 2^24 installs in
-// between).
+// before summing knows that no other judgement has been installed since:
+// its compare-and-swap cannot install an older view over a newer one (an
+// equal word would need 2^24 installs in between). A judgement that finds
+// the rule holding withdraws safe, so no judgement made before it lets a
+// success skip.
 //
 // What this guarantees is what the Snapshot after each record guaranteed
 // before: every outcome is judged on a window that holds it, and one whose
@@ -59,22 +52,17 @@ const (
 
 // judge reports whether rule trips on the window of generation gen (low
 // 24 bits already) at now, just after record put an outcome (failed and
-// slow as given) there. It is rule.Trips(Snapshot(gen, now)), in O(1) for
-// all but about one outcome per second and one per slack's worth of
-// failures (see above): a fast success finds the judgement of its second
-// safe, a failure or slow call takes a unit of its slack. The caller has
-// already found the window unclean.
+// slow as given) there. It is rule.Trips(Snapshot(gen, now)); a fast
+// success that finds the judgement of its second safe returns at once. The
+// caller has already found the window unclean.
 //
 // The accounting that makes a skip safe: when judge returns, its outcome is
 // either in the Snapshot of the judgement installed in the current second's
-// bucket, or charged to it as a unit of slack, or was judged by a Snapshot
-// that holds it (and no judgement was installed for that second at all).
-// So an install that loses its CAS starts over rather than returning: the
-// judgement that won may have summed the window before this outcome was
-// recorded, and the outcome must then be charged to it. Without that, a
-// later failure could take slack that this one had already used, and miss
-// the trip on a window that holds both (found by an adversarial review;
-// TestJudge_LostInstallChargesTheWinner). For the same reason the
+// bucket, or judged by a Snapshot of its own that holds it. So an install
+// that loses its CAS starts over rather than returning: the judgement that
+// won may have summed the window before this outcome was recorded. (With
+// a slack that failures took, this is what an adversarial review found
+// missing: TestJudge_LostInstallChargesTheWinner.) For the same reason the
 // judgement consulted is always the current second's, not the one the
 // outcome was recorded in: a late outcome of an earlier second is in the
 // window the current judgement is about.
