@@ -137,10 +137,7 @@ func (b *Breaker) Allow() (core.Permit, error) {
 			return b.probe(now)
 		}
 		b.inFlight++
-		p := core.Permit{Generation: b.gen, Probe: true}
-		if b.timed() {
-			p.Start = b.s.Clock.Now()
-		}
+		p := core.Permit{Generation: b.gen, Probe: true} // a probe carries no Start
 		b.admit()
 		b.mu.Unlock()
 		return p, nil
@@ -155,10 +152,7 @@ func (b *Breaker) probe(now time.Duration) (core.Permit, error) {
 	if b.maxWait.unit > 0 {
 		b.expiry = b.maxWait.deadline(now)
 	}
-	p := core.Permit{Generation: b.gen, Probe: true}
-	if b.timed() {
-		p.Start = now
-	}
+	p := core.Permit{Generation: b.gen, Probe: true} // no Start: nothing measures a probe's duration
 	b.admit()
 	// A panicking listener must not strand the probe the caller never got.
 	delivered := false
@@ -374,12 +368,12 @@ func (b *Breaker) recordProbe(o core.Outcome) {
 }
 
 // open commits a transition to Open for the open duration d of this
-// period (R4's backoff), or for the bounded hint h if that is longer: a
-// hint never shortens the open duration.
+// period (R4's backoff), or for the bounded hint h, rounded up to whole
+// milliseconds, if that is longer: a hint never shortens the open duration.
 func (b *Breaker) open(d, h time.Duration, now time.Duration) {
 	b.transition(core.Open, now)
 	b.openFor = d
-	b.deadline = openDeadline(now, max(d, h))
+	b.deadline = openDeadline(now, hinted(d, h))
 }
 
 // wait is how long before a call at now may probe (0: it may).
@@ -504,7 +498,7 @@ func (b *Breaker) ForceOpen(d time.Duration) error {
 	now := b.s.Clock.Now()
 	b.transition(core.Open, now)
 	b.openFor = b.s.OpenDuration // a re-open after it backs off from the open duration
-	b.deadline = openDeadline(now, d)
+	b.deadline = openDeadline(now, wholeMillis(d))
 	b.unlockAndNotify()
 	return nil
 }

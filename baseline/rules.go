@@ -132,6 +132,17 @@ func backoff(s *core.Settings, d time.Duration) time.Duration {
 	return time.Duration(next)
 }
 
+// hinted is the open duration of a trip or re-open whose period opens for
+// d with the bounded hint h: the hint, rounded up to whole milliseconds, if
+// that is longer; a hint never shortens the open duration.
+func hinted(d, h time.Duration) time.Duration { return max(d, wholeMillis(h)) }
+
+// wholeMillis is d (not negative) rounded up to whole milliseconds: how a
+// retry-after hint and ForceOpen's duration are kept.
+func wholeMillis(d time.Duration) time.Duration {
+	return time.Duration(ceilDiv(uint64(d), msec) * msec)
+}
+
 // bound is the retry-after hint d bounded by Config.MaxRetryAfter: 0 (no
 // hint) when hints are off or d is not positive.
 func bound(s *core.Settings, d time.Duration) time.Duration {

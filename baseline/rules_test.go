@@ -113,7 +113,7 @@ func TestRules_Backoff(t *testing.T) {
 func TestRules_Hint(t *testing.T) {
 	for _, c := range rulecases.Hints {
 		s := validated(t, core.Config{ConsecutiveFailures: 1, OpenDuration: c.Open, MaxRetryAfter: c.MaxRetryAfter})
-		if h := bound(s, c.D); h != c.Bounded || max(s.OpenDuration, h) != c.OpenFor {
+		if h := bound(s, c.D); h != c.Bounded || hinted(s.OpenDuration, h) != c.OpenFor {
 			t.Errorf("max %v, open %v, hint %d ns: bounded %v; want %v, open for %v", c.MaxRetryAfter, c.Open, c.D, h, c.Bounded, c.OpenFor)
 		}
 	}

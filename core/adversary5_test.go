@@ -470,12 +470,12 @@ func TestAdv5_ForceOpenLimits(t *testing.T) {
 				})
 			}
 			require.Zero(t, r.B.Metrics().Transitions)
-			require.NoError(t, r.B.ForceOpen(1)) // 1 ns: rounds up to at most 1 ms
+			require.NoError(t, r.B.ForceOpen(1)) // 1 ns: kept as 1 ms, so the deadline is the first whole ms at or after now + 1 ms
 			p, err := r.B.Allow()
 			require.ErrorIs(t, err, core.ErrOpen)
-			require.LessOrEqual(t, p.Wait, time.Millisecond)
-			require.Greater(t, p.Wait, time.Duration(0))
-			r.Clock.Advance(time.Millisecond)
+			now, ms := r.Clock.Now(), time.Millisecond
+			require.Equal(t, (now+ms-1)/ms*ms+ms-now, p.Wait)
+			r.Clock.Advance(p.Wait)
 			r.X(core.Success)
 			r.Is(core.Closed)
 			r.Clock.Set(r.Clock.Now() / time.Millisecond * time.Millisecond) // whole ms: the boundary is exact

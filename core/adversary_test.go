@@ -892,3 +892,88 @@ func TestAdv_MaxWaitDeadlineAliasesAfterLongIdle(t *testing.T) {
 		r.A() // the max wait passed long ago: a new probe generation
 	}
 }
+
+// advStallClock is a manual clock that, once armed, takes its first
+// reading and parks the goroutine that made it until release is closed,
+// then hands the reading back: a call descheduled right after its reading.
+type advStallClock struct {
+	*core.ManualClock
+	armed   atomic.Bool
+	reads   atomic.Int32
+	paused  chan struct{}
+	release chan struct{}
+}
+
+func newAdvStallClock() *advStallClock {
+	return &advStallClock{ManualClock: core.NewManualClock(0), paused: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (c *advStallClock) Now() time.Duration {
+	v := c.ManualClock.Now()
+	if c.armed.Load() && c.reads.Add(1) == 1 {
+		close(c.paused)
+		<-c.release
+	}
+	return v
+}
+
+// ---------------------------------------------------------------------------
+// Limit: a clock stepped backwards across a guard. The Allow that flips open
+// -> half-open decides that the deadline has passed on a reading taken
+// before its claim. Here it reads 1 s (the deadline) and is descheduled; the
+// clock is set back to 500 ms, and another Allow is refused with 500 ms to
+// wait; then the first one claims and commits, and holds a probe. In every
+// sequential order the refusal (deadline ahead, at 500 ms) comes before the
+// flip, and the flip then happens at 500 ms, before its deadline: no order
+// explains both. A clock that never goes backwards cannot do this
+// (docs/design.md, Known limits).
+func TestAdv_BackwardsClockAcrossTheFlipGuard(t *testing.T) {
+	advBug(t, "a clock set back across the open deadline between the flip's guard and its claim")
+	clk := newAdvStallClock()
+	b, err := core.New(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, Clock: clk})
+	require.NoError(t, err)
+	p, _ := b.Allow()
+	b.Record(p, core.Failure) // open at 0 s until 1 s
+	clk.Set(time.Second)
+	clk.armed.Store(true)
+	flipped := make(chan error, 1)
+	go func() {
+		_, err := b.Allow()
+		flipped <- err
+	}()
+	<-clk.paused
+	clk.Set(500 * time.Millisecond)
+	_, err = b.Allow()
+	require.ErrorIs(t, err, core.ErrOpen) // the deadline is ahead at 500 ms
+	close(clk.release)
+	require.ErrorIs(t, <-flipped, core.ErrOpen, "a probe granted at 500 ms, after a call saw the 1 s deadline ahead")
+}
+
+// ---------------------------------------------------------------------------
+// Limit: a slow call's completion reading comes before its window write.
+// Slow threshold 1 s; a call started at 0 completes, reads 500 ms (not slow)
+// and is descheduled before it writes the window; the clock steps to 2 s
+// and Counts sees an empty window; then the write lands, not slow. In every
+// sequential order the empty Counts comes first, so the record happens at
+// 2 s and is slow (docs/design.md, Known limits).
+func TestAdv_SlowCallClassedByTheReadingBeforeItsWrite(t *testing.T) {
+	advBug(t, "a slow call's completion reading comes before its window write")
+	clk := newAdvStallClock()
+	b, err := core.New(core.Config{WindowSize: 10, FailureRateThreshold: 100, SlowCallRateThreshold: 100,
+		SlowCallDurationThreshold: time.Second, MinimumNumberOfCalls: 10, OpenDuration: time.Second, Clock: clk})
+	require.NoError(t, err)
+	p, _ := b.Allow()
+	clk.Set(500 * time.Millisecond)
+	clk.armed.Store(true)
+	recorded := make(chan struct{})
+	go func() {
+		defer close(recorded)
+		b.Record(p, core.Success)
+	}()
+	<-clk.paused
+	clk.Set(2 * time.Second)
+	require.Zero(t, b.Counts().Calls) // the record has not happened yet
+	close(clk.release)
+	<-recorded
+	require.EqualValues(t, 1, b.Counts().SlowCalls, "recorded after a read at 2 s saw it absent, yet classed at 500 ms")
+}

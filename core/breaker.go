@@ -20,18 +20,23 @@ import (
 // All methods are safe for concurrent use and none blocks: no lock, no
 // goroutine, no timer. Transitions happen lazily inside Allow, Done, Record
 // and Counts (which may commit a trip an outcome has already decided);
-// State commits nothing (R5). Allow, Done and Record allocate nothing in any
-// state.
+// State commits nothing of its own (R5). A transition whose new word
+// depends on the clock claims the word, reads the clock and commits; any
+// method that finds a claimed word completes that transition first, with a
+// reading of its own (docs/design.md, Transitions). Allow, Done and Record
+// allocate nothing in any state.
 //
 // Make one with New. A zero Breaker has no configuration: every method
 // panics with "core: Breaker used without New".
 //
 // Where the clock is read: Allow reads it in open state (to check the
-// deadline), while ramping up, when half-open is full (unless
-// MaxWaitInHalfOpen is WaitForever), and, only with slow calls configured, to stamp Permit.Start;
-// Done/Record read it with slow calls configured, with a time-based window,
-// and when committing a transition into open. With a count-based window and
-// no slow threshold, the closed-state Allow/Done path reads no clock.
+// deadline, and once more after claiming open -> half-open when a max wait
+// is set), while ramping up, when half-open is full (unless
+// MaxWaitInHalfOpen is WaitForever), and, only with slow calls configured,
+// to stamp a closed-state Permit.Start; Done/Record read it with slow calls
+// configured, with a time-based window, and when committing a transition
+// into open or into a ramp-up. With a count-based window and no slow
+// threshold, the closed-state Allow/Done path reads no clock.
 type Breaker struct {
 	// state is the one word of the state machine. First field, padded to its
 	// own 64-byte cache line (8 + 8 bytes + 48), so it is 64-bit aligned for
@@ -172,7 +177,9 @@ func (b *Breaker) allow() (Permit, error) {
 			// The hot path: no write, no clock unless slow calls are measured.
 			p := Permit{Generation: gen}
 			if b.slow {
-				p.Start = b.s.Clock.Now()
+				if p.Start = b.s.Clock.Now(); !b.unmoved(w) {
+					continue
+				}
 			}
 			b.admit()
 			return p, nil
@@ -181,6 +188,12 @@ func (b *Breaker) allow() (Permit, error) {
 			// The deadline straight from the word: unpacking all of it
 			// would cost a rejection more than its own arithmetic.
 			if wait := untilDeadline(w>>payShift&payMask, now); wait > 0 {
+				if b.state.Load() != w {
+					// A transition (a manual control) came between the
+					// load and the reading: the rejection and its wait
+					// must come from one word at one reading.
+					continue
+				}
 				return b.reject(Permit{Wait: wait}, ErrOpen)
 			}
 			// open -> half-open: a successful swap hands this caller the
@@ -220,21 +233,22 @@ func (b *Breaker) allow() (Permit, error) {
 			}
 			u.inFlight++
 			// half-open -> half-open with one more probe in flight: a
-			// successful swap is the caller's probe slot (R6).
+			// successful swap is the caller's probe slot (R6). A probe
+			// carries no Start: nothing measures its duration.
 			if b.state.CompareAndSwap(w, pack(u)) {
-				p := Permit{Generation: gen, Probe: true}
-				if b.slow {
-					p.Start = b.s.Clock.Now()
-				}
 				b.admit()
-				return p, nil
+				return Permit{Generation: gen, Probe: true}, nil
 			}
 		case ForcedOpen:
 			return b.reject(Permit{}, ErrForcedOpen)
+		case claimOpen, claimOther:
+			b.help(w)
 		default: // Disabled, MetricsOnly
 			p := Permit{Generation: gen}
 			if b.slow && State(w&stateMask) == MetricsOnly {
-				p.Start = b.s.Clock.Now()
+				if p.Start = b.s.Clock.Now(); !b.unmoved(w) {
+					continue
+				}
 			}
 			b.admit()
 			return p, nil
@@ -243,15 +257,34 @@ func (b *Breaker) allow() (Permit, error) {
 }
 
 // startProbing commits the word w (unpacked u, open or half-open, of
-// generation gen) to a new half-open generation whose first probe the
-// caller holds, and admits that probe. It reports false when the swap lost,
-// and the caller reloads.
+// generation gen), which the caller found ready to probe at reading now, to
+// a new half-open generation whose first probe the caller holds, and admits
+// that probe. It reports false when the swap lost, and the caller reloads.
+// With a max wait the new word's deadline comes from the clock, so the
+// transition is claimed first and the deadline read after the claim
+// (commit); without one nothing in the new word depends on the reading and
+// one swap does.
 func (b *Breaker) startProbing(w uint64, u word, gen uint64, now time.Duration) (Permit, bool) {
 	g := gen + 1
-	if !b.state.CompareAndSwap(w, pack(word{state: HalfOpen, step: u.step, gen: lowGen(g), inFlight: 1, expiry: b.expiry(now)})) {
-		return Permit{}, false
+	if b.s.halfOpenWait.unit == 0 {
+		if !b.state.CompareAndSwap(w, pack(word{state: HalfOpen, step: u.step, gen: lowGen(g), inFlight: 1})) {
+			return Permit{}, false
+		}
+	} else {
+		var ok bool
+		if now, ok = b.commit(w, claimWord(claimOther, u.step, lowGen(g), 0)); !ok {
+			return Permit{}, false
+		}
+		now = max(now, 0) // as the caller's reading: a negative one counts as zero
 	}
-	return b.admitProbe(u.state, Permit{Generation: g, Probe: true, Start: b.startIf(now)}, now), true
+	return b.admitProbe(u.state, Permit{Generation: g, Probe: true}, now), true
+}
+
+// unmoved reports whether the state word still has the state, generation
+// and ramp-up flag of w: a closed or metrics-only Allow that read the clock
+// after loading w then decided on w at that reading.
+func (b *Breaker) unmoved(w uint64) bool {
+	return (b.state.Load()^w)&(stateMask|rampFlag|genMask<<genShift) == 0
 }
 
 // allowRamping is Allow in closed state during the ramp-up after closing,
@@ -260,6 +293,11 @@ func (b *Breaker) allowRamping(w, gen uint64) (Permit, error) {
 	now := b.s.Clock.Now()
 	u := unpack(w)
 	if left := signedDiff(uint64(u.rampEnd), b.s.rampUnits(now), rampBits); !b.s.rampOver(left) {
+		if !b.unmoved(w) {
+			// A transition came between the load and the reading: decide
+			// again, so the decision is one word's at one reading.
+			return b.Allow()
+		}
 		if !b.s.rampAdmits(uint64(left), now) {
 			return b.reject(Permit{}, ErrRampingUp)
 		}
@@ -446,7 +484,7 @@ func (b *Breaker) record(p Permit, o Outcome) {
 		}
 		return
 	}
-	w := b.state.Load()
+	w := b.load()
 	if !counting(State(w&stateMask)) || !b.ofWord(w, p.Generation) {
 		b.drop()
 		return
@@ -534,7 +572,7 @@ func (b *Breaker) record(p Permit, o Outcome) {
 				return
 			}
 		}
-		w = b.state.Load()
+		w = b.load()
 		if !counting(State(w&stateMask)) || !b.ofWord(w, p.Generation) {
 			if !counted {
 				b.drop() // the generation passed before the outcome took effect
@@ -580,7 +618,7 @@ func (b *Breaker) tripPending(u word, gen uint64) bool {
 // a RecordTrip has closed, unless the state word has moved on already.
 func (b *Breaker) finishTrip(gen uint64) {
 	for {
-		w := b.state.Load()
+		w := b.load()
 		if !counting(State(w&stateMask)) || !b.ofWord(w, gen) || b.trip(w, gen, 0, tally{}) {
 			return
 		}
@@ -607,11 +645,11 @@ func (b *Breaker) trip(w, gen uint64, hint time.Duration, t tally) bool {
 		b.notify(MetricsOnly, MetricsOnly, g, b.clockIfListening())
 		return true
 	}
-	now := b.s.Clock.Now()
-	// closed -> open: a successful swap is the one trip of this
+	// closed -> open: a successful claim is the one trip of this
 	// generation; every other recorder of the old generation becomes
 	// stale and the window is abandoned with it (R8, R11).
-	if !b.state.CompareAndSwap(w, pack(word{state: Open, gen: lowGen(g), deadline: deadline(now, b.s.openDurationHinted(0, hint))})) {
+	now, ok := b.commit(w, b.claimOpen(0, lowGen(g), hint))
+	if !ok {
 		return false
 	}
 	b.tally(t)
@@ -619,11 +657,81 @@ func (b *Breaker) trip(w, gen uint64, hint time.Duration, t tally) bool {
 	return true
 }
 
+// load returns the state word, first completing any transition that
+// another call has claimed (help): no decision is made on a claimed word.
+func (b *Breaker) load() uint64 {
+	for {
+		w := b.state.Load()
+		if !claimed(w) {
+			return w
+		}
+		b.help(w)
+	}
+}
+
+// commit makes the transition from w whose claim is c: it swaps w for c,
+// reads the clock, and swaps c for the word c settles to at that reading. It
+// reports the reading and true once the claim won, whether its own commit
+// or another call's help completed it; false when the claim lost (the word
+// moved), and the caller reloads.
+func (b *Breaker) commit(w, c uint64) (time.Duration, bool) {
+	if !b.state.CompareAndSwap(w, c) {
+		return 0, false
+	}
+	now := b.s.Clock.Now()
+	b.state.CompareAndSwap(c, b.settle(c, now))
+	return now, true
+}
+
+// help completes the transition claimed in c with a reading of the clock
+// taken now, after the claim, unless another call completed it first.
+func (b *Breaker) help(c uint64) {
+	b.state.CompareAndSwap(c, b.settle(c, b.s.Clock.Now()))
+}
+
+// settle is the word that the claim c commits at clock reading now.
+func (b *Breaker) settle(c uint64, now time.Duration) uint64 {
+	step := uint8(c >> stepShift & stepMask)
+	gen := uint32(c >> genShift & genMask)
+	explicit := c&claimFlag != 0
+	if c&stateMask == claimOpen {
+		d := b.s.openDuration(step)
+		if explicit {
+			d = time.Duration(c>>explicitShift&explicitMask) * time.Millisecond
+		}
+		return pack(word{state: Open, step: step, gen: gen, deadline: deadline(now, d)})
+	}
+	if explicit {
+		return pack(word{state: Closed, gen: gen, ramping: true, rampEnd: uint32(b.s.rampDeadline(now) & rampMask)})
+	}
+	return pack(word{state: HalfOpen, step: step, gen: gen, inFlight: 1, expiry: b.expiry(now)})
+}
+
+// claimOpen is the claim of a trip or re-open to generation gen at backoff
+// step with the bounded hint h: for the step's open duration, or for the
+// hint, rounded up to whole milliseconds, if that is longer
+// (openDurationHinted).
+func (b *Breaker) claimOpen(step uint8, gen uint32, h time.Duration) uint64 {
+	if h = wholeMillis(h); h > b.s.openDuration(step) {
+		return b.claimOpenFor(step, gen, h)
+	}
+	return claimWord(claimOpen, step, gen, 0)
+}
+
+// claimOpenFor is the claim of a transition to Open at step and generation
+// gen for d (at most MaxOpenDurationLimit), rounded up to whole
+// milliseconds.
+func (b *Breaker) claimOpenFor(step uint8, gen uint32, d time.Duration) uint64 {
+	ms := uint64(wholeMillis(d) / time.Millisecond)
+	return claimWord(claimOpen, step, gen, ms<<1|1)
+}
+
 // RecordHint records a failure for p that carries the dependency's
 // retry-after hint: bounded by Config.MaxRetryAfter, it trips a closed
 // breaker at once (MetricsOnly: "would have opened") or re-opens a
 // half-open one, for the longer of the configured open duration and the
-// hint. With hints off or a hint of zero or less it is
+// hint, which is kept in whole milliseconds, rounded up (as ForceOpen's
+// duration). With hints off or a hint of zero or less it is
 // Record(p, Failure). A stale permit changes nothing (R8).
 func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 	h := b.s.hint(retryAfter)
@@ -632,7 +740,7 @@ func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 		return
 	}
 	for {
-		w := b.state.Load()
+		w := b.load()
 		u := unpack(w)
 		switch {
 		case !b.ofWord(w, p.Generation):
@@ -662,10 +770,9 @@ func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 // B12, B29). It reports whether the swap won, and counts the failure before
 // notifying.
 func (b *Breaker) reopen(w uint64, u word, gen uint64, hint time.Duration) bool {
-	t := b.s.Clock.Now()
 	g := gen + 1
-	step := b.s.nextStep(u.step)
-	if !b.state.CompareAndSwap(w, pack(word{state: Open, step: step, gen: lowGen(g), deadline: deadline(t, b.s.openDurationHinted(step, hint))})) {
+	t, ok := b.commit(w, b.claimOpen(b.s.nextStep(u.step), lowGen(g), hint))
+	if !ok {
 		return false
 	}
 	b.count(Failure, false)
@@ -691,13 +798,13 @@ func (b *Breaker) count(o Outcome, slow bool) {
 // generations and ask this when their own arithmetic says an outcome is
 // stale.
 func (b *Breaker) current(gen uint64) bool {
-	w := b.state.Load()
+	w := b.load()
 	return counting(State(w&stateMask)) && b.ofWord(w, gen)
 }
 
 func (b *Breaker) recordProbe(p Permit, o Outcome) {
 	for {
-		w := b.state.Load()
+		w := b.load()
 		u := unpack(w)
 		if u.state != HalfOpen || !b.ofWord(w, p.Generation) || u.inFlight == 0 {
 			b.drop()
@@ -721,17 +828,20 @@ func (b *Breaker) recordProbe(p Permit, o Outcome) {
 				continue
 			}
 			g := p.Generation + 1
-			closed := word{state: Closed, gen: lowGen(g)}
-			var t time.Duration
-			if b.s.RampUpDuration > 0 || b.dispatch != nil {
-				t = b.s.Clock.Now()
-			}
-			if b.s.RampUpDuration > 0 {
-				closed.ramping, closed.rampEnd = true, uint32(b.s.rampDeadline(t)&rampMask)
-			}
 			// half-open -> closed: the swap that counts the last needed
 			// success; every probe still in flight becomes stale (R7, R8).
-			if b.state.CompareAndSwap(w, pack(closed)) {
+			// A ramp-up's deadline comes from the clock: claimed first,
+			// read after the claim.
+			if b.s.RampUpDuration > 0 {
+				if t, ok := b.commit(w, claimWord(claimOther, 0, lowGen(g), claimFlag>>payShift)); ok {
+					b.count(Success, false)
+					b.notify(HalfOpen, Closed, g, t)
+					return
+				}
+				continue
+			}
+			t := b.clockIfListening()
+			if b.state.CompareAndSwap(w, pack(word{state: Closed, gen: lowGen(g)})) {
 				b.count(Success, false)
 				b.notify(HalfOpen, Closed, g, t)
 				return
@@ -835,8 +945,10 @@ func (b *Breaker) ForceOpen(d time.Duration) error {
 		b.command(word{state: ForcedOpen}, b.clockIfListening())
 		return nil
 	}
-	t := b.s.Clock.Now()
-	b.command(word{state: Open, deadline: deadline(t, d)}, t)
+	// Open for d from a reading taken after the claim (commit).
+	b.control(Open, func(w uint64, g uint32) (time.Duration, bool) {
+		return b.commit(w, b.claimOpenFor(0, g, d))
+	})
 	return nil
 }
 
@@ -856,21 +968,30 @@ func (b *Breaker) MetricsOnly() { b.command(word{state: MetricsOnly}, b.clockIfL
 func (b *Breaker) Reset() { b.command(word{state: Closed}, b.clockIfListening()) }
 
 // command commits a manual control: whatever the breaker was doing, the
-// next generation is n. Every permit of the old generation becomes stale
-// (R8).
+// next generation is n, notified as at.
 func (b *Breaker) command(n word, at time.Duration) {
+	b.control(n.state, func(w uint64, g uint32) (time.Duration, bool) {
+		n.gen = g
+		return at, b.state.CompareAndSwap(w, pack(n))
+	})
+}
+
+// control commits a manual control to state to: move swaps the word w for
+// the next generation's (g, its low bits) and reports the transition's time
+// and whether the swap won; a lost one is tried again from a new load. Every
+// permit of the old generation becomes stale (R8).
+func (b *Breaker) control(to State, move func(w uint64, g uint32) (time.Duration, bool)) {
 	b.mustBeNew()
 	for {
-		w := b.state.Load()
+		w := b.load()
 		u := unpack(w)
 		gen := b.genOf(w)
 		if b.tripPending(u, gen) {
 			continue // the control comes after that trip
 		}
 		g := gen + 1
-		n.gen = lowGen(g)
-		if b.state.CompareAndSwap(w, pack(n)) {
-			b.notify(u.state, n.state, g, at)
+		if t, ok := move(w, lowGen(g)); ok {
+			b.notify(u.state, to, g, t)
 			return
 		}
 	}
@@ -889,19 +1010,29 @@ func (b *Breaker) Metrics() Metrics {
 
 // State returns the current state. It is time-aware (R5): an open breaker
 // whose open duration has elapsed reports HalfOpen although no call has
-// arrived yet. It reads the clock only in open state and commits nothing:
+// arrived yet. It reads the clock only in open state and commits nothing
+// of its own (a transition another call has claimed it completes first):
 // the open -> half-open transition, its new generation and its
 // notification come with the next Allow, whose caller is the first probe,
 // stamped with that Allow's clock reading (Transition.At). Until then a
 // clock that steps back makes State report Open again.
 func (b *Breaker) State() State {
 	b.mustBeNew()
-	w := b.state.Load()
-	s := State(w & stateMask)
-	if s == Open && untilDeadline(w>>payShift&payMask, b.s.Clock.Now()) == 0 {
-		return HalfOpen
+	for {
+		w := b.load()
+		s := State(w & stateMask)
+		if s != Open {
+			return s
+		}
+		passed := untilDeadline(w>>payShift&payMask, b.s.Clock.Now()) == 0
+		if b.state.Load() != w {
+			continue // a transition came between the load and the reading
+		}
+		if passed {
+			return HalfOpen
+		}
+		return Open
 	}
-	return s
 }
 
 // Counts returns a snapshot; see Counts. It allocates nothing. It reads the
@@ -915,7 +1046,7 @@ func (b *Breaker) Counts() Counts {
 	b.mustBeNew()
 	for {
 		base := b.base.Load() // before the word, as in Allow
-		w := b.state.Load()
+		w := b.load()
 		u := unpack(w)
 		c := Counts{State: u.state, Generation: fullGen(base, w)}
 		switch u.state {
@@ -942,6 +1073,9 @@ func (b *Breaker) Counts() Counts {
 		case Open:
 			if untilDeadline(u.deadline, b.s.Clock.Now()) == 0 {
 				c.State = HalfOpen
+			}
+			if b.state.Load() != w {
+				continue // a transition came between the load and the reading
 			}
 		case HalfOpen:
 			c.ProbesInFlight, c.ProbeSuccesses = int(u.inFlight), int(u.success)

@@ -189,9 +189,9 @@ type Config struct {
 	// MaxRetryAfter enables retry-after hints and bounds them: a call whose
 	// outcome is Failure and whose error carries a positive hint (RetryAfterOf)
 	// trips the breaker at once, closed or half-open, and keeps it open for
-	// at least min(hint, MaxRetryAfter) (seed 000: "hints from the
-	// dependency"). Zero: hints are ignored and errors are not inspected for
-	// them. At most a year.
+	// at least min(hint, MaxRetryAfter), rounded up to whole milliseconds
+	// (seed 000: "hints from the dependency"). Zero: hints are ignored and
+	// errors are not inspected for them. At most a year.
 	MaxRetryAfter time.Duration
 
 	// CollectMetrics turns on the cumulative counters that Metrics returns.

@@ -512,8 +512,9 @@ func expectTransition(b *Breaker, u word, gen uint64, p Permit, o Outcome, arg a
 		m.Dropped++
 	}
 	counting := u.state == Closed || u.state == MetricsOnly
+	// A hint is kept in whole milliseconds, rounded up, like ForceOpen's d.
 	openFor := func(step uint8, hint time.Duration) time.Duration {
-		return max(s.openDuration(step), hint)
+		return max(s.openDuration(step), (hint+time.Millisecond-1)/time.Millisecond*time.Millisecond)
 	}
 
 	// record is Record(p, o).
@@ -643,12 +644,12 @@ func expectTransition(b *Breaker, u word, gen uint64, p Permit, o Outcome, arg a
 				break
 			}
 			to(word{state: HalfOpen, step: u.step, gen: lowGen(gen + 1), inFlight: 1, expiry: uint32(s.halfOpenDeadline(nz) & expiryMask)}, nz)
-			admit("allow/open->half-open", Permit{Generation: gen + 1, Probe: true, Start: start(nz)})
+			admit("allow/open->half-open", Permit{Generation: gen + 1, Probe: true}) // a probe carries no Start
 		case HalfOpen:
 			if int(u.inFlight) < s.PermittedCallsInHalfOpen && int(u.inFlight)+int(u.success) < s.SuccessesToClose {
 				u.inFlight++
 				e.word = pack(u)
-				admit("allow/probe", Permit{Generation: gen, Probe: true, Start: start(now)})
+				admit("allow/probe", Permit{Generation: gen, Probe: true})
 				break
 			}
 			if s.MaxWaitInHalfOpen == WaitForever {
@@ -665,7 +666,7 @@ func expectTransition(b *Breaker, u word, gen uint64, p Permit, o Outcome, arg a
 			// The max wait has passed: a new generation, whose first probe
 			// this call is.
 			to(word{state: HalfOpen, step: u.step, gen: lowGen(gen + 1), inFlight: 1, expiry: uint32(s.halfOpenDeadline(nz) & expiryMask)}, nz)
-			admit("allow/half-open-restart", Permit{Generation: gen + 1, Probe: true, Start: start(nz)})
+			admit("allow/half-open-restart", Permit{Generation: gen + 1, Probe: true})
 		case ForcedOpen:
 			reject("allow/forced-open", Permit{}, ErrForcedOpen)
 		case Disabled:
@@ -722,7 +723,7 @@ func expectTransition(b *Breaker, u word, gen uint64, p Permit, o Outcome, arg a
 			to(word{state: ForcedOpen, gen: lowGen(gen + 1)}, now)
 		default:
 			e.label = "force-open/d-from-" + u.state.String()
-			to(word{state: Open, gen: lowGen(gen + 1), deadline: deadline(now, d)}, now)
+			to(word{state: Open, gen: lowGen(gen + 1), deadline: deadline(now, (d+time.Millisecond-1)/time.Millisecond*time.Millisecond)}, now) // d kept in whole ms, rounded up
 		}
 	case wordDisable:
 		e.label = "disable/from-" + u.state.String()

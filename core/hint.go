@@ -74,8 +74,18 @@ func (s *Settings) hint(d time.Duration) time.Duration {
 }
 
 // openDurationHinted is the open duration of a trip or re-open at backoff
-// step with the bounded hint h: the longer of the two, so that a hint never
-// shortens the configured open duration.
+// step with the bounded hint h: the longer of the step's open duration and
+// h rounded up to whole milliseconds, so that a hint never shortens the
+// configured open duration. The rounding is what lets the claim of the
+// transition carry the hint (state.go: 35 bits of milliseconds); the
+// deadline is kept in whole milliseconds anyway.
 func (s *Settings) openDurationHinted(step uint8, h time.Duration) time.Duration {
-	return max(s.openDuration(step), h)
+	return max(s.openDuration(step), wholeMillis(h))
+}
+
+// wholeMillis is d rounded up to whole milliseconds (d >= 0, at most
+// MaxOpenDurationLimit): how a retry-after hint and ForceOpen's duration
+// are kept.
+func wholeMillis(d time.Duration) time.Duration {
+	return (d + time.Millisecond - 1) / time.Millisecond * time.Millisecond
 }

@@ -67,7 +67,10 @@ type Permit struct {
 	// Probe is true for a half-open probe.
 	Probe bool
 	// Start is the clock reading at Allow, taken only when slow calls are
-	// configured (otherwise zero, and no clock was read).
+	// configured and the permit is not a probe (otherwise zero, and no
+	// clock was read for it): nothing measures a probe's duration, and the
+	// reading of the open -> half-open transition that hands out the first
+	// probe may be another call's (docs/design.md, Transitions).
 	Start time.Duration
 	// Wait is set on a rejection from an open breaker (ErrOpen): the time
 	// until a call may probe, measured on the breaker clock; and on an

@@ -1,6 +1,9 @@
 package core
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // State is the position of a breaker in its state machine.
 //
@@ -62,7 +65,7 @@ func (s State) String() string {
 // drift, regressions.md B25).
 //
 //	bits    width  field       meaning
-//	 0..2     3    state       Closed .. MetricsOnly (values 6, 7 unused)
+//	 0..2     3    state       Closed .. MetricsOnly; 6, 7: a claimed transition (below)
 //	 3..7     5    step        open-duration backoff step, 0..31; reset on close
 //	 8..43   36    payload     depends on state, see below
 //	44..63   20    generation  the breaker generation mod 2^20 (Breaker.base
@@ -222,3 +225,44 @@ func fullGen(base, w uint64) uint64 { return base + (w>>genShift-base)&genMask }
 
 // lowGen is the word's generation field for breaker generation g.
 func lowGen(g uint64) uint32 { return uint32(g) & genMask }
+
+// A claimed transition. A transition whose new word depends on the clock
+// (an open deadline, a half-open max-wait deadline, a ramp-up deadline)
+// commits in two swaps: the claim puts one of the two spare values of the
+// three state bits in the word, with everything the new word needs but the
+// clock reading; the reading is taken after the claim; the commit replaces
+// the claim with the new word at that reading. Every call that finds a
+// claim completes it first with a reading of its own (help), and the first
+// commit wins, so no call ever decides on a claimed word and none waits
+// for another (docs/design.md, Transitions).
+//
+//	claimOpen (6):  to Open at step (bits 3..7), generation g+1 (the new
+//	                one). Bit 8 clear: for the step's open duration.
+//	                Bit 8 set: for bits 9..43 milliseconds (a retry-after
+//	                hint or ForceOpen's duration, rounded up to whole ms).
+//	claimOther (7): bit 8 clear: to HalfOpen at step with one probe in
+//	                flight (the claimer's) and the max wait's deadline;
+//	                bit 8 set: to Closed (step 0) ramping up.
+const (
+	claimOpen  = 6
+	claimOther = 7
+
+	claimFlag     = uint64(1) << payShift // explicit duration, or ramp-up
+	explicitShift = payShift + 1
+	explicitBits  = payBits - 1
+	explicitMask  = 1<<explicitBits - 1
+)
+
+// An explicit open duration of up to MaxOpenDurationLimit, in whole
+// milliseconds, fits in a claim: this constant overflows (a compile error)
+// if a change of the layout leaves the claim too few bits.
+const _ = uint64(explicitMask - uint64(MaxOpenDurationLimit/time.Millisecond))
+
+// claimed reports whether w holds a claimed transition rather than a state.
+func claimed(w uint64) bool { return w&stateMask >= claimOpen }
+
+// claimWord packs a claim of kind (claimOpen or claimOther) to step and
+// generation gen, with the payload's low bits pay.
+func claimWord(kind uint64, step uint8, gen uint32, pay uint64) uint64 {
+	return kind | uint64(step&stepMask)<<stepShift | pay&payMask<<payShift | uint64(gen&genMask)<<genShift
+}

@@ -791,8 +791,12 @@ func (c *tickClock) Set(t time.Duration) { c.now.Store(int64(t)) }
 //     a failure: the ramp ends a quarter of the way in, and the Allow that
 //     clears the ramp flag (closed -> closed in the same generation, a CAS
 //     in the lock-free word) races the Records incrementing the run of
-//     consecutive failures in the same word. The rejections are exactly
-//     the oracle's for the readings before the end; the run of
+//     consecutive failures in the same word. A ramping Allow that finds
+//     the word moved after its reading (here: the flag cleared) decides
+//     again from the new word, so its reading, if before the end, is
+//     decided by no one: the rejections are the oracle's for the readings
+//     before the end, less at most one per other goroutine (each has at
+//     most one Allow in flight across the clear), and never more; the run of
 //     consecutive failures ends at exactly the failures recorded (no
 //     increment lost to the flag clear, none counted twice); the generation
 //     is unchanged; and the flag is cleared for good: afterwards Allow reads
@@ -954,8 +958,8 @@ func rampRound(t *testing.T, newB newFunc, workers *gang, g, k1, k2, round int) 
 	reads = clk.reads.Load()
 	phase(k2, func(int, int) core.Outcome { return core.Failure })
 	a2, r2, f2 := sum()
-	if want := expect(end-time.Duration(before), before); r2 != want || a2+r2 != g*k2 || f2 != a2 {
-		t.Fatalf("round %d (start %d%%): phase 2 admitted %d and shed %d of %d calls; the ramp sheds exactly %d of the readings before its end", round, pct, a2, r2, g*k2, want)
+	if want := expect(end-time.Duration(before), before); r2 > want || r2 < want-(g-1) || a2+r2 != g*k2 || f2 != a2 {
+		t.Fatalf("round %d (start %d%%): phase 2 admitted %d and shed %d of %d calls; the ramp sheds %d of the readings before its end, less at most the %d Allows that can be in flight across the clear", round, pct, a2, r2, g*k2, want, g-1)
 	}
 	if n := clk.reads.Load() - reads; n < int64(before) {
 		t.Fatalf("round %d: %d clock readings in phase 2, fewer than the %d to the end of the ramp", round, n, before)

@@ -95,7 +95,12 @@ var linFamilies = []linFamily{
 //
 // Porcupine's search is exponential in concurrency, so histories are small
 // (5 or 6 clients, 3 or 4 phases of 4 operations each, 60 to 100 operations)
-// and many. The clock moves either concurrently, as an operation of two
+// and many, and the model's states are the breaker's fingerprint, so that
+// orders reaching the same breaker are one state (model_test.go): a check
+// takes milliseconds, and even the exhaustive search of a history with no
+// valid order ends in about a second, far inside the minute after which
+// porcupine answers Unknown, which fails the test as Illegal does
+// (docs/verification.md has the figures under load). The clock moves either concurrently, as an operation of two
 // clients (count window, consecutive failures: every operation there reads
 // the clock at most once, which is what makes a concurrent step atomic with
 // respect to it), or between phases (time window with slow calls, whose
@@ -108,7 +113,9 @@ func TestLinearizable(t *testing.T) {
 			forEachImpl(t, func(t *testing.T, newB newFunc) {
 				lockfree := strings.HasSuffix(t.Name(), "/impl=lockfree")
 				var ops, steps atomic.Int64
-				var kinds [3]int // histories that saw open, half-open
+				var kinds [3]int          // histories that saw open, half-open
+				var slowest time.Duration // the longest check
+				slowestRound := 0
 				for round := range histories {
 					seed := uint64(round)
 					hist, reached := recordHistory(t, newB, fam, seed)
@@ -120,11 +127,16 @@ func TestLinearizable(t *testing.T) {
 					}
 					cfg := fam.cfg
 					cfg.Classifier = classify
+					began := time.Now()
 					res := porcupine.CheckOperationsTimeout(linModel(cfg, 0, fam.countsView(), &steps), hist, time.Minute)
+					took := time.Since(began)
+					if took > slowest {
+						slowest, slowestRound = took, round
+					}
 					if res == porcupine.Ok {
 						continue
 					}
-					msg := fmt.Sprintf("history %d (seed %d) is %s against the sequential model:\n%s", round, seed, res, describeHistory(hist))
+					msg := fmt.Sprintf("history %d (seed %d) is %s against the sequential model (checked in %v):\n%s", round, seed, res, took.Round(time.Microsecond), describeHistory(hist))
 					if lockfree && fam.timeWindowTrips && res == porcupine.Illegal {
 						// Stop at the first: an illegal history costs an
 						// exhaustive search.
@@ -133,8 +145,8 @@ func TestLinearizable(t *testing.T) {
 					}
 					t.Fatal(msg)
 				}
-				t.Logf("%d histories, %d operations, %d model steps; histories that saw open: %d, half-open: %d",
-					histories, ops.Load(), steps.Load(), kinds[core.Open], kinds[core.HalfOpen])
+				t.Logf("%d histories, %d operations, %d model steps; histories that saw open: %d, half-open: %d; slowest check %v (history %d)",
+					histories, ops.Load(), steps.Load(), kinds[core.Open], kinds[core.HalfOpen], slowest.Round(time.Microsecond), slowestRound)
 				if kinds[core.HalfOpen] < histories/4 {
 					t.Fatalf("only %d of %d histories reached half-open: too tame", kinds[core.HalfOpen], histories)
 				}

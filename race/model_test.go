@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -27,9 +28,14 @@ import (
 // (State, Counts), refused Allow calls and closed-state grants change
 // nothing in the baseline, so they are left out of the list: histories that
 // differ only in where their reads fall reach equal states, and porcupine's
-// cache prunes them. Two states are equal when their lists are: sound (equal
-// lists replay to equal breakers) if not complete, which costs only search
-// time, never a wrong verdict.
+// cache prunes them. Two states are equal when the breakers their lists
+// replay to are (fingerprint): every field of the baseline that can change
+// an output of Allow, Done, State or Counts, and the clock. Orders of the
+// same operations that end in the same breaker are then one state, not
+// one per order, which is what keeps porcupine's exhaustive search of a
+// history it finds no order for (an illegal one) from growing with the
+// factorial of its concurrency. Sound: equal fingerprints replay to
+// breakers that answer every later operation alike.
 
 // linKind is the operation of one history entry.
 type linKind uint8
@@ -40,11 +46,17 @@ const (
 	linState
 	linCounts
 	linAdvance
+	linForceOpen
 )
 
 // linErrs are the errors a Done may report: success, a failure, a
 // cancellation and an error the classifier ignores (R9).
-var linErrs = []error{nil, errFail, context.Canceled, errIgnored}
+// The last, a failure with a retry-after hint, only the deterministic
+// histories of TestTransitionReadsTheClockAfterItsClaim use.
+var linErrs = []error{nil, errFail, context.Canceled, errIgnored, core.WithRetryAfter(errFail, linHint)}
+
+// linHint is the retry-after hint of linErrs[4].
+const linHint = 3 * time.Second
 
 // linIn is an operation's input. It is comparable, as porcupine's default
 // equality and this file's need.
@@ -52,7 +64,7 @@ type linIn struct {
 	kind linKind
 	p    core.Permit   // linDone: the permit, as Allow returned it
 	err  int           // linDone: index into linErrs
-	d    time.Duration // linAdvance: the clock step
+	d    time.Duration // linAdvance: the clock step; linForceOpen: the open duration
 }
 
 // Rejection kinds of an Allow output.
@@ -115,6 +127,10 @@ func apply(b core.CircuitBreaker, clk *core.ManualClock, in linIn, view countsVi
 		return linOut{c: view(b.Counts())}
 	case linAdvance:
 		clk.Advance(in.d)
+	case linForceOpen:
+		if err := b.ForceOpen(in.d); err != nil {
+			panic(err)
+		}
 	}
 	return linOut{}
 }
@@ -124,7 +140,7 @@ func mutates(in linIn, out linOut) bool {
 	switch in.kind {
 	case linAllow:
 		return out.rej == rejNone && out.p.Probe // open -> half-open, or a probe slot
-	case linDone, linAdvance:
+	case linDone, linAdvance, linForceOpen:
 		return true
 	}
 	return false
@@ -135,11 +151,17 @@ func (in linIn) String() string {
 	case linAllow:
 		return "Allow()"
 	case linDone:
-		return fmt.Sprintf("Done(g%d probe=%v start=%v, %v)", in.p.Generation, in.p.Probe, in.p.Start, linErrs[in.err])
+		e := fmt.Sprint(linErrs[in.err])
+		if h := core.RetryAfterOf(linErrs[in.err]); h > 0 {
+			e += fmt.Sprintf(" (retry after %v)", h)
+		}
+		return fmt.Sprintf("Done(g%d probe=%v start=%v, %s)", in.p.Generation, in.p.Probe, in.p.Start, e)
 	case linState:
 		return "State()"
 	case linCounts:
 		return "Counts()"
+	case linForceOpen:
+		return fmt.Sprintf("ForceOpen(%v)", in.d)
 	}
 	return fmt.Sprintf("Advance(%v)", in.d)
 }
@@ -159,11 +181,36 @@ func describe(in linIn, out linOut) string {
 	return in.String()
 }
 
-// modelState is a model state: the mutating operations so far and their
-// encoding, which is what Equal and Hash compare.
+// modelState is a model state: the mutating operations so far, and the
+// fingerprint of the breaker they replay to, which is what Equal and Hash
+// compare.
 type modelState struct {
 	ops []linIn
 	key string
+}
+
+// unobserved are the fields of baseline.Breaker that no output of the
+// operations in a history depends on: the lock, the settings and the
+// classifier (the same for every state of a model), the metrics (never
+// read by a history) and the notification queue (no listener in a model).
+// Every other field, including any added later, is in the fingerprint: a
+// field missing from this list only makes the search longer, never the
+// verdict wrong.
+var unobserved = map[string]bool{"mu": true, "s": true, "classify": true, "m": true, "queue": true, "delivering": true}
+
+// fingerprint encodes the state of b (whose clock is clk) that later
+// operations can observe: its fields but the unobserved ones, by
+// reflection (they are unexported), and the clock reading.
+func fingerprint(b *baseline.Breaker, clk *core.ManualClock) string {
+	var sb strings.Builder
+	v := reflect.ValueOf(b).Elem()
+	for i := range v.NumField() {
+		if name := v.Type().Field(i).Name; !unobserved[name] {
+			fmt.Fprintf(&sb, "%s:%v ", name, v.Field(i))
+		}
+	}
+	fmt.Fprintf(&sb, "now:%d", clk.Now())
+	return sb.String()
 }
 
 // linModel builds the porcupine model for breakers made from cfg (its Clock
@@ -171,18 +218,26 @@ type modelState struct {
 // replays counts the Step calls, so a test can say how much was checked.
 func linModel(cfg core.Config, start time.Duration, view countsView, steps *atomic.Int64) porcupine.Model {
 	cfg.OnStateChange = nil
+	// fresh is the model's breaker before any operation, on its own clock.
+	fresh := func() (*baseline.Breaker, *core.ManualClock) {
+		clk := core.NewManualClock(start)
+		c := cfg
+		c.Clock = clk
+		b, err := baseline.New(c)
+		if err != nil {
+			panic(err)
+		}
+		return b, clk
+	}
 	return porcupine.Model{
-		Init: func() any { return modelState{} },
+		Init: func() any {
+			b, clk := fresh()
+			return modelState{key: fingerprint(b, clk)}
+		},
 		Step: func(state, input, output any) (bool, any) {
 			steps.Add(1)
 			s, in, out := state.(modelState), input.(linIn), output.(linOut)
-			clk := core.NewManualClock(start)
-			c := cfg
-			c.Clock = clk
-			b, err := baseline.New(c)
-			if err != nil {
-				panic(err)
-			}
+			b, clk := fresh()
 			for _, op := range s.ops {
 				apply(b, clk, op, view)
 			}
@@ -192,7 +247,7 @@ func linModel(cfg core.Config, start time.Duration, view countsView, steps *atom
 			if !mutates(in, out) {
 				return true, s
 			}
-			return true, modelState{ops: append(slices.Clip(s.ops), in), key: s.key + in.String() + ";"}
+			return true, modelState{ops: append(slices.Clip(s.ops), in), key: fingerprint(b, clk)}
 		},
 		Equal: func(a, b any) bool { return a.(modelState).key == b.(modelState).key },
 		Hash: func(state any) uint64 {
@@ -202,7 +257,11 @@ func linModel(cfg core.Config, start time.Duration, view countsView, steps *atom
 		},
 		DescribeOperation: func(input, output any) string { return describe(input.(linIn), output.(linOut)) },
 		DescribeState: func(state any) string {
-			return "[" + strings.TrimSuffix(state.(modelState).key, ";") + "]"
+			var ops []string
+			for _, in := range state.(modelState).ops {
+				ops = append(ops, in.String())
+			}
+			return "[" + strings.Join(ops, "; ") + "]"
 		},
 	}
 }

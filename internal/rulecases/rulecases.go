@@ -256,7 +256,8 @@ var Backoffs = []Backoff{
 // Hint: a retry-after hint D is bounded by MaxRetryAfter: 0 (no hint) when
 // hints are off or D <= 0, MaxRetryAfter when D exceeds it, D otherwise.
 // OpenFor is the open duration of the trip it causes with OpenDuration Open:
-// the longer of the two.
+// the longer of the two, the hint rounded up to whole milliseconds first (a
+// hint is kept in whole milliseconds, like ForceOpen's duration).
 type Hint struct {
 	MaxRetryAfter, Open, D time.Duration
 	Bounded, OpenFor       time.Duration
@@ -268,7 +269,9 @@ var Hints = []Hint{
 	{10 * sec, sec, 0, 0, sec},
 	{10 * sec, sec, 1, 1, sec}, // a hint never shortens the open duration
 	{10 * sec, sec, sec, sec, sec},
-	{10 * sec, sec, sec + 1, sec + 1, sec + 1},
+	{10 * sec, sec, sec + 1, sec + 1, sec + ms}, // 1 s + 1 ns: kept as 1.001 s
+	{10 * sec, sec, sec - 1, sec - 1, sec},      // 999.999999 ms: kept as 1 s, not longer
+	{10 * sec, sec, 2*sec + ms - 1, 2*sec + ms - 1, 2*sec + ms},
 	{10 * sec, sec, 10 * sec, 10 * sec, 10 * sec},
 	{10 * sec, sec, 10*sec + 1, 10 * sec, 10 * sec},
 	{10 * sec, sec, math.MaxInt64, 10 * sec, 10 * sec},
