@@ -97,11 +97,19 @@ STRESS_COUNT ?= 10
 FUZZ_TARGETS := ./fuzz:FuzzDifferential ./fuzz:FuzzAtomicRing ./fuzz:FuzzBuckets ./fuzz:FuzzConfig \
 	./core:FuzzStateWord
 
-.PHONY: stress fuzz
+# stress-lin runs only the linearizability families whose clock steps
+# concurrently, LIN_COUNT (84) times: 84 x 3 families x 400 histories is
+# 100,800 stepping histories per implementation.
+LIN_COUNT    ?= 84
+
+.PHONY: stress stress-lin fuzz
 
 stress: ## full-size core, window and race/ tests under the race detector; race/ STRESS_COUNT (10) times, halting on the first race
 	GORACE=halt_on_error=1 $(GO) test -race -count=1 -timeout=0 ./core/ ./window/...
 	GORACE=halt_on_error=1 $(GO) test -race -count=$(STRESS_COUNT) -timeout=0 -v ./race/
+
+stress-lin: ## the stepping linearizability families at full size, LIN_COUNT (84) times, under the race detector
+	GORACE=halt_on_error=1 $(GO) test -race -count=$(LIN_COUNT) -timeout=0 -v -run 'TestLinearizable$$/(count-window|consecutive)/' ./race/
 
 fuzz: ## every fuzz target in turn for FUZZTIME each (make fuzz FUZZTIME=10m)
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -51,7 +51,11 @@ var ErrSize = errors.New("buckets: window size must be between 1 and 3600 second
 // it) Record is one load of head, one load of the bucket's id and one to
 // four CAS, one per counter it raises (a failure or a slow call adds a
 // CAS-max on the clean mark, at most once a second); Clean is two loads;
-// Snapshot is O(B) loads, at most six per bucket. Something slower happens once per bucket per second (or per
+// Snapshot is O(B*S) loads (S success stripes). RecordTrip adds, on an
+// unclean window, one load of the current second's judgement for a fast
+// success and one CAS on it for a failure or slow call; a Snapshot only for
+// the first outcome of a second and for a failure that finds the
+// judgement's slack spent (judge.go). Something slower happens once per bucket per second (or per
 // breaker generation): the first Record of a new second or generation into
 // a bucket recycles it with one CAS on its id and then moves its four
 // counters forward, each with an id re-check and a CAS, and the first call
@@ -218,9 +222,9 @@ func (w *Window) RecordCurrent(gen uint32, now time.Duration, failure, slow bool
 // RecordTrip is Record followed by the judgement of rule on the window the
 // outcome was recorded in: recorded is Record's result, and trips whether
 // rule.Trips holds on the window with the outcome in it (always false when
-// the outcome was not recorded, or rule is nil). A fast success is judged
-// in O(1) but for about one a second; a failure or slow call by a Snapshot
-// (see judge.go). In sequential use it equals rule.Trips(Snapshot(gen,
+// the outcome was not recorded, or rule is nil). An outcome is judged in
+// O(1) but for the first of a second and a failure or slow call that finds
+// the second's slack spent, which take a Snapshot (see judge.go). In sequential use it equals rule.Trips(Snapshot(gen,
 // now)) after the record. It may run
 // concurrently with every other method and allocates nothing.
 func (w *Window) RecordTrip(gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) (recorded, trips bool) {

@@ -486,3 +486,64 @@ func TestStress_SweepUnderLoad(t *testing.T) {
 	}
 	require.Equal(t, want, w.Snapshot(final, 0))
 }
+
+// TestStress_JudgementsCoverExactly: judgements made while writers run hand
+// out no slack the window does not have. Each round, goroutines record a
+// mix of outcomes into one second of a window judged with one of the
+// judgeRules (so judgements, their slack and lost installs all race); then
+// one goroutine records failures one at a time until the rule trips, and
+// every one of those must be judged exactly as rule.Trips on the window's
+// Snapshot says. A failure of the concurrent phase that escaped both the
+// installed judgement's Snapshot and its slack would leave a slack larger
+// than the window's, and a sequential failure would then be covered on a
+// window that trips.
+func TestStress_JudgementsCoverExactly(t *testing.T) {
+	withProcs(t, 4)
+	const g, k = 4, 64
+	rounds := 3000
+	if testing.Short() {
+		rounds = 300
+	}
+	// allFail trips at the first sequential failure and not before: every
+	// judgement of the concurrent phase has slack up to it, and one made on
+	// a Snapshot that caught a failure's call but not yet its failure must
+	// not hand out more (see risky).
+	allFail := &window.Rule{FailureRateThreshold: 100, MinimumNumberOfCalls: g*k + 2}
+	// A judgement yields between its Snapshot and its install, so that
+	// other outcomes land in between, where a lost or a stale install is
+	// decided.
+	testHookJudged = runtime.Gosched
+	defer func() { testHookJudged = nil }()
+	for round := range rounds {
+		rule := &judgeRules[round%len(judgeRules)]
+		failPct := []int{0, 5, 20, 45}[round/len(judgeRules)%4]
+		if round%3 == 0 {
+			rule, failPct = allFail, 100
+		}
+		w := mustNew(t, 3)
+		now := time.Duration(round%5) * sec
+		// A failure in the second before: the window is unclean, so every
+		// outcome of the round is judged.
+		_, _ = w.RecordTrip(1, now-sec, true, false, rule)
+		var wg sync.WaitGroup
+		for i := range g {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := range k {
+					h := uint64(round*g*k+i*k+j) * 0x9e3779b97f4a7c15 >> 40 % 100
+					_, _ = w.RecordTrip(1, now, int(h) < failPct, failPct < 100 && int(h)%7 == 0 && int(h) < 2*failPct, rule)
+				}
+			}()
+		}
+		wg.Wait()
+		for n := 0; ; n++ {
+			_, trips := w.RecordTrip(1, now, true, false, rule)
+			c := w.Snapshot(1, now)
+			require.Equal(t, rule.Trips(c), trips, "round %d, rule %+v, sequential failure %d: window %+v", round, *rule, n, c)
+			if trips || n == 2*g*k {
+				break
+			}
+		}
+	}
+}

@@ -6,40 +6,54 @@ import (
 	"github.com/casbreaker/casbreaker/window"
 )
 
-// Judging the trip rule without summing the window for every success.
+// Judging the trip rule without summing the window for every outcome.
 //
 // The rule (R1) must be judged after every outcome, and summing the window
-// is O(B). A success that is neither failed nor slow only adds a call,
-// which lowers every rate; it could trip the rule only by bringing the
-// window up to MinimumNumberOfCalls while the rates are high. So after a
-// Snapshot that does not trip the rule, margin says whether that can
-// happen (safe), and a fast success that finds its second judged safe
-// skips its Snapshot. Failures and slow calls are each judged by a Snapshot
-// that holds them (margin's doc says why they get no slack).
+// is O(B). A judgement is what a Snapshot that does not trip the rule
+// proves about the outcomes after it, in the same second and generation:
+// with F failures (and slow calls) and N calls in the Snapshot, the rule
+// stays false while at most slack more failures (or slow calls) arrive,
+// whatever the calls: for every N' >= N (calls only grow within a second)
+// and every F' <= F + slack. A fast success then skips its Snapshot on any
+// judgement, and a failure or slow call takes one unit of slack with one
+// compare-and-swap instead of summing: O(1) per outcome but for the first
+// of a second and the one that finds the slack spent.
 //
 // A judgement holds only while the window's membership stays as the
 // Snapshot saw it apart from the outcomes added since, that is, within the
 // second and the generation it was made for: a new second evicts calls and
 // can raise a rate without any outcome. So it lives in the bucket of that
 // second, in its word judge, tagged with the bucket's incarnation like its
-// counters and reset with them when the bucket is recycled. A fast success
-// then costs one load of judge; the first outcome of a second that finds
-// failures in the window sums it.
+// counters and reset with them when the bucket is recycled.
 //
-//	judge = | tag (8 bits) | ver (24 bits) | safe (1 bit) | unused (31 bits) |
+//	judge = | tag (8 bits) | ver (24 bits) | safe (1 bit) | slack (31 bits) |
 //	         63         56   55         32   31             30             0
 //
-// ver counts the judgements installed in the incarnation, so a judgement
-// that summed the window, stalled, and then finds judge as it loaded it
-// before summing knows that no other judgement has been installed since:
-// its compare-and-swap cannot install an older view over a newer one (an
-// equal word would need 2^24 installs in between). A judgement that finds
-// the rule holding withdraws safe, so no judgement made before it lets a
-// success skip.
+// safe says a judgement is installed; slack is what is left of it.
+//
+// Why no failure escapes the accounting. A failure (or slow call) first
+// adds itself to the counters and then changes judge: it takes a unit of
+// slack, or, finding none, moves judge to a new ver with safe clear before
+// it sums the window itself. A judgement installs only by a CAS from the
+// word it loaded before summing, so it installs only if no failure changed
+// judge in between; and every failure that changed judge before that load
+// had added itself first, so the Snapshot holds it. Every failure is then
+// either in the installed judgement's Snapshot or takes its slack (a
+// failure whose call the Snapshot caught before its failure is counted
+// there as a call and charged as a failure: only more conservative, which
+// is why N is never credited with the failures' calls). ver changes with
+// every move that is not a unit taken, and slack only falls, so no word
+// comes back for a stale CAS to match (short of 2^24 moves in one
+// incarnation).
+//
+// A fast success may skip on any installed judgement, spent or not: the
+// failures the judgement covers keep the rule false at any number of
+// calls, and a failure that is not covered sums a window that holds every
+// success which loaded judge before the failure moved it.
 //
 // What this guarantees is what the Snapshot after each record guaranteed
-// before: every outcome is judged on a window that holds it, and one whose
-// judgement is skipped provably could not trip the rule. Concurrent
+// before: every outcome is judged on a window that holds it, or covered by
+// a judgement under which it provably cannot trip the rule. Concurrent
 // outcomes may still be judged on windows that hold some of the others'
 // records and not the rest (docs/design.md, Known limits).
 const (
@@ -52,68 +66,80 @@ const (
 
 // judge reports whether rule trips on the window of generation gen (low
 // 24 bits already) at now, just after record put an outcome (failed and
-// slow as given) there. It is rule.Trips(Snapshot(gen, now)); a fast
-// success that finds the judgement of its second safe returns at once. The
-// caller has already found the window unclean.
+// slow as given) there. It is rule.Trips(Snapshot(gen, now)) but where a
+// judgement covers the outcome (see above). The caller has already found
+// the window unclean.
 //
-// The accounting that makes a skip safe: when judge returns, its outcome is
-// either in the Snapshot of the judgement installed in the current second's
-// bucket, or judged by a Snapshot of its own that holds it. So an install
-// that loses its CAS starts over rather than returning: the judgement that
-// won may have summed the window before this outcome was recorded. (With
-// a slack that failures took, this is what an adversarial review found
-// missing: TestJudge_LostInstallChargesTheWinner.) For the same reason the
-// judgement consulted is always the current second's, not the one the
-// outcome was recorded in: a late outcome of an earlier second is in the
-// window the current judgement is about.
+// The judgement consulted is always the current second's, loaded after
+// the record, not the one the outcome was recorded in: a late outcome of
+// an earlier second is in the window the current judgement is about, and
+// a second that began after the record was read began after the outcome
+// was added, so its judgements' Snapshots hold it.
 func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) bool {
-	for {
-		sec := max(second(now), w.head.second.Load())
-		b := w.bucket(w.slot(sec))
-		id := b.id.Load()
-		idGen, inc, idSec := unpackID(id)
-		// ours: the current second's bucket holds this generation, so its
-		// judgement (if any) is about the window of this outcome.
-		ours := idGen == gen && idSec == sec
-		var j uint64
-		for ours {
-			j = b.judge.Load()
-			if tag, _ := unpackCount(j); tag != inc {
-				break // not judged in this incarnation yet
-			}
-			if !failure && !slow && j&judgeSafe != 0 {
+	bad := failure || slow
+	sec := max(second(now), w.head.second.Load())
+	b := w.bucket(w.slot(sec))
+	id := b.id.Load()
+	idGen, inc, idSec := unpackID(id)
+	// ours: the current second's bucket holds this generation, so its
+	// judgement (if any) is about the window of this outcome.
+	ours := idGen == gen && idSec == sec
+	var j uint64
+	for ours {
+		j = b.judge.Load()
+		tag, _ := unpackCount(j)
+		if tag == inc && j&judgeSafe != 0 {
+			if !bad {
 				return false
 			}
+			if j&judgeSlack != 0 {
+				if b.judge.CompareAndSwap(j, j-1) {
+					return false // one unit of the slack: covered
+				}
+				continue
+			}
+		}
+		if !bad {
 			break
 		}
-		c := w.Snapshot(gen, now)
-		if testHookJudged != nil {
-			testHookJudged()
+		if tag != inc && (!olderInc(tag, inc) || b.id.Load() != id) {
+			ours = false // the bucket moved on: nothing of ours to judge in
+			break
 		}
-		if rule.Trips(c) {
-			// The rule holds, and goes on holding for every outcome after
-			// this one until the window changes: no judgement made before
-			// may skip another Snapshot. A judgement installed since our
-			// load may be of a window without our record, so ours replaces
-			// whatever is there.
-			for ours && b.id.Load() == id {
-				if tag, _ := unpackCount(j); tag == inc && j&(judgeSafe|judgeSlack) == 0 && b.judge.Load() == j {
-					break
-				}
-				if b.judge.CompareAndSwap(j, nextJudgement(j, inc, 0)) {
-					break
-				}
-				j = b.judge.Load()
-			}
-			return true
-		}
-		// Install our judgement unless judge moved while we summed: then an
-		// outcome took slack, or another judgement was installed, and we
-		// start over to be charged to whatever is there now.
-		if !ours || b.id.Load() != id || b.judge.CompareAndSwap(j, nextJudgement(j, inc, margin(rule, c))) {
-			return false
+		// Not covered: move judge, so that no judgement summed before our
+		// record installs, and sum the window ourselves.
+		if n := nextJudgement(j, inc, 0); b.judge.CompareAndSwap(j, n) {
+			j = n
+			break
 		}
 	}
+	c := w.Snapshot(gen, now)
+	if testHookJudged != nil {
+		testHookJudged()
+	}
+	if rule.Trips(c) {
+		// The rule holds, and goes on holding for every outcome after
+		// this one until the window changes: no judgement made before
+		// may cover another outcome. One installed since our load may be
+		// of a window with successes that ours lacks, so ours replaces it.
+		for ours && b.id.Load() == id {
+			if tag, _ := unpackCount(j); tag == inc && j&judgeSafe == 0 && b.judge.Load() == j {
+				break
+			}
+			if b.judge.CompareAndSwap(j, nextJudgement(j, inc, 0)) {
+				break
+			}
+			j = b.judge.Load()
+		}
+		return true
+	}
+	// Install our judgement unless judge moved while we summed. Losing
+	// costs nothing but the install: this outcome is judged by its own
+	// Snapshot, and whatever moved judge is accounted for by the move.
+	if ours && b.id.Load() == id {
+		b.judge.CompareAndSwap(j, nextJudgement(j, inc, margin(rule, c)))
+	}
+	return false
 }
 
 // testHookJudged, when set by a test, runs between a judgement's Snapshot
@@ -122,45 +148,50 @@ func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *
 var testHookJudged func()
 
 // nextJudgement is the judge word that replaces j in incarnation inc with
-// safe|slack m: ver one more than j's in the same incarnation, 0 in a new one.
+// safe|slack m: ver one more than j's in the same incarnation, 1 in a new
+// one (0 is the word the recycler's reset leaves).
 func nextJudgement(j uint64, inc uint8, m uint64) uint64 {
 	ver := j&judgeVerMask + 1<<judgeVerShift
 	if tag, _ := unpackCount(j); tag != inc {
-		ver = 0
+		ver = 1 << judgeVerShift
 	}
 	return packCount(inc, 0) | ver&judgeVerMask | m
 }
 
 // margin is the judgement for a window holding c that does not trip rule:
-// safe when no success could make it hold, now or after the slow failures
-// a judgement may have to absorb; nothing otherwise.
-//
-// No slack: a Snapshot taken while writers run can hold a failure's call but
-// not yet the failure (add raises n before f), so its failure rate can sit
-// below the truth for good. At a threshold of 100% no number of further
-// failures then reaches it, and a slack computed from such a Snapshot came
-// out unbounded (TestRegression_ConcurrentCountsAreExact missed its trip).
-// Until the slack comes from a view that bounds both counts, every failure
-// and slow call is judged by a Snapshot of its own, which holds it; only a
-// fast success skips, and its skip is safe even on such a view, because the
-// failures it misses are judged themselves once recorded.
+// safe with the largest slack x (at most judgeSlack) such that x more slow
+// failures cannot trip it at any number of calls from c's on; nothing when
+// even none is safe. x is found by doubling and then bisecting, each step
+// one Trips: about 2 log2(x) of them, once per judgement.
 func margin(rule *window.Rule, c window.Counts) uint64 {
 	if risky(rule, c, 0) {
 		return 0
 	}
-	return judgeSafe
+	lo, hi := uint64(0), uint64(1) // risky(lo) is false; hi is tried next
+	for hi < judgeSlack && !risky(rule, c, hi) {
+		lo, hi = hi, min(2*hi, judgeSlack)
+	}
+	if hi == judgeSlack && !risky(rule, c, hi) {
+		return judgeSafe | judgeSlack
+	}
+	for hi-lo > 1 { // risky(hi) is true
+		if m := lo + (hi-lo)/2; risky(rule, c, m) {
+			hi = m
+		} else {
+			lo = m
+		}
+	}
+	return judgeSafe | lo
 }
 
 // risky reports whether x more slow failures could trip rule on a window
-// holding c: right away, or once successes after them bring the window to
-// the minimum number of calls. Of all the successes that may follow, the
-// fewest that reach the minimum are the worst case: every rate falls as
-// calls grow.
+// holding c, at any number of calls N' >= c.Calls. Every rate falls as
+// calls grow, so the worst N' is the fewest that meet the minimum number
+// of calls. The x outcomes' own calls are not added: a Snapshot may
+// already hold a failure's call without its failure.
 func risky(rule *window.Rule, c window.Counts, x uint64) bool {
-	d := window.Counts{Calls: c.Calls + x, Failures: c.Failures + x, Slow: c.Slow + x, SlowFailures: c.SlowFailures + x}
-	if rule.Trips(d) {
-		return true
-	}
-	d.Calls = max(d.Calls+1, rule.MinimumNumberOfCalls)
-	return rule.Trips(d)
+	return rule.Trips(window.Counts{
+		Calls:    max(c.Calls, rule.MinimumNumberOfCalls),
+		Failures: c.Failures + x, Slow: c.Slow + x, SlowFailures: c.SlowFailures + x,
+	})
 }
