@@ -406,7 +406,9 @@ func (b *Breaker) tookOver(gen uint64, now time.Duration, fail, slow bool, trips
 // cannot tell gen from a generation 2^20 away; where that matters the
 // caller asks ofWord too.
 func closedRun0(w, gen uint64) bool {
-	return w&(stateMask|consecMask<<consecShift) == 0 && w>>genShift == gen&genMask
+	// gen<<genShift keeps only gen's low 20 bits, in the field's place, so
+	// one XOR and one mask test state, run and generation together.
+	return (w^gen<<genShift)&(stateMask|consecMask<<consecShift|genMask<<genShift) == 0
 }
 
 // ofWord reports whether breaker generation gen is the generation of word
