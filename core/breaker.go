@@ -618,8 +618,9 @@ func (b *Breaker) tripPending(u word, gen uint64) bool {
 	return true
 }
 
-// finishTrip commits the trip of counting generation gen whose count window
-// a RecordTrip has closed, unless the state word has moved on already.
+// finishTrip commits the trip of counting generation gen whose window has
+// decided it (a count window a RecordTrip has closed, or a time window whose
+// Snapshot trips the rule), unless the state word has moved on already.
 func (b *Breaker) finishTrip(gen uint64) {
 	for {
 		w := b.load()
@@ -1057,6 +1058,7 @@ func (b *Breaker) Counts() Counts {
 		case Closed, MetricsOnly:
 			c.ConsecutiveFailures = uint64(u.consec)
 			var wc window.Counts
+			owed := false // a time window's state that trips the rule owes a trip
 			switch {
 			case b.ring != nil:
 				var closed bool
@@ -1065,12 +1067,24 @@ func (b *Breaker) Counts() Counts {
 					continue
 				}
 			case b.buckets != nil:
-				wc = b.buckets.Snapshot(uint32(c.Generation), b.s.Clock.Now())
+				wc, owed = b.buckets.SnapshotOwed(uint32(c.Generation), b.s.Clock.Now())
 			}
 			if w2 := b.state.Load(); (w2^w)&(stateMask|genMask<<genShift) != 0 {
 				// A transition committed between the two reads: the window
 				// may already be the next generation's, so the snapshot
 				// could miss outcomes that had returned. Read again.
+				continue
+			}
+			if owed && b.s.rule.Trips(wc) {
+				// The window as its newest outcome left it, in some order
+				// of the outcomes, trips the rule: the trip is decided, and
+				// the outcome that decided it may not have committed it
+				// yet. A closed breaker with that window is no state of any
+				// order, so commit the trip, as for a closed count window,
+				// and read again. (A window whose rate eviction raised
+				// since its last outcome is a state of every order: no
+				// outcome has been judged on it yet.)
+				b.finishTrip(c.Generation)
 				continue
 			}
 			c.Calls, c.Failures, c.SlowCalls, c.SlowFailures = wc.Calls, wc.Failures, wc.Slow, wc.SlowFailures

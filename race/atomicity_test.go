@@ -1,7 +1,6 @@
 package race_test
 
 import (
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -9,19 +8,6 @@ import (
 
 	"github.com/casbreaker/casbreaker/core"
 )
-
-// showBugs, set by CASBREAKER_BUGS=1, turns the known-bug skips of this
-// package into failures, so whoever fixes a bug can watch its test fail
-// first and pass after.
-var showBugs = os.Getenv("CASBREAKER_BUGS") == "1"
-
-// knownBug skips t with msg (which starts "BUG: ") unless showBugs is set.
-func knownBug(t *testing.T, msg string) {
-	t.Helper()
-	if !showBugs {
-		t.Skip(msg + " (CASBREAKER_BUGS=1 makes this test fail instead)")
-	}
-}
 
 // pausingClock is a manual clock that, once armed, parks the goroutine
 // making its parkAt-th reading (counted from arming) until release is closed
@@ -74,11 +60,12 @@ func (c *pausingClock) Now() time.Duration {
 //
 // The Counts cases park a trip by the first failure (failure count 1). With
 // a count window, Counts sees the closed window and commits the trip first,
-// so it reports open. With a time window the record and its trip are still
-// two steps (docs/design.md, Known limits): the buckets have no one word
-// that could close the window with the outcome, so a lock-free Counts then
-// reports closed with 1 failure in the window, a snapshot no sequential
-// order produces; that case stays a known bug (CASBREAKER_BUGS=1 shows it).
+// so it reports open. With a time window Counts reads the window through a
+// Snapshot, which is one state of it, finds a closed breaker whose window
+// trips the rule, and commits that trip first, so it reports open too
+// (docs/design.md, A record and its trip are one step). Before, the
+// lock-free Counts reported closed with 1 failure in the window, a snapshot
+// no sequential order produces.
 func TestRecordAndItsTripAreOneStep(t *testing.T) {
 	t.Run("record-and-state", func(t *testing.T) {
 		forEachImpl(t, func(t *testing.T, newB newFunc) {
@@ -180,22 +167,9 @@ func TestRecordAndItsTripAreOneStep(t *testing.T) {
 					c = <-res
 				}
 				if c.State == core.Closed && c.Failures > 0 {
-					if wt == core.TimeBased {
-						knownBugIfLockfree(t, "BUG: with a time window, lock-free Counts reads the window after the state word; during a trip it reports closed with the tripping outcome in the window (closed, 1 failure at a failure count of 1), a snapshot no sequential order produces")
-					}
 					t.Fatalf("Counts during the trip: %+v", c)
 				}
 			})
 		})
-	}
-}
-
-// knownBugIfLockfree marks a failure of the lock-free subtest as the known
-// bug described by msg. The caller fails the test right after, so with
-// CASBREAKER_BUGS=1, or for the mutex baseline, the failure stands.
-func knownBugIfLockfree(t *testing.T, msg string) {
-	t.Helper()
-	if strings.HasSuffix(t.Name(), "/impl=lockfree") {
-		knownBug(t, msg)
 	}
 }

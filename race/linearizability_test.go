@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,10 +25,6 @@ type linFamily struct {
 	// others; otherwise the clock only moves between phases.
 	stepping bool
 	steps    []time.Duration
-	// timeWindowTrips: a time-window rule can trip the breaker, where the
-	// lock-free Record and its trip are still two steps
-	// (TestRecordAndItsTripAreOneStep, docs/design.md Known limits).
-	timeWindowTrips bool
 	// view is what the history keeps of Counts results; nil keeps all.
 	view countsView
 }
@@ -77,8 +72,7 @@ var linFamilies = []linFamily{
 			SlowCallRateThreshold: 50, SlowCallDurationThreshold: 400 * time.Millisecond, MinimumNumberOfCalls: 3,
 			OpenDuration: 800 * time.Millisecond, PermittedCallsInHalfOpen: 3, SuccessesToClose: 2},
 		clients: 6, ops: 4, phases: 4,
-		steps:           []time.Duration{0, 500 * time.Millisecond, 900 * time.Millisecond, 2 * time.Second},
-		timeWindowTrips: true,
+		steps: []time.Duration{0, 500 * time.Millisecond, 900 * time.Millisecond, 2 * time.Second},
 	},
 }
 
@@ -111,7 +105,6 @@ func TestLinearizable(t *testing.T) {
 	for _, fam := range linFamilies {
 		t.Run(fam.name, func(t *testing.T) {
 			forEachImpl(t, func(t *testing.T, newB newFunc) {
-				lockfree := strings.HasSuffix(t.Name(), "/impl=lockfree")
 				var ops, steps atomic.Int64
 				var kinds [3]int          // histories that saw open, half-open
 				var slowest time.Duration // the longest check
@@ -137,12 +130,6 @@ func TestLinearizable(t *testing.T) {
 						continue
 					}
 					msg := fmt.Sprintf("history %d (seed %d) is %s against the sequential model (checked in %v):\n%s", round, seed, res, took.Round(time.Microsecond), describeHistory(hist))
-					if lockfree && fam.timeWindowTrips && res == porcupine.Illegal {
-						// Stop at the first: an illegal history costs an
-						// exhaustive search.
-						t.Log(msg)
-						knownBug(t, fmt.Sprintf("BUG: lock-free history %d of %d is not linearizable (logged above): with a time window, a closed-state Record adds its outcome to the buckets before its CAS on the state word, and other operations observe the window in between (TestRecordAndItsTripAreOneStep)", round+1, histories))
-					}
 					t.Fatal(msg)
 				}
 				t.Logf("%d histories, %d operations, %d model steps; histories that saw open: %d, half-open: %d; slowest check %v (history %d)",

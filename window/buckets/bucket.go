@@ -13,8 +13,8 @@ import (
 //	id = | gen (24 bits) | inc (8 bits) | sec (32 bits) |
 //	      63          40   39        32   31           0
 //
-//	n, f, s, sf = | tag (8 bits) | count (56 bits) |
-//	               63         56   55             0
+//	ff, ss, sf = | tag (8 bits) | count (56 bits) |
+//	              63         56   55             0
 //
 // id names what the bucket currently holds:
 //   - gen: the breaker generation of its outcomes (R8), compared with
@@ -24,10 +24,14 @@ import (
 //   - sec: the second it holds, in whole seconds since the clock base. 32
 //     bits last 136 years; later readings saturate (see second).
 //
-// n (calls that were not fast successes), f (failures), s (slow calls), sf
-// (slow failures) and the bucket's cell in each success stripe (fast
-// successes: calls neither failed nor slow; see Window.succ) each carry
-// the tag of the incarnation their count belongs to. A counter whose tag is
+// Every outcome is counted in exactly one counter, by its class: ff (failed,
+// not slow), ss (slow, not failed), sf (slow and failed), or the bucket's
+// cell in its success stripe (fast successes: neither; see Window.succ).
+// The window's counts are sums of classes (calls: all four; failures:
+// ff + sf; slow calls: ss + sf), so an outcome is one atomic write, a
+// Snapshot can never hold part of one, and the invariants of window.Counts
+// hold by construction. Each counter carries the tag of the incarnation its
+// count belongs to. A counter whose tag is
 // older than id's inc holds leftovers of a recycled incarnation and means 0
 // in the current one. Counters are never cleared by a plain store: a
 // counter only moves forward, to a newer incarnation, by CAS, so an
@@ -121,15 +125,15 @@ func (b bucket) stripes() uint64 {
 	return b.w.stripeMask + 1
 }
 
-// counters are a bucket's four counters and its judgement word. All are
-// atomic.Uint64 (8 bytes, no padding), so counters is 40 bytes and every field of every element of a
-// []counters is 64-bit aligned, which atomic 64-bit operations need on 386
-// and ARM; the same holds for []atomic.Uint64 of ids.
+// counters are a bucket's three class counters and its judgement word. All
+// are atomic.Uint64 (8 bytes, no padding), so counters is 32 bytes and every
+// field of every element of a []counters is 64-bit aligned, which atomic
+// 64-bit operations need on 386 and ARM; the same holds for []atomic.Uint64
+// of ids.
 type counters struct {
-	n  atomic.Uint64
-	f  atomic.Uint64
-	s  atomic.Uint64
-	sf atomic.Uint64
+	ff atomic.Uint64 // failed, not slow
+	ss atomic.Uint64 // slow, not failed
+	sf atomic.Uint64 // slow and failed
 	// judge is what the last judgement of the trip rule in this
 	// incarnation left for the outcomes after it (judge.go). It is tagged
 	// like the counters and moved forward by the same reset, so no
@@ -184,30 +188,22 @@ func olderInc(t, inc uint8) bool {
 	return d != 0 && d < 1<<(incBits-1)
 }
 
-// add counts one outcome in the incarnation named by id, which the caller
-// loaded from b.id, in the order n, f, s, sf. The order is what keeps a
-// concurrent Snapshot's invariants: every f, s or sf increment of an
-// incarnation is preceded by the same writer's n increment of it (and sf
-// by its f and s), and Snapshot reads in the reverse order.
+// add counts one failed or slow outcome in the incarnation named by id,
+// which the caller loaded from b.id: one increment of its class's counter
+// (a fast success goes to its stripe instead, Window.record).
 //
 // It reports false when the bucket was recycled after the caller loaded
 // id: its second (or generation) is gone and the outcome no longer counts
-// anywhere. Increments that landed before that point stay in the abandoned
-// incarnation, which no Snapshot reads.
+// anywhere.
 func (b bucket) add(id uint64, failure, slow bool) bool {
-	if !b.addTagged(&b.n, id) {
-		return false
+	c := &b.ff
+	switch {
+	case failure && slow:
+		c = &b.sf
+	case slow:
+		c = &b.ss
 	}
-	if failure && !b.addTagged(&b.f, id) {
-		return false
-	}
-	if slow && !b.addTagged(&b.s, id) {
-		return false
-	}
-	if failure && slow && !b.addTagged(&b.sf, id) {
-		return false
-	}
-	return true
+	return b.addTagged(c, id)
 }
 
 // addTagged adds one to counter c in the incarnation named by id; false
@@ -241,8 +237,7 @@ func (b bucket) addTagged(c *atomic.Uint64, id uint64) bool {
 // CAS installed id calls it, and it stops as soon as the bucket is
 // recycled again: the next recycler owns the reset from then on.
 func (b bucket) reset(id uint64) {
-	if !b.advance(&b.n, id) || !b.advance(&b.f, id) || !b.advance(&b.s, id) || !b.advance(&b.sf, id) ||
-		!b.advance(&b.judge, id) {
+	if !b.advance(&b.ff, id) || !b.advance(&b.ss, id) || !b.advance(&b.sf, id) || !b.advance(&b.judge, id) {
 		return
 	}
 	for k := range b.stripes() {
@@ -290,22 +285,28 @@ func (b bucket) retire(gen uint32) {
 	}
 }
 
-// read returns the counts of incarnation inc. It reads sf, s, f, n (then
-// the success stripes) in that order, the reverse of add's, so that sf <= s <= n and sf <= f <= n hold
-// even while writers run: each count is read no later than the one it must
-// not exceed, and counts of one incarnation only grow. The caller must check
-// that id still names inc afterwards; only then are all four from inc.
-func (b bucket) read(inc uint8) window.Counts {
-	var c window.Counts
-	c.SlowFailures = countIn(b.sf.Load(), inc)
-	c.Slow = countIn(b.s.Load(), inc)
-	c.Failures = countIn(b.f.Load(), inc)
-	c.Calls = countIn(b.n.Load(), inc)
-	// Fast successes only ever add to Calls, so reading them last keeps
-	// every invariant above.
+// readBad returns the failed and slow outcomes of incarnation inc: every
+// count but the fast successes, which readFast adds. The caller must check
+// that id still names inc afterwards; only then are all three from inc.
+func (b bucket) readBad(inc uint8) window.Counts {
+	ff, ss, sf := countIn(b.ff.Load(), inc), countIn(b.ss.Load(), inc), countIn(b.sf.Load(), inc)
+	return window.Counts{Calls: ff + ss + sf, Failures: ff + sf, Slow: ss + sf, SlowFailures: sf}
+}
+
+// readFast returns the fast successes of incarnation inc, summed over the
+// stripes, with the same proviso as readBad.
+func (b bucket) readFast(inc uint8) uint64 {
+	var n uint64
 	for k := range b.stripes() {
-		c.Calls += countIn(b.cell(k).Load(), inc)
+		n += countIn(b.cell(k).Load(), inc)
 	}
+	return n
+}
+
+// read is readBad and readFast together: the bucket's counts.
+func (b bucket) read(inc uint8) window.Counts {
+	c := b.readBad(inc)
+	c.Calls += b.readFast(inc)
 	return c
 }
 

@@ -102,6 +102,10 @@ type Window struct {
 	// head is first so that its word is the first of the allocation, which
 	// the Go allocator 64-bit aligns on every platform.
 	head paddedHead
+	// seq counts the failed and slow outcomes recorded (see Snapshot).
+	// Written by each of them, so it has a line of its own: on head's, every
+	// failure would evict the word every Record loads first.
+	seq paddedSeq
 	layout
 	// The padding makes a Window a whole number of cache lines, so that its
 	// allocation, in a size class of such multiples, starts on a line and
@@ -157,6 +161,12 @@ type paddedHead struct {
 }
 
 const cacheLine = 64
+
+// paddedSeq is Window.seq on a cache line of its own.
+type paddedSeq struct {
+	n atomic.Uint64
+	_ [cacheLine - 8]byte
+}
 
 // New returns an empty window of seconds seconds. It returns an error
 // wrapping ErrSize, naming the value, when seconds is outside
@@ -276,7 +286,14 @@ func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bo
 				}
 				return sec, b.addTagged(b.cell(k), id)
 			}
-			return sec, b.add(id, failure, slow)
+			if !b.add(id, failure, slow) {
+				return 0, false
+			}
+			// After the add and before returning: a Snapshot that ran
+			// across this outcome's add, or across its return and the
+			// start of a later call, sees seq move and reads again.
+			w.seq.n.Inc()
+			return sec, true
 		case newerGen(gen, idGen) || (current && idGen != gen) || (idGen == gen && sec > idSec):
 			// Recycle: the bucket holds an expired second or a dead
 			// generation. Only one CAS wins; it then owes the reset. Losers
@@ -348,33 +365,85 @@ func (w *Window) Advance(gen uint32) {
 // forward to floor(now) if that is newer, so it never reports an outcome
 // that had left the window before now (R2).
 //
+// The sums are one state of the window: while gen is current, there is an
+// order of the outcomes recorded, consistent with real time, such that the
+// Snapshot holds exactly those before some point of it. Each outcome is one
+// atomic write (bucket); the failed and slow ones, which are rare, also
+// raise seq after their write and before they return. Snapshot reads seq,
+// then the failed and slow counts of every bucket, then the fast successes
+// of every bucket, then seq again, and reads everything again if seq, the
+// current second or the set of buckets in the window moved. Why that is
+// enough: a failure the Snapshot holds was written before the success
+// cells were read, so every success that returned before it started is
+// held too; a failure written in between that the Snapshot misses, and a
+// success written after it that the Snapshot holds, would have moved seq
+// in between. Fast successes are alike, so which of them are held does not
+// matter, only how many. It retries only when a failed or slow outcome
+// was recorded meanwhile, so it is lock-free, not wait-free.
+//
 // gen is meant to be the breaker's current generation. For an older one the
 // result may miss outcomes whose buckets a newer generation has since taken
-// over. A bucket is read again only if it was recycled while being read,
-// which happens at most once per recycle.
+// over.
 func (w *Window) Snapshot(gen uint32, now time.Duration) window.Counts {
+	c, _ := w.SnapshotOwed(gen, now)
+	return c
+}
+
+// SnapshotOwed is Snapshot that also reports whether the state it returns
+// holds an outcome of its current second. Every outcome is counted in the
+// current second, and a second evicts nothing once it is current, so then
+// the state is the window as its newest outcome left it: if it trips the
+// rule, R1 owes that outcome (or an earlier one) a trip. Otherwise eviction
+// may have raised a rate since the last outcome, and no trip is owed until
+// the next outcome is judged.
+func (w *Window) SnapshotOwed(gen uint32, now time.Duration) (c window.Counts, owed bool) {
 	gen &= genMask
 	sec := w.advance(now)
-	size := uint64(len(w.ids))
-	var sum window.Counts
-	for i := range size {
+	for {
+		seq := w.seq.n.Load()
+		sum, members, headBad := w.collectBad(gen, sec)
+		fast, again, headFast := w.collectFast(gen, sec)
+		if again == members && w.seq.n.Load() == seq && w.head.second.Load() == sec {
+			sum.Calls += fast
+			return sum, headBad+headFast > 0
+		}
+		sec = w.advance(now)
+	}
+}
+
+// member reports whether a bucket whose id is (idGen, idSec) holds second
+// idSec of generation gen inside the window whose current second is sec.
+// idSec > sec: a concurrent call moved head past our now and recycled the
+// bucket for a later second, which our read does not cover.
+func (w *Window) member(gen, idGen uint32, sec, idSec uint64) bool {
+	return idGen == gen && idSec <= sec && sec-idSec < uint64(len(w.ids))
+}
+
+// collectBad sums the failed and slow outcomes of gen in the window at
+// second sec, counts the buckets it read, and returns the calls it found in
+// second sec's.
+func (w *Window) collectBad(gen uint32, sec uint64) (sum window.Counts, members int, head uint64) {
+	for i := range uint64(len(w.ids)) {
 		b := w.bucket(i)
 		for {
 			id := b.id.Load()
 			idGen, inc, idSec := unpackID(id)
-			// idSec > sec: a concurrent call moved head past our now and
-			// recycled the bucket for a later second, which our read
-			// does not cover.
-			if idGen != gen || idSec > sec || sec-idSec >= size {
+			if !w.member(gen, idGen, sec, idSec) {
 				break
 			}
-			c := b.read(inc)
+			c := b.readBad(inc)
 			if b.id.Load() != id {
 				// Recycled while we read: the counters may mix two
 				// incarnations. A recycle always installs a newer
 				// (gen, sec), so an id never comes back and an unchanged
 				// one proves they did not.
 				continue
+			}
+			members++
+			if idSec == sec {
+				// += : a bucket New left at id 0 also names second 0
+				// of generation 0, empty.
+				head += c.Calls
 			}
 			sum.Calls += c.Calls
 			sum.Failures += c.Failures
@@ -383,7 +452,33 @@ func (w *Window) Snapshot(gen uint32, now time.Duration) window.Counts {
 			break
 		}
 	}
-	return sum
+	return sum, members, head
+}
+
+// collectFast sums the fast successes of gen in the window at second sec,
+// as collectBad does the rest.
+func (w *Window) collectFast(gen uint32, sec uint64) (fast uint64, members int, head uint64) {
+	for i := range uint64(len(w.ids)) {
+		b := w.bucket(i)
+		for {
+			id := b.id.Load()
+			idGen, inc, idSec := unpackID(id)
+			if !w.member(gen, idGen, sec, idSec) {
+				break
+			}
+			n := b.readFast(inc)
+			if b.id.Load() != id {
+				continue
+			}
+			members++
+			if idSec == sec {
+				head += n
+			}
+			fast += n
+			break
+		}
+	}
+	return fast, members, head
 }
 
 // Clean reports whether no failure and no slow call was offered to Record,

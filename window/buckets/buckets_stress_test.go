@@ -547,3 +547,55 @@ func TestStress_JudgementsCoverExactly(t *testing.T) {
 		}
 	}
 }
+
+// TestStress_SnapshotIsAState: every Snapshot is the window after some
+// prefix of one writer's outcomes. The writer records a known sequence
+// (failures, slow calls, slow failures and fast successes, these on the
+// stripe of whatever P it runs on) into one second; readers snapshot all
+// along, and each result must equal the counts of the first Calls outcomes
+// exactly. A Snapshot that read one outcome's counters apart from
+// another's (a failure's call without its failure, a success after a
+// failure it missed) matches no prefix.
+func TestStress_SnapshotIsAState(t *testing.T) {
+	withProcs(t, 4)
+	n := 200_000
+	if testing.Short() {
+		n = 20_000
+	}
+	kind := func(i int) (failure, slow bool) { return i%3 == 0, i%5 == 0 }
+	prefix := make([]window.Counts, n+1)
+	for i := range n {
+		prefix[i+1] = prefix[i]
+		f, s := kind(i)
+		add(&prefix[i+1], f, s)
+	}
+	w := mustNew(t, 4)
+	now := 7 * sec
+	var done atomic.Bool
+	var bad violation
+	var wg sync.WaitGroup
+	reads := make([]int, 3)
+	for r := range reads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !done.Load() {
+				c := w.Snapshot(1, now)
+				if c.Calls > uint64(n) || c != prefix[c.Calls] {
+					bad.set("snapshot %+v is no prefix of the writer's outcomes (the prefix of %d calls is %+v)", c, c.Calls, prefix[min(c.Calls, uint64(n))])
+					return
+				}
+				reads[r]++
+			}
+		}()
+	}
+	for i := range n {
+		f, s := kind(i)
+		require.True(t, w.Record(1, now, f, s))
+	}
+	done.Store(true)
+	wg.Wait()
+	require.Empty(t, bad.msg)
+	require.Equal(t, prefix[n], w.Snapshot(1, now))
+	t.Logf("%d outcomes, %v snapshots, each a prefix", n, reads)
+}

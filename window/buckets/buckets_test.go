@@ -54,13 +54,16 @@ func TestZeroWindow_HoldsNothing(t *testing.T) {
 }
 
 // The layout the doc comments promise: packed fields round-trip, a bucket
-// is five aligned words beside its id, head sits alone on a cache line at the start of
-// Window (where the allocator 64-bit aligns it, also on 386).
+// is four aligned words beside its id, head sits alone on a cache line at the start of
+// Window (where the allocator 64-bit aligns it, also on 386), and seq has
+// the next line to itself.
 func TestLayout(t *testing.T) {
-	assert.Equal(t, uintptr(40), unsafe.Sizeof(counters{}))
+	assert.Equal(t, uintptr(32), unsafe.Sizeof(counters{}))
+	assert.Equal(t, uintptr(cacheLine), unsafe.Sizeof(paddedSeq{}))
 	assert.Equal(t, uintptr(cacheLine), unsafe.Sizeof(paddedHead{}))
 	assert.Equal(t, uintptr(0), unsafe.Offsetof(Window{}.head))
 	assert.Equal(t, uintptr(0), unsafe.Offsetof(paddedHead{}.second))
+	assert.Equal(t, uintptr(cacheLine), unsafe.Offsetof(Window{}.seq))
 	// A whole number of lines, so every Window New returns starts on one
 	// and head's line is its own.
 	assert.Zero(t, unsafe.Sizeof(Window{})%cacheLine)
@@ -413,16 +416,20 @@ func TestPausedRecycler_ResetStopsOnceRecycledAgain(t *testing.T) {
 	assert.Equal(t, window.Counts{Calls: 2, Failures: 1, Slow: 1, SlowFailures: 1}, w.Snapshot(1, now))
 }
 
-// A writer that raised n and then finds f already in a newer incarnation
-// reports the outcome dropped: its bucket was recycled under it.
-func TestAdd_ReportsDropWhenLaterCounterMovedOn(t *testing.T) {
+// A writer that finds its class counter already in a newer incarnation
+// reports the outcome dropped: its bucket was recycled under it. Each
+// outcome lands in one counter, so nothing of it stays behind, and the
+// counts are sums of the classes.
+func TestAdd_OneCounterPerOutcome(t *testing.T) {
 	var id atomic.Uint64
 	b := bucket{id: &id, counters: new(counters)}
-	b.f.Store(packCount(1, 0))
+	b.ff.Store(packCount(1, 0))
 	assert.False(t, b.add(0, true, false))
-	assert.Equal(t, packCount(0, 1), b.n.Load())
+	assert.Equal(t, window.Counts{}, b.read(0), "a dropped outcome leaves nothing")
 	assert.True(t, b.add(0, false, true))
-	assert.Equal(t, window.Counts{Calls: 2, Slow: 1}, b.read(0))
+	assert.True(t, b.add(0, true, true))
+	assert.True(t, b.add(0, true, true))
+	assert.Equal(t, window.Counts{Calls: 3, Failures: 2, Slow: 3, SlowFailures: 2}, b.read(0))
 	assert.Equal(t, window.Counts{}, b.read(1))
 }
 
@@ -664,4 +671,25 @@ func TestSlot_IsTheRemainder(t *testing.T) {
 			require.Equal(t, sec%uint64(b), w.slot(sec), "B=%d sec=%d", b, sec)
 		}
 	}
+}
+
+// SnapshotOwed says whether the state holds an outcome of its current
+// second: true once one is recorded there (in second 0 too, where every
+// bucket New made names second 0), false after the window moved on to a
+// second with none, where eviction alone may have raised a rate.
+func TestSnapshotOwed_OnlyWithAnOutcomeOfTheCurrentSecond(t *testing.T) {
+	w := mustNew(t, 3)
+	_, owed := w.SnapshotOwed(1, 0)
+	assert.False(t, owed, "a new window")
+	require.True(t, w.Record(0, 0, true, false))
+	c, owed := w.SnapshotOwed(0, 0)
+	assert.True(t, owed, "second 0, one failure: %+v", c)
+	_, owed = w.SnapshotOwed(0, sec)
+	assert.False(t, owed, "second 1 holds nothing yet")
+	require.True(t, w.Record(0, sec, false, false))
+	_, owed = w.SnapshotOwed(0, sec)
+	assert.True(t, owed, "a success in second 1")
+	c, owed = w.SnapshotOwed(0, 3*sec)
+	assert.False(t, owed, "second 3: second 0's failure evicted, nothing new")
+	assert.Equal(t, window.Counts{Calls: 1}, c)
 }
