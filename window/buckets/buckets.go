@@ -401,10 +401,10 @@ func (w *Window) SnapshotOwed(gen uint32, now time.Duration) (c window.Counts, o
 	sec := w.advance(now)
 	for {
 		seq := w.seq.n.Load()
-		sum, members, headBad := w.collectBad(gen, sec)
-		fast, again, headFast := w.collectFast(gen, sec)
+		sum, members, headBad := w.collect(gen, sec, true)
+		fast, again, headFast := w.collect(gen, sec, false)
 		if again == members && w.seq.n.Load() == seq && w.head.second.Load() == sec {
-			sum.Calls += fast
+			sum.Calls += fast.Calls
 			return sum, headBad+headFast > 0
 		}
 		sec = w.advance(now)
@@ -419,10 +419,11 @@ func (w *Window) member(gen, idGen uint32, sec, idSec uint64) bool {
 	return idGen == gen && idSec <= sec && sec-idSec < uint64(len(w.ids))
 }
 
-// collectBad sums the failed and slow outcomes of gen in the window at
-// second sec, counts the buckets it read, and returns the calls it found in
-// second sec's.
-func (w *Window) collectBad(gen uint32, sec uint64) (sum window.Counts, members int, head uint64) {
+// collect sums, over the buckets of gen in the window at second sec, their
+// failed and slow outcomes (bad) or their fast successes (!bad, in Calls),
+// counts the buckets it read, and returns the calls it found in second
+// sec's.
+func (w *Window) collect(gen uint32, sec uint64, bad bool) (sum window.Counts, members int, head uint64) {
 	for i := range uint64(len(w.ids)) {
 		b := w.bucket(i)
 		for {
@@ -431,7 +432,12 @@ func (w *Window) collectBad(gen uint32, sec uint64) (sum window.Counts, members 
 			if !w.member(gen, idGen, sec, idSec) {
 				break
 			}
-			c := b.readBad(inc)
+			var c window.Counts
+			if bad {
+				c = b.readBad(inc)
+			} else {
+				c.Calls = b.readFast(inc)
+			}
 			if b.id.Load() != id {
 				// Recycled while we read: the counters may mix two
 				// incarnations. A recycle always installs a newer
@@ -453,32 +459,6 @@ func (w *Window) collectBad(gen uint32, sec uint64) (sum window.Counts, members 
 		}
 	}
 	return sum, members, head
-}
-
-// collectFast sums the fast successes of gen in the window at second sec,
-// as collectBad does the rest.
-func (w *Window) collectFast(gen uint32, sec uint64) (fast uint64, members int, head uint64) {
-	for i := range uint64(len(w.ids)) {
-		b := w.bucket(i)
-		for {
-			id := b.id.Load()
-			idGen, inc, idSec := unpackID(id)
-			if !w.member(gen, idGen, sec, idSec) {
-				break
-			}
-			n := b.readFast(inc)
-			if b.id.Load() != id {
-				continue
-			}
-			members++
-			if idSec == sec {
-				head += n
-			}
-			fast += n
-			break
-		}
-	}
-	return fast, members, head
 }
 
 // Clean reports whether no failure and no slow call was offered to Record,
