@@ -705,6 +705,23 @@ func expectTransition(b *Breaker, u word, gen uint64, p Permit, o Outcome, arg a
 			c.ProbesInFlight, c.ProbeSuccesses = int(u.inFlight), int(u.success)
 		case Closed, MetricsOnly:
 			c.ConsecutiveFailures = uint64(u.consec)
+			if b.buckets != nil && len(seeded) > 0 && s.rule.Trips(sumOutcomes(seeded)) {
+				// The seeded outcomes, all of the current second, trip
+				// the rule: the trip is owed, and Counts commits it
+				// before it reads (Breaker.Counts).
+				e.label = "counts/owed-trip-" + u.state.String()
+				c.Generation = gen + 1
+				if u.state == MetricsOnly {
+					to(word{state: MetricsOnly, gen: lowGen(gen + 1)}, now)
+					break
+				}
+				to(word{state: Open, gen: lowGen(gen + 1), deadline: deadline(now, s.openDuration(0))}, now)
+				c.State = Open
+				if untilDeadline(deadline(now, s.openDuration(0)), now) == 0 {
+					c.State = HalfOpen
+				}
+				break
+			}
 			if b.ring != nil || b.buckets != nil {
 				all := seeded
 				if b.ring != nil && len(all) > b.ring.Size() {
