@@ -104,7 +104,7 @@ func (b *Breaker) Allow() (core.Permit, error) {
 			if left := b.ramp.left(b.rampEnd, now); b.ramp.over(left) {
 				b.ramping = false
 			} else if !b.ramp.admits(b.s.RampUpStartPercent, uint64(left), now) {
-				return b.reject(core.Permit{}, core.ErrRampingUp)
+				return b.reject(core.Permit{}, rampingUp)
 			}
 			if b.timed() {
 				p.Start = now
@@ -118,19 +118,19 @@ func (b *Breaker) Allow() (core.Permit, error) {
 	case core.Open:
 		now := b.now()
 		if wait := b.wait(now); wait > 0 {
-			return b.reject(core.Permit{Wait: wait}, core.ErrOpen)
+			return b.reject(core.Permit{Wait: wait}, open)
 		}
 		return b.probe(now)
 	case core.ForcedOpen:
-		return b.reject(core.Permit{}, core.ErrForcedOpen)
+		return b.reject(core.Permit{}, forcedOpen)
 	default:
-		if b.inFlight >= b.s.PermittedCallsInHalfOpen || b.inFlight+b.success >= b.s.SuccessesToClose {
-			if b.maxWait.unit == 0 { // WaitForever
-				return b.reject(core.Permit{}, core.ErrHalfOpenFull)
+		if b.full() {
+			var now time.Duration
+			if b.maxWait.unit > 0 { // WaitForever reads no clock here
+				now = b.now()
 			}
-			now := b.now()
-			if !b.maxWait.over(b.maxWait.left(b.expiry, now)) {
-				return b.reject(core.Permit{Wait: b.maxWait.until(b.expiry, now)}, core.ErrHalfOpenFull)
+			if wait, expired := b.halfOpenFullWait(now); !expired {
+				return b.reject(core.Permit{Wait: wait}, halfOpenFull)
 			}
 			// The max wait passed without a verdict: a new half-open
 			// generation, whose first probe this caller holds.
@@ -175,22 +175,59 @@ func (b *Breaker) admit() {
 	}
 }
 
-// reject counts a rejection, unlocks and returns it.
-func (b *Breaker) reject(p core.Permit, err error) (core.Permit, error) {
+// reject counts a rejection for reason, unlocks and returns it.
+func (b *Breaker) reject(p core.Permit, reason int) (core.Permit, error) {
 	if b.s.CollectMetrics {
-		switch err {
-		case core.ErrOpen:
+		switch reason {
+		case open:
 			b.m.RejectedOpen++
-		case core.ErrHalfOpenFull:
+		case halfOpenFull:
 			b.m.RejectedHalfOpenFull++
-		case core.ErrForcedOpen:
+		case forcedOpen:
 			b.m.RejectedForcedOpen++
 		default:
 			b.m.RejectedRampUp++
 		}
 	}
 	b.mu.Unlock()
-	return p, err
+	return p, b.rejectionFor(reason)
+}
+
+// halfOpenFullWait is the wait of an ErrHalfOpenFull rejection now, on a
+// half-open breaker whose probe slots are all taken: HalfOpenFullWait, or
+// the time left of the max wait at reading now (not negative) if that is
+// shorter; expired reports that the max wait has passed instead. The caller
+// holds the mutex.
+func (b *Breaker) halfOpenFullWait(now time.Duration) (wait time.Duration, expired bool) {
+	if b.maxWait.unit == 0 { // WaitForever
+		return b.s.HalfOpenFullWait, false
+	}
+	if b.maxWait.over(b.maxWait.left(b.expiry, now)) {
+		return 0, true
+	}
+	return min(b.maxWait.until(b.expiry, now), b.s.HalfOpenFullWait), false
+}
+
+// full reports whether half-open has no probe slot to give (R6). The
+// caller holds the mutex.
+func (b *Breaker) full() bool {
+	return b.inFlight >= b.s.PermittedCallsInHalfOpen || b.inFlight+b.success >= b.s.SuccessesToClose
+}
+
+// retryAfter is what a rejection's RetryAfter reports; see
+// core's rejections.
+func (b *Breaker) retryAfter() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.state == core.Open:
+		return b.wait(b.now())
+	case b.state == core.HalfOpen && b.full():
+		if wait, expired := b.halfOpenFullWait(b.now()); !expired {
+			return wait
+		}
+	}
+	return 0
 }
 
 // Done records the call's error; see core.Breaker.Done. The classifier

@@ -142,9 +142,10 @@ func (b *Breaker) mustBeNew() {
 }
 
 // Allow asks to make one call. It returns a Permit, or a rejection that
-// matches ErrRejected: ErrOpen (with Permit.Wait set), ErrHalfOpenFull (with
-// Permit.Wait set unless MaxWaitInHalfOpen is WaitForever), ErrForcedOpen or
-// ErrRampingUp. In open state, the first call at or after
+// matches ErrRejected and one reason with errors.Is: ErrOpen,
+// ErrHalfOpenFull, ErrForcedOpen or ErrRampingUp; the rejection's
+// Permit.Wait and its RetryAfter (RetryAfterOf) say when to try again. In
+// open state, the first call at or after
 // the deadline moves the breaker to half-open and is one of its probes (R4,
 // R6; regression B04). Disabled and MetricsOnly admit every call.
 func (b *Breaker) Allow() (Permit, error) {
@@ -194,7 +195,7 @@ func (b *Breaker) allow() (Permit, error) {
 					// must come from one word at one reading.
 					continue
 				}
-				return b.reject(Permit{Wait: wait}, ErrOpen)
+				return b.reject(Permit{Wait: wait}, rejectOpen)
 			}
 			// open -> half-open: a successful swap hands this caller the
 			// first probe slot of the new generation; losers reload and
@@ -207,10 +208,10 @@ func (b *Breaker) allow() (Permit, error) {
 			if int(u.inFlight) >= b.s.PermittedCallsInHalfOpen ||
 				int(u.inFlight)+int(u.success) >= b.s.SuccessesToClose {
 				if b.s.MaxWaitInHalfOpen == WaitForever {
-					return b.reject(Permit{}, ErrHalfOpenFull)
+					return b.reject(Permit{Wait: b.s.HalfOpenFullWait}, rejectHalfOpenFull)
 				}
 				now := max(b.s.Clock.Now(), 0)
-				if left := signedDiff(uint64(u.expiry), b.s.halfOpenUnits(now), expiryBits); !b.s.halfOpenExpired(left) {
+				if wait, expired := b.halfOpenFullWait(u, now); !expired {
 					if b.state.Load() != w {
 						// A probe's outcome (or any transition) came
 						// between the load and the clock reading: the
@@ -218,9 +219,7 @@ func (b *Breaker) allow() (Permit, error) {
 						// at one reading, so decide again.
 						continue
 					}
-					// left is 1 .. span+1 units: the wait is positive.
-					unit := b.s.halfOpenWait.unit
-					return b.reject(Permit{Wait: time.Duration(left)*unit - now%unit}, ErrHalfOpenFull)
+					return b.reject(Permit{Wait: wait}, rejectHalfOpenFull)
 				}
 				// half-open -> half-open: the max wait passed without a
 				// verdict. A successful swap starts a new generation, whose
@@ -240,7 +239,7 @@ func (b *Breaker) allow() (Permit, error) {
 				return Permit{Generation: gen, Probe: true}, nil
 			}
 		case ForcedOpen:
-			return b.reject(Permit{}, ErrForcedOpen)
+			return b.reject(Permit{}, rejectForcedOpen)
 		case claimOpen, claimOther:
 			b.help(w)
 		default: // Disabled, MetricsOnly
@@ -299,7 +298,7 @@ func (b *Breaker) allowRamping(w, gen uint64) (Permit, error) {
 			return b.Allow()
 		}
 		if !b.s.rampAdmits(uint64(left), now) {
-			return b.reject(Permit{}, ErrRampingUp)
+			return b.reject(Permit{}, rejectRampingUp)
 		}
 	} else {
 		// The ramp is over. Clearing its flag (closed -> closed, same
@@ -321,12 +320,66 @@ func (b *Breaker) admit() {
 	}
 }
 
-// reject counts a rejection and returns it.
-func (b *Breaker) reject(p Permit, err error) (Permit, error) {
+// reject counts a rejection for reason (rejectOpen and the rest) and
+// returns it.
+func (b *Breaker) reject(p Permit, reason int) (Permit, error) {
 	if b.m != nil {
-		b.m.rejected(err)
+		b.m.rejected(reason)
+	}
+	var err error
+	switch reason {
+	case rejectOpen:
+		err = boundRejection[openReason]{b}
+	case rejectHalfOpenFull:
+		err = boundRejection[halfOpenFullReason]{b}
+	case rejectForcedOpen:
+		err = boundRejection[forcedOpenReason]{b}
+	default:
+		err = boundRejection[rampingUpReason]{b}
 	}
 	return p, err
+}
+
+// halfOpenFullWait is the wait of an ErrHalfOpenFull rejection on the full
+// half-open word u at reading now (not negative), with a max wait on:
+// HalfOpenFullWait, or the time left of the max wait if that is shorter;
+// expired reports that the max wait has passed instead (the caller may
+// start a new probe generation).
+func (b *Breaker) halfOpenFullWait(u word, now time.Duration) (wait time.Duration, expired bool) {
+	left := signedDiff(uint64(u.expiry), b.s.halfOpenUnits(now), expiryBits)
+	if b.s.halfOpenExpired(left) {
+		return 0, true
+	}
+	// left is 1 .. span+1 units: the wait is positive.
+	unit := b.s.halfOpenWait.unit
+	return min(time.Duration(left)*unit-now%unit, b.s.HalfOpenFullWait), false
+}
+
+// retryAfter is what a rejection's RetryAfter reports: how long from now
+// until the breaker may admit a call, from one word at one reading.
+func (b *Breaker) retryAfter() time.Duration {
+	for {
+		w := b.load()
+		var wait time.Duration
+		switch State(w & stateMask) {
+		case Open:
+			wait = untilDeadline(w>>payShift&payMask, b.s.Clock.Now())
+		case HalfOpen:
+			u := unpack(w)
+			if int(u.inFlight) < b.s.PermittedCallsInHalfOpen && int(u.inFlight)+int(u.success) < b.s.SuccessesToClose {
+				return 0 // a probe slot is free
+			}
+			if b.s.MaxWaitInHalfOpen == WaitForever {
+				return b.s.HalfOpenFullWait
+			}
+			wait, _ = b.halfOpenFullWait(u, max(b.s.Clock.Now(), 0))
+		default:
+			return 0
+		}
+		if b.state.Load() == w {
+			return wait
+		}
+	}
 }
 
 // expiry is the half-open max-wait deadline of a generation starting at now

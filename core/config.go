@@ -171,6 +171,16 @@ type Config struct {
 	// keeps the breaker half-open until a manual control, and half-open
 	// reads no clock for it. Any other negative value is rejected.
 	MaxWaitInHalfOpen time.Duration
+	// HalfOpenFullWait is the wait an ErrHalfOpenFull rejection asks its
+	// caller for (Permit.Wait and the rejection's RetryAfter): the probes in
+	// flight decide the breaker's fate within about one call's duration, so a
+	// refused caller should come back after about that long, neither at once
+	// (a busy loop) nor after the whole max wait. The wait reported is the
+	// shorter of this and what is left of MaxWaitInHalfOpen. Zero: a tenth
+	// of OpenDuration, rounded up to whole milliseconds, at least 1 ms (6 s
+	// for the default open duration of 60 s). 0..a year;
+	// anything else is rejected.
+	HalfOpenFullWait time.Duration
 
 	// RampUpDuration is how long after half-open -> closed the breaker admits
 	// only a linearly growing share of calls, from RampUpStartPercent to
@@ -227,6 +237,7 @@ type Settings struct {
 	PermittedCallsInHalfOpen  int
 	SuccessesToClose          int
 	MaxWaitInHalfOpen         time.Duration // resolved: > 0, or WaitForever
+	HalfOpenFullWait          time.Duration // resolved: > 0
 	RampUpDuration            time.Duration
 	RampUpStartPercent        int
 	MaxRetryAfter             time.Duration
@@ -349,6 +360,14 @@ func (c Config) Validate() (Settings, error) {
 		// The base open duration is resolved above (the default when
 		// OpenDuration is zero; zero only for an invalid config).
 		s.MaxWaitInHalfOpen = max(s.OpenDuration, minDefaultMaxWait)
+	}
+	switch w := c.HalfOpenFullWait; {
+	case w < 0 || w > MaxOpenDurationLimit:
+		bad("HalfOpenFullWait", "%v is outside 0..%v (0: the default, OpenDuration/10)", w, MaxOpenDurationLimit)
+	case w == 0:
+		s.HalfOpenFullWait = max(wholeMillis(s.OpenDuration/10), time.Millisecond)
+	default:
+		s.HalfOpenFullWait = w
 	}
 	for _, d := range []struct {
 		field string

@@ -215,7 +215,7 @@ func (in stateWordInput) check(t *testing.T) string {
 		t.Fatalf("op %d [%s] on %+v (permit %+v, outcome %v, %+v, now %v): word %+v, want %+v",
 			op, want.label, u, p, o, arg, now, unpack(after), unpack(want.word))
 	}
-	if gotP != want.permit || !errors.Is(gotErr, want.err) || (gotErr == nil) != (want.err == nil) || gotSt != want.state ||
+	if gotP != want.permit || !errors.Is(gotErr, want.err) || (errors.Is(want.err, ErrRejected) && RetryAfterOf(gotErr) != want.permit.Wait) || (gotErr == nil) != (want.err == nil) || gotSt != want.state ||
 		gotC != want.counts || gotM != (Metrics{}) {
 		t.Fatalf("op %d [%s] on %+v (permit %+v, %+v, now %v): returned %+v %v %v %+v %+v, want %+v %v %v %+v",
 			op, want.label, u, p, arg, now, gotP, gotErr, gotSt, gotC, gotM, want.permit, want.err, want.state, want.counts)
@@ -653,14 +653,14 @@ func expectTransition(b *Breaker, u word, gen uint64, p Permit, o Outcome, arg a
 				break
 			}
 			if s.MaxWaitInHalfOpen == WaitForever {
-				reject("allow/half-open-full", Permit{}, ErrHalfOpenFull)
+				reject("allow/half-open-full", Permit{Wait: s.HalfOpenFullWait}, ErrHalfOpenFull)
 				break
 			}
 			if left := wrapped(uint64(u.expiry), s.halfOpenUnits(nz), expiryBits); !passed(left, s.halfOpenWait.span) {
 				// The wait to the expiry boundary: left whole units from
 				// the start of the current one.
 				unit := s.halfOpenWait.unit
-				reject("allow/half-open-full", Permit{Wait: time.Duration(left)*unit - nz%unit}, ErrHalfOpenFull)
+				reject("allow/half-open-full", Permit{Wait: min(time.Duration(left)*unit-nz%unit, s.HalfOpenFullWait)}, ErrHalfOpenFull)
 				break
 			}
 			// The max wait has passed: a new generation, whose first probe

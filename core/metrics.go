@@ -86,14 +86,14 @@ func (m *counters) outcome(o Outcome, slow bool) {
 	}
 }
 
-// rejected counts one rejection by its error.
-func (m *counters) rejected(err error) {
-	switch err {
-	case ErrOpen:
+// rejected counts one rejection by its reason (rejectOpen and the rest).
+func (m *counters) rejected(reason int) {
+	switch reason {
+	case rejectOpen:
 		m.rejOpen.Inc()
-	case ErrHalfOpenFull:
+	case rejectHalfOpenFull:
 		m.rejHalf.Inc()
-	case ErrForcedOpen:
+	case rejectForcedOpen:
 		m.rejForced.Inc()
 	default:
 		m.rejRamp.Inc()
