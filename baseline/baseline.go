@@ -147,7 +147,11 @@ func (b *Breaker) Allow() (core.Permit, error) {
 // probe starts a new half-open generation at now whose first probe the
 // caller holds, and unlocks.
 func (b *Breaker) probe(now time.Duration) (core.Permit, error) {
-	b.transition(core.HalfOpen, now)
+	why := core.ReasonOpenDurationElapsed
+	if b.state == core.HalfOpen {
+		why = core.ReasonMaxWaitInHalfOpen
+	}
+	b.transition(core.HalfOpen, now, why)
 	b.inFlight = 1
 	if b.maxWait.unit > 0 {
 		b.expiry = b.maxWait.deadline(now)
@@ -323,7 +327,7 @@ func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 		b.consec++
 	}
 	if trips(&b.s, c, b.consec) {
-		b.trip(0)
+		b.trip(0, tripReason(&b.s, c))
 	}
 	b.unlockAndNotify()
 }
@@ -346,18 +350,19 @@ func (b *Breaker) tally(acted bool, o core.Outcome, slow bool) {
 	}
 }
 
-// trip commits the trip of a counting breaker: closed -> open for at least
-// the bounded hint h, or metrics-only's "would have opened".
-func (b *Breaker) trip(h time.Duration) {
+// trip commits the trip of a counting breaker for reason why: closed ->
+// open for at least the bounded hint h, or metrics-only's "would have
+// opened".
+func (b *Breaker) trip(h time.Duration, why core.Reason) {
 	if b.state == core.MetricsOnly {
 		var now time.Duration
 		if b.s.OnStateChange != nil {
 			now = b.s.Clock.Now()
 		}
-		b.transition(core.MetricsOnly, now)
+		b.transition(core.MetricsOnly, now, why)
 		return
 	}
-	b.open(b.s.OpenDuration, h, b.s.Clock.Now())
+	b.open(b.s.OpenDuration, h, b.s.Clock.Now(), why)
 }
 
 // RecordHint records a failure carrying a retry-after hint; see
@@ -377,9 +382,9 @@ func (b *Breaker) RecordHint(p core.Permit, retryAfter time.Duration) {
 	}
 	b.tally(true, core.Failure, false)
 	if p.Probe {
-		b.open(backoff(&b.s, b.openFor), h, b.s.Clock.Now())
+		b.open(backoff(&b.s, b.openFor), h, b.s.Clock.Now(), core.ReasonProbeFailed)
 	} else {
-		b.trip(h)
+		b.trip(h, core.ReasonRetryAfter)
 	}
 	b.unlockAndNotify()
 }
@@ -394,21 +399,21 @@ func (b *Breaker) recordProbe(o core.Outcome) {
 			if b.s.OnStateChange != nil || b.s.RampUpDuration > 0 {
 				now = b.s.Clock.Now()
 			}
-			b.transition(core.Closed, now)
+			b.transition(core.Closed, now, core.ReasonProbesPassed)
 			if b.s.RampUpDuration > 0 {
 				b.ramping, b.rampEnd = true, b.ramp.deadline(now)
 			}
 		}
 	case core.Failure:
-		b.open(backoff(&b.s, b.openFor), 0, b.s.Clock.Now())
+		b.open(backoff(&b.s, b.openFor), 0, b.s.Clock.Now(), core.ReasonProbeFailed)
 	}
 }
 
 // open commits a transition to Open for the open duration d of this
 // period (R4's backoff), or for the bounded hint h, rounded up to whole
 // milliseconds, if that is longer: a hint never shortens the open duration.
-func (b *Breaker) open(d, h time.Duration, now time.Duration) {
-	b.transition(core.Open, now)
+func (b *Breaker) open(d, h time.Duration, now time.Duration, why core.Reason) {
+	b.transition(core.Open, now, why)
 	b.openFor = d
 	b.deadline = openDeadline(now, hinted(d, h))
 }
@@ -420,7 +425,7 @@ func (b *Breaker) wait(now time.Duration) time.Duration {
 
 // transition commits a state change: new generation, fresh state (R11), and
 // a queued notification. The caller holds the mutex.
-func (b *Breaker) transition(to core.State, now time.Duration) {
+func (b *Breaker) transition(to core.State, now time.Duration, why core.Reason) {
 	from := b.state
 	b.state = to
 	b.gen++ // 64 bits: a permit is stale across any number of transitions below 2^64
@@ -432,7 +437,7 @@ func (b *Breaker) transition(to core.State, now time.Duration) {
 	b.count.reset()
 	b.time.reset()
 	if b.s.OnStateChange != nil {
-		b.queue = append(b.queue, core.Transition{Name: b.s.Name, From: from, To: to, Generation: b.gen, At: now})
+		b.queue = append(b.queue, core.Transition{Name: b.s.Name, From: from, To: to, Reason: why, Generation: b.gen, At: now, Time: wall(b.s.Clock, now)})
 	}
 }
 
@@ -533,7 +538,7 @@ func (b *Breaker) ForceOpen(d time.Duration) error {
 		return nil
 	}
 	now := b.s.Clock.Now()
-	b.transition(core.Open, now)
+	b.transition(core.Open, now, core.ReasonManual)
 	b.openFor = b.s.OpenDuration // a re-open after it backs off from the open duration
 	b.deadline = openDeadline(now, wholeMillis(d))
 	b.unlockAndNotify()
@@ -567,6 +572,6 @@ func (b *Breaker) command(to core.State) {
 	if b.s.OnStateChange != nil {
 		now = b.s.Clock.Now()
 	}
-	b.transition(to, now)
+	b.transition(to, now, core.ReasonManual)
 	b.unlockAndNotify()
 }

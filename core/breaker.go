@@ -111,7 +111,7 @@ func New(c Config) (*Breaker, error) {
 		return nil, err
 	}
 	if s.OnStateChange != nil {
-		b.dispatch = newDispatcher(s.Name, s.OnStateChange)
+		b.dispatch = newDispatcher(s.Name, s.Clock, s.OnStateChange)
 	}
 	if s.CollectMetrics {
 		b.m = new(counters)
@@ -695,7 +695,7 @@ func (b *Breaker) trip(w, gen uint64, hint time.Duration, t tally) bool {
 			return false
 		}
 		b.tally(t)
-		b.notify(MetricsOnly, MetricsOnly, g, b.clockIfListening())
+		b.notify(MetricsOnly, MetricsOnly, g, b.clockIfListening(), b.tripReasonIfListening(gen, hint))
 		return true
 	}
 	// closed -> open: a successful claim is the one trip of this
@@ -706,7 +706,7 @@ func (b *Breaker) trip(w, gen uint64, hint time.Duration, t tally) bool {
 		return false
 	}
 	b.tally(t)
-	b.notify(Closed, Open, g, now)
+	b.notify(Closed, Open, g, now, b.tripReasonIfListening(gen, hint))
 	return true
 }
 
@@ -829,7 +829,7 @@ func (b *Breaker) reopen(w uint64, u word, gen uint64, hint time.Duration) bool 
 		return false
 	}
 	b.count(Failure, false)
-	b.notify(HalfOpen, Open, g, t)
+	b.notify(HalfOpen, Open, g, t, ReasonProbeFailed)
 	return true
 }
 
@@ -888,7 +888,7 @@ func (b *Breaker) recordProbe(p Permit, o Outcome) {
 			if b.s.RampUpDuration > 0 {
 				if t, ok := b.commit(w, claimWord(claimOther, 0, lowGen(g), claimFlag>>payShift)); ok {
 					b.count(Success, false)
-					b.notify(HalfOpen, Closed, g, t)
+					b.notify(HalfOpen, Closed, g, t, ReasonProbesPassed)
 					return
 				}
 				continue
@@ -896,7 +896,7 @@ func (b *Breaker) recordProbe(p Permit, o Outcome) {
 			t := b.clockIfListening()
 			if b.state.CompareAndSwap(w, pack(word{state: Closed, gen: lowGen(g)})) {
 				b.count(Success, false)
-				b.notify(HalfOpen, Closed, g, t)
+				b.notify(HalfOpen, Closed, g, t, ReasonProbesPassed)
 				return
 			}
 		default:
@@ -931,16 +931,29 @@ func (b *Breaker) admitProbe(from State, p Permit, at time.Duration) Permit {
 			b.Record(p, Ignored)
 		}
 	}()
-	b.dispatch.publish(from, HalfOpen, p.Generation, at)
+	why := ReasonOpenDurationElapsed
+	if from == HalfOpen {
+		why = ReasonMaxWaitInHalfOpen
+	}
+	b.dispatch.publish(from, HalfOpen, p.Generation, at, why)
 	delivered = true
 	return p
 }
 
-func (b *Breaker) notify(from, to State, gen uint64, at time.Duration) {
+func (b *Breaker) notify(from, to State, gen uint64, at time.Duration, why Reason) {
 	b.committed(from, to, gen)
 	if b.dispatch != nil {
-		b.dispatch.publish(from, to, gen, at)
+		b.dispatch.publish(from, to, gen, at, why)
 	}
+}
+
+// tripReasonIfListening is tripReason when someone will see it, and 0
+// otherwise, so that a breaker without a listener pays nothing for it.
+func (b *Breaker) tripReasonIfListening(gen uint64, h time.Duration) Reason {
+	if b.dispatch == nil {
+		return 0
+	}
+	return b.tripReason(gen, h)
 }
 
 // committed does what follows every committed transition to generation gen
@@ -1044,7 +1057,7 @@ func (b *Breaker) control(to State, move func(w uint64, g uint32) (time.Duration
 		}
 		g := gen + 1
 		if t, ok := move(w, lowGen(g)); ok {
-			b.notify(u.state, to, g, t)
+			b.notify(u.state, to, g, t, ReasonManual)
 			return
 		}
 	}

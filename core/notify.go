@@ -7,7 +7,8 @@ import (
 )
 
 // Transition is one committed state change, as delivered to
-// Config.OnStateChange (R12).
+// Config.OnStateChange: exactly one per committed transition, in commit
+// order.
 //
 // At is the breaker clock reading of the call that committed it, taken by
 // that call just before its commit: Allow for open -> half-open and a
@@ -18,11 +19,19 @@ import (
 // without committing anything, so the open -> half-open notification goes
 // out only with the next Allow, and its At is that Allow's reading, which
 // may be long after the open deadline from which State reported half-open.
+//
+// Time is the wall-clock time of At, for log lines and for comparing
+// transitions across breakers: Clock.Wall(At) when the breaker's Clock is
+// a WallClock (the default SystemClock is), the zero time.Time otherwise
+// (ManualClock). It is computed when the notification is delivered, from
+// At, so it costs nothing without a listener.
 type Transition struct {
 	Name       string        // Config.Name of the breaker
 	From, To   State         // the states before and after
-	Generation uint64        // the generation the transition committed: 1 for the first transition after New, then +1 each (R12)
+	Reason     Reason        // why: the rule that tripped, the probes' verdict, the max wait, a manual control
+	Generation uint64        // the generation the transition committed: 1 for the first transition after New, then +1 each
 	At         time.Duration // the committing call's clock reading (see above)
+	Time       time.Time     // the wall-clock time of At, or zero (see above)
 }
 
 // dispatcher delivers transitions in generation order without a lock and
@@ -63,6 +72,7 @@ type dispatcher struct {
 	overflow atomic.Pointer[overflowEvent]
 	fn       func(Transition)
 	name     string
+	clock    Clock // for Transition.Time
 
 	// parked holds overflow events taken off the stack that are not next
 	// yet, by generation, so that catching up costs the same per event
@@ -84,7 +94,8 @@ type eventSlot struct {
 	at       int64
 	gen      uint64
 	from, to State
-	_        [6]byte
+	why      Reason
+	_        [5]byte
 }
 
 // seqMask keeps the generation bits that next and seq have room for.
@@ -95,23 +106,23 @@ type overflowEvent struct {
 	next *overflowEvent
 }
 
-func newDispatcher(name string, fn func(Transition)) *dispatcher {
-	d := &dispatcher{fn: fn, name: name}
+func newDispatcher(name string, clock Clock, fn func(Transition)) *dispatcher {
+	d := &dispatcher{fn: fn, name: name, clock: clock}
 	d.next.Store(1 << 1) // the first transition commits generation 1
 	return d
 }
 
 // publish records the transition that committed generation gen and delivers
 // every event that is next in line. Call it after the committing CAS.
-func (d *dispatcher) publish(from, to State, gen uint64, at time.Duration) {
+func (d *dispatcher) publish(from, to State, gen uint64, at time.Duration, why Reason) {
 	s := &d.slots[gen%uint64(len(d.slots))]
 	if (gen-d.next.Load()>>1)&seqMask < uint64(len(d.slots)) {
 		// Within the window the slot's previous event (gen-256) was
 		// delivered, and the deliverer cleared seq before advancing next.
-		s.at, s.gen, s.from, s.to = int64(at), gen, from, to
+		s.at, s.gen, s.from, s.to, s.why = int64(at), gen, from, to, why
 		s.seq.Store(gen<<1 | 1)
 	} else {
-		e := &overflowEvent{t: Transition{Name: d.name, From: from, To: to, Generation: gen, At: at}}
+		e := &overflowEvent{t: Transition{Name: d.name, From: from, To: to, Reason: why, Generation: gen, At: at}}
 		for {
 			e.next = d.overflow.Load()
 			if d.overflow.CompareAndSwap(e.next, e) {
@@ -170,8 +181,9 @@ func (d *dispatcher) drain(gen uint64) {
 func (d *dispatcher) take(gen uint64) (Transition, bool) {
 	s := &d.slots[gen%uint64(len(d.slots))]
 	if s.seq.Load() == gen<<1|1 {
-		t := Transition{Name: d.name, From: s.from, To: s.to, Generation: s.gen, At: time.Duration(s.at)}
+		t := Transition{Name: d.name, From: s.from, To: s.to, Reason: s.why, Generation: s.gen, At: time.Duration(s.at)}
 		s.seq.Store(0)
+		t.Time = wallOf(d.clock, t.At)
 		return t, true
 	}
 	for e := d.overflow.Swap(nil); e != nil; e = e.next {
@@ -183,6 +195,7 @@ func (d *dispatcher) take(gen uint64) (Transition, bool) {
 	t, ok := d.parked[gen]
 	if ok {
 		delete(d.parked, gen)
+		t.Time = wallOf(d.clock, t.At)
 	}
 	return t, ok
 }
