@@ -416,6 +416,15 @@ func (b *Breaker) open(d, h time.Duration, now time.Duration, why core.Reason) {
 	b.transition(core.Open, now, why)
 	b.openFor = d
 	b.deadline = openDeadline(now, hinted(d, h))
+	b.announceDeadline()
+}
+
+// announceDeadline puts the open deadline just set into the queued
+// notification of the transition into Open (Transition.OpenUntil).
+func (b *Breaker) announceDeadline() {
+	if b.s.OnStateChange != nil {
+		b.queue[len(b.queue)-1].OpenUntil = time.Duration(b.deadline) * time.Millisecond
+	}
 }
 
 // wait is how long before a call at now may probe (0: it may).
@@ -541,6 +550,7 @@ func (b *Breaker) ForceOpen(d time.Duration) error {
 	b.transition(core.Open, now, core.ReasonManual)
 	b.openFor = b.s.OpenDuration // a re-open after it backs off from the open duration
 	b.deadline = openDeadline(now, wholeMillis(d))
+	b.announceDeadline()
 	b.unlockAndNotify()
 	return nil
 }

@@ -79,7 +79,7 @@ type Breaker struct {
 // A snapshot read while other goroutines record may not include outcomes
 // still in flight, but it is never torn: 0 <= Failures <= Calls,
 // SlowFailures <= min(SlowCalls, Failures), and for a count window
-// Calls <= WindowSize (R2, R13).
+// Calls <= WindowSize.
 type Counts struct {
 	State               State
 	Generation          uint64 // the breaker generation: transitions since New, as in Permit
@@ -146,8 +146,8 @@ func (b *Breaker) mustBeNew() {
 // ErrHalfOpenFull, ErrForcedOpen or ErrRampingUp; the rejection's
 // Permit.Wait and its RetryAfter (RetryAfterOf) say when to try again. In
 // open state, the first call at or after
-// the deadline moves the breaker to half-open and is one of its probes (R4,
-// R6; regression B04). Disabled and MetricsOnly admit every call.
+// the deadline moves the breaker to half-open and is one of its probes.
+// Disabled and MetricsOnly admit every call.
 func (b *Breaker) Allow() (Permit, error) {
 	// Closed, not ramping up, nothing to time or count: the hot path, two
 	// loads of one cache line and no write, kept apart from the rest of
@@ -399,7 +399,7 @@ func (b *Breaker) startIf(now time.Duration) time.Duration {
 // Config.Classifier (nil is always Success). A Failure whose error carries a
 // retry-after hint is recorded with RecordHint when Config.MaxRetryAfter is
 // set. A panicking classifier releases the permit as Ignored and the panic
-// propagates (R10). Call Done or Record exactly once per permit: a second
+// propagates. Call Done or Record exactly once per permit: a second
 // call for the same half-open probe may release another probe's slot.
 func (b *Breaker) Done(p Permit, err error) {
 	if err == nil {
@@ -414,7 +414,7 @@ func (b *Breaker) Done(p Permit, err error) {
 func counting(s State) bool { return s == Closed || s == MetricsOnly }
 
 // Record records outcome o for the call made with p. An outcome whose permit
-// is of another generation is stale and changes nothing (R8), nor does one
+// is of another generation is stale and changes nothing, nor does one
 // recorded while Disabled. An Outcome value other than Success, Failure and
 // Ignored counts as Failure.
 func (b *Breaker) Record(p Permit, o Outcome) {
@@ -706,7 +706,7 @@ func (b *Breaker) trip(w, gen uint64, hint time.Duration, t tally) bool {
 		return false
 	}
 	b.tally(t)
-	b.notify(Closed, Open, g, now, b.tripReasonIfListening(gen, hint))
+	b.notifyOpen(Closed, g, now, b.tripReasonIfListening(gen, hint), b.s.openDurationHinted(0, hint))
 	return true
 }
 
@@ -785,7 +785,7 @@ func (b *Breaker) claimOpenFor(step uint8, gen uint32, d time.Duration) uint64 {
 // half-open one, for the longer of the configured open duration and the
 // hint, which is kept in whole milliseconds, rounded up (as ForceOpen's
 // duration). With hints off or a hint of zero or less it is
-// Record(p, Failure). A stale permit changes nothing (R8).
+// Record(p, Failure). A stale permit changes nothing.
 func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 	h := b.s.hint(retryAfter)
 	if h == 0 {
@@ -824,12 +824,13 @@ func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 // notifying.
 func (b *Breaker) reopen(w uint64, u word, gen uint64, hint time.Duration) bool {
 	g := gen + 1
-	t, ok := b.commit(w, b.claimOpen(b.s.nextStep(u.step), lowGen(g), hint))
+	step := b.s.nextStep(u.step)
+	t, ok := b.commit(w, b.claimOpen(step, lowGen(g), hint))
 	if !ok {
 		return false
 	}
 	b.count(Failure, false)
-	b.notify(HalfOpen, Open, g, t, ReasonProbeFailed)
+	b.notifyOpen(HalfOpen, g, t, ReasonProbeFailed, b.s.openDurationHinted(step, hint))
 	return true
 }
 
@@ -935,7 +936,7 @@ func (b *Breaker) admitProbe(from State, p Permit, at time.Duration) Permit {
 	if from == HalfOpen {
 		why = ReasonMaxWaitInHalfOpen
 	}
-	b.dispatch.publish(from, HalfOpen, p.Generation, at, why)
+	b.dispatch.publish(from, HalfOpen, p.Generation, at, why, 0)
 	delivered = true
 	return p
 }
@@ -943,7 +944,18 @@ func (b *Breaker) admitProbe(from State, p Permit, at time.Duration) Permit {
 func (b *Breaker) notify(from, to State, gen uint64, at time.Duration, why Reason) {
 	b.committed(from, to, gen)
 	if b.dispatch != nil {
-		b.dispatch.publish(from, to, gen, at, why)
+		b.dispatch.publish(from, to, gen, at, why, 0)
+	}
+}
+
+// notifyOpen is notify for a transition into Open committed at reading at
+// for the open duration d: the notification's OpenUntil is the deadline
+// the commit set, computed the same way (deadlineMillis).
+func (b *Breaker) notifyOpen(from State, gen uint64, at time.Duration, why Reason, d time.Duration) {
+	b.committed(from, Open, gen)
+	if b.dispatch != nil {
+		until := time.Duration(deadlineMillis(at, d)) * time.Millisecond
+		b.dispatch.publish(from, Open, gen, at, why, until)
 	}
 }
 
@@ -1012,7 +1024,7 @@ func (b *Breaker) ForceOpen(d time.Duration) error {
 		return nil
 	}
 	// Open for d from a reading taken after the claim (commit).
-	b.control(Open, func(w uint64, g uint32) (time.Duration, bool) {
+	b.control(Open, wholeMillis(d), func(w uint64, g uint32) (time.Duration, bool) {
 		return b.commit(w, b.claimOpenFor(0, g, d))
 	})
 	return nil
@@ -1036,7 +1048,7 @@ func (b *Breaker) Reset() { b.command(word{state: Closed}, b.clockIfListening())
 // command commits a manual control: whatever the breaker was doing, the
 // next generation is n, notified as at.
 func (b *Breaker) command(n word, at time.Duration) {
-	b.control(n.state, func(w uint64, g uint32) (time.Duration, bool) {
+	b.control(n.state, 0, func(w uint64, g uint32) (time.Duration, bool) {
 		n.gen = g
 		return at, b.state.CompareAndSwap(w, pack(n))
 	})
@@ -1046,7 +1058,7 @@ func (b *Breaker) command(n word, at time.Duration) {
 // the next generation's (g, its low bits) and reports the transition's time
 // and whether the swap won; a lost one is tried again from a new load. Every
 // permit of the old generation becomes stale (R8).
-func (b *Breaker) control(to State, move func(w uint64, g uint32) (time.Duration, bool)) {
+func (b *Breaker) control(to State, openFor time.Duration, move func(w uint64, g uint32) (time.Duration, bool)) {
 	b.mustBeNew()
 	for {
 		w := b.load()
@@ -1057,7 +1069,11 @@ func (b *Breaker) control(to State, move func(w uint64, g uint32) (time.Duration
 		}
 		g := gen + 1
 		if t, ok := move(w, lowGen(g)); ok {
-			b.notify(u.state, to, g, t, ReasonManual)
+			if to == Open {
+				b.notifyOpen(u.state, g, t, ReasonManual, openFor)
+			} else {
+				b.notify(u.state, to, g, t, ReasonManual)
+			}
 			return
 		}
 	}
@@ -1074,7 +1090,7 @@ func (b *Breaker) Metrics() Metrics {
 	return b.m.snapshot()
 }
 
-// State returns the current state. It is time-aware (R5): an open breaker
+// State returns the current state. It is time-aware: an open breaker
 // whose open duration has elapsed reports HalfOpen although no call has
 // arrived yet. It reads the clock only in open state and commits nothing
 // of its own (a transition another call has claimed it completes first):

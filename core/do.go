@@ -42,8 +42,7 @@ type CircuitBreaker interface {
 // retry-after hint (RetryAfterOf) is recorded with RecordHint when
 // Config.MaxRetryAfter enables hints. If the classifier, or the error's
 // RetryAfter or Unwrap method, panics, p is recorded as Ignored, so no
-// half-open slot leaks, and the panic propagates unchanged (R10,
-// regression B07).
+// half-open slot leaks, and the panic propagates unchanged.
 func (b *Breaker) recordError(p Permit, err error) {
 	s := &b.s
 	o, hint := Ignored, time.Duration(0)

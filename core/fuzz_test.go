@@ -230,7 +230,15 @@ func (in stateWordInput) check(t *testing.T) string {
 	}
 	// Which rule a reason names is the differential tests' to check
 	// (both implementations decide it); here every notification has one.
-	if len(got) == 1 && (got[0].Reason == 0 || got[0] != Transition{From: u.state, To: a.state, Reason: got[0].Reason, Generation: gen + 1, At: want.at}) {
+	// OpenUntil is the deadline the new word holds (mod 2^36 ms there).
+	var until time.Duration
+	if len(got) == 1 && a.state == Open {
+		until = got[0].OpenUntil
+		if uint64(until/time.Millisecond)%deadlineMod != a.deadline || until%time.Millisecond != 0 {
+			t.Fatalf("[%s] notification %+v: OpenUntil is not the word's deadline %d ms", want.label, got[0], a.deadline)
+		}
+	}
+	if len(got) == 1 && (got[0].Reason == 0 || got[0] != Transition{From: u.state, To: a.state, Reason: got[0].Reason, Generation: gen + 1, At: want.at, OpenUntil: until}) {
 		t.Fatalf("[%s] notification %+v, want %v -> %v at generation %d, t=%v", want.label, got[0], u.state, a.state, gen+1, want.at)
 	}
 	// A transition's committer raises base to its generation once base

@@ -14,8 +14,8 @@ import (
 // that call just before its commit: Allow for open -> half-open and a
 // max-wait restart, Done, Record or RecordHint for a trip, a re-open or a
 // close (Counts, for a count-window trip whose recorder has not committed
-// it yet), the manual control itself. Transitions are committed lazily
-// (R5): State and Counts report an elapsed open duration as half-open
+// it yet), the manual control itself. Transitions are committed lazily:
+// State and Counts report an elapsed open duration as half-open
 // without committing anything, so the open -> half-open notification goes
 // out only with the next Allow, and its At is that Allow's reading, which
 // may be long after the open deadline from which State reported half-open.
@@ -32,6 +32,12 @@ type Transition struct {
 	Generation uint64        // the generation the transition committed: 1 for the first transition after New, then +1 each
 	At         time.Duration // the committing call's clock reading (see above)
 	Time       time.Time     // the wall-clock time of At, or zero (see above)
+	// OpenUntil is, for a transition into Open, the clock reading from
+	// which a call may probe: At plus the open duration of this period
+	// (backoff, hint or ForceOpen's duration included), rounded up to the
+	// whole millisecond, as the breaker keeps it. Zero for every other
+	// transition.
+	OpenUntil time.Duration
 }
 
 // dispatcher delivers transitions in generation order without a lock and
@@ -86,13 +92,14 @@ type dispatcher struct {
 // of generation gen and 0 when free; the plain fields are written before seq
 // is stored and read after it is loaded, so the atomic publishes them.
 //
-// A slot is 32 bytes on every platform: on 386, where 8-byte fields align
-// to 4, 26 bytes of fields would round up to 28 and leave every other
+// A slot is 40 bytes on every platform: on 386, where 8-byte fields align
+// to 4, 35 bytes of fields would round up to 36 and leave every other
 // slot's seq misaligned for a 64-bit atomic (TestEventSlotIsAligned).
 type eventSlot struct {
 	seq      atomic.Uint64
 	at       int64
 	gen      uint64
+	until    int64
 	from, to State
 	why      Reason
 	_        [5]byte
@@ -114,15 +121,15 @@ func newDispatcher(name string, clock Clock, fn func(Transition)) *dispatcher {
 
 // publish records the transition that committed generation gen and delivers
 // every event that is next in line. Call it after the committing CAS.
-func (d *dispatcher) publish(from, to State, gen uint64, at time.Duration, why Reason) {
+func (d *dispatcher) publish(from, to State, gen uint64, at time.Duration, why Reason, until time.Duration) {
 	s := &d.slots[gen%uint64(len(d.slots))]
 	if (gen-d.next.Load()>>1)&seqMask < uint64(len(d.slots)) {
 		// Within the window the slot's previous event (gen-256) was
 		// delivered, and the deliverer cleared seq before advancing next.
-		s.at, s.gen, s.from, s.to, s.why = int64(at), gen, from, to, why
+		s.at, s.gen, s.from, s.to, s.why, s.until = int64(at), gen, from, to, why, int64(until)
 		s.seq.Store(gen<<1 | 1)
 	} else {
-		e := &overflowEvent{t: Transition{Name: d.name, From: from, To: to, Reason: why, Generation: gen, At: at}}
+		e := &overflowEvent{t: Transition{Name: d.name, From: from, To: to, Reason: why, Generation: gen, At: at, OpenUntil: until}}
 		for {
 			e.next = d.overflow.Load()
 			if d.overflow.CompareAndSwap(e.next, e) {
@@ -181,7 +188,7 @@ func (d *dispatcher) drain(gen uint64) {
 func (d *dispatcher) take(gen uint64) (Transition, bool) {
 	s := &d.slots[gen%uint64(len(d.slots))]
 	if s.seq.Load() == gen<<1|1 {
-		t := Transition{Name: d.name, From: s.from, To: s.to, Reason: s.why, Generation: s.gen, At: time.Duration(s.at)}
+		t := Transition{Name: d.name, From: s.from, To: s.to, Reason: s.why, Generation: s.gen, At: time.Duration(s.at), OpenUntil: time.Duration(s.until)}
 		s.seq.Store(0)
 		t.Time = wallOf(d.clock, t.At)
 		return t, true

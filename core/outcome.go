@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Outcome is what a finished call means to the breaker (R9).
+// Outcome is what a finished call means to the breaker.
 type Outcome uint8
 
 const (
@@ -15,8 +15,7 @@ const (
 	// Failure is counted as a failed call.
 	Failure
 	// Ignored is not counted at all: no call, no failure, no slow call, no
-	// evaluation. In half-open it returns the probe's slot (R9, regressions
-	// B05, B06, B08).
+	// evaluation. In half-open it returns the probe's slot.
 	Ignored
 )
 
@@ -33,8 +32,8 @@ func (o Outcome) String() string {
 	return "outcome(?)"
 }
 
-// DefaultClassifier is R9's rule: nil is Success, an error matching
-// context.Canceled is Ignored (the caller gave up; regressions B06, B32), and
+// DefaultClassifier is the default classification: nil is Success, an error matching
+// context.Canceled is Ignored (the caller gave up, which says nothing about the dependency), and
 // every other error, context.DeadlineExceeded included, is Failure.
 func DefaultClassifier(err error) Outcome {
 	switch {
@@ -47,14 +46,14 @@ func DefaultClassifier(err error) Outcome {
 }
 
 // Permit is the small value Allow returns: the right to make one call, tied to
-// the generation it was granted in (R8). Pass it to Done or Record exactly
+// the generation it was granted in. Pass it to Done or Record exactly
 // once. It is a plain value: copying it costs nothing and allocates nothing.
 //
 // A permit whose generation has passed when its outcome arrives is stale: its
-// outcome changes nothing (R8), however many transitions have passed: its
+// outcome changes nothing, however many transitions have passed: its
 // generation is compared whole, all 64 bits, so a permit held across 2^20
 // or any other number of transitions below 2^64 never passes for a current
-// one (R15, docs/design.md). A zero Permit, or one built by hand, is
+// one (docs/design.md). A zero Permit, or one built by hand, is
 // treated as a permit of the generation it names (the zero Permit: of
 // generation 0, current only until the first transition).
 type Permit struct {

@@ -131,3 +131,26 @@ func TestReasonString(t *testing.T) {
 	require.Equal(t, "manual", core.ReasonManual.String())
 	require.Equal(t, "reason(0)", core.Reason(0).String())
 }
+
+// A transition into Open says until when: the deadline the breaker keeps,
+// in whole milliseconds, for a trip, a hint, a backed-off re-open and
+// ForceOpen; every other transition says zero.
+func TestTransitionOpenUntil(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: 2 * time.Second,
+			OpenDurationBackoff: 2, MaxOpenDuration: 8 * time.Second, MaxRetryAfter: time.Minute})
+		r.Clock.Set(1000500 * time.Microsecond)
+		r.X(core.Failure) // open for 2 s from 1.0005 s: until 3.001 s
+		r.At(3.001)
+		r.D(r.A(), core.Failure) // re-open for 4 s: until 7.001 s
+		r.At(7.001)
+		r.B.Done(r.A(), core.WithRetryAfter(errFail, 10*time.Second)) // re-open for 10 s, longer than 8 s
+		require.NoError(t, r.B.ForceOpen(1500*time.Microsecond))      // 2 ms, rounded up
+		var until []time.Duration
+		for _, tr := range r.Transitions() {
+			until = append(until, tr.OpenUntil)
+		}
+		require.Equal(t, []time.Duration{3001 * time.Millisecond, 0, 7001 * time.Millisecond, 0,
+			17001 * time.Millisecond, 7003 * time.Millisecond}, until)
+	})
+}
