@@ -382,7 +382,7 @@ func (b *Breaker) RecordHint(p core.Permit, retryAfter time.Duration) {
 	}
 	b.tally(true, core.Failure, false)
 	if p.Probe {
-		b.open(backoff(&b.s, b.openFor), h, b.s.Clock.Now(), core.ReasonProbeFailed)
+		b.open(backoff(&b.s, b.openFor), h, b.s.Clock.Now(), core.ReasonRetryAfter)
 	} else {
 		b.trip(h, core.ReasonRetryAfter)
 	}

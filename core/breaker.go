@@ -830,7 +830,11 @@ func (b *Breaker) reopen(w uint64, u word, gen uint64, hint time.Duration) bool 
 		return false
 	}
 	b.count(Failure, false)
-	b.notifyOpen(HalfOpen, g, t, ReasonProbeFailed, b.s.openDurationHinted(step, hint))
+	why := ReasonProbeFailed
+	if hint > 0 {
+		why = ReasonRetryAfter // the dependency's own word is the more telling reason
+	}
+	b.notifyOpen(HalfOpen, g, t, why, b.s.openDurationHinted(step, hint))
 	return true
 }
 

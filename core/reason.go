@@ -26,7 +26,8 @@ const (
 	// in a row.
 	ReasonConsecutiveFailures
 	// ReasonRetryAfter: a failure carried a retry-after hint
-	// (Config.MaxRetryAfter), which trips at once.
+	// (Config.MaxRetryAfter), which trips a closed breaker at once; also a
+	// half-open probe's failure that carried one.
 	ReasonRetryAfter
 	// ReasonOpenDurationElapsed: open -> half-open, committed by the first
 	// call after the open duration.
@@ -34,7 +35,8 @@ const (
 	// ReasonProbesPassed: half-open -> closed, the needed probe successes
 	// were counted.
 	ReasonProbesPassed
-	// ReasonProbeFailed: half-open -> open, a probe failed.
+	// ReasonProbeFailed: half-open -> open, a probe failed (without a
+	// retry-after hint: that is ReasonRetryAfter).
 	ReasonProbeFailed
 	// ReasonMaxWaitInHalfOpen: half-open -> half-open, the half-open max
 	// wait passed without a verdict and a new probe generation started.

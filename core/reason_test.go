@@ -79,9 +79,13 @@ func TestTransitionReasons(t *testing.T) {
 				r.A()
 			},
 			[]core.Reason{core.ReasonConsecutiveFailures, core.ReasonOpenDurationElapsed, core.ReasonMaxWaitInHalfOpen}},
-		{"retry-after hint", core.Config{ConsecutiveFailures: 5, MaxRetryAfter: time.Minute},
-			func(r *rig) { r.B.Done(r.A(), core.WithRetryAfter(errFail, time.Second)) },
-			[]core.Reason{core.ReasonRetryAfter}},
+		{"retry-after hint, closed and half-open", core.Config{ConsecutiveFailures: 5, OpenDuration: time.Second, MaxRetryAfter: time.Minute},
+			func(r *rig) {
+				r.B.Done(r.A(), core.WithRetryAfter(errFail, time.Second))
+				r.At(1)
+				r.B.Done(r.A(), core.WithRetryAfter(errFail, time.Second))
+			},
+			[]core.Reason{core.ReasonRetryAfter, core.ReasonOpenDurationElapsed, core.ReasonRetryAfter}},
 		{"metrics-only's would-have-opened", core.Config{ConsecutiveFailures: 1},
 			func(r *rig) { r.B.MetricsOnly(); r.X(core.Failure) },
 			[]core.Reason{core.ReasonManual, core.ReasonConsecutiveFailures}},
