@@ -3,12 +3,15 @@ package httpbreaker_test
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"time"
 
 	"github.com/casbreaker/casbreaker/core"
 	"github.com/casbreaker/casbreaker/httpbreaker"
+	"github.com/casbreaker/casbreaker/slogbreaker"
 )
 
 // A client with a breaker per host: a server that answers 429 with
@@ -22,6 +25,8 @@ func Example() {
 	}))
 	defer srv.Close()
 
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)) // transitions go to stderr
+
 	tr, err := httpbreaker.New(httpbreaker.Options{
 		Config: core.Config{
 			Name:                 "api",
@@ -30,6 +35,7 @@ func Example() {
 			MinimumNumberOfCalls: 10,
 			OpenDuration:         5 * time.Second,
 			MaxRetryAfter:        time.Minute, // honour Retry-After, up to a minute
+			OnStateChange:        slogbreaker.Listener(logger, slogbreaker.Options{}),
 		},
 	})
 	if err != nil {
@@ -39,7 +45,7 @@ func Example() {
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 
-	resp, err := client.Get(srv.URL)
+	resp, err := client.Get(srv.URL) // 429, Retry-After: 30: the host's breaker opens for 30 s
 	if err != nil {
 		fmt.Println(err)
 		return
