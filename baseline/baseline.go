@@ -104,7 +104,7 @@ func (b *Breaker) Allow() (core.Permit, error) {
 			if left := b.ramp.left(b.rampEnd, now); b.ramp.over(left) {
 				b.ramping = false
 			} else if !b.ramp.admits(b.s.RampUpStartPercent, uint64(left), now) {
-				return b.reject(core.Permit{}, core.ErrRampingUp)
+				return b.reject(core.Permit{}, rampingUp)
 			}
 			if b.timed() {
 				p.Start = now
@@ -118,19 +118,19 @@ func (b *Breaker) Allow() (core.Permit, error) {
 	case core.Open:
 		now := b.now()
 		if wait := b.wait(now); wait > 0 {
-			return b.reject(core.Permit{Wait: wait}, core.ErrOpen)
+			return b.reject(core.Permit{Wait: wait}, open)
 		}
 		return b.probe(now)
 	case core.ForcedOpen:
-		return b.reject(core.Permit{}, core.ErrForcedOpen)
+		return b.reject(core.Permit{}, forcedOpen)
 	default:
-		if b.inFlight >= b.s.PermittedCallsInHalfOpen || b.inFlight+b.success >= b.s.SuccessesToClose {
-			if b.maxWait.unit == 0 { // WaitForever
-				return b.reject(core.Permit{}, core.ErrHalfOpenFull)
+		if b.full() {
+			var now time.Duration
+			if b.maxWait.unit > 0 { // WaitForever reads no clock here
+				now = b.now()
 			}
-			now := b.now()
-			if !b.maxWait.over(b.maxWait.left(b.expiry, now)) {
-				return b.reject(core.Permit{Wait: b.maxWait.until(b.expiry, now)}, core.ErrHalfOpenFull)
+			if wait, expired := b.halfOpenFullWait(now); !expired {
+				return b.reject(core.Permit{Wait: wait}, halfOpenFull)
 			}
 			// The max wait passed without a verdict: a new half-open
 			// generation, whose first probe this caller holds.
@@ -147,7 +147,11 @@ func (b *Breaker) Allow() (core.Permit, error) {
 // probe starts a new half-open generation at now whose first probe the
 // caller holds, and unlocks.
 func (b *Breaker) probe(now time.Duration) (core.Permit, error) {
-	b.transition(core.HalfOpen, now)
+	why := core.ReasonOpenDurationElapsed
+	if b.state == core.HalfOpen {
+		why = core.ReasonMaxWaitInHalfOpen
+	}
+	b.transition(core.HalfOpen, now, why)
 	b.inFlight = 1
 	if b.maxWait.unit > 0 {
 		b.expiry = b.maxWait.deadline(now)
@@ -175,22 +179,59 @@ func (b *Breaker) admit() {
 	}
 }
 
-// reject counts a rejection, unlocks and returns it.
-func (b *Breaker) reject(p core.Permit, err error) (core.Permit, error) {
+// reject counts a rejection for reason, unlocks and returns it.
+func (b *Breaker) reject(p core.Permit, reason int) (core.Permit, error) {
 	if b.s.CollectMetrics {
-		switch err {
-		case core.ErrOpen:
+		switch reason {
+		case open:
 			b.m.RejectedOpen++
-		case core.ErrHalfOpenFull:
+		case halfOpenFull:
 			b.m.RejectedHalfOpenFull++
-		case core.ErrForcedOpen:
+		case forcedOpen:
 			b.m.RejectedForcedOpen++
 		default:
 			b.m.RejectedRampUp++
 		}
 	}
 	b.mu.Unlock()
-	return p, err
+	return p, b.rejectionFor(reason)
+}
+
+// halfOpenFullWait is the wait of an ErrHalfOpenFull rejection now, on a
+// half-open breaker whose probe slots are all taken: HalfOpenFullWait, or
+// the time left of the max wait at reading now (not negative) if that is
+// shorter; expired reports that the max wait has passed instead. The caller
+// holds the mutex.
+func (b *Breaker) halfOpenFullWait(now time.Duration) (wait time.Duration, expired bool) {
+	if b.maxWait.unit == 0 { // WaitForever
+		return b.s.HalfOpenFullWait, false
+	}
+	if b.maxWait.over(b.maxWait.left(b.expiry, now)) {
+		return 0, true
+	}
+	return min(b.maxWait.until(b.expiry, now), b.s.HalfOpenFullWait), false
+}
+
+// full reports whether half-open has no probe slot to give (R6). The
+// caller holds the mutex.
+func (b *Breaker) full() bool {
+	return b.inFlight >= b.s.PermittedCallsInHalfOpen || b.inFlight+b.success >= b.s.SuccessesToClose
+}
+
+// retryAfter is what a rejection's RetryAfter reports; see
+// core's rejections.
+func (b *Breaker) retryAfter() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.state == core.Open:
+		return b.wait(b.now())
+	case b.state == core.HalfOpen && b.full():
+		if wait, expired := b.halfOpenFullWait(b.now()); !expired {
+			return wait
+		}
+	}
+	return 0
 }
 
 // Done records the call's error; see core.Breaker.Done. The classifier
@@ -286,7 +327,7 @@ func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 		b.consec++
 	}
 	if trips(&b.s, c, b.consec) {
-		b.trip(0)
+		b.trip(0, tripReason(&b.s, c))
 	}
 	b.unlockAndNotify()
 }
@@ -309,18 +350,19 @@ func (b *Breaker) tally(acted bool, o core.Outcome, slow bool) {
 	}
 }
 
-// trip commits the trip of a counting breaker: closed -> open for at least
-// the bounded hint h, or metrics-only's "would have opened".
-func (b *Breaker) trip(h time.Duration) {
+// trip commits the trip of a counting breaker for reason why: closed ->
+// open for at least the bounded hint h, or metrics-only's "would have
+// opened".
+func (b *Breaker) trip(h time.Duration, why core.Reason) {
 	if b.state == core.MetricsOnly {
 		var now time.Duration
 		if b.s.OnStateChange != nil {
 			now = b.s.Clock.Now()
 		}
-		b.transition(core.MetricsOnly, now)
+		b.transition(core.MetricsOnly, now, why)
 		return
 	}
-	b.open(b.s.OpenDuration, h, b.s.Clock.Now())
+	b.open(b.s.OpenDuration, h, b.s.Clock.Now(), why)
 }
 
 // RecordHint records a failure carrying a retry-after hint; see
@@ -340,9 +382,9 @@ func (b *Breaker) RecordHint(p core.Permit, retryAfter time.Duration) {
 	}
 	b.tally(true, core.Failure, false)
 	if p.Probe {
-		b.open(backoff(&b.s, b.openFor), h, b.s.Clock.Now())
+		b.open(backoff(&b.s, b.openFor), h, b.s.Clock.Now(), core.ReasonRetryAfter)
 	} else {
-		b.trip(h)
+		b.trip(h, core.ReasonRetryAfter)
 	}
 	b.unlockAndNotify()
 }
@@ -357,23 +399,32 @@ func (b *Breaker) recordProbe(o core.Outcome) {
 			if b.s.OnStateChange != nil || b.s.RampUpDuration > 0 {
 				now = b.s.Clock.Now()
 			}
-			b.transition(core.Closed, now)
+			b.transition(core.Closed, now, core.ReasonProbesPassed)
 			if b.s.RampUpDuration > 0 {
 				b.ramping, b.rampEnd = true, b.ramp.deadline(now)
 			}
 		}
 	case core.Failure:
-		b.open(backoff(&b.s, b.openFor), 0, b.s.Clock.Now())
+		b.open(backoff(&b.s, b.openFor), 0, b.s.Clock.Now(), core.ReasonProbeFailed)
 	}
 }
 
 // open commits a transition to Open for the open duration d of this
 // period (R4's backoff), or for the bounded hint h, rounded up to whole
 // milliseconds, if that is longer: a hint never shortens the open duration.
-func (b *Breaker) open(d, h time.Duration, now time.Duration) {
-	b.transition(core.Open, now)
+func (b *Breaker) open(d, h time.Duration, now time.Duration, why core.Reason) {
+	b.transition(core.Open, now, why)
 	b.openFor = d
 	b.deadline = openDeadline(now, hinted(d, h))
+	b.announceDeadline()
+}
+
+// announceDeadline puts the open deadline just set into the queued
+// notification of the transition into Open (Transition.OpenUntil).
+func (b *Breaker) announceDeadline() {
+	if b.s.OnStateChange != nil {
+		b.queue[len(b.queue)-1].OpenUntil = time.Duration(b.deadline) * time.Millisecond
+	}
 }
 
 // wait is how long before a call at now may probe (0: it may).
@@ -383,7 +434,7 @@ func (b *Breaker) wait(now time.Duration) time.Duration {
 
 // transition commits a state change: new generation, fresh state (R11), and
 // a queued notification. The caller holds the mutex.
-func (b *Breaker) transition(to core.State, now time.Duration) {
+func (b *Breaker) transition(to core.State, now time.Duration, why core.Reason) {
 	from := b.state
 	b.state = to
 	b.gen++ // 64 bits: a permit is stale across any number of transitions below 2^64
@@ -395,7 +446,7 @@ func (b *Breaker) transition(to core.State, now time.Duration) {
 	b.count.reset()
 	b.time.reset()
 	if b.s.OnStateChange != nil {
-		b.queue = append(b.queue, core.Transition{Name: b.s.Name, From: from, To: to, Generation: b.gen, At: now})
+		b.queue = append(b.queue, core.Transition{Name: b.s.Name, From: from, To: to, Reason: why, Generation: b.gen, At: now, Time: wall(b.s.Clock, now)})
 	}
 }
 
@@ -496,9 +547,10 @@ func (b *Breaker) ForceOpen(d time.Duration) error {
 		return nil
 	}
 	now := b.s.Clock.Now()
-	b.transition(core.Open, now)
+	b.transition(core.Open, now, core.ReasonManual)
 	b.openFor = b.s.OpenDuration // a re-open after it backs off from the open duration
 	b.deadline = openDeadline(now, wholeMillis(d))
+	b.announceDeadline()
 	b.unlockAndNotify()
 	return nil
 }
@@ -530,6 +582,6 @@ func (b *Breaker) command(to core.State) {
 	if b.s.OnStateChange != nil {
 		now = b.s.Clock.Now()
 	}
-	b.transition(to, now)
+	b.transition(to, now, core.ReasonManual)
 	b.unlockAndNotify()
 }

@@ -181,6 +181,32 @@ func trips(s *core.Settings, w windowCounts, consec uint64) bool {
 	return s.SlowCallRateThreshold > 0 && w.s*100 >= uint64(s.SlowCallRateThreshold)*w.n
 }
 
+// tripReason is the reason of a trip whose window holds w (trips holds):
+// the first rule that holds of the failure rate, the slow-call rate, the
+// failure count and the consecutive failures, as core.Transition.Reason
+// documents.
+func tripReason(s *core.Settings, w windowCounts) core.Reason {
+	enough := w.n >= uint64(s.MinimumNumberOfCalls)
+	if enough && s.FailureRateThreshold > 0 && w.f > 0 && w.f*100 >= uint64(s.FailureRateThreshold)*w.n {
+		return core.ReasonFailureRate
+	}
+	if enough && s.SlowCallRateThreshold > 0 && w.s > 0 && w.s*100 >= uint64(s.SlowCallRateThreshold)*w.n {
+		return core.ReasonSlowCallRate
+	}
+	if s.FailureCountThreshold > 0 && w.f >= uint64(s.FailureCountThreshold) && (enough || !s.MinimumAppliesToCount) {
+		return core.ReasonFailureCount
+	}
+	return core.ReasonConsecutiveFailures
+}
+
+// wall is a Transition's wall-clock time: the clock's, if it tells one.
+func wall(c core.Clock, at time.Duration) time.Time {
+	if w, ok := c.(core.WallClock); ok {
+		return w.Wall(at)
+	}
+	return time.Time{}
+}
+
 // classify is R9's default: a call that gave up (context.Canceled) is
 // ignored, every other error a failure. (Done never classifies nil: it is
 // a success.)

@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"context"
 	"errors"
 	"runtime"
 	"slices"
@@ -17,6 +18,8 @@ import (
 // Counts.
 func TestNoAllocationsInAnyState(t *testing.T) {
 	errDown := errors.New("down")
+	ctx := context.Background()
+	okCall := func(context.Context) (int, error) { return 1, nil }
 	configs := map[string]core.Config{
 		"count":       {WindowSize: 100, FailureRateThreshold: 60},
 		"time":        {WindowType: core.TimeBased, WindowSize: 10, FailureRateThreshold: 60},
@@ -51,6 +54,8 @@ func TestNoAllocationsInAnyState(t *testing.T) {
 					r.B.Done(p, errDown)
 				}
 				allocs("open reject", func() { _, _ = r.B.Allow() })
+				allocs("open reject's wait", func() { _, err := r.B.Allow(); _ = core.RetryAfterOf(err) })
+				allocs("open reject through Do", func() { _, _ = core.Do(ctx, r.B, okCall) })
 				allocs("open state/counts", func() { _, _ = r.B.State(), r.B.Counts() })
 
 				r.Clock.Advance(time.Second)
@@ -58,6 +63,7 @@ func TestNoAllocationsInAnyState(t *testing.T) {
 				allocs("half-open probe released", func() { q, _ := r.B.Allow(); r.B.Record(q, core.Ignored) })
 				q := r.A()
 				allocs("half-open full", func() { _, _ = r.B.Allow() })
+				allocs("half-open full's wait", func() { _, err := r.B.Allow(); _ = core.RetryAfterOf(err) })
 				allocs("half-open stale", func() { r.B.Done(core.Permit{}, errDown) })
 				r.D(p, core.Success)
 				r.D(q, core.Success)

@@ -79,7 +79,7 @@ type Breaker struct {
 // A snapshot read while other goroutines record may not include outcomes
 // still in flight, but it is never torn: 0 <= Failures <= Calls,
 // SlowFailures <= min(SlowCalls, Failures), and for a count window
-// Calls <= WindowSize (R2, R13).
+// Calls <= WindowSize.
 type Counts struct {
 	State               State
 	Generation          uint64 // the breaker generation: transitions since New, as in Permit
@@ -111,7 +111,7 @@ func New(c Config) (*Breaker, error) {
 		return nil, err
 	}
 	if s.OnStateChange != nil {
-		b.dispatch = newDispatcher(s.Name, s.OnStateChange)
+		b.dispatch = newDispatcher(s.Name, s.Clock, s.OnStateChange)
 	}
 	if s.CollectMetrics {
 		b.m = new(counters)
@@ -142,11 +142,12 @@ func (b *Breaker) mustBeNew() {
 }
 
 // Allow asks to make one call. It returns a Permit, or a rejection that
-// matches ErrRejected: ErrOpen (with Permit.Wait set), ErrHalfOpenFull (with
-// Permit.Wait set unless MaxWaitInHalfOpen is WaitForever), ErrForcedOpen or
-// ErrRampingUp. In open state, the first call at or after
-// the deadline moves the breaker to half-open and is one of its probes (R4,
-// R6; regression B04). Disabled and MetricsOnly admit every call.
+// matches ErrRejected and one reason with errors.Is: ErrOpen,
+// ErrHalfOpenFull, ErrForcedOpen or ErrRampingUp; the rejection's
+// Permit.Wait and its RetryAfter (RetryAfterOf) say when to try again. In
+// open state, the first call at or after
+// the deadline moves the breaker to half-open and is one of its probes.
+// Disabled and MetricsOnly admit every call.
 func (b *Breaker) Allow() (Permit, error) {
 	// Closed, not ramping up, nothing to time or count: the hot path, kept
 	// apart from the rest of Allow's frame: base and the word (one cache
@@ -196,7 +197,7 @@ func (b *Breaker) allow() (Permit, error) {
 					// must come from one word at one reading.
 					continue
 				}
-				return b.reject(Permit{Wait: wait}, ErrOpen)
+				return b.reject(Permit{Wait: wait}, rejectOpen)
 			}
 			// open -> half-open: a successful swap hands this caller the
 			// first probe slot of the new generation; losers reload and
@@ -209,10 +210,10 @@ func (b *Breaker) allow() (Permit, error) {
 			if int(u.inFlight) >= b.s.PermittedCallsInHalfOpen ||
 				int(u.inFlight)+int(u.success) >= b.s.SuccessesToClose {
 				if b.s.MaxWaitInHalfOpen == WaitForever {
-					return b.reject(Permit{}, ErrHalfOpenFull)
+					return b.reject(Permit{Wait: b.s.HalfOpenFullWait}, rejectHalfOpenFull)
 				}
 				now := max(b.s.Clock.Now(), 0)
-				if left := signedDiff(uint64(u.expiry), b.s.halfOpenUnits(now), expiryBits); !b.s.halfOpenExpired(left) {
+				if wait, expired := b.halfOpenFullWait(u, now); !expired {
 					if b.state.Load() != w {
 						// A probe's outcome (or any transition) came
 						// between the load and the clock reading: the
@@ -220,9 +221,7 @@ func (b *Breaker) allow() (Permit, error) {
 						// at one reading, so decide again.
 						continue
 					}
-					// left is 1 .. span+1 units: the wait is positive.
-					unit := b.s.halfOpenWait.unit
-					return b.reject(Permit{Wait: time.Duration(left)*unit - now%unit}, ErrHalfOpenFull)
+					return b.reject(Permit{Wait: wait}, rejectHalfOpenFull)
 				}
 				// half-open -> half-open: the max wait passed without a
 				// verdict. A successful swap starts a new generation, whose
@@ -242,7 +241,7 @@ func (b *Breaker) allow() (Permit, error) {
 				return Permit{Generation: gen, Probe: true}, nil
 			}
 		case ForcedOpen:
-			return b.reject(Permit{}, ErrForcedOpen)
+			return b.reject(Permit{}, rejectForcedOpen)
 		case claimOpen, claimOther:
 			b.help(w)
 		default: // Disabled, MetricsOnly
@@ -301,7 +300,7 @@ func (b *Breaker) allowRamping(w, gen uint64) (Permit, error) {
 			return b.Allow()
 		}
 		if !b.s.rampAdmits(uint64(left), now) {
-			return b.reject(Permit{}, ErrRampingUp)
+			return b.reject(Permit{}, rejectRampingUp)
 		}
 	} else {
 		// The ramp is over. Clearing its flag (closed -> closed, same
@@ -323,12 +322,66 @@ func (b *Breaker) admit() {
 	}
 }
 
-// reject counts a rejection and returns it.
-func (b *Breaker) reject(p Permit, err error) (Permit, error) {
+// reject counts a rejection for reason (rejectOpen and the rest) and
+// returns it.
+func (b *Breaker) reject(p Permit, reason int) (Permit, error) {
 	if b.m != nil {
-		b.m.rejected(err)
+		b.m.rejected(reason)
+	}
+	var err error
+	switch reason {
+	case rejectOpen:
+		err = boundRejection[openReason]{b}
+	case rejectHalfOpenFull:
+		err = boundRejection[halfOpenFullReason]{b}
+	case rejectForcedOpen:
+		err = boundRejection[forcedOpenReason]{b}
+	default:
+		err = boundRejection[rampingUpReason]{b}
 	}
 	return p, err
+}
+
+// halfOpenFullWait is the wait of an ErrHalfOpenFull rejection on the full
+// half-open word u at reading now (not negative), with a max wait on:
+// HalfOpenFullWait, or the time left of the max wait if that is shorter;
+// expired reports that the max wait has passed instead (the caller may
+// start a new probe generation).
+func (b *Breaker) halfOpenFullWait(u word, now time.Duration) (wait time.Duration, expired bool) {
+	left := signedDiff(uint64(u.expiry), b.s.halfOpenUnits(now), expiryBits)
+	if b.s.halfOpenExpired(left) {
+		return 0, true
+	}
+	// left is 1 .. span+1 units: the wait is positive.
+	unit := b.s.halfOpenWait.unit
+	return min(time.Duration(left)*unit-now%unit, b.s.HalfOpenFullWait), false
+}
+
+// retryAfter is what a rejection's RetryAfter reports: how long from now
+// until the breaker may admit a call, from one word at one reading.
+func (b *Breaker) retryAfter() time.Duration {
+	for {
+		w := b.load()
+		var wait time.Duration
+		switch State(w & stateMask) {
+		case Open:
+			wait = untilDeadline(w>>payShift&payMask, b.s.Clock.Now())
+		case HalfOpen:
+			u := unpack(w)
+			if int(u.inFlight) < b.s.PermittedCallsInHalfOpen && int(u.inFlight)+int(u.success) < b.s.SuccessesToClose {
+				return 0 // a probe slot is free
+			}
+			if b.s.MaxWaitInHalfOpen == WaitForever {
+				return b.s.HalfOpenFullWait
+			}
+			wait, _ = b.halfOpenFullWait(u, max(b.s.Clock.Now(), 0))
+		default:
+			return 0
+		}
+		if b.state.Load() == w {
+			return wait
+		}
+	}
 }
 
 // expiry is the half-open max-wait deadline of a generation starting at now
@@ -348,7 +401,7 @@ func (b *Breaker) startIf(now time.Duration) time.Duration {
 // Config.Classifier (nil is always Success). A Failure whose error carries a
 // retry-after hint is recorded with RecordHint when Config.MaxRetryAfter is
 // set. A panicking classifier releases the permit as Ignored and the panic
-// propagates (R10). Call Done or Record exactly once per permit: a second
+// propagates. Call Done or Record exactly once per permit: a second
 // call for the same half-open probe may release another probe's slot.
 func (b *Breaker) Done(p Permit, err error) {
 	if err == nil {
@@ -363,7 +416,7 @@ func (b *Breaker) Done(p Permit, err error) {
 func counting(s State) bool { return s == Closed || s == MetricsOnly }
 
 // Record records outcome o for the call made with p. An outcome whose permit
-// is of another generation is stale and changes nothing (R8), nor does one
+// is of another generation is stale and changes nothing, nor does one
 // recorded while Disabled. An Outcome value other than Success, Failure and
 // Ignored counts as Failure.
 func (b *Breaker) Record(p Permit, o Outcome) {
@@ -647,7 +700,7 @@ func (b *Breaker) trip(w, gen uint64, hint time.Duration, t tally) bool {
 			return false
 		}
 		b.tally(t)
-		b.notify(MetricsOnly, MetricsOnly, g, b.clockIfListening())
+		b.notify(MetricsOnly, MetricsOnly, g, b.clockIfListening(), b.tripReasonIfListening(gen, hint))
 		return true
 	}
 	// closed -> open: a successful claim is the one trip of this
@@ -658,7 +711,7 @@ func (b *Breaker) trip(w, gen uint64, hint time.Duration, t tally) bool {
 		return false
 	}
 	b.tally(t)
-	b.notify(Closed, Open, g, now)
+	b.notifyOpen(Closed, g, now, b.tripReasonIfListening(gen, hint), b.s.openDurationHinted(0, hint))
 	return true
 }
 
@@ -737,7 +790,7 @@ func (b *Breaker) claimOpenFor(step uint8, gen uint32, d time.Duration) uint64 {
 // half-open one, for the longer of the configured open duration and the
 // hint, which is kept in whole milliseconds, rounded up (as ForceOpen's
 // duration). With hints off or a hint of zero or less it is
-// Record(p, Failure). A stale permit changes nothing (R8).
+// Record(p, Failure). A stale permit changes nothing.
 func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 	h := b.s.hint(retryAfter)
 	if h == 0 {
@@ -776,12 +829,17 @@ func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 // notifying.
 func (b *Breaker) reopen(w uint64, u word, gen uint64, hint time.Duration) bool {
 	g := gen + 1
-	t, ok := b.commit(w, b.claimOpen(b.s.nextStep(u.step), lowGen(g), hint))
+	step := b.s.nextStep(u.step)
+	t, ok := b.commit(w, b.claimOpen(step, lowGen(g), hint))
 	if !ok {
 		return false
 	}
 	b.count(Failure, false)
-	b.notify(HalfOpen, Open, g, t)
+	why := ReasonProbeFailed
+	if hint > 0 {
+		why = ReasonRetryAfter // the dependency's own word is the more telling reason
+	}
+	b.notifyOpen(HalfOpen, g, t, why, b.s.openDurationHinted(step, hint))
 	return true
 }
 
@@ -840,7 +898,7 @@ func (b *Breaker) recordProbe(p Permit, o Outcome) {
 			if b.s.RampUpDuration > 0 {
 				if t, ok := b.commit(w, claimWord(claimOther, 0, lowGen(g), claimFlag>>payShift)); ok {
 					b.count(Success, false)
-					b.notify(HalfOpen, Closed, g, t)
+					b.notify(HalfOpen, Closed, g, t, ReasonProbesPassed)
 					return
 				}
 				continue
@@ -848,7 +906,7 @@ func (b *Breaker) recordProbe(p Permit, o Outcome) {
 			t := b.clockIfListening()
 			if b.state.CompareAndSwap(w, pack(word{state: Closed, gen: lowGen(g)})) {
 				b.count(Success, false)
-				b.notify(HalfOpen, Closed, g, t)
+				b.notify(HalfOpen, Closed, g, t, ReasonProbesPassed)
 				return
 			}
 		default:
@@ -883,16 +941,40 @@ func (b *Breaker) admitProbe(from State, p Permit, at time.Duration) Permit {
 			b.Record(p, Ignored)
 		}
 	}()
-	b.dispatch.publish(from, HalfOpen, p.Generation, at)
+	why := ReasonOpenDurationElapsed
+	if from == HalfOpen {
+		why = ReasonMaxWaitInHalfOpen
+	}
+	b.dispatch.publish(from, HalfOpen, p.Generation, at, why, 0)
 	delivered = true
 	return p
 }
 
-func (b *Breaker) notify(from, to State, gen uint64, at time.Duration) {
+func (b *Breaker) notify(from, to State, gen uint64, at time.Duration, why Reason) {
 	b.committed(from, to, gen)
 	if b.dispatch != nil {
-		b.dispatch.publish(from, to, gen, at)
+		b.dispatch.publish(from, to, gen, at, why, 0)
 	}
+}
+
+// notifyOpen is notify for a transition into Open committed at reading at
+// for the open duration d: the notification's OpenUntil is the deadline
+// the commit set, computed the same way (deadlineMillis).
+func (b *Breaker) notifyOpen(from State, gen uint64, at time.Duration, why Reason, d time.Duration) {
+	b.committed(from, Open, gen)
+	if b.dispatch != nil {
+		until := time.Duration(deadlineMillis(at, d)) * time.Millisecond
+		b.dispatch.publish(from, Open, gen, at, why, until)
+	}
+}
+
+// tripReasonIfListening is tripReason when someone will see it, and 0
+// otherwise, so that a breaker without a listener pays nothing for it.
+func (b *Breaker) tripReasonIfListening(gen uint64, h time.Duration) Reason {
+	if b.dispatch == nil {
+		return 0
+	}
+	return b.tripReason(gen, h)
 }
 
 // committed does what follows every committed transition to generation gen
@@ -951,7 +1033,7 @@ func (b *Breaker) ForceOpen(d time.Duration) error {
 		return nil
 	}
 	// Open for d from a reading taken after the claim (commit).
-	b.control(Open, func(w uint64, g uint32) (time.Duration, bool) {
+	b.control(Open, wholeMillis(d), func(w uint64, g uint32) (time.Duration, bool) {
 		return b.commit(w, b.claimOpenFor(0, g, d))
 	})
 	return nil
@@ -975,7 +1057,7 @@ func (b *Breaker) Reset() { b.command(word{state: Closed}, b.clockIfListening())
 // command commits a manual control: whatever the breaker was doing, the
 // next generation is n, notified as at.
 func (b *Breaker) command(n word, at time.Duration) {
-	b.control(n.state, func(w uint64, g uint32) (time.Duration, bool) {
+	b.control(n.state, 0, func(w uint64, g uint32) (time.Duration, bool) {
 		n.gen = g
 		return at, b.state.CompareAndSwap(w, pack(n))
 	})
@@ -985,7 +1067,7 @@ func (b *Breaker) command(n word, at time.Duration) {
 // the next generation's (g, its low bits) and reports the transition's time
 // and whether the swap won; a lost one is tried again from a new load. Every
 // permit of the old generation becomes stale (R8).
-func (b *Breaker) control(to State, move func(w uint64, g uint32) (time.Duration, bool)) {
+func (b *Breaker) control(to State, openFor time.Duration, move func(w uint64, g uint32) (time.Duration, bool)) {
 	b.mustBeNew()
 	for {
 		w := b.load()
@@ -996,7 +1078,11 @@ func (b *Breaker) control(to State, move func(w uint64, g uint32) (time.Duration
 		}
 		g := gen + 1
 		if t, ok := move(w, lowGen(g)); ok {
-			b.notify(u.state, to, g, t)
+			if to == Open {
+				b.notifyOpen(u.state, g, t, ReasonManual, openFor)
+			} else {
+				b.notify(u.state, to, g, t, ReasonManual)
+			}
 			return
 		}
 	}
@@ -1013,7 +1099,7 @@ func (b *Breaker) Metrics() Metrics {
 	return b.m.snapshot()
 }
 
-// State returns the current state. It is time-aware (R5): an open breaker
+// State returns the current state. It is time-aware: an open breaker
 // whose open duration has elapsed reports HalfOpen although no call has
 // arrived yet. It reads the clock only in open state and commits nothing
 // of its own (a transition another call has claimed it completes first):

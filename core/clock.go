@@ -6,7 +6,7 @@ import (
 	"go.uber.org/atomic"
 )
 
-// Clock is the breaker's only source of time (R14): a monotonic reading, as a
+// Clock is the breaker's only source of time: a monotonic reading, as a
 // duration since an arbitrary base. Implementations must be safe for
 // concurrent use. A reading that goes backwards is tolerated: the breaker
 // treats the elapsed time as zero and never brings evicted data back.
@@ -16,8 +16,8 @@ type Clock interface {
 
 // SystemClock reads Go's monotonic clock as the time since its base. It
 // never goes through Unix time, which would drop the monotonic reading and
-// let a wall-clock step pin a breaker open or skip its open period (regression
-// B19, exaring/hoglet #25). NewSystemClock's base is its construction; the
+// let a wall-clock step pin a breaker open or skip its open period (a bug other
+// breakers have had). NewSystemClock's base is its construction; the
 // zero value is ready to use too and measures from a process-wide base,
 // taken when this package was initialized.
 type SystemClock struct {

@@ -66,7 +66,7 @@ const minDefaultMaxWait = time.Minute
 // The constructors return errors.Join of one *ConfigError per problem found.
 var ErrInvalidConfig = errors.New("casbreaker: invalid config")
 
-// ConfigError names one configuration field and what is wrong with it (R3).
+// ConfigError names one configuration field and what is wrong with it.
 // It matches ErrInvalidConfig with errors.Is.
 type ConfigError struct {
 	Field   string // the Config field, for example "MinimumNumberOfCalls"
@@ -82,7 +82,7 @@ func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig 
 
 // Config describes a breaker. Field names follow Resilience4j and gobreaker.
 // Every field's zero value is documented; a zero Config is invalid only
-// because it enables no trip rule (R3). Config is read once by the
+// because it enables no trip rule. Config is read once by the
 // constructor; changing it afterwards has no effect.
 type Config struct {
 	// Name labels the breaker in Transition notifications. Zero: "".
@@ -96,14 +96,21 @@ type Config struct {
 	// (a rate threshold or FailureCountThreshold), otherwise no window.
 	WindowSize int
 	// MinimumNumberOfCalls is the number of calls the window must hold before
-	// the rate rules may trip (seed 003: never judge a partial window). Zero:
+	// the rate rules may trip (a partial window is never judged). Zero:
 	// WindowSize for CountBased, 100 for TimeBased. When set (non-zero) it
-	// also applies to FailureCountThreshold (R1). It never applies to
-	// ConsecutiveFailures or in half-open (R7).
+	// also applies to FailureCountThreshold. It never applies to
+	// ConsecutiveFailures or in half-open.
+	//
+	// Pick it from the lowest traffic that should still trip: a time window
+	// holds about rate x WindowSize calls, and with fewer than the minimum
+	// the rate rules never trip. The time-window default of 100 needs 10
+	// calls a second in a 10 s window: at 5 calls a second a 10 s window
+	// holds 50, and a dependency failing every call stays closed. For such
+	// a window set it to, say, half of rate x WindowSize (25 there).
 	MinimumNumberOfCalls int
 
 	// FailureRateThreshold trips the breaker when failures*100 >=
-	// threshold*calls, in percent, 0..100 (R1, inclusive). Zero: disabled.
+	// threshold*calls, in percent, 0..100 (inclusive). Zero: disabled.
 	FailureRateThreshold int
 	// SlowCallRateThreshold trips the breaker when slow*100 >= threshold*calls,
 	// in percent, 0..100. Zero: disabled. Needs SlowCallDurationThreshold.
@@ -113,7 +120,7 @@ type Config struct {
 	// Allow or Done for it).
 	SlowCallDurationThreshold time.Duration
 	// FailureCountThreshold trips the breaker when the window holds at least
-	// this many failures (seed 000: 3 failures within 10 minutes). Zero:
+	// this many failures (for example 3 failures within a 600 s window). Zero:
 	// disabled.
 	FailureCountThreshold int
 	// ConsecutiveFailures trips the breaker after this many counted failures
@@ -122,12 +129,12 @@ type Config struct {
 	ConsecutiveFailures int
 
 	// OpenDuration is how long the breaker stays open before a call may probe
-	// (R4; Resilience4j waitDurationInOpenState, gobreaker Timeout). It is kept
+	// (Resilience4j waitDurationInOpenState, gobreaker Timeout). It is kept
 	// at millisecond resolution, rounded up, so it is never shortened.
 	// Zero: 60 s. At most a year.
 	OpenDuration time.Duration
 	// OpenDurationBackoff multiplies the open duration on every re-open from
-	// half-open, up to MaxOpenDuration; closing resets it (R4, seed 000: "a
+	// half-open, up to MaxOpenDuration; closing resets it ("a
 	// few seconds, growing to minutes"). Zero or 1: no backoff. The maximum
 	// must be reached within 31 re-opens.
 	OpenDurationBackoff float64
@@ -137,17 +144,17 @@ type Config struct {
 	MaxOpenDuration time.Duration
 
 	// PermittedCallsInHalfOpen is how many probes may be in flight at once in
-	// half-open (R6), 1..255. Zero: 1.
+	// half-open, 1..255. Zero: 1.
 	PermittedCallsInHalfOpen int
-	// SuccessesToClose is how many probe successes close the breaker (R7),
+	// SuccessesToClose is how many probe successes close the breaker,
 	// 1..255. Zero: PermittedCallsInHalfOpen.
 	SuccessesToClose int
 
-	// Classifier maps a call's error to an outcome (R9). Zero:
+	// Classifier maps a call's error to an outcome. Zero:
 	// DefaultClassifier. It runs on the caller's goroutine inside Done; if it
-	// panics the permit is released as Ignored and the panic propagates (R10).
+	// panics the permit is released as Ignored and the panic propagates.
 	Classifier func(error) Outcome
-	// Clock is the only source of time (R14). Zero: a monotonic clock started
+	// Clock is the only source of time. Zero: a monotonic clock started
 	// at construction (NewSystemClock); a zero SystemClock{} works too and
 	// measures from the package's initialization. It must not panic or call
 	// into the breaker: the baseline reads it under its mutex.
@@ -157,7 +164,7 @@ type Config struct {
 	// passed, the first call that would be rejected because every probe slot
 	// is taken starts a new half-open generation instead and is its first
 	// probe: the permits of the lost probes (a caller that never called Done,
-	// a goroutine that died) become stale (R8). Until then a call refused
+	// a goroutine that died) become stale. Until then a call refused
 	// with ErrHalfOpenFull gets the time left in Permit.Wait. It is kept in
 	// coarse units of max(1 ms, MaxWaitInHalfOpen/1024) rounded up, so it is
 	// never shortened. At most a year.
@@ -171,10 +178,20 @@ type Config struct {
 	// keeps the breaker half-open until a manual control, and half-open
 	// reads no clock for it. Any other negative value is rejected.
 	MaxWaitInHalfOpen time.Duration
+	// HalfOpenFullWait is the wait an ErrHalfOpenFull rejection asks its
+	// caller for (Permit.Wait and the rejection's RetryAfter): the probes in
+	// flight decide the breaker's fate within about one call's duration, so a
+	// refused caller should come back after about that long, neither at once
+	// (a busy loop) nor after the whole max wait. The wait reported is the
+	// shorter of this and what is left of MaxWaitInHalfOpen. Zero: a tenth
+	// of OpenDuration, rounded up to whole milliseconds, at least 1 ms (6 s
+	// for the default open duration of 60 s). 0..a year;
+	// anything else is rejected.
+	HalfOpenFullWait time.Duration
 
 	// RampUpDuration is how long after half-open -> closed the breaker admits
 	// only a linearly growing share of calls, from RampUpStartPercent to
-	// 100 %, rejecting the rest with ErrRampingUp (seed 002: the pent-up
+	// 100 %, rejecting the rest with ErrRampingUp (against the pent-up
 	// demand that re-trips a dependency the moment it recovers). The share
 	// is decided per call from a hash of its clock reading, with no shared
 	// counter: calls with the same reading (a frozen ManualClock, a coarse
@@ -189,9 +206,9 @@ type Config struct {
 	// MaxRetryAfter enables retry-after hints and bounds them: a call whose
 	// outcome is Failure and whose error carries a positive hint (RetryAfterOf)
 	// trips the breaker at once, closed or half-open, and keeps it open for
-	// at least min(hint, MaxRetryAfter), rounded up to whole milliseconds
-	// (seed 000: "hints from the dependency"). Zero: hints are ignored and
-	// errors are not inspected for them. At most a year.
+	// at least min(hint, MaxRetryAfter), rounded up to whole milliseconds.
+	// Zero: hints are ignored and errors are not inspected for them. At most
+	// a year.
 	MaxRetryAfter time.Duration
 
 	// CollectMetrics turns on the cumulative counters that Metrics returns.
@@ -201,7 +218,7 @@ type Config struct {
 
 	// OnStateChange is called once per committed transition, in generation
 	// order, outside every internal critical section, on the goroutine of one
-	// of the callers involved (R12). It may call back into the breaker. Zero:
+	// of the callers involved. It may call back into the breaker. Zero:
 	// no notifications.
 	OnStateChange func(Transition)
 }
@@ -227,6 +244,7 @@ type Settings struct {
 	PermittedCallsInHalfOpen  int
 	SuccessesToClose          int
 	MaxWaitInHalfOpen         time.Duration // resolved: > 0, or WaitForever
+	HalfOpenFullWait          time.Duration // resolved: > 0
 	RampUpDuration            time.Duration
 	RampUpStartPercent        int
 	MaxRetryAfter             time.Duration
@@ -242,7 +260,7 @@ type Settings struct {
 	lastStep      uint8
 }
 
-// Validate checks c against R3 and resolves its defaults. It returns every
+// Validate checks c against the configuration rules and resolves its defaults. It returns every
 // problem at once, as errors.Join of *ConfigError values that each match
 // ErrInvalidConfig; it never panics and never clamps a value.
 func (c Config) Validate() (Settings, error) {
@@ -349,6 +367,14 @@ func (c Config) Validate() (Settings, error) {
 		// The base open duration is resolved above (the default when
 		// OpenDuration is zero; zero only for an invalid config).
 		s.MaxWaitInHalfOpen = max(s.OpenDuration, minDefaultMaxWait)
+	}
+	switch w := c.HalfOpenFullWait; {
+	case w < 0 || w > MaxOpenDurationLimit:
+		bad("HalfOpenFullWait", "%v is outside 0..%v (0: the default, OpenDuration/10)", w, MaxOpenDurationLimit)
+	case w == 0:
+		s.HalfOpenFullWait = max(wholeMillis(s.OpenDuration/10), time.Millisecond)
+	default:
+		s.HalfOpenFullWait = w
 	}
 	for _, d := range []struct {
 		field string

@@ -38,6 +38,8 @@ func TestConfigRejectsEachBadField(t *testing.T) {
 		{"WindowSize", func(c *core.Config) { c.WindowSize = core.MaxCountWindow + 1 }},
 		{"WindowSize", func(c *core.Config) { c.WindowType, c.WindowSize = core.TimeBased, core.MaxTimeWindow+1 }},
 		{"WindowType", func(c *core.Config) { c.WindowType = 7 }},
+		{"HalfOpenFullWait", func(c *core.Config) { c.HalfOpenFullWait = -time.Millisecond }},
+		{"HalfOpenFullWait", func(c *core.Config) { c.HalfOpenFullWait = 400 * 24 * time.Hour }},
 		{"FailureCountThreshold", func(c *core.Config) { c.FailureCountThreshold = -1 }},
 		{"FailureCountThreshold", func(c *core.Config) { c.WindowSize, c.FailureCountThreshold = 5, 6 }},
 		{"ConsecutiveFailures", func(c *core.Config) { c.ConsecutiveFailures = -1 }},
@@ -87,6 +89,7 @@ func TestConfigDefaults(t *testing.T) {
 	require.Equal(t, 60*time.Second, s.OpenDuration)
 	require.Equal(t, 1.0, s.OpenDurationBackoff) // no backoff
 	require.Equal(t, 60*time.Second, s.MaxOpenDuration)
+	require.Equal(t, 6*time.Second, s.HalfOpenFullWait) // a tenth of the open duration
 	require.NotNil(t, s.Clock)
 	require.NotNil(t, s.Classifier)
 
@@ -94,6 +97,15 @@ func TestConfigDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 20, s.MinimumNumberOfCalls) // a count window is judged only when full
 	require.Equal(t, 4, s.SuccessesToClose)
+
+	// The half-open-full wait is rounded up to whole milliseconds, and at
+	// least one.
+	s, err = core.Config{ConsecutiveFailures: 1, OpenDuration: 5 * time.Millisecond}.Validate()
+	require.NoError(t, err)
+	require.Equal(t, time.Millisecond, s.HalfOpenFullWait)
+	s, err = core.Config{ConsecutiveFailures: 1, OpenDuration: 1234567 * time.Microsecond}.Validate()
+	require.NoError(t, err)
+	require.Equal(t, 124*time.Millisecond, s.HalfOpenFullWait)
 
 	s, err = core.Config{ConsecutiveFailures: 5}.Validate()
 	require.NoError(t, err)

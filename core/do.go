@@ -7,13 +7,26 @@ import (
 	"time"
 )
 
+// Guard is the two-step API that Do and the packages built on it
+// (httpbreaker, registry users) need: admit a call, then report it. Both
+// implementations keep it, and so can a test double.
+type Guard interface {
+	// Allow asks to make one call: a Permit, or a rejection that matches
+	// ErrRejected and carries a RetryAfterHint (see Breaker.Allow).
+	Allow() (Permit, error)
+	// Done reports the call made with p by its error, classified by the
+	// breaker's classifier (see Breaker.Done).
+	Done(p Permit, err error)
+	// Record reports the call made with p by its outcome (see
+	// Breaker.Record).
+	Record(p Permit, o Outcome)
+}
+
 // CircuitBreaker is the contract both implementations keep: the lock-free
 // Breaker in this package and the mutex baseline in package baseline. Every
 // behavioural test runs against both through it.
 type CircuitBreaker interface {
-	Allow() (Permit, error)
-	Done(p Permit, err error)
-	Record(p Permit, o Outcome)
+	Guard
 	RecordHint(p Permit, retryAfter time.Duration)
 	State() State
 	Counts() Counts
@@ -29,8 +42,7 @@ type CircuitBreaker interface {
 // retry-after hint (RetryAfterOf) is recorded with RecordHint when
 // Config.MaxRetryAfter enables hints. If the classifier, or the error's
 // RetryAfter or Unwrap method, panics, p is recorded as Ignored, so no
-// half-open slot leaks, and the panic propagates unchanged (R10,
-// regression B07).
+// half-open slot leaks, and the panic propagates unchanged.
 func (b *Breaker) recordError(p Permit, err error) {
 	s := &b.s
 	o, hint := Ignored, time.Duration(0)
@@ -68,11 +80,14 @@ func checkForceOpen(d time.Duration) error {
 // Do runs fn under b, the common case of the two-step API. It returns
 // ctx.Err() without calling fn (and without taking a permit) if ctx is
 // already done, the rejection error if b refuses the call, and otherwise
-// fn's result and error. fn's error is classified by the breaker's
-// classifier: by default context.Canceled is neutral (R9) and every other
-// error a failure. A panic in fn is recorded as a failure and re-panics with
-// the same value (R10).
-func Do[T any](ctx context.Context, b CircuitBreaker, fn func(context.Context) (T, error)) (T, error) {
+// fn's result and error. A rejection matches ErrRejected and its reason
+// (ErrOpen and the rest) with errors.Is, and says when to try again:
+// RetryAfterOf(err) is the rejecting Allow's Permit.Wait. fn's error is
+// classified by the breaker's classifier: by default context.Canceled is
+// neutral and every other error a failure. A panic in fn is recorded as a
+// failure and re-panics with the same value. Do allocates nothing of its
+// own.
+func Do[T any](ctx context.Context, b Guard, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if err := ctx.Err(); err != nil {
 		return zero, err

@@ -16,10 +16,8 @@
 // The whole state machine (state, generation, open deadline, backoff step,
 // half-open probe counts, ramp-up and max-wait deadlines) is one uint64
 // advanced by compare-and-swap; Allow, Done and Record take no lock and
-// allocate nothing. The rules both implementations keep are R1-R15 of
-// docs/semantics.md in the repository (cited as "R6" and so on in the
-// documentation here); regressions "B01".."B32" are docs/regressions.md,
-// and "seed 000".."seed 003" the articles the project grew from.
-// docs/design.md has the bit layout, every transition, and the known
+// allocate nothing. The rules both implementations keep are written out in
+// https://github.com/casbreaker/casbreaker/blob/main/docs/semantics.md, and
+// docs/design.md there has the bit layout, every transition and the known
 // limits.
 package core

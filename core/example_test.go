@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/casbreaker/casbreaker/core"
 )
 
-// The quick start of the README: wrap a call with Do.
+// The quick start of the README, copied from here: one breaker around a
+// call, and a refusal that says why and when to try again.
 func Example() {
 	b, err := core.New(core.Config{
 		WindowSize:           20, // the last 20 calls
@@ -18,22 +20,29 @@ func Example() {
 		OpenDuration:         5 * time.Second,
 	})
 	if err != nil {
-		panic(err)
+		log.Fatal(err) // every bad field at once, each named; errors.Is(err, core.ErrInvalidConfig)
 	}
-	errDown := errors.New("dependency down")
-	for range 10 {
-		_, err = core.Do(context.Background(), b, func(ctx context.Context) (string, error) {
-			return "", errDown
-		})
+	fetch := func(ctx context.Context) ([]byte, error) { // your call
+		return nil, errors.New("connection refused")
 	}
-	fmt.Println(b.State())
-	_, err = core.Do(context.Background(), b, func(ctx context.Context) (string, error) {
-		return "never called", nil
-	})
-	fmt.Println(err, errors.Is(err, core.ErrRejected))
+
+	ctx := context.Background()
+	failed := 0
+	for range 11 {
+		body, err := core.Do(ctx, b, fetch)
+		switch {
+		case errors.Is(err, core.ErrOpen): // also ErrHalfOpenFull, ErrForcedOpen, ErrRampingUp; all match ErrRejected
+			fmt.Println("not called; try again in", core.RetryAfterOf(err).Round(time.Second))
+		case err != nil:
+			failed++
+		default:
+			fmt.Println(len(body), "bytes")
+		}
+	}
+	fmt.Println(failed, "calls failed")
 	// Output:
-	// open
-	// casbreaker: circuit breaker is open true
+	// not called; try again in 5s
+	// 10 calls failed
 }
 
 // The two-step API: Allow before the call, Done after it. Nothing allocates.

@@ -51,6 +51,7 @@ func ftWait(r *rig, want time.Duration) {
 	require.ErrorIs(r.t, err, core.ErrOpen, "Allow at %v", r.Clock.Now())
 	require.ErrorIs(r.t, err, core.ErrRejected)
 	require.Equal(r.t, core.Permit{Wait: want}, p, "Allow at %v", r.Clock.Now())
+	require.Equal(r.t, want, core.RetryAfterOf(err), "the rejection's RetryAfter at %v", r.Clock.Now())
 }
 
 // ftHalfOpenFull is Allow that must be refused with ErrHalfOpenFull and
@@ -61,6 +62,7 @@ func ftHalfOpenFull(r *rig, want time.Duration) {
 	require.ErrorIs(r.t, err, core.ErrHalfOpenFull, "Allow at %v", r.Clock.Now())
 	require.ErrorIs(r.t, err, core.ErrRejected)
 	require.Equal(r.t, core.Permit{Wait: want}, p, "Allow at %v", r.Clock.Now())
+	require.Equal(r.t, want, core.RetryAfterOf(err), "the rejection's RetryAfter at %v", r.Clock.Now())
 }
 
 // ftGen is the current generation.
@@ -1007,7 +1009,10 @@ func TestFeatureHalfOpenMaxWait(t *testing.T) {
 					require.True(t, lost.Probe)
 					for _, at := range []time.Duration{tc.open + time.Second, tc.open + tc.wait - time.Nanosecond, tc.deadline - time.Nanosecond} {
 						ftSet(r, at)
-						ftHalfOpenFull(r, tc.deadline-at)
+						// The wait is the default HalfOpenFullWait (a tenth
+						// of the open duration) until the max wait has less
+						// left.
+						ftHalfOpenFull(r, min(tc.deadline-at, tc.open/10))
 						r.Is(core.HalfOpen)
 					}
 					ftCBs(r, "C>O@0", fmt.Sprintf("O>H@%g", tc.open.Seconds()))
@@ -1027,7 +1032,8 @@ func TestFeatureHalfOpenMaxWait(t *testing.T) {
 
 	// WaitForever is the old default, now asked for by name: a lost probe
 	// keeps the breaker half-open, whatever the clock says, until a manual
-	// control; the rejections carry no wait.
+	// control; the rejections carry the half-open-full wait (a tenth of the
+	// open duration by default), so callers back off instead of spinning.
 	t.Run("WaitForever: a lost probe keeps it half-open", func(t *testing.T) {
 		forEachImpl(t, func(t *testing.T, mk maker) {
 			r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: open, MaxWaitInHalfOpen: core.WaitForever})
@@ -1036,7 +1042,7 @@ func TestFeatureHalfOpenMaxWait(t *testing.T) {
 			r.A()
 			for _, at := range []time.Duration{time.Hour, 400 * 24 * time.Hour, 50 * 365 * 24 * time.Hour} {
 				ftSet(r, at)
-				ftHalfOpenFull(r, 0)
+				ftHalfOpenFull(r, open/10)
 				r.Is(core.HalfOpen)
 			}
 			ftCBs(r, "C>O@0", "O>H@5")

@@ -215,7 +215,7 @@ func (in stateWordInput) check(t *testing.T) string {
 		t.Fatalf("op %d [%s] on %+v (permit %+v, outcome %v, %+v, now %v): word %+v, want %+v",
 			op, want.label, u, p, o, arg, now, unpack(after), unpack(want.word))
 	}
-	if gotP != want.permit || !errors.Is(gotErr, want.err) || (gotErr == nil) != (want.err == nil) || gotSt != want.state ||
+	if gotP != want.permit || !errors.Is(gotErr, want.err) || (errors.Is(want.err, ErrRejected) && RetryAfterOf(gotErr) != want.permit.Wait) || (gotErr == nil) != (want.err == nil) || gotSt != want.state ||
 		gotC != want.counts || gotM != (Metrics{}) {
 		t.Fatalf("op %d [%s] on %+v (permit %+v, %+v, now %v): returned %+v %v %v %+v %+v, want %+v %v %v %+v",
 			op, want.label, u, p, arg, now, gotP, gotErr, gotSt, gotC, gotM, want.permit, want.err, want.state, want.counts)
@@ -228,7 +228,17 @@ func (in stateWordInput) check(t *testing.T) string {
 	if advanced := (a.gen - u.gen) & genMask; advanced > 1 || int(advanced) != len(got) {
 		t.Fatalf("[%s] generation advanced by %d with %d notifications", want.label, advanced, len(got))
 	}
-	if len(got) == 1 && (got[0] != Transition{From: u.state, To: a.state, Generation: gen + 1, At: want.at}) {
+	// Which rule a reason names is the differential tests' to check
+	// (both implementations decide it); here every notification has one.
+	// OpenUntil is the deadline the new word holds (mod 2^36 ms there).
+	var until time.Duration
+	if len(got) == 1 && a.state == Open {
+		until = got[0].OpenUntil
+		if uint64(until/time.Millisecond)%deadlineMod != a.deadline || until%time.Millisecond != 0 {
+			t.Fatalf("[%s] notification %+v: OpenUntil is not the word's deadline %d ms", want.label, got[0], a.deadline)
+		}
+	}
+	if len(got) == 1 && (got[0].Reason == 0 || got[0] != Transition{From: u.state, To: a.state, Reason: got[0].Reason, Generation: gen + 1, At: want.at, OpenUntil: until}) {
 		t.Fatalf("[%s] notification %+v, want %v -> %v at generation %d, t=%v", want.label, got[0], u.state, a.state, gen+1, want.at)
 	}
 	// A transition's committer raises base to its generation once base
@@ -653,14 +663,14 @@ func expectTransition(b *Breaker, u word, gen uint64, p Permit, o Outcome, arg a
 				break
 			}
 			if s.MaxWaitInHalfOpen == WaitForever {
-				reject("allow/half-open-full", Permit{}, ErrHalfOpenFull)
+				reject("allow/half-open-full", Permit{Wait: s.HalfOpenFullWait}, ErrHalfOpenFull)
 				break
 			}
 			if left := wrapped(uint64(u.expiry), s.halfOpenUnits(nz), expiryBits); !passed(left, s.halfOpenWait.span) {
 				// The wait to the expiry boundary: left whole units from
 				// the start of the current one.
 				unit := s.halfOpenWait.unit
-				reject("allow/half-open-full", Permit{Wait: time.Duration(left)*unit - nz%unit}, ErrHalfOpenFull)
+				reject("allow/half-open-full", Permit{Wait: min(time.Duration(left)*unit-nz%unit, s.HalfOpenFullWait)}, ErrHalfOpenFull)
 				break
 			}
 			// The max wait has passed: a new generation, whose first probe

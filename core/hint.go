@@ -6,8 +6,7 @@ import "time"
 // own word on when to call again: an HTTP 429 or 503 with a Retry-After
 // header, a gRPC RetryInfo, a rate limiter's reset time. With
 // Config.MaxRetryAfter set, a call whose outcome is Failure and whose error
-// carries a positive hint trips the breaker at once (seed 000: "hints from
-// the dependency").
+// carries a positive hint trips the breaker at once.
 type RetryAfterHint interface {
 	// RetryAfter is how long the dependency asks callers to stay away. Zero
 	// or negative means no hint.

@@ -23,15 +23,15 @@ type Metrics struct {
 	// Successes, Failures and Ignored count outcomes of current permits the
 	// breaker acted on: a success or failure counted in the closed or
 	// metrics-only window (or by the run of consecutive failures), an
-	// ignored outcome of a current closed or metrics-only permit (R9: it
-	// touches no window), or a probe's outcome (an ignored probe returns
+	// ignored outcome of a current closed or metrics-only permit (it touches
+	// no window), or a probe's outcome (an ignored probe returns
 	// its slot). A retry-after hint counts as a failure.
 	Successes, Failures, Ignored uint64
 	// SlowCalls counts the window outcomes among Successes and Failures
-	// that were slow (probes are not judged slow, R7).
+	// that were slow (probes are not judged slow).
 	SlowCalls uint64
 	// Dropped counts outcomes that changed nothing: stale permits of a
-	// passed generation (R8), outcomes recorded while Disabled, and probe
+	// passed generation, outcomes recorded while Disabled, and probe
 	// outcomes with no probe in flight.
 	Dropped uint64
 	// Transitions counts committed transitions by [from][to], self
@@ -86,14 +86,14 @@ func (m *counters) outcome(o Outcome, slow bool) {
 	}
 }
 
-// rejected counts one rejection by its error.
-func (m *counters) rejected(err error) {
-	switch err {
-	case ErrOpen:
+// rejected counts one rejection by its reason (rejectOpen and the rest).
+func (m *counters) rejected(reason int) {
+	switch reason {
+	case rejectOpen:
 		m.rejOpen.Inc()
-	case ErrHalfOpenFull:
+	case rejectHalfOpenFull:
 		m.rejHalf.Inc()
-	case ErrForcedOpen:
+	case rejectForcedOpen:
 		m.rejForced.Inc()
 	default:
 		m.rejRamp.Inc()

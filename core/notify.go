@@ -7,22 +7,37 @@ import (
 )
 
 // Transition is one committed state change, as delivered to
-// Config.OnStateChange (R12).
+// Config.OnStateChange: exactly one per committed transition, in commit
+// order.
 //
 // At is the breaker clock reading of the call that committed it, taken by
 // that call just before its commit: Allow for open -> half-open and a
 // max-wait restart, Done, Record or RecordHint for a trip, a re-open or a
 // close (Counts, for a count-window trip whose recorder has not committed
-// it yet), the manual control itself. Transitions are committed lazily
-// (R5): State and Counts report an elapsed open duration as half-open
+// it yet), the manual control itself. Transitions are committed lazily:
+// State and Counts report an elapsed open duration as half-open
 // without committing anything, so the open -> half-open notification goes
 // out only with the next Allow, and its At is that Allow's reading, which
 // may be long after the open deadline from which State reported half-open.
+//
+// Time is the wall-clock time of At, for log lines and for comparing
+// transitions across breakers: Clock.Wall(At) when the breaker's Clock is
+// a WallClock (the default SystemClock is), the zero time.Time otherwise
+// (ManualClock). It is computed when the notification is delivered, from
+// At, so it costs nothing without a listener.
 type Transition struct {
 	Name       string        // Config.Name of the breaker
 	From, To   State         // the states before and after
-	Generation uint64        // the generation the transition committed: 1 for the first transition after New, then +1 each (R12)
+	Reason     Reason        // why: the rule that tripped, the probes' verdict, the max wait, a manual control
+	Generation uint64        // the generation the transition committed: 1 for the first transition after New, then +1 each
 	At         time.Duration // the committing call's clock reading (see above)
+	Time       time.Time     // the wall-clock time of At, or zero (see above)
+	// OpenUntil is, for a transition into Open, the clock reading from
+	// which a call may probe: At plus the open duration of this period
+	// (backoff, hint or ForceOpen's duration included), rounded up to the
+	// whole millisecond, as the breaker keeps it. Zero for every other
+	// transition.
+	OpenUntil time.Duration
 }
 
 // dispatcher delivers transitions in generation order without a lock and
@@ -63,6 +78,7 @@ type dispatcher struct {
 	overflow atomic.Pointer[overflowEvent]
 	fn       func(Transition)
 	name     string
+	clock    Clock // for Transition.Time
 
 	// parked holds overflow events taken off the stack that are not next
 	// yet, by generation, so that catching up costs the same per event
@@ -76,15 +92,17 @@ type dispatcher struct {
 // of generation gen and 0 when free; the plain fields are written before seq
 // is stored and read after it is loaded, so the atomic publishes them.
 //
-// A slot is 32 bytes on every platform: on 386, where 8-byte fields align
-// to 4, 26 bytes of fields would round up to 28 and leave every other
+// A slot is 40 bytes on every platform: on 386, where 8-byte fields align
+// to 4, 35 bytes of fields would round up to 36 and leave every other
 // slot's seq misaligned for a 64-bit atomic (TestEventSlotIsAligned).
 type eventSlot struct {
 	seq      atomic.Uint64
 	at       int64
 	gen      uint64
+	until    int64
 	from, to State
-	_        [6]byte
+	why      Reason
+	_        [5]byte
 }
 
 // seqMask keeps the generation bits that next and seq have room for.
@@ -95,23 +113,23 @@ type overflowEvent struct {
 	next *overflowEvent
 }
 
-func newDispatcher(name string, fn func(Transition)) *dispatcher {
-	d := &dispatcher{fn: fn, name: name}
+func newDispatcher(name string, clock Clock, fn func(Transition)) *dispatcher {
+	d := &dispatcher{fn: fn, name: name, clock: clock}
 	d.next.Store(1 << 1) // the first transition commits generation 1
 	return d
 }
 
 // publish records the transition that committed generation gen and delivers
 // every event that is next in line. Call it after the committing CAS.
-func (d *dispatcher) publish(from, to State, gen uint64, at time.Duration) {
+func (d *dispatcher) publish(from, to State, gen uint64, at time.Duration, why Reason, until time.Duration) {
 	s := &d.slots[gen%uint64(len(d.slots))]
 	if (gen-d.next.Load()>>1)&seqMask < uint64(len(d.slots)) {
 		// Within the window the slot's previous event (gen-256) was
 		// delivered, and the deliverer cleared seq before advancing next.
-		s.at, s.gen, s.from, s.to = int64(at), gen, from, to
+		s.at, s.gen, s.from, s.to, s.why, s.until = int64(at), gen, from, to, why, int64(until)
 		s.seq.Store(gen<<1 | 1)
 	} else {
-		e := &overflowEvent{t: Transition{Name: d.name, From: from, To: to, Generation: gen, At: at}}
+		e := &overflowEvent{t: Transition{Name: d.name, From: from, To: to, Reason: why, Generation: gen, At: at, OpenUntil: until}}
 		for {
 			e.next = d.overflow.Load()
 			if d.overflow.CompareAndSwap(e.next, e) {
@@ -170,8 +188,9 @@ func (d *dispatcher) drain(gen uint64) {
 func (d *dispatcher) take(gen uint64) (Transition, bool) {
 	s := &d.slots[gen%uint64(len(d.slots))]
 	if s.seq.Load() == gen<<1|1 {
-		t := Transition{Name: d.name, From: s.from, To: s.to, Generation: s.gen, At: time.Duration(s.at)}
+		t := Transition{Name: d.name, From: s.from, To: s.to, Reason: s.why, Generation: s.gen, At: time.Duration(s.at), OpenUntil: time.Duration(s.until)}
 		s.seq.Store(0)
+		t.Time = wallOf(d.clock, t.At)
 		return t, true
 	}
 	for e := d.overflow.Swap(nil); e != nil; e = e.next {
@@ -183,6 +202,7 @@ func (d *dispatcher) take(gen uint64) (Transition, bool) {
 	t, ok := d.parked[gen]
 	if ok {
 		delete(d.parked, gen)
+		t.Time = wallOf(d.clock, t.At)
 	}
 	return t, ok
 }

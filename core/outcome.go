@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Outcome is what a finished call means to the breaker (R9).
+// Outcome is what a finished call means to the breaker.
 type Outcome uint8
 
 const (
@@ -15,8 +15,7 @@ const (
 	// Failure is counted as a failed call.
 	Failure
 	// Ignored is not counted at all: no call, no failure, no slow call, no
-	// evaluation. In half-open it returns the probe's slot (R9, regressions
-	// B05, B06, B08).
+	// evaluation. In half-open it returns the probe's slot.
 	Ignored
 )
 
@@ -33,8 +32,8 @@ func (o Outcome) String() string {
 	return "outcome(?)"
 }
 
-// DefaultClassifier is R9's rule: nil is Success, an error matching
-// context.Canceled is Ignored (the caller gave up; regressions B06, B32), and
+// DefaultClassifier is the default classification: nil is Success, an error matching
+// context.Canceled is Ignored (the caller gave up, which says nothing about the dependency), and
 // every other error, context.DeadlineExceeded included, is Failure.
 func DefaultClassifier(err error) Outcome {
 	switch {
@@ -47,14 +46,14 @@ func DefaultClassifier(err error) Outcome {
 }
 
 // Permit is the small value Allow returns: the right to make one call, tied to
-// the generation it was granted in (R8). Pass it to Done or Record exactly
+// the generation it was granted in. Pass it to Done or Record exactly
 // once. It is a plain value: copying it costs nothing and allocates nothing.
 //
 // A permit whose generation has passed when its outcome arrives is stale: its
-// outcome changes nothing (R8), however many transitions have passed: its
+// outcome changes nothing, however many transitions have passed: its
 // generation is compared whole, all 64 bits, so a permit held across 2^20
 // or any other number of transitions below 2^64 never passes for a current
-// one (R15, docs/design.md). A zero Permit, or one built by hand, is
+// one (docs/design.md). A zero Permit, or one built by hand, is
 // treated as a permit of the generation it names (the zero Permit: of
 // generation 0, current only until the first transition).
 type Permit struct {
@@ -72,34 +71,39 @@ type Permit struct {
 	// reading of the open -> half-open transition that hands out the first
 	// probe may be another call's (docs/design.md, Transitions).
 	Start time.Duration
-	// Wait is set on a rejection from an open breaker (ErrOpen): the time
-	// until a call may probe, measured on the breaker clock; and on an
-	// ErrHalfOpenFull rejection: the time until the half-open max wait
-	// (Config.MaxWaitInHalfOpen) ends and a call may start a new probe
-	// generation, unless a verdict comes first. It is zero otherwise, and
-	// on ErrHalfOpenFull with MaxWaitInHalfOpen set to WaitForever.
+	// Wait is set on a rejection: how long, on the breaker clock, until a
+	// call may be admitted. For ErrOpen, the time left of the open
+	// duration; for ErrHalfOpenFull, Config.HalfOpenFullWait, or the time
+	// left of the half-open max wait if that is shorter (always positive);
+	// zero for ErrForcedOpen (only a manual control ends it), for
+	// ErrRampingUp (the next call may be admitted) and for an admitted call.
+	// The rejection error says the same: RetryAfterOf(err) equals Wait at
+	// the same clock reading.
 	Wait time.Duration
 }
 
-// ErrOpen is returned by Allow while the breaker is open: the call was not
-// made. Permit.Wait tells when a probe may go. It matches
-// ErrRejected with errors.Is. Returning it allocates nothing.
-var ErrOpen error = &rejection{msg: "casbreaker: circuit breaker is open"}
-
-// ErrHalfOpenFull is returned by Allow in half-open when every permitted probe
-// is in flight or no more successes are needed (R6). Permit.Wait is the time
-// left of the half-open max wait (zero with WaitForever). It matches
-// ErrRejected.
-var ErrHalfOpenFull error = &rejection{msg: "casbreaker: circuit breaker is half-open and has no probe permit left"}
-
-// ErrForcedOpen is returned by Allow while the breaker is ForcedOpen (see
-// Breaker.ForceOpen). Permit.Wait is zero: only a manual control ends it.
-// It matches ErrRejected.
-var ErrForcedOpen error = &rejection{msg: "casbreaker: circuit breaker is forced open"}
-
-// ErrRampingUp is returned by Allow for a call that the ramp-up after
-// closing sheds (Config.RampUpDuration). It matches ErrRejected.
-var ErrRampingUp error = &rejection{msg: "casbreaker: circuit breaker is ramping up after closing and shed this call"}
+// The rejection reasons. Allow and Do never return these values
+// themselves: they return an error of the breaker that refused, which
+// matches its reason and ErrRejected with errors.Is (compare with
+// errors.Is, never with ==) and implements RetryAfterHint with the wait of
+// Permit.Wait, so that RetryAfterOf(err) says when to try again. Returning
+// a rejection allocates nothing.
+var (
+	// ErrOpen: the breaker is open and the call was not made; the wait is
+	// the time left until a probe may go.
+	ErrOpen error = &rejection{msg: "casbreaker: circuit breaker is open"}
+	// ErrHalfOpenFull: the breaker is half-open and every permitted probe
+	// is in flight or no more successes are needed; the wait is
+	// Config.HalfOpenFullWait, or less when the half-open max wait ends
+	// sooner.
+	ErrHalfOpenFull error = &rejection{msg: "casbreaker: circuit breaker is half-open and has no probe permit left"}
+	// ErrForcedOpen: the breaker is ForcedOpen (Breaker.ForceOpen); the
+	// wait is zero, as only a manual control ends it.
+	ErrForcedOpen error = &rejection{msg: "casbreaker: circuit breaker is forced open"}
+	// ErrRampingUp: the ramp-up after closing (Config.RampUpDuration) shed
+	// the call; the wait is zero.
+	ErrRampingUp error = &rejection{msg: "casbreaker: circuit breaker is ramping up after closing and shed this call"}
+)
 
 // ErrRejected matches every rejection (ErrOpen, ErrHalfOpenFull,
 // ErrForcedOpen, ErrRampingUp) with errors.Is: use it to tell "the breaker

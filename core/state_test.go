@@ -149,7 +149,7 @@ func TestStateWordOwnsItsLine(t *testing.T) {
 // 64-bit aligned on every platform (386 included, where a misaligned 64-bit
 // atomic panics): the slots are a multiple of 8 bytes and seq comes first.
 func TestEventSlotIsAligned(t *testing.T) {
-	require.Equal(t, uintptr(32), unsafe.Sizeof(eventSlot{}))
+	require.Equal(t, uintptr(40), unsafe.Sizeof(eventSlot{}))
 	require.Zero(t, unsafe.Offsetof(eventSlot{}.seq))
 	require.Equal(t, uintptr(8), unsafe.Offsetof(Breaker{}.base))
 	require.Equal(t, uintptr(64), unsafe.Offsetof(Breaker{}.s), "state and base alone on their cache line")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/casbreaker/casbreaker/baseline"
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 )
 
 var (
@@ -535,8 +536,11 @@ func (x *differential) allow(wait bool) (core.Permit, error) {
 	p1, e1 := x.lf.Allow()
 	p2, e2 := x.mu.Allow()
 	x.logf("Allow=%+v,%v", p1, e1)
-	if p1 != p2 || e1 != e2 || errors.Is(e1, core.ErrRejected) != errors.Is(e2, core.ErrRejected) {
+	if p1 != p2 || !breakers.SameError(e1, e2) || errors.Is(e1, core.ErrRejected) != errors.Is(e2, core.ErrRejected) {
 		x.fail("Allow: lock-free %+v %v, baseline %+v %v", p1, e1, p2, e2)
+	}
+	if e1 != nil && core.RetryAfterOf(e1) != p1.Wait {
+		x.fail("Allow: the rejection %v asks for %v, its Permit.Wait is %v", e1, core.RetryAfterOf(e1), p1.Wait)
 	}
 	for _, rej := range rejections {
 		if errors.Is(e1, rej) != errors.Is(e2, rej) {
@@ -576,7 +580,7 @@ func (x *differential) allow(wait bool) (core.Permit, error) {
 // rejection counts a rejection by its error, as Metrics must.
 func (x *differential) rejection(err error) {
 	for i, rej := range rejections {
-		if err == rej {
+		if breakers.Reason(err) == rej {
 			x.rejected[i]++
 			x.hit("reject:" + [4]string{"open", "half-open-full", "forced-open", "ramping-up"}[i])
 			return
@@ -603,7 +607,7 @@ func (x *differential) do(ctx context.Context, name string, kind int, fn func(co
 	var e1, e2 error
 	x1 := catch(func() { v1, e1 = core.Do(ctx, x.lf, fn) })
 	x2 := catch(func() { v2, e2 = core.Do(ctx, x.mu, fn) })
-	if v1 != v2 || e1 != e2 || x1 != x2 {
+	if v1 != v2 || !breakers.SameError(e1, e2) || x1 != x2 {
 		x.fail("Do(%d): lock-free %v %v %v, baseline %v %v %v", kind, v1, e1, x1, v2, e2, x2)
 	}
 	switch {

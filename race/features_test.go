@@ -2,6 +2,7 @@ package race_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 )
 
 // Contention tests of the issue-5 features: the half-open max wait, the
@@ -127,7 +129,7 @@ func maxWaitRounds(t *testing.T, newB newFunc, n, g, rounds int) {
 		}
 		restart := open + maxWait
 		clock.Set(restart - time.Millisecond) // one unit short of the max wait
-		if _, err := b.Allow(); err != core.ErrHalfOpenFull {
+		if _, err := b.Allow(); !errors.Is(err, core.ErrHalfOpenFull) {
 			t.Fatalf("round %d: one unit before the max wait: %v, want ErrHalfOpenFull", round, err)
 		}
 		if round%2 == 1 {
@@ -145,7 +147,7 @@ func maxWaitRounds(t *testing.T, newB newFunc, n, g, rounds int) {
 				if !permits[i].Probe || permits[i].Generation != 3 {
 					t.Fatalf("round %d: caller %d got %+v, want a probe of generation 3", round, i, permits[i])
 				}
-			case errs[i] != core.ErrHalfOpenFull:
+			case !errors.Is(errs[i], core.ErrHalfOpenFull):
 				t.Fatalf("round %d: caller %d: %v, want ErrHalfOpenFull", round, i, errs[i])
 			}
 		}
@@ -356,7 +358,7 @@ func controlRound(t *testing.T, newB newFunc, seed uint64, controls int, f *cont
 				}
 				held = kept
 				p, err := b.Allow()
-				switch err {
+				switch breakers.Reason(err) {
 				case nil:
 					allows[gid][0]++
 					if len(held) < 4 && rng.IntN(3) == 0 {
@@ -639,7 +641,7 @@ func metricsRun(t *testing.T, newB newFunc, cfg core.Config, g, k int) {
 			for i := range k {
 				clock.Advance(200 * time.Microsecond)
 				p, err := b.Allow()
-				switch err {
+				switch breakers.Reason(err) {
 				case nil:
 					allows[gid][0]++
 				case core.ErrOpen:
@@ -873,7 +875,7 @@ func rampRound(t *testing.T, newB newFunc, workers *gang, g, k1, k2, round int) 
 	expect := func(from time.Duration, n int) (shed int) {
 		for r := from + 1; r <= from+time.Duration(n) && r < end; r++ {
 			oclk.Set(r)
-			switch _, err := oracle.Allow(); err {
+			switch _, err := oracle.Allow(); breakers.Reason(err) {
 			case nil:
 			case core.ErrRampingUp:
 				shed++
@@ -891,7 +893,7 @@ func rampRound(t *testing.T, newB newFunc, workers *gang, g, k1, k2, round int) 
 		workers.run(func(i int) {
 			for j := range k {
 				p, err := b.Allow()
-				switch err {
+				switch breakers.Reason(err) {
 				case nil:
 					counts[i][0]++
 					o := outcome(i, j)
@@ -937,7 +939,7 @@ func rampRound(t *testing.T, newB newFunc, workers *gang, g, k1, k2, round int) 
 	sepA, sepR := 0, 0
 	for {
 		p, err := b.Allow()
-		if err == core.ErrRampingUp {
+		if errors.Is(err, core.ErrRampingUp) {
 			sepR++
 			continue
 		}

@@ -260,14 +260,14 @@ func TestLinearizabilityCheckerRejects(t *testing.T) {
 			op(1, 7, 10, linIn{kind: linAllow}, linOut{p: probe}),
 			op(2, 8, 11, linIn{kind: linAllow}, linOut{p: probe}),
 		}, porcupine.Illegal},
-		// The refusal carries the time left of the default max wait,
-		// max(1 s, 1 min): units of 59 ms, half-open at 1 s, deadline
-		// ceil(61000/59) = 1034 units = 61.006 s.
+		// The refusal carries the default half-open-full wait, a tenth of
+		// the open duration: 100 ms, shorter than the time left of the
+		// default max wait (61.006 s - 1 s).
 		{"one probe, one refusal", []porcupine.Operation{
 			op(1, 7, 10, linIn{kind: linAllow}, linOut{p: probe}),
-			op(2, 8, 11, linIn{kind: linAllow}, linOut{p: core.Permit{Wait: 60006 * time.Millisecond}, rej: rejHalfOpenFull}),
+			op(2, 8, 11, linIn{kind: linAllow}, linOut{p: core.Permit{Wait: 100 * time.Millisecond}, rej: rejHalfOpenFull}),
 		}, porcupine.Ok},
-		{"one probe, one refusal without the max wait's time left", []porcupine.Operation{
+		{"one probe, one refusal without the half-open-full wait", []porcupine.Operation{
 			op(1, 7, 10, linIn{kind: linAllow}, linOut{p: probe}),
 			op(2, 8, 11, linIn{kind: linAllow}, linOut{rej: rejHalfOpenFull}),
 		}, porcupine.Illegal},

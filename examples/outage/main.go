@@ -1,20 +1,28 @@
-// Command outage runs a circuit breaker in front of real HTTP calls while the
-// server behind it goes through two outages, and prints what the breaker did
-// about it, every 250 ms and as a summary per phase.
+// Command outage runs circuit breakers in front of real HTTP calls while one
+// of two servers goes through three outages, and prints what the breakers
+// did about it, every 250 ms, as slog lines for every transition, and as a
+// summary per phase.
 //
-// The server, on 127.0.0.1, follows a script driven by the time since start:
+// Two servers listen on 127.0.0.1. The steady one always answers 200 OK; the
+// flaky one follows a script driven by the time since start:
 //
-//	0 s - 3 s   healthy: 200 OK in a couple of milliseconds
-//	3 s - 6 s   outage A: every request answers 503 at once
-//	6 s - 9 s   outage B: every request hangs for longer than the client waits
-//	9 s on      healthy again
+//	0 s - 3 s     healthy: 200 OK in a couple of milliseconds
+//	3 s - 4.5 s   rate limited: 429 with Retry-After: 1
+//	4.5 s - 6 s   outage A: every request answers 503 at once
+//	6 s - 9 s     outage B: every request hangs for longer than the client waits
+//	9 s on        healthy again
 //
-// Sixteen workers call it in a loop through core.Do, each call with a 100 ms
-// timeout. The point to watch is the difference between "failed" and
-// "rejected": a failed call reached the server and cost up to the whole
-// timeout, a rejected call was refused by the open breaker in microseconds
-// and never added load to a server that was already down. When the server
-// heals, half-open probes find out and the breaker closes on its own.
+// Sixteen workers call both servers in turn through one http.Client whose
+// Transport is an httpbreaker.Transport: one breaker per host, each call
+// with a 100 ms timeout. The point to watch is the difference between
+// "failed" and "rejected": a failed call reached the server and cost up to
+// the whole timeout, a rejected call was refused by the open breaker in
+// microseconds and never added load to a server that was already down. A
+// refused worker waits as the rejection tells it (core.RetryAfterOf)
+// instead of spinning; the 429's Retry-After keeps the flaky host's breaker
+// open a whole second. The steady host's breaker never opens. When the
+// flaky server heals, half-open probes find out and its breaker closes on
+// its own.
 //
 // Run it with `make demo` or `go run ./examples/outage`. It ends by itself
 // after about 13 s, with exit status 0 if the breaker opened during the
@@ -26,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -37,14 +46,17 @@ import (
 	"time"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/httpbreaker"
+	"github.com/casbreaker/casbreaker/slogbreaker"
 )
 
 // The script of the demo. The phase boundaries are multiples of tick, so
 // every row of the timeline belongs to exactly one phase.
 const (
-	outageAStart  = 3 * time.Second // the server starts answering 503
-	outageBStart  = 6 * time.Second // the server starts hanging
-	recoveryStart = 9 * time.Second // the server is healthy again
+	limitedStart  = 3 * time.Second         // the server starts answering 429 with Retry-After
+	outageAStart  = 4500 * time.Millisecond // the server starts answering 503
+	outageBStart  = 6 * time.Second         // the server starts hanging
+	recoveryStart = 9 * time.Second         // the server is healthy again
 	runFor        = 13 * time.Second
 
 	tick        = 250 * time.Millisecond // one row of the timeline
@@ -53,6 +65,8 @@ const (
 	hangFor     = 500 * time.Millisecond // well past callTimeout
 	serveDelay  = 2 * time.Millisecond   // a healthy answer is fast but not free
 	pause       = 2 * time.Millisecond   // between two calls of one worker
+	retryAfter  = "1"                    // the 429's Retry-After, in seconds
+	maxWait     = 2 * time.Second        // the longest a worker waits when told to
 )
 
 // phase is one act of the server's script.
@@ -60,6 +74,7 @@ type phase int
 
 const (
 	healthy phase = iota
+	limited
 	outageA
 	outageB
 	recovery
@@ -73,6 +88,8 @@ func (p phase) String() string {
 		return "healthy"
 	case outageA:
 		return "503 outage"
+	case limited:
+		return "429 limited"
 	case outageB:
 		return "hang outage"
 	case recovery:
@@ -83,18 +100,20 @@ func (p phase) String() string {
 
 // span is the part of the script the phase covers, for the summary.
 func (p phase) span() string {
-	bounds := []time.Duration{0, outageAStart, outageBStart, recoveryStart, runFor}
+	bounds := []time.Duration{0, limitedStart, outageAStart, outageBStart, recoveryStart, runFor}
 	return fmt.Sprintf("%v-%v", bounds[p], bounds[p+1])
 }
 
 // isOutage reports whether the server is down in p.
-func (p phase) isOutage() bool { return p == outageA || p == outageB }
+func (p phase) isOutage() bool { return p == outageA || p == limited || p == outageB }
 
 // phaseAt is the phase of the script at elapsed time d since start.
 func phaseAt(d time.Duration) phase {
 	switch {
-	case d < outageAStart:
+	case d < limitedStart:
 		return healthy
+	case d < outageAStart:
+		return limited
 	case d < outageBStart:
 		return outageA
 	case d < recoveryStart:
@@ -215,6 +234,8 @@ func latency(d time.Duration, n int64) string {
 type stats struct {
 	total   tally
 	byPhase [numPhases]tally
+	steady  [3]atomic.Int64 // the steady host's calls, by result
+	waited  atomic.Int64    // the total time workers were told to wait, ns
 }
 
 // arrived counts a request that reached the server during p.
@@ -240,6 +261,11 @@ func newHandler(elapsed func() time.Duration, st *stats) http.Handler {
 			// A dependency that is down often fails fast: the client sees
 			// the error quickly, yet every request still costs the server.
 			http.Error(w, "outage A: service unavailable", http.StatusServiceUnavailable)
+		case limited:
+			// A dependency that says when to come back: the breaker stays
+			// open as long as it asks (httpbreaker reads Retry-After).
+			w.Header().Set("Retry-After", retryAfter)
+			http.Error(w, "rate limited", http.StatusTooManyRequests)
 		case outageB:
 			// The nastier outage: nothing answers in time. The client gives
 			// up after callTimeout; r.Context() is cancelled then, so the
@@ -268,44 +294,65 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// call makes one GET through the breaker, with its own timeout. A non-2xx
-// answer is an error, so the breaker counts a 503 as a failure.
-func call(ctx context.Context, b *core.Breaker, client *http.Client, url string) error {
+// call makes one GET through the client, whose Transport holds the host's
+// breaker, with its own timeout. A non-2xx answer is an error here; the
+// breaker's own judgement is httpbreaker.DefaultClassify's (5xx and 429 are
+// failures).
+func call(ctx context.Context, client *http.Client, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	_, err := core.Do(ctx, b, func(ctx context.Context) (struct{}, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return struct{}{}, err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return struct{}{}, err
-		}
-		defer resp.Body.Close()
-		// Reading the body to the end lets the Transport reuse the
-		// connection for the next call.
-		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-			return struct{}{}, err
-		}
-		if resp.StatusCode < 200 || resp.StatusCode > 299 {
-			return struct{}{}, fmt.Errorf("GET %s: %s", url, resp.Status)
-		}
-		return struct{}{}, nil
-	})
-	return err
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	// Reading the body to the end lets the Transport reuse the connection
+	// for the next call.
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
 }
 
-// worker calls the server until ctx is done. Each request runs under a
-// context detached from ctx's cancellation: stopping the demo lets calls in
-// flight finish (within callTimeout) instead of counting them as failures.
-func worker(ctx context.Context, start time.Time, b *core.Breaker, client *http.Client, url string, st *stats) {
+// worker calls the flaky and the steady server in turn until ctx is done.
+// Each request runs under a context detached from ctx's cancellation:
+// stopping the demo lets calls in flight finish (within callTimeout)
+// instead of counting them as failures. A refused call waits as its
+// rejection says (at most maxWait, and not past the end of the demo)
+// before that host is tried again, instead of spinning on the refusal.
+func worker(ctx context.Context, start time.Time, client *http.Client, flaky, steady string, st *stats) {
 	reqCtx := context.WithoutCancel(ctx)
-	for ctx.Err() == nil {
+	var notBefore [2]time.Time // per host: when the last rejection said to come back
+	for i := 0; ctx.Err() == nil; i++ {
+		host, url := i%2, flaky
+		if host == 1 {
+			url = steady
+		}
+		if wait := time.Until(notBefore[host]); wait > 0 {
+			sleep(ctx, wait)
+			continue
+		}
 		began := time.Now()
 		p := phaseAt(began.Sub(start))
-		err := call(reqCtx, b, client, url)
-		st.record(p, classify(err), time.Since(began))
+		err := call(reqCtx, client, url)
+		r := classify(err)
+		if r == rejected {
+			wait := min(core.RetryAfterOf(err), maxWait)
+			notBefore[host] = time.Now().Add(wait)
+			st.waited.Add(int64(wait))
+		}
+		if host == 0 {
+			st.record(p, r, time.Since(began))
+		} else {
+			st.steady[r].Add(1)
+		}
 		time.Sleep(pause)
 	}
 }
@@ -314,7 +361,9 @@ func worker(ctx context.Context, start time.Time, b *core.Breaker, client *http.
 // time since the demo started.
 type transition struct {
 	at       time.Duration
+	host     string // the breaker's name: "demo/" and the host
 	from, to core.State
+	reason   core.Reason
 	gen      uint64
 }
 
@@ -386,9 +435,23 @@ func run() int {
 	since := func() time.Duration { return time.Since(start) }
 	st := &stats{}
 
+	// The servers: real listeners on the loopback interface only.
+	flakySrv, flaky, err := serve(newHandler(since, st))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "outage:", err)
+		return 1
+	}
+	steadySrv, steady, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") }))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "outage:", err)
+		return 1
+	}
+	flakyName := "demo/" + strings.TrimPrefix(strings.TrimSuffix(flaky, "/"), "http://")
+
 	var history transitionLog
+	logTransition := slogbreaker.Listener(slog.New(slog.NewTextHandler(os.Stdout, nil)), slogbreaker.Options{})
 	cfg := core.Config{
-		Name:                     "backend",
+		Name:                     "demo",
 		WindowType:               core.CountBased,
 		WindowSize:               20,
 		FailureRateThreshold:     50,
@@ -397,52 +460,50 @@ func run() int {
 		OpenDurationBackoff:      2, // 0.5 s, 1 s, 2 s, 2 s... while the probes keep failing
 		MaxOpenDuration:          2 * time.Second,
 		PermittedCallsInHalfOpen: 2,
-		// Clock left nil: the breaker uses the system's monotonic clock.
+		MaxRetryAfter:            2 * time.Second, // honour Retry-After, up to 2 s
+		// Clock left nil: the breaker uses the system's monotonic clock,
+		// which also gives each transition its wall-clock Time.
 		OnStateChange: func(t core.Transition) {
-			e := transition{at: since(), from: t.From, to: t.To, gen: t.Generation}
-			history.add(e)
-			fmt.Printf("  >> %6.3fs  %v -> %v  (generation %d)\n", e.at.Seconds(), e.from, e.to, e.gen)
+			history.add(transition{at: since(), host: t.Name, from: t.From, to: t.To, reason: t.Reason, gen: t.Generation})
+			logTransition(t)
 		},
 	}
-	b, err := core.New(cfg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "outage:", err)
-		return 1
-	}
-
-	// The server: a real listener on the loopback interface only.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "outage:", err)
-		return 1
-	}
-	srv := &http.Server{Handler: newHandler(since, st), ReadHeaderTimeout: time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	url := "http://" + ln.Addr().String() + "/"
-
-	// The client: its own Transport, so no global default is touched, with
-	// enough idle connections per host for every worker to keep its own.
-	transport := &http.Transport{
+	// The client: its own base Transport, so no global default is touched,
+	// with enough idle connections per host for every worker to keep its
+	// own, under a breaker per host.
+	base := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
-		MaxIdleConns:        2 * workers,
+		MaxIdleConns:        4 * workers,
 		MaxIdleConnsPerHost: 2 * workers,
 		IdleConnTimeout:     30 * time.Second,
 	}
-	client := &http.Client{Transport: transport}
+	tr, err := httpbreaker.New(httpbreaker.Options{Base: base, Config: cfg})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "outage:", err)
+		return 1
+	}
+	client := &http.Client{Transport: tr}
+	state := func() core.State {
+		for _, b := range tr.Registry().All() {
+			if b.Settings().Name == flakyName {
+				return b.State()
+			}
+		}
+		return core.Closed // no call yet
+	}
 
-	fmt.Printf("outage demo: %d workers -> %s, %v timeout per call\n", workers, url, callTimeout)
-	fmt.Printf("breaker: %v window of %d calls, trips at %d%% failures once it holds %d, open %v (x%v up to %v), %d probes\n",
+	fmt.Printf("outage demo: %d workers -> flaky %s and steady %s, %v timeout per call\n", workers, flaky, steady, callTimeout)
+	fmt.Printf("breakers, one per host: %v window of %d calls, trips at %d%% failures once it holds %d, open %v (x%v up to %v), %d probes, Retry-After up to %v\n",
 		cfg.WindowType, cfg.WindowSize, cfg.FailureRateThreshold, cfg.MinimumNumberOfCalls,
-		cfg.OpenDuration, cfg.OpenDurationBackoff, cfg.MaxOpenDuration, cfg.PermittedCallsInHalfOpen)
-	fmt.Printf("script: healthy %v, 503s from %v, hangs from %v, healthy from %v, stop at %v\n\n",
-		time.Duration(0), outageAStart, outageBStart, recoveryStart, runFor)
+		cfg.OpenDuration, cfg.OpenDurationBackoff, cfg.MaxOpenDuration, cfg.PermittedCallsInHalfOpen, cfg.MaxRetryAfter)
+	fmt.Printf("script: healthy %v, 429s (Retry-After: %s) from %v, 503s from %v, hangs from %v, healthy from %v, stop at %v\n\n",
+		time.Duration(0), retryAfter, limitedStart, outageAStart, outageBStart, recoveryStart, runFor)
 	fmt.Printf(rowFormat, "elapsed", "phase", "state", "reached", "ok", "rejected", "failed", "rej mean", "fail mean")
 
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for range workers {
-		wg.Go(func() { worker(ctx, start, b, client, url, st) })
+		wg.Go(func() { worker(ctx, start, client, flaky, steady, st) })
 	}
 
 	// The timeline: one row per tick, from the main goroutine, as the
@@ -454,41 +515,80 @@ func run() int {
 		<-ticker.C
 		now, at := st.total.snapshot(), since()
 		d := now.sub(prev)
-		fmt.Printf(rowFormat, fmt.Sprintf("%.2fs", at.Seconds()), phaseAt((prevAt+at)/2), b.State(),
+		fmt.Printf(rowFormat, fmt.Sprintf("%.2fs", at.Seconds()), phaseAt((prevAt+at)/2), state(),
 			d.reached, d.ok, d.rejected, d.failed,
 			latency(d.meanRejected(), d.rejected), latency(d.meanFailed(), d.failed))
 		prev, prevAt = now, at
 	}
 
 	// Shut down in dependency order: the workers first (their last calls
-	// end within callTimeout), then the server, then the idle connections.
+	// end within callTimeout), then the servers, then the idle connections.
 	stop()
 	wg.Wait()
-	final := b.State()
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		fmt.Fprintln(os.Stderr, "outage: server shutdown:", err)
+	final := state()
+	for _, srv := range []*server{flakySrv, steadySrv} {
+		srv.shutdown()
 	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		fmt.Fprintln(os.Stderr, "outage: server:", err)
-	}
-	transport.CloseIdleConnections()
+	client.CloseIdleConnections()
 
 	events := history.all()
-	printSummary(st, events, final)
+	var flakyEvents, steadyEvents []transition
+	for _, e := range events {
+		if e.host == flakyName {
+			flakyEvents = append(flakyEvents, e)
+		} else {
+			steadyEvents = append(steadyEvents, e)
+		}
+	}
+	printSummary(st, flakyEvents, final)
 
 	// Connection goroutines notice their closed sockets asynchronously;
 	// give them a moment before counting what is left.
 	left := goroutinesSettled(goroutinesBefore, time.Second)
 	fmt.Printf("goroutines at exit: %d (at start: %d)\n", left, goroutinesBefore)
 
-	if problems := verdict(events, final); len(problems) > 0 {
+	problems := verdict(flakyEvents, final)
+	if len(steadyEvents) > 0 {
+		problems = append(problems, fmt.Sprintf("the steady host's breaker changed state %d times", len(steadyEvents)))
+	}
+	if !slices.ContainsFunc(flakyEvents, func(t transition) bool { return t.reason == core.ReasonRetryAfter }) {
+		problems = append(problems, "no 429's Retry-After opened the breaker")
+	}
+	if len(problems) > 0 {
 		fmt.Fprintln(os.Stderr, "\nFAIL: "+strings.Join(problems, "; "))
 		return 1
 	}
-	fmt.Println("\nOK: the breaker opened during the outage, shed the load, and closed again after recovery")
+	fmt.Println("\nOK: the flaky host's breaker opened during the outages (for as long as Retry-After asked), shed the load, and closed again after recovery; the steady host's never opened")
 	return 0
+}
+
+// server is a running HTTP server and what its shutdown waits for.
+type server struct {
+	srv    *http.Server
+	served chan error
+}
+
+// serve starts h on a loopback listener and returns its server and URL.
+func serve(h http.Handler) (*server, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	s := &server{srv: &http.Server{Handler: h, ReadHeaderTimeout: time.Second}, served: make(chan error, 1)}
+	go func() { s.served <- s.srv.Serve(ln) }()
+	return s, "http://" + ln.Addr().String() + "/", nil
+}
+
+// shutdown stops the server, reporting anything unexpected.
+func (s *server) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "outage: server shutdown:", err)
+	}
+	if err := <-s.served; !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintln(os.Stderr, "outage: server:", err)
+	}
 }
 
 // printSummary prints one row per phase and the breaker's history.
@@ -512,7 +612,9 @@ func printSummary(st *stats, events []transition, final core.State) {
 			opens++
 		}
 	}
-	fmt.Printf("\ntransitions: %d (%d into open), final state: %v\n", len(events), opens, final)
+	fmt.Printf("\nflaky host: transitions: %d (%d into open), final state: %v\n", len(events), opens, final)
+	fmt.Printf("steady host: %d ok, %d rejected, %d failed\n", st.steady[succeeded].Load(), st.steady[rejected].Load(), st.steady[failed].Load())
+	fmt.Printf("workers told to wait: %v in total, instead of retrying at once\n", time.Duration(st.waited.Load()).Round(time.Millisecond))
 }
 
 // goroutinesSettled waits up to within for the number of goroutines to fall

@@ -22,7 +22,9 @@ func TestPhaseAt(t *testing.T) {
 		want phase
 	}{
 		{0, healthy},
-		{outageAStart - time.Nanosecond, healthy},
+		{limitedStart - time.Nanosecond, healthy},
+		{limitedStart, limited},
+		{outageAStart - time.Nanosecond, limited},
 		{outageAStart, outageA},
 		{outageBStart - time.Nanosecond, outageA},
 		{outageBStart, outageB},
@@ -36,7 +38,7 @@ func TestPhaseAt(t *testing.T) {
 		}
 	}
 	// Each timeline row must fall inside one phase.
-	for _, b := range []time.Duration{outageAStart, outageBStart, recoveryStart, runFor} {
+	for _, b := range []time.Duration{limitedStart, outageAStart, outageBStart, recoveryStart, runFor} {
 		if b%tick != 0 {
 			t.Errorf("phase boundary %v is not a multiple of the %v tick", b, tick)
 		}
@@ -163,7 +165,8 @@ func TestHandlerScript(t *testing.T) {
 		canceled bool // the client has already given up
 	}{
 		{time.Second, http.StatusOK, true, false},
-		{4 * time.Second, http.StatusServiceUnavailable, true, false},
+		{4 * time.Second, http.StatusTooManyRequests, true, false},
+		{5 * time.Second, http.StatusServiceUnavailable, true, false},
 		// Hanging: with the client gone, the handler must return at once
 		// and write nothing (it would otherwise sleep hangFor and write).
 		{7 * time.Second, http.StatusOK, false, true},
@@ -189,10 +192,10 @@ func TestHandlerScript(t *testing.T) {
 	for p := range numPhases {
 		reached = append(reached, st.byPhase[p].reached.Load())
 	}
-	if want := []int64{1, 1, 1, 1}; !slices.Equal(reached, want) {
+	if want := []int64{1, 1, 1, 1, 1}; !slices.Equal(reached, want) {
 		t.Errorf("reached per phase = %v, want %v", reached, want)
 	}
-	if got := st.total.reached.Load(); got != 4 {
-		t.Errorf("reached in total = %d, want 4", got)
+	if got := st.total.reached.Load(); got != 5 {
+		t.Errorf("reached in total = %d, want 5", got)
 	}
 }

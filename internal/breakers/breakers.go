@@ -6,6 +6,8 @@
 package breakers
 
 import (
+	"errors"
+
 	"github.com/casbreaker/casbreaker/baseline"
 	"github.com/casbreaker/casbreaker/core"
 )
@@ -31,4 +33,32 @@ var All = []Impl{
 		New:  func(c core.Config) (core.CircuitBreaker, error) { return baseline.New(c) },
 		Zero: func() core.CircuitBreaker { return new(baseline.Breaker) },
 	},
+}
+
+// reasons are the four rejection reasons.
+var reasons = [...]error{core.ErrOpen, core.ErrHalfOpenFull, core.ErrForcedOpen, core.ErrRampingUp}
+
+// Reason is the rejection reason (core.ErrOpen, core.ErrHalfOpenFull,
+// core.ErrForcedOpen or core.ErrRampingUp) that err matches with
+// errors.Is, or err itself when it is no rejection: what a test switches
+// on, since each implementation returns rejections of its own that only
+// match the reasons.
+func Reason(err error) error {
+	for _, r := range reasons {
+		if errors.Is(err, r) {
+			return r
+		}
+	}
+	return err
+}
+
+// SameError reports whether the errors two implementations returned for
+// the same call agree: the same error, or rejections for the same reason
+// that ask for the same wait (core.RetryAfterOf, read now).
+func SameError(a, b error) bool {
+	if a == b {
+		return true
+	}
+	ra, rb := Reason(a), Reason(b)
+	return ra != a && ra == rb && core.RetryAfterOf(a) == core.RetryAfterOf(b)
 }
