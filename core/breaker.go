@@ -446,15 +446,6 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 	b.record(p, o)
 }
 
-// tookOver records an outcome of the current generation gen that the time
-// window dropped as stale, by taking its bucket over
-// (buckets.Window.RecordCurrentTrip), and stores the judgement in trips.
-func (b *Breaker) tookOver(gen uint64, now time.Duration, fail, slow bool, trips *bool) bool {
-	ok, t := b.buckets.RecordCurrentTrip(uint32(gen), now, fail, slow, &b.s.rule)
-	*trips = t
-	return ok
-}
-
 // closedRun0 reports whether word w is closed, with the low 20 bits of
 // generation gen, and no run of failures that a success would have to end:
 // what both of Record's fast paths need. It does not consult base, so it
@@ -489,7 +480,7 @@ func (b *Breaker) genOf(w uint64) uint64 { return fullGen(b.base.Load(), w) }
 // read.
 //
 // It repeats record's window write (the ring's verdicts, the buckets'
-// takeover and clean check) on purpose: one shared function for both,
+// clean check) on purpose: one shared function for both,
 // called from here, measured 7% slower on a count window and 5.5% on a
 // time window (pinned A/B runs, 10 each, p=0.000), the cost of the extra
 // call this path exists to avoid.
@@ -511,7 +502,7 @@ func (b *Breaker) recordWindowSuccess(p Permit) bool {
 	}
 	now := b.s.Clock.Now()
 	ok, trips := b.buckets.RecordTrip(uint32(p.Generation), now, false, false, &b.s.rule)
-	if !ok && (!b.current(p.Generation) || !b.tookOver(p.Generation, now, false, false, &trips)) {
+	if !ok {
 		// As in record, and with the same reading of the clock: one per
 		// outcome (docs/design.md).
 		b.drop()
@@ -579,8 +570,12 @@ func (b *Breaker) record(p Permit, o Outcome) {
 		// The judgement is O(1) but for about one outcome a second
 		// (buckets.Window.RecordTrip).
 		var ok bool
-		if ok, trips = b.buckets.RecordTrip(uint32(p.Generation), now, fail, slow, &b.s.rule); !ok &&
-			(!b.current(p.Generation) || !b.tookOver(p.Generation, now, fail, slow, &trips)) {
+		// A drop is final: the outcome's generation is stale, or its second
+		// left the window while it was recorded. (Taking the bucket over
+		// for a generation that was current a moment before would wipe a
+		// successor's second; Advance's sweeps keep any current bucket from
+		// reading as newer, so no takeover is needed.)
+		if ok, trips = b.buckets.RecordTrip(uint32(p.Generation), now, fail, slow, &b.s.rule); !ok {
 			b.drop()
 			return
 		}

@@ -720,7 +720,7 @@ func expectTransition(b *Breaker, u word, gen uint64, p Permit, o Outcome, arg a
 				// the rule: the trip is owed, and Counts commits it
 				// before it reads (Breaker.Counts).
 				e.label = "counts/owed-trip-" + u.state.String()
-				c.Generation = gen + 1
+				c.Generation, c.ConsecutiveFailures = gen+1, 0
 				if u.state == MetricsOnly {
 					to(word{state: MetricsOnly, gen: lowGen(gen + 1)}, now)
 					break

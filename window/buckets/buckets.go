@@ -223,7 +223,11 @@ func (w *Window) Record(gen uint32, now time.Duration, failure, slow bool) bool 
 // it) holds a generation that serial-number arithmetic reads as newer. RecordCurrent takes over a bucket of any other
 // generation. It returns false only when the outcome's second left the
 // window while it was being recorded (or gen lost a race with another
-// caller's generation). The breaker calls it after checking its state word.
+// caller's generation). It must not be called for a generation that may
+// have been succeeded since the caller checked it: it would take the
+// successor's bucket over and drop the successor's outcomes of that second.
+// A caller that calls Advance for every generation it commits never needs
+// it (the breaker does not use it).
 func (w *Window) RecordCurrent(gen uint32, now time.Duration, failure, slow bool) bool {
 	_, ok := w.record(gen, now, failure, slow, true)
 	return ok
@@ -238,17 +242,7 @@ func (w *Window) RecordCurrent(gen uint32, now time.Duration, failure, slow bool
 // now)) after the record. It may run
 // concurrently with every other method and allocates nothing.
 func (w *Window) RecordTrip(gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) (recorded, trips bool) {
-	return w.recordTrip(gen, now, failure, slow, false, rule)
-}
-
-// RecordCurrentTrip is RecordCurrent followed by the judgement of
-// RecordTrip.
-func (w *Window) RecordCurrentTrip(gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) (recorded, trips bool) {
-	return w.recordTrip(gen, now, failure, slow, true, rule)
-}
-
-func (w *Window) recordTrip(gen uint32, now time.Duration, failure, slow, current bool, rule *window.Rule) (recorded, trips bool) {
-	sec, ok := w.record(gen, now, failure, slow, current)
+	sec, ok := w.record(gen, now, failure, slow, false)
 	if !ok || rule == nil || w.cleanAt(sec) {
 		return ok, false
 	}
