@@ -23,7 +23,7 @@ import (
 )
 
 // MaxSeconds is the largest window New accepts, in seconds (one hour). It
-// bounds the memory of a window (40 bytes a second) and the cost of
+// bounds the memory of a window (40 bytes a second, plus 8 per success stripe) and the cost of
 // Snapshot, which reads every bucket.
 const MaxSeconds = 3600
 
