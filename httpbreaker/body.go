@@ -30,7 +30,11 @@ func (w *watchedBody) Read(buf []byte) (int, error) {
 	case errors.Is(err, io.EOF):
 		w.finish(core.Success)
 	default:
-		w.finish(w.t.classify(w.req, w.resp, err))
+		w.once.Do(func() {
+			o := core.Ignored // if the classifier panics, as on the headers' path
+			defer func() { w.t.record(w.b, w.p, o, nil) }()
+			o = w.t.classify(w.req, w.resp, err)
+		})
 	}
 	return n, err
 }

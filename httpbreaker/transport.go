@@ -51,7 +51,9 @@ type Options struct {
 	// permit stays out: a half-open probe's slot is then only freed by the
 	// half-open max wait. Zero: recorded at the headers, body unread.
 	RecordBodyErrors bool
-	// MaxBreakers and IdleAfter bound the registry of breakers (see
+	// MaxBreakers and IdleAfter bound the registry of breakers; an evicted
+	// host starts over with a fresh window, so keep the bound above the
+	// number of hosts in use (see
 	// registry.Options). Zero: no bound, no idle eviction.
 	MaxBreakers int
 	IdleAfter   time.Duration
@@ -126,6 +128,9 @@ func (t *Transport) Registry() *registry.Registry[string] { return t.reg }
 // returns what the base transport returns, after recording the outcome. A
 // full registry (registry.ErrFull) is returned as the error too.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.reg == nil {
+		panic("httpbreaker: Transport used without New")
+	}
 	b, err := t.reg.Get(t.key(req))
 	if err == nil {
 		var p core.Permit
@@ -153,7 +158,10 @@ func (t *Transport) send(b *registry.Breaker, p core.Permit, req *http.Request) 
 	o := t.classify(req, resp, err)
 	recorded = true
 	switch {
-	case err != nil || o != core.Success || !t.bodyErrors:
+	case err != nil || o != core.Success || !t.bodyErrors || resp.StatusCode == http.StatusSwitchingProtocols:
+		// A 101's body is the upgraded connection, which net/http hands
+		// back as an io.ReadWriteCloser: recorded at the headers, and
+		// left unwrapped so that it stays writable.
 		t.record(b, p, o, resp)
 	default:
 		resp.Body = &watchedBody{ReadCloser: resp.Body, t: t, b: b, p: p, req: req, resp: resp}

@@ -34,9 +34,14 @@ var _ core.CircuitBreaker = (*Breaker)(nil)
 
 // Allow is core.Breaker.Allow, counting the permit.
 func (b *Breaker) Allow() (core.Permit, error) {
-	p, err := b.Breaker.Allow()
-	if err == nil && b.track {
+	// Counted before the core admits, so that an eviction checking the
+	// count between the two cannot drop a breaker with a permit out.
+	if b.track {
 		b.permits.Inc()
+	}
+	p, err := b.Breaker.Allow()
+	if err != nil {
+		b.release()
 	}
 	return p, err
 }

@@ -46,6 +46,14 @@ type Options[K comparable] struct {
 	// if there is none, Get returns ErrFull. A scan of every breaker,
 	// under the registry's mutex, only when a new key arrives at the
 	// bound. Zero: no bound. Negative: an error.
+	//
+	// An evicted breaker takes its window and its run of failures with
+	// it: with fewer breakers allowed than keys in use, a failing key can
+	// be evicted, and start over, before it ever trips. Size the bound
+	// above the working set. A Breaker that Get returned may also be
+	// evicted before the caller's Allow (it had no permit out yet); the
+	// caller's calls then go through a breaker the registry no longer
+	// holds, and their outcomes do not reach the key's next breaker.
 	MaxBreakers int
 	// IdleAfter is how long a breaker must go without a Get before
 	// EvictIdle may drop it (only if it is closed, disabled or

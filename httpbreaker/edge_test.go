@@ -1,0 +1,137 @@
+package httpbreaker_test
+
+// Edge cases an adversarial review found broken (a 101 body that must
+// stay writable, the zero Transport, a classifier that panics on a body
+// read); each fixed.
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/httpbreaker"
+)
+
+func edgeConfig() core.Config {
+	return core.Config{ConsecutiveFailures: 2, OpenDuration: 5 * time.Second, CollectMetrics: true}
+}
+
+// net/http documents that a 101 Switching Protocols response's Body
+// implements io.Writer (httputil.ReverseProxy and websocket clients rely on
+// it). With RecordBodyErrors, a 101 is recorded at its headers and its body
+// left unwrapped (a wrapper with only Read and Close broke upgrades).
+func TestSwitchingProtocolsBodyStaysWritable(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		brw.Flush()
+		line, _ := brw.ReadString('\n')
+		brw.WriteString(line)
+		brw.Flush()
+	}))
+	defer srv.Close()
+
+	for _, record := range []bool{false, true} {
+		tr, err := httpbreaker.New(httpbreaker.Options{Config: edgeConfig(), RecordBodyErrors: record})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest("GET", srv.URL, nil)
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "echo")
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		rw, ok := resp.Body.(io.ReadWriteCloser)
+		if !ok {
+			resp.Body.Close()
+			t.Errorf("RecordBodyErrors=%v: 101 body %T is not an io.ReadWriteCloser (net/http promises one); upgrade impossible", record, resp.Body)
+			continue
+		}
+		rw.Write([]byte("ping\n"))
+		got, _ := bufio.NewReader(rw).ReadString('\n')
+		rw.Close()
+		if got != "ping\n" {
+			t.Errorf("RecordBodyErrors=%v: echo %q", record, got)
+		}
+	}
+}
+
+// A zero Transport (not made by New) panics with a message naming New, as
+// the registry's zero value does, not with a nil dereference.
+func TestZeroTransportPanicsNamingNew(t *testing.T) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			t.Fatal("no panic")
+		}
+		msg := ""
+		switch v := r.(type) {
+		case error:
+			msg = v.Error()
+		case string:
+			msg = v
+		}
+		if strings.Contains(msg, "nil pointer") || !strings.Contains(msg, "New") {
+			t.Errorf("zero Transport panics with %q, not a message naming New", msg)
+		}
+	}()
+	var tr httpbreaker.Transport
+	req, _ := http.NewRequest("GET", "http://127.0.0.1:1/", nil)
+	tr.RoundTrip(req)
+}
+
+// Options.Classify promises: "A panic in it propagates; the request's
+// permit is then released as Ignored." That holds on a body read error
+// too: the panic leaves Read with the permit released as Ignored, and the
+// caller's deferred Close records nothing more (it used to record a
+// Success for a call whose body failed).
+func TestClassifyPanicInBodyReleasesAsIgnored(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(200)
+		w.Write([]byte("short"))
+		c, _, _ := http.NewResponseController(w).Hijack()
+		c.Close() // body ends early: unexpected EOF
+	}))
+	defer srv.Close()
+	classify := func(req *http.Request, resp *http.Response, err error) core.Outcome {
+		if err != nil {
+			panic("classifier panics on a body error")
+		}
+		return httpbreaker.DefaultClassify(req, resp, err)
+	}
+	tr, err := httpbreaker.New(httpbreaker.Options{Config: edgeConfig(), RecordBodyErrors: true, Classify: classify})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer resp.Body.Close() // as every caller does
+		defer func() { recover() }()
+		io.ReadAll(resp.Body)
+		t.Fatal("Classify did not panic")
+	}()
+	b, _ := tr.Registry().Get(srv.Listener.Addr().String())
+	m := b.Metrics()
+	if m.Successes != 0 || m.Ignored != 1 {
+		t.Errorf("after a Classify panic the permit was released as Successes=%d Ignored=%d Failures=%d; want Ignored=1", m.Successes, m.Ignored, m.Failures)
+	}
+}
