@@ -135,3 +135,29 @@ func TestClassifyPanicInBodyReleasesAsIgnored(t *testing.T) {
 		t.Errorf("after a Classify panic the permit was released as Successes=%d Ignored=%d Failures=%d; want Ignored=1", m.Successes, m.Ignored, m.Failures)
 	}
 }
+
+// A base transport that returns neither a response nor an error breaks
+// http.RoundTripper's contract; the default classifier counts it as a
+// failure instead of dereferencing the missing response.
+func TestNilResponseIsAFailure(t *testing.T) {
+	base := roundTripperFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
+	tr, err := httpbreaker.New(httpbreaker.Options{Config: edgeConfig(), Base: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", "http://example.test/", nil)
+	if _, err := tr.RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	b, err := tr.Registry().Get("example.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := b.Metrics(); m.Failures != 1 {
+		t.Errorf("metrics %+v after a nil response, want one failure", m)
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

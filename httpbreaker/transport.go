@@ -105,13 +105,16 @@ func New(o Options) (*Transport, error) {
 // is Ignored (the caller gave up, which says nothing about the server);
 // every other error is a Failure, timeouts (context.DeadlineExceeded)
 // included; a response with status 429 or 500..599 is a Failure and any
-// other response a Success.
+// other response a Success; no response and no error (a base transport
+// that breaks http.RoundTripper's contract) is a Failure.
 func DefaultClassify(req *http.Request, resp *http.Response, err error) core.Outcome {
 	switch {
 	case err != nil:
 		if errors.Is(err, context.Canceled) || errors.Is(req.Context().Err(), context.Canceled) {
 			return core.Ignored
 		}
+		return core.Failure
+	case resp == nil: // a base transport that broke RoundTripper's contract
 		return core.Failure
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 && resp.StatusCode <= 599:
 		return core.Failure
