@@ -83,14 +83,21 @@ func (r Reason) String() string {
 // If no rule holds on c, which only outcomes recorded concurrently with
 // the trip can cause, it is the first enabled of the four. The baseline
 // decides the same rule with its own code.
+//
+// Each window rule is asked of window.Rule, restricted to its one
+// threshold, so the reason and the trip share one arithmetic.
 func (s *Settings) ruleReason(c window.Counts) Reason {
-	enough := c.Calls >= uint64(s.MinimumNumberOfCalls)
+	rate := window.Rule{MinimumNumberOfCalls: s.rule.MinimumNumberOfCalls, MinimumAppliesToCount: s.rule.MinimumAppliesToCount}
+	slow, count := rate, rate
+	rate.FailureRateThreshold = s.rule.FailureRateThreshold
+	slow.SlowCallRateThreshold = s.rule.SlowCallRateThreshold
+	count.FailureCountThreshold = s.rule.FailureCountThreshold
 	switch {
-	case enough && s.FailureRateThreshold > 0 && c.Failures > 0 && c.Failures*100 >= uint64(s.FailureRateThreshold)*c.Calls:
+	case rate.FailureRateThreshold > 0 && rate.Trips(c):
 		return ReasonFailureRate
-	case enough && s.SlowCallRateThreshold > 0 && c.Slow > 0 && c.Slow*100 >= uint64(s.SlowCallRateThreshold)*c.Calls:
+	case slow.SlowCallRateThreshold > 0 && slow.Trips(c):
 		return ReasonSlowCallRate
-	case s.FailureCountThreshold > 0 && c.Failures >= uint64(s.FailureCountThreshold) && (enough || !s.MinimumAppliesToCount):
+	case count.FailureCountThreshold > 0 && count.Trips(c):
 		return ReasonFailureCount
 	case s.ConsecutiveFailures > 0:
 		return ReasonConsecutiveFailures

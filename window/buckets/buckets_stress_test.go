@@ -346,10 +346,6 @@ func TestStress_GenerationChangesUnderLoad(t *testing.T) {
 		}
 	}()
 
-	type genTally struct {
-		accepted window.Counts
-		dropped  int
-	}
 	perWriter := make([]map[uint32]genTally, writers)
 	for g := range writers {
 		writing.Add(1)
@@ -376,13 +372,26 @@ func TestStress_GenerationChangesUnderLoad(t *testing.T) {
 	close(stop)
 	bumping.Wait()
 
-	// No generation newer than the final one ever existed, so none of its
-	// outcomes may have been dropped; a few more, recorded now, must land.
-	final := gen.Load()
+	checkFinalGeneration(t, w, b, gen.Load(), perWriter)
+}
+
+// genTally is what one writer saw of one generation: the outcomes the
+// window accepted and how many it dropped.
+type genTally struct {
+	accepted window.Counts
+	dropped  int
+}
+
+// checkFinalGeneration checks a window of b seconds after writers that
+// tallied per generation: no generation newer than final ever existed, so
+// none of final's outcomes may have been dropped; b more, recorded now,
+// must land, and the Snapshot holds exactly final's outcomes.
+func checkFinalGeneration(t *testing.T, w *Window, b int, final uint32, perWriter []map[uint32]genTally) {
+	t.Helper()
 	var want window.Counts
-	for g, tallies := range perWriter {
+	for k, tallies := range perWriter {
 		x := tallies[final]
-		require.Zero(t, x.dropped, "writer %d: outcomes of the final generation dropped", g)
+		require.Zero(t, x.dropped, "writer %d: outcomes of the final generation dropped", k)
 		want.Calls += x.accepted.Calls
 		want.Failures += x.accepted.Failures
 		want.Slow += x.accepted.Slow
@@ -439,10 +448,6 @@ func TestStress_SweepUnderLoad(t *testing.T) {
 			runtime.Gosched()
 		}
 	}()
-	type genTally struct {
-		accepted window.Counts
-		dropped  int
-	}
 	perWriter := make([]map[uint32]genTally, writers)
 	for k := range writers {
 		writing.Add(1)
@@ -469,22 +474,7 @@ func TestStress_SweepUnderLoad(t *testing.T) {
 	bumping.Wait()
 	require.Equal(t, bumps*(1<<18+1)/sweepEvery, sweeps)
 
-	final := gen.Load()
-	var want window.Counts
-	for k, tallies := range perWriter {
-		x := tallies[final]
-		require.Zero(t, x.dropped, "writer %d: outcomes of the final generation dropped", k)
-		want.Calls += x.accepted.Calls
-		want.Failures += x.accepted.Failures
-		want.Slow += x.accepted.Slow
-		want.SlowFailures += x.accepted.SlowFailures
-	}
-	for i := range b {
-		f, s := outcome(i)
-		require.True(t, w.Record(final, time.Duration(i)*sec, f, s))
-		add(&want, f, s)
-	}
-	require.Equal(t, want, w.Snapshot(final, 0))
+	checkFinalGeneration(t, w, b, gen.Load(), perWriter)
 }
 
 // TestStress_JudgementsCoverExactly: judgements made while writers run hand
