@@ -8,6 +8,15 @@
 # mix (BenchmarkMix by /impl, over all -cpu and per -cpu). Every setting
 # comes from the environment (the Makefile sets them all); benchstat runs
 # from the pinned version in $BENCHSTAT.
+#
+# The BENCH_COUNT samples are taken in rounds: each module's test binary is
+# built once, then run BENCH_COUNT times with -test.count 1, so every
+# benchmark gets one sample per round. `go test -count N` would take a
+# benchmark's N samples back to back; on a VM whose speed drifts over
+# minutes that puts all of one cell's samples, or all of one -cpu's, in
+# one speed and biases the comparison between cells. In rounds, each cell
+# is sampled across the whole run, and the two implementations of a cell
+# still run next to each other in every round.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,24 +41,33 @@ if [ "$BENCH_PEERS" = 0 ]; then
 	modules="./bench/ only"
 fi
 
-flags=(-run '^$' -bench "$BENCH_RUN" -benchtime "$BENCH_TIME" -count "$BENCH_COUNT" -cpu "$BENCH_CPU" -timeout 60m)
+flags=(-test.run '^$' -test.bench "$BENCH_RUN" -test.benchtime "$BENCH_TIME" -test.count 1 -test.cpu "$BENCH_CPU" -test.timeout 60m)
 mkdir -p "$(dirname "$BENCH_OUT")"
 tmp=$BENCH_OUT.tmp
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+"$GO" test -c -o "$bin/bench.test" ./bench/
+if [ "$BENCH_PEERS" != 0 ]; then
+	"$GO" -C bench/peers test -c -o "$bin/peers.test" .
+fi
 start=$(date +%s)
 
 # Lines that start with '#' are not benchmark data: benchstat ignores them.
 {
 	echo "# casbreaker benchmarks, $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname)"
-	echo "# go test ${flags[*]} ($modules)"
+	echo "# $BENCH_COUNT rounds of: <pkg>.test ${flags[*]} ($modules)"
 	echo "# $($GO version)"
 	echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores visible, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$tmp"
 
 status=0
-"$GO" test "${flags[@]}" ./bench/ 2>&1 | tee -a "$tmp" || status=1
-if [ "$BENCH_PEERS" != 0 ]; then
-	(cd bench/peers && "$GO" test "${flags[@]}" .) 2>&1 | tee -a "$tmp" || status=1
-fi
+for round in $(seq "$BENCH_COUNT"); do
+	echo "# round $round of $BENCH_COUNT, load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$tmp"
+	(cd bench && "$bin/bench.test" "${flags[@]}") 2>&1 | tee -a "$tmp" || status=1
+	if [ "$BENCH_PEERS" != 0 ]; then
+		(cd bench/peers && "$bin/peers.test" "${flags[@]}") 2>&1 | tee -a "$tmp" || status=1
+	fi
+done
 if grep -q -- '--- FAIL' "$tmp"; then
 	status=1
 	echo "benchmark failures:" >&2
