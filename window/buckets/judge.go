@@ -26,10 +26,11 @@ import (
 // second, in its word judge, tagged with the bucket's incarnation like its
 // counters and reset with them when the bucket is recycled.
 //
-//	judge = | tag (8 bits) | ver (24 bits) | safe (1 bit) | slack (31 bits) |
-//	         63         56   55         32   31             30             0
+//	judge = | tag (8 bits) | ver (24 bits) | safe (1) | full (1) | slack (30 bits) |
+//	         63         56   55         32   31         30         29            0
 //
-// safe says a judgement is installed; slack is what is left of it.
+// safe says a judgement is installed; slack is what is left of it; full
+// that its Snapshot held at least the rule's minimum number of calls.
 //
 // Why no failure escapes the accounting. A failure (or slow call) first
 // adds itself to the counters and then changes judge: it takes a unit of
@@ -46,10 +47,17 @@ import (
 // comes back for a stale CAS to match (short of 2^24 moves in one
 // incarnation).
 //
-// A fast success may skip on any installed judgement, spent or not: the
-// failures the judgement covers keep the rule false at any number of
-// calls, and a failure that is not covered sums a window that holds every
-// success which loaded judge before the failure moved it.
+// A fast success may skip on any installed full judgement, spent or not:
+// with the minimum met, a fast success only lowers every rate, so it trips
+// the rule only on a window that trips without it, and that window's
+// newest failure is not covered: it sums a window that holds every success
+// which loaded judge before the failure moved it, and trips. Below the
+// minimum a success can be the call that meets it, and slack cannot cover
+// it: slack counts the failures that have taken a unit, not those recorded
+// and still on their way to judge, so the window may already hold more
+// than the judgement allowed for. Such a success sums the window (and
+// installs what it finds): only while the window holds a failure or slow
+// call and fewer calls than the minimum, where a breaker sees few calls.
 //
 // What this guarantees is what the Snapshot after each record guaranteed
 // before: every outcome is judged on a window that holds it, or covered by
@@ -57,10 +65,11 @@ import (
 // outcomes may still be judged on windows that hold some of the others'
 // records and not the rest (docs/design.md, Known limits).
 const (
-	judgeSlackBits = 31
-	judgeSafe      = 1 << judgeSlackBits
-	judgeSlack     = judgeSafe - 1
-	judgeVerShift  = judgeSlackBits + 1
+	judgeSlackBits = 30
+	judgeSlack     = 1<<judgeSlackBits - 1
+	judgeFull      = 1 << judgeSlackBits
+	judgeSafe      = judgeFull << 1
+	judgeVerShift  = judgeSlackBits + 2
 	judgeVerMask   = (1<<24 - 1) << judgeVerShift
 )
 
@@ -90,7 +99,10 @@ func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *
 		tag, _ := unpackCount(j)
 		if tag == inc && j&judgeSafe != 0 {
 			if !bad {
-				return false
+				if j&judgeFull != 0 {
+					return false
+				}
+				break // below the minimum: sum (see above)
 			}
 			if j&judgeSlack != 0 {
 				if b.judge.CompareAndSwap(j, j-1) {
@@ -148,7 +160,7 @@ func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *
 var testHookJudged func()
 
 // nextJudgement is the judge word that replaces j in incarnation inc with
-// safe|slack m: ver one more than j's in the same incarnation, 1 in a new
+// judgement m (safe, full and slack): ver one more than j's in the same incarnation, 1 in a new
 // one (0 is the word the recycler's reset leaves).
 func nextJudgement(j uint64, inc uint8, m uint64) uint64 {
 	ver := j&judgeVerMask + 1<<judgeVerShift
@@ -160,19 +172,24 @@ func nextJudgement(j uint64, inc uint8, m uint64) uint64 {
 
 // margin is the judgement for a window holding c that does not trip rule:
 // safe with the largest slack x (at most judgeSlack) such that x more slow
-// failures cannot trip it at any number of calls from c's on; nothing when
-// even none is safe. x is found by doubling and then bisecting, each step
-// one Trips: about 2 log2(x) of them, once per judgement.
+// failures cannot trip it at any number of calls from c's on, and full if
+// c meets the minimum number of calls; nothing when even none is safe. x
+// is found by doubling and then bisecting, each step one Trips: about
+// 2 log2(x) of them, once per judgement.
 func margin(rule *window.Rule, c window.Counts) uint64 {
 	if risky(rule, c, 0) {
 		return 0
+	}
+	safe := uint64(judgeSafe)
+	if c.Calls >= rule.MinimumNumberOfCalls {
+		safe |= judgeFull
 	}
 	lo, hi := uint64(0), uint64(1) // risky(lo) is false; hi is tried next
 	for hi < judgeSlack && !risky(rule, c, hi) {
 		lo, hi = hi, min(2*hi, judgeSlack)
 	}
 	if hi == judgeSlack && !risky(rule, c, hi) {
-		return judgeSafe | judgeSlack
+		return safe | judgeSlack
 	}
 	for hi-lo > 1 { // risky(hi) is true
 		if m := lo + (hi-lo)/2; risky(rule, c, m) {
@@ -181,7 +198,7 @@ func margin(rule *window.Rule, c window.Counts) uint64 {
 			lo = m
 		}
 	}
-	return judgeSafe | lo
+	return safe | lo
 }
 
 // risky reports whether x more slow failures could trip rule on a window

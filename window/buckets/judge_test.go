@@ -51,3 +51,36 @@ func TestJudge_LostInstallChargesTheWinner(t *testing.T) {
 	require.Equal(t, window.Counts{Calls: 4, Failures: 3}, c)
 	require.True(t, trips, "G brings the window to 3 failures: it must trip")
 }
+
+// A judgement made below the minimum number of calls does not cover a fast
+// success. F, a failure, is recorded but not yet judged (in the breaker: its
+// goroutine is descheduled between the two); a Snapshot (the breaker's
+// Counts) then holds F and no trip, since the window is below the minimum.
+// The successes that follow bring the window to the minimum at a 50% rate:
+// in the order the Snapshot fixes (F, the Snapshot, the successes), the last
+// success trips. Before the fix every success skipped on the spent
+// judgement, because its slack only counts the failures that have taken a
+// unit, not those recorded and still in flight, and a breaker read closed
+// after the successes had returned while the sequential history had opened.
+func TestJudge_SuccessBelowTheMinimumIsJudged(t *testing.T) {
+	w := mustNew(t, 10)
+	rule := &window.Rule{FailureRateThreshold: 50, MinimumNumberOfCalls: 10}
+	const gen = 1
+	now := 500 * time.Millisecond
+	for i := range 4 { // the first sums {1, 1} and installs slack 3; the others take it
+		_, trips := w.RecordTrip(gen, now, true, false, rule)
+		require.False(t, trips, "failure %d", i)
+	}
+	_, ok := w.record(gen, now, true, false, false) // F, in flight: recorded, not judged
+	require.True(t, ok)
+	c := w.Snapshot(gen, now)
+	require.Equal(t, window.Counts{Calls: 5, Failures: 5}, c)
+	require.False(t, rule.Trips(c), "below the minimum")
+	for i := range 4 {
+		_, trips := w.RecordTrip(gen, now, false, false, rule)
+		require.False(t, trips, "success %d: %d calls", i, 6+i)
+	}
+	_, trips := w.RecordTrip(gen, now, false, false, rule)
+	require.Equal(t, window.Counts{Calls: 10, Failures: 5}, w.Snapshot(gen, now))
+	require.True(t, trips, "the tenth call brings the window to the minimum at 50%: it must trip")
+}
