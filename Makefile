@@ -61,12 +61,17 @@ bench-quick: ## a short bench run (3 counts, -cpu 1,2) to check that everything 
 # The mix matrix (docs/benchmarks.md, "The mix matrix"): BenchmarkMix and the floors
 # into bench/results/<date>-<HHMM>-<host>-mix.txt, then benchstat -col /impl,
 # whose geomean row sums the matrix up, over all -cpu and per -cpu. Its own
-# defaults are -cpu 1,2 and -benchtime 100ms (BENCH_COUNT stays 10); a
+# defaults are -cpu 1,2, -benchtime 20ms and 30 rounds: short samples, so
+# that the cells a target compares (lock-free and mutex, -cpu 1 and 2,
+# time10 and time300) run within a fraction of a second of each other in
+# every round, and many rounds, so that their medians see this VM's speed
+# modes alike (docs/benchmarks.md, "Running the matrix"). A BENCH_COUNT,
 # BENCH_CPU, BENCH_TIME or BENCH_OUT given on the command line or in the
 # environment still wins. MIX_PEERS=1 runs the peers' cells too.
 MIX_PEERS ?= 0
 MIX_CPU   := 1,2
-MIX_TIME  := 100ms
+MIX_TIME  := 20ms
+MIX_COUNT := 30
 MIX_OUT    = bench/results/$(shell date -u +%Y-%m-%d-%H%M)-$(shell hostname -s)-mix.txt
 # $(call given,VAR,DEFAULT): VAR's value if the command line or the
 # environment set it, otherwise the value of the variable DEFAULT (a name,
@@ -74,7 +79,7 @@ MIX_OUT    = bench/results/$(shell date -u +%Y-%m-%d-%H%M)-$(shell hostname -s)-
 given = $(if $(filter command line environment,$(origin $1)),$($1),$($2))
 
 bench-mix: ## BenchmarkMix (failures x window, -cpu 1,2) into bench/results/*-mix.txt, then benchstat -col /impl and its geomean; MIX_PEERS=1 adds the peers
-	GO=$(GO) BENCHSTAT=$(BENCHSTAT) BENCH_COUNT=$(BENCH_COUNT) BENCH_CPU=$(call given,BENCH_CPU,MIX_CPU) \
+	GO=$(GO) BENCHSTAT=$(BENCHSTAT) BENCH_COUNT=$(call given,BENCH_COUNT,MIX_COUNT) BENCH_CPU=$(call given,BENCH_CPU,MIX_CPU) \
 		BENCH_TIME=$(call given,BENCH_TIME,MIX_TIME) BENCH_RUN='^Benchmark(Mix|Floor|FloorParallel)$$' \
 		BENCH_OUT=$(call given,BENCH_OUT,MIX_OUT) BENCH_PEERS=$(MIX_PEERS) BENCH_TABLES=mix bash bench/run.sh
 
