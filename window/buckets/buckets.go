@@ -391,6 +391,17 @@ func (w *Window) Snapshot(gen uint32, now time.Duration) window.Counts {
 // may have raised a rate since the last outcome, and no trip is owed until
 // the next outcome is judged.
 func (w *Window) SnapshotOwed(gen uint32, now time.Duration) (c window.Counts, owed bool) {
+	c, owed, _ = w.sum(gen, now, nil)
+	return c, owed
+}
+
+// sum is SnapshotOwed, for a judge (judge.go) that may stop summing once
+// another judgement covers its outcome: between two attempts it asks
+// covered, if not nil, and returns stopped true (and no counts) if so.
+// Without it, a judge summing a long window while another core records
+// failures could retry for as long as they come (each one moves seq), and
+// the judgement that the other core installs meanwhile is as good as its own.
+func (w *Window) sum(gen uint32, now time.Duration, covered *judging) (c window.Counts, owed, stopped bool) {
 	gen &= genMask
 	sec := w.advance(now)
 	for {
@@ -399,7 +410,10 @@ func (w *Window) SnapshotOwed(gen uint32, now time.Duration) (c window.Counts, o
 		fast, again, headFast := w.collect(gen, sec, false)
 		if again == members && w.seq.n.Load() == seq && w.head.second.Load() == sec {
 			sum.Calls += fast.Calls
-			return sum, headBad+headFast > 0
+			return sum, headBad+headFast > 0, false
+		}
+		if covered != nil && covered.now() {
+			return window.Counts{}, false, true
 		}
 		sec = w.advance(now)
 	}

@@ -125,7 +125,10 @@ func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *
 			break
 		}
 	}
-	c := w.Snapshot(gen, now)
+	c, _, stopped := w.sum(gen, now, &judging{b: b, id: id, j: j, inc: inc, bad: bad, ours: ours})
+	if stopped {
+		return false
+	}
 	if testHookJudged != nil {
 		testHookJudged()
 	}
@@ -152,6 +155,40 @@ func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *
 		b.judge.CompareAndSwap(j, nextJudgement(j, inc, margin(rule, c)))
 	}
 	return false
+}
+
+// judging is what a judge that is summing the window knows of its bucket:
+// b held id when it loaded j, the judge word it will install over (for a
+// failure or slow call, the word its own move left).
+type judging struct {
+	b         bucket
+	id, j     uint64
+	inc       uint8
+	bad, ours bool
+}
+
+// now reports whether a judgement installed since the judge loaded j
+// covers its outcome, so that it may stop summing and report no trip. For
+// a success, any full judgement of its bucket's incarnation does, as it
+// does before a sum. For a failure or slow call, any judgement at all that
+// replaced the one its move left: judge words never come back (ver), so
+// that judgement was installed from a word loaded after the move, by a
+// judge whose Snapshot began after this outcome was recorded and holds it,
+// and found the rule false. The outcome takes effect as the last of that
+// Snapshot's state, which nothing in it follows in real time (this
+// outcome's call has not returned), so it trips nothing.
+func (g *judging) now() bool {
+	if !g.ours {
+		return false
+	}
+	cur := g.b.judge.Load()
+	if tag, _ := unpackCount(cur); tag != g.inc || cur&judgeSafe == 0 || g.b.id.Load() != g.id {
+		return false
+	}
+	if g.bad {
+		return cur != g.j
+	}
+	return cur&judgeFull != 0
 }
 
 // testHookJudged, when set by a test, runs between a judgement's Snapshot

@@ -84,3 +84,51 @@ func TestJudge_SuccessBelowTheMinimumIsJudged(t *testing.T) {
 	require.Equal(t, window.Counts{Calls: 10, Failures: 5}, w.Snapshot(gen, now))
 	require.True(t, trips, "the tenth call brings the window to the minimum at 50%: it must trip")
 }
+
+// A judge that is summing stops only on a judgement that covers its
+// outcome: for a failure, one installed over the word its own move left
+// (so summed after its record); for a success, a full one. Anything else
+// (its own word still there, another failure's move, a judgement below the
+// minimum for a success, a recycled bucket) keeps it summing.
+func TestJudge_StopsSummingOnlyWhenCovered(t *testing.T) {
+	w := mustNew(t, 10)
+	rule := &window.Rule{FailureRateThreshold: 50, MinimumNumberOfCalls: 4}
+	const gen = 1
+	now := 500 * time.Millisecond
+	_, trips := w.RecordTrip(gen, now, false, false, rule)
+	require.False(t, trips)
+	_, trips = w.RecordTrip(gen, now, true, false, rule) // judges {2, 1}: safe, below the minimum
+	require.False(t, trips)
+	b := w.bucket(w.slot(0))
+	id := b.id.Load()
+	_, inc, _ := unpackID(id)
+	belowMinimum := b.judge.Load()
+	require.NotZero(t, belowMinimum&judgeSafe)
+	require.Zero(t, belowMinimum&judgeFull)
+
+	success := judging{b: b, id: id, j: belowMinimum, inc: inc, ours: true}
+	require.False(t, success.now(), "a success on a judgement below the minimum sums")
+
+	moved := nextJudgement(belowMinimum, inc, 0) // a failure's move before its sum
+	require.True(t, b.judge.CompareAndSwap(belowMinimum, moved))
+	failure := judging{b: b, id: id, j: moved, inc: inc, bad: true, ours: true}
+	require.False(t, failure.now(), "its own move: nobody has judged since")
+
+	other := nextJudgement(moved, inc, 0) // another failure moved it on
+	require.True(t, b.judge.CompareAndSwap(moved, other))
+	require.False(t, failure.now(), "a move is no judgement")
+
+	full := nextJudgement(other, inc, margin(rule, window.Counts{Calls: 10, Failures: 1}))
+	require.NotZero(t, full&judgeFull)
+	require.True(t, b.judge.CompareAndSwap(other, full))
+	require.True(t, failure.now(), "installed over its move: summed with it")
+	require.True(t, success.now(), "a full judgement covers a success")
+	require.False(t, (&judging{b: b, id: id, j: full, inc: inc, bad: true, ours: true}).now(),
+		"a failure that moved nothing of this judgement's")
+	require.False(t, (&judging{b: b, id: id, j: moved, inc: inc, bad: true}).now(),
+		"a judge whose bucket moved on before its sum")
+
+	_, ok := w.record(gen, 10*time.Second+now, false, false, false) // second 10 recycles the bucket
+	require.True(t, ok)
+	require.False(t, failure.now(), "recycled: that judgement is gone with its second")
+}
