@@ -24,7 +24,7 @@ test386: ## all tests (-short) as GOARCH=386, where a misaligned 64-bit atomic p
 # The nested modules, each with its own go.mod, which ./... from the root
 # does not enter: built, vetted and smoke-tested here so that CI (.ci/run:
 # make test) compiles them. -short runs their tests only, never a benchmark.
-NESTED := bench/peers bench/plot prombreaker otelbreaker
+NESTED := bench/peers bench/plot prombreaker otelbreaker grpcbreaker
 
 nested: ## go vet, staticcheck and the -short tests of each nested module (bench/peers, bench/plot)
 	@set -e; for m in $(NESTED); do \
