@@ -1,10 +1,8 @@
 package observe_test
 
 import (
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,11 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/observetest"
 	"github.com/casbreaker/casbreaker/observe"
 	"github.com/casbreaker/casbreaker/registry"
 )
-
-var errDown = errors.New("down")
 
 // newBreaker returns a breaker named name, with metrics, that trips at
 // 50 % failures of a window of 4 once it holds 2, and its clock.
@@ -29,15 +26,6 @@ func newBreaker(t *testing.T, name string, listener func(core.Transition)) (*cor
 	})
 	require.NoError(t, err)
 	return b, clock
-}
-
-func call(b core.Guard, err error) error {
-	p, rej := b.Allow()
-	if rej != nil {
-		return rej
-	}
-	b.Done(p, err)
-	return nil
 }
 
 // series renders every series of a read as "name{labels} value" lines.
@@ -63,10 +51,8 @@ func series(t *testing.T, src observe.Source, tr *observe.Transitions) []string 
 
 func TestReadSeries(t *testing.T) {
 	var tr observe.Transitions
-	b, _ := newBreaker(t, "api", tr.Listener(nil))
-	require.NoError(t, call(b, nil))
-	require.NoError(t, call(b, errDown)) // 1 of 2 failed: 50 %, trips
-	assert.ErrorIs(t, call(b, nil), core.ErrOpen)
+	b, err := observetest.Tripped(tr.Listener(nil))
+	require.NoError(t, err)
 	src, err := observe.Breakers(b)
 	require.NoError(t, err)
 
@@ -103,13 +89,13 @@ func TestRatiosWhileTheWindowHoldsCalls(t *testing.T) {
 	require.NoError(t, err)
 	src, err := observe.Breakers(b)
 	require.NoError(t, err)
-	require.NoError(t, call(b, errDown))
+	require.NoError(t, observetest.Call(b, observetest.ErrDown))
 	p, err := b.Allow()
 	require.NoError(t, err)
 	clock.Advance(2 * time.Second) // slow
 	b.Done(p, nil)
-	require.NoError(t, call(b, nil))
-	require.NoError(t, call(b, nil))
+	require.NoError(t, observetest.Call(b, nil))
+	require.NoError(t, observetest.Call(b, nil))
 
 	var got observe.Sample
 	require.NoError(t, observe.Read(src, nil, func(s observe.Sample) { got = s }))
@@ -133,10 +119,10 @@ func TestRatiosWhileTheWindowHoldsCalls(t *testing.T) {
 
 func TestTransitionsFromMetricsWithoutAListener(t *testing.T) {
 	b, clock := newBreaker(t, "api", nil)
-	require.NoError(t, call(b, errDown))
-	require.NoError(t, call(b, errDown))
+	require.NoError(t, observetest.Call(b, observetest.ErrDown))
+	require.NoError(t, observetest.Call(b, observetest.ErrDown))
 	clock.Advance(time.Second)
-	require.NoError(t, call(b, nil)) // the probe closes it
+	require.NoError(t, observetest.Call(b, nil)) // the probe closes it
 	src, err := observe.Breakers(b)
 	require.NoError(t, err)
 	var got []observe.TransitionCount
@@ -150,9 +136,7 @@ func TestTransitionsFromMetricsWithoutAListener(t *testing.T) {
 }
 
 func TestDuplicateNamesAreAnError(t *testing.T) {
-	a, _ := newBreaker(t, "same", nil)
-	b, _ := newBreaker(t, "same", nil)
-	src, err := observe.Breakers(a, b)
+	src, err := observetest.SameName("same")
 	require.NoError(t, err)
 	n := 0
 	err = observe.Read(src, nil, func(observe.Sample) { n++ })
@@ -209,8 +193,8 @@ func TestTransitionsForgetEvictedBreakers(t *testing.T) {
 	for _, k := range []string{"a", "b"} {
 		b, err := reg.Get(k)
 		require.NoError(t, err)
-		require.NoError(t, call(b, errDown))
-		require.ErrorIs(t, call(b, nil), core.ErrOpen)
+		require.NoError(t, observetest.Call(b, observetest.ErrDown))
+		require.ErrorIs(t, observetest.Call(b, nil), core.ErrOpen)
 		b.Reset()
 		clock.Advance(time.Second) // a is the least recently used
 	}
@@ -285,28 +269,7 @@ func TestReadsDuringTraffic(t *testing.T) {
 	require.NoError(t, err)
 	src, err := observe.Registry(reg)
 	require.NoError(t, err)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				b, err := reg.Get((w + i) % 6)
-				if err != nil {
-					continue // full: every breaker busy
-				}
-				var e error
-				if i%3 == 0 {
-					e = errDown
-				}
-				_ = call(b, e)
-			}
-		})
-	}
+	stop := observetest.Traffic(reg, 6, nil)
 	for range 200 {
 		n := 0
 		require.NoError(t, observe.Read(src, &tr, func(s observe.Sample) {
@@ -325,8 +288,7 @@ func TestReadsDuringTraffic(t *testing.T) {
 		// its making evicted: at most one per key.
 		assert.LessOrEqual(t, n, 6)
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	n := 0
 	require.NoError(t, observe.Read(src, &tr, func(observe.Sample) { n++ }))
 	assert.LessOrEqual(t, n, 4, "with nothing made meanwhile, a read sees at most MaxBreakers")

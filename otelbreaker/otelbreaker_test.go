@@ -2,8 +2,6 @@ package otelbreaker_test
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,21 +13,11 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/observetest"
 	"github.com/casbreaker/casbreaker/observe"
 	"github.com/casbreaker/casbreaker/otelbreaker"
 	"github.com/casbreaker/casbreaker/registry"
 )
-
-var errDown = errors.New("down")
-
-func call(b core.Guard, err error) error {
-	p, rej := b.Allow()
-	if rej != nil {
-		return rej
-	}
-	b.Done(p, err)
-	return nil
-}
 
 // setup registers src on a fresh provider with a manual reader.
 func setup(t *testing.T, src observe.Source, o otelbreaker.Options) (*sdkmetric.ManualReader, *sdkmetric.MeterProvider) {
@@ -59,20 +47,16 @@ func collect(t *testing.T, reader *sdkmetric.ManualReader) map[string]metricdata
 	return out
 }
 
-// trippedSource is one breaker, "api", that one success and one failure
-// tripped (50 % of 2 calls), which then refused one call.
+// trippedSource is observetest.Tripped's breaker, "api", with tr's
+// listener if tr is not nil.
 func trippedSource(t *testing.T, tr *observe.Transitions) observe.Source {
 	t.Helper()
-	cfg := core.Config{Name: "api", WindowSize: 4, MinimumNumberOfCalls: 2, FailureRateThreshold: 50,
-		OpenDuration: time.Second, CollectMetrics: true, Clock: core.NewManualClock(0)}
+	var listener func(core.Transition)
 	if tr != nil {
-		cfg.OnStateChange = tr.Listener(nil)
+		listener = tr.Listener(nil)
 	}
-	b, err := core.New(cfg)
+	b, err := observetest.Tripped(listener)
 	require.NoError(t, err)
-	require.NoError(t, call(b, nil))
-	require.NoError(t, call(b, errDown))
-	require.ErrorIs(t, call(b, nil), core.ErrOpen)
 	src, err := observe.Breakers(b)
 	require.NoError(t, err)
 	return src
@@ -140,8 +124,8 @@ func TestCollect(t *testing.T) {
 func TestRatios(t *testing.T) {
 	b, err := core.New(core.Config{Name: "db", WindowSize: 10, FailureRateThreshold: 90, Clock: core.NewManualClock(0)})
 	require.NoError(t, err)
-	require.NoError(t, call(b, errDown))
-	require.NoError(t, call(b, nil))
+	require.NoError(t, observetest.Call(b, observetest.ErrDown))
+	require.NoError(t, observetest.Call(b, nil))
 	src, err := observe.Breakers(b)
 	require.NoError(t, err)
 	reader, _ := setup(t, src, otelbreaker.Options{Prefix: "svc.breaker"})
@@ -177,11 +161,7 @@ func TestUnregisterStopsReporting(t *testing.T) {
 }
 
 func TestDuplicateNamesFailTheCollection(t *testing.T) {
-	a, err := core.New(core.Config{Name: "same", ConsecutiveFailures: 1})
-	require.NoError(t, err)
-	b, err := core.New(core.Config{Name: "same", ConsecutiveFailures: 1})
-	require.NoError(t, err)
-	src, err := observe.Breakers(a, b)
+	src, err := observetest.SameName("same")
 	require.NoError(t, err)
 	reader, _ := setup(t, src, otelbreaker.Options{})
 	var rm metricdata.ResourceMetrics
@@ -212,28 +192,7 @@ func TestCollectDuringTraffic(t *testing.T) {
 	src, err := observe.Registry(breakers)
 	require.NoError(t, err)
 	reader, _ := setup(t, src, otelbreaker.Options{Transitions: &tr})
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-quit:
-					return
-				default:
-				}
-				b, err := breakers.Get((w + i) % 3)
-				if !assert.NoError(t, err) {
-					return
-				}
-				var e error
-				if i%2 == 0 {
-					e = errDown
-				}
-				_ = call(b, e)
-			}
-		})
-	}
+	stop := observetest.Traffic(breakers, 3, nil)
 	last := map[attribute.Distinct]int64{}
 	for range 50 {
 		got := collect(t, reader)
@@ -253,6 +212,5 @@ func TestCollectDuringTraffic(t *testing.T) {
 			last[dp.Attributes.Equivalent()] = dp.Value
 		}
 	}
-	close(quit)
-	wg.Wait()
+	stop()
 }

@@ -1,12 +1,10 @@
 package prombreaker_test
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/observetest"
 	"github.com/casbreaker/casbreaker/observe"
 	"github.com/casbreaker/casbreaker/prombreaker"
 	"github.com/casbreaker/casbreaker/registry"
@@ -28,33 +27,17 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var errDown = errors.New("down")
-
-func call(b core.Guard, err error) error {
-	p, rej := b.Allow()
-	if rej != nil {
-		return rej
-	}
-	b.Done(p, err)
-	return nil
-}
-
-// tripped returns a collector over one breaker, "api", that one success
-// and one failure tripped (50 % of 2 calls) and that refused one call.
+// tripped returns a collector over observetest.Tripped's breaker, "api",
+// with o, counting transitions by reason if listen.
 func tripped(t *testing.T, o prombreaker.Options, listen bool) *prombreaker.Collector {
 	t.Helper()
 	var tr observe.Transitions
-	cfg := core.Config{Name: "api", WindowSize: 4, MinimumNumberOfCalls: 2, FailureRateThreshold: 50,
-		OpenDuration: time.Second, CollectMetrics: true, Clock: core.NewManualClock(0)}
+	var listener func(core.Transition)
 	if listen {
-		cfg.OnStateChange = tr.Listener(nil)
-		o.Transitions = &tr
+		listener, o.Transitions = tr.Listener(nil), &tr
 	}
-	b, err := core.New(cfg)
+	b, err := observetest.Tripped(listener)
 	require.NoError(t, err)
-	require.NoError(t, call(b, nil))
-	require.NoError(t, call(b, errDown))
-	require.ErrorIs(t, call(b, nil), core.ErrOpen)
 	src, err := observe.Breakers(b)
 	require.NoError(t, err)
 	c, err := prombreaker.New(src, o)
@@ -136,13 +119,13 @@ func TestWindowSeries(t *testing.T) {
 	b, err := core.New(core.Config{Name: "db", WindowSize: 10, FailureRateThreshold: 90,
 		SlowCallDurationThreshold: time.Second, SlowCallRateThreshold: 90, Clock: clock})
 	require.NoError(t, err)
-	require.NoError(t, call(b, errDown))
+	require.NoError(t, observetest.Call(b, observetest.ErrDown))
 	p, err := b.Allow()
 	require.NoError(t, err)
 	clock.Advance(2 * time.Second)
 	b.Done(p, nil) // slow
-	require.NoError(t, call(b, nil))
-	require.NoError(t, call(b, nil))
+	require.NoError(t, observetest.Call(b, nil))
+	require.NoError(t, observetest.Call(b, nil))
 	src, err := observe.Breakers(b)
 	require.NoError(t, err)
 	c, err := prombreaker.New(src, prombreaker.Options{})
@@ -169,11 +152,7 @@ casbreaker_slow_call_ratio{breaker="db"} 0.25
 }
 
 func TestDuplicateNamesFailTheScrape(t *testing.T) {
-	a, err := core.New(core.Config{Name: "same", ConsecutiveFailures: 1})
-	require.NoError(t, err)
-	b, err := core.New(core.Config{Name: "same", ConsecutiveFailures: 1})
-	require.NoError(t, err)
-	src, err := observe.Breakers(a, b)
+	src, err := observetest.SameName("same")
 	require.NoError(t, err)
 	c, err := prombreaker.New(src, prombreaker.Options{})
 	require.NoError(t, err)
@@ -231,6 +210,24 @@ func serve(t *testing.T, reg *prometheus.Registry) string {
 	return "http://" + ln.Addr().String() + "/metrics"
 }
 
+// serveRegistry serves the series of a registry made with o, whose
+// transitions a Transitions listener counts by reason, on a loopback
+// /metrics until the test ends, and returns the registry and the URL.
+func serveRegistry(t *testing.T, o registry.Options[int]) (*registry.Registry[int], string) {
+	t.Helper()
+	var tr observe.Transitions
+	o.Config.OnStateChange = tr.Listener(nil)
+	breakers, err := registry.New(o)
+	require.NoError(t, err)
+	src, err := observe.Registry(breakers)
+	require.NoError(t, err)
+	c, err := prombreaker.New(src, prombreaker.Options{Transitions: &tr})
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(c))
+	return breakers, serve(t, reg)
+}
+
 // scrape GETs url and parses the text exposition.
 func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	t.Helper()
@@ -253,66 +250,24 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
-// traffic runs calls through the registry's breakers for keys from
-// several goroutines, those of every third key (key 0 among them)
-// failing, until the returned stop is called, advancing clock so that
-// open breakers probe.
-func traffic(reg *registry.Registry[int], keys int, clock *core.ManualClock) (stop func()) {
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-quit:
-					return
-				default:
-				}
-				b, err := reg.Get((w + i) % keys)
-				if err != nil {
-					continue // full: every breaker busy or open
-				}
-				var e error
-				if (w+i)%3 == 0 {
-					e = errDown
-				}
-				_ = call(b, e)
-				if i%50 == 0 {
-					clock.Advance(time.Millisecond)
-				}
-			}
-		})
-	}
-	return func() { close(quit); wg.Wait() }
-}
-
 // Scrapes over HTTP while calls run: every breaker is in exactly one
 // state, and every counter only grows from one scrape to the next.
 func TestScrapeOverHTTPWhileTrafficRuns(t *testing.T) {
-	var tr observe.Transitions
 	clock := core.NewManualClock(0)
-	breakers, err := registry.New(registry.Options[int]{Config: core.Config{
+	breakers, url := serveRegistry(t, registry.Options[int]{Config: core.Config{
 		Name: "svc", WindowSize: 10, FailureRateThreshold: 30, MinimumNumberOfCalls: 5,
-		OpenDuration: 5 * time.Millisecond, CollectMetrics: true, Clock: clock, OnStateChange: tr.Listener(nil),
+		OpenDuration: 5 * time.Millisecond, CollectMetrics: true, Clock: clock,
 	}})
-	require.NoError(t, err)
-	src, err := observe.Registry(breakers)
-	require.NoError(t, err)
-	c, err := prombreaker.New(src, prombreaker.Options{Transitions: &tr})
-	require.NoError(t, err)
-	reg := prometheus.NewRegistry()
-	require.NoError(t, reg.Register(c))
-	url := serve(t, reg)
 
-	// Key 0's calls always fail (traffic): trip it before the traffic
+	// Key 0's calls always fail (observetest.Traffic): trip it before the traffic
 	// starts, so that a transition is there to scrape whatever the
 	// scheduler does.
 	b0, err := breakers.Get(0)
 	require.NoError(t, err)
 	for range 5 {
-		require.NoError(t, call(b0, errDown))
+		require.NoError(t, observetest.Call(b0, observetest.ErrDown))
 	}
-	stop := traffic(breakers, 3, clock)
+	stop := observetest.Traffic(breakers, 3, clock)
 	last := map[string]float64{} // counter series -> value
 	for range 20 {
 		mfs := scrape(t, url)
@@ -351,21 +306,11 @@ func TestScrapeOverHTTPWhileTrafficRuns(t *testing.T) {
 // With more keys than MaxBreakers, a scrape after the traffic reports at
 // most MaxBreakers breakers, transitions included.
 func TestCardinalityIsBoundedByTheRegistry(t *testing.T) {
-	var tr observe.Transitions
 	clock := core.NewManualClock(0)
-	breakers, err := registry.New(registry.Options[int]{Config: core.Config{
+	breakers, url := serveRegistry(t, registry.Options[int]{Config: core.Config{
 		Name: "svc", ConsecutiveFailures: 1, OpenDuration: time.Millisecond, CollectMetrics: true, Clock: clock,
-		OnStateChange: tr.Listener(nil),
 	}, MaxBreakers: 4})
-	require.NoError(t, err)
-	src, err := observe.Registry(breakers)
-	require.NoError(t, err)
-	c, err := prombreaker.New(src, prombreaker.Options{Transitions: &tr})
-	require.NoError(t, err)
-	reg := prometheus.NewRegistry()
-	require.NoError(t, reg.Register(c))
-	url := serve(t, reg)
-	stop := traffic(breakers, 20, clock)
+	stop := observetest.Traffic(breakers, 20, clock)
 	for range 10 {
 		scrape(t, url)
 	}
