@@ -22,20 +22,24 @@ test386: ## all tests (-short) as GOARCH=386, where a misaligned 64-bit atomic p
 	GO=$(GO) bash scripts/test386.sh
 
 # The nested modules, each with its own go.mod, which ./... from the root
-# does not enter: built, vetted and smoke-tested here so that CI (.ci/run:
-# make test) compiles them. -short runs their tests only, never a benchmark.
-NESTED := bench/peers bench/plot
+# does not enter: built, vetted and tested here so that CI (.ci/run: make
+# test) compiles them. -short runs their tests only, never a benchmark;
+# -race for the integrations and the demo, whose tests are about
+# concurrency (bench/plot's figures take too long under it).
+NESTED_RACE := prombreaker otelbreaker grpcbreaker examples/outage
+NESTED := bench/peers bench/plot prombreaker otelbreaker grpcbreaker examples/outage
 
-nested: ## go vet, staticcheck and the -short tests of each nested module (bench/peers, bench/plot)
+nested: ## go vet, staticcheck and the -short tests of each nested module (bench/peers, bench/plot, prombreaker, otelbreaker, grpcbreaker, examples/outage)
 	@set -e; for m in $(NESTED); do \
 		echo "== $$m"; \
 		$(GO) -C $$m vet ./...; \
 		(cd $$m && $(GO) run $(STATICCHECK) ./...); \
-		$(GO) -C $$m test -count=1 -short ./...; \
+		race=; case " $(NESTED_RACE) " in *" $$m "*) race=-race;; esac; \
+		$(GO) -C $$m test $$race -count=1 -short ./...; \
 	done
 
-demo: ## a real HTTP outage behind the breaker: fails fast, then recovers
-	$(GO) run ./examples/outage
+demo: ## a real HTTP outage behind the breaker: fails fast, then recovers; serves /metrics meanwhile and prints a scrape at the end
+	$(GO) -C examples/outage run .
 
 # Benchmarks (issue 4): both modules, raw output into bench/results/, then
 # benchstat -col /impl (docs/benchmarks.md). BENCH_RUN narrows the set (a

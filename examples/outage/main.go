@@ -24,9 +24,15 @@
 // flaky server heals, half-open probes find out and its breaker closes on
 // its own.
 //
-// Run it with `make demo` or `go run ./examples/outage`. It ends by itself
-// after about 13 s, with exit status 0 if the breaker opened during the
-// outage and closed again after it, and 1 otherwise.
+// The breakers' Prometheus series are served on /metrics of a third
+// loopback listener while the demo runs (the URL is printed first), and
+// the end of the demo prints the flaky host's non-zero series of its state,
+// calls, refusals and transitions as scraped from there.
+//
+// Run it with `make demo` or `go -C examples/outage run .` (a nested
+// module, for client_golang). It ends by itself after about 13 s, with
+// exit status 0 if the breaker opened during the outage and closed again
+// after it, and 1 otherwise.
 package main
 
 import (
@@ -47,6 +53,7 @@ import (
 
 	"github.com/casbreaker/casbreaker/core"
 	"github.com/casbreaker/casbreaker/httpbreaker"
+	"github.com/casbreaker/casbreaker/observe"
 	"github.com/casbreaker/casbreaker/slogbreaker"
 )
 
@@ -449,7 +456,8 @@ func run() int {
 	flakyName := "demo/" + strings.TrimPrefix(strings.TrimSuffix(flaky, "/"), "http://")
 
 	var history transitionLog
-	logTransition := slogbreaker.Listener(slog.New(slog.NewTextHandler(os.Stdout, nil)), slogbreaker.Options{})
+	var transitions observe.Transitions // for /metrics: transitions by reason
+	logTransition := transitions.Listener(slogbreaker.Listener(slog.New(slog.NewTextHandler(os.Stdout, nil)), slogbreaker.Options{}))
 	cfg := core.Config{
 		Name:                     "demo",
 		WindowType:               core.CountBased,
@@ -461,6 +469,7 @@ func run() int {
 		MaxOpenDuration:          2 * time.Second,
 		PermittedCallsInHalfOpen: 2,
 		MaxRetryAfter:            2 * time.Second, // honour Retry-After, up to 2 s
+		CollectMetrics:           true,            // the counters on /metrics
 		// Clock left nil: the breaker uses the system's monotonic clock,
 		// which also gives each transition its wall-clock Time.
 		OnStateChange: func(t core.Transition) {
@@ -483,6 +492,11 @@ func run() int {
 		return 1
 	}
 	client := &http.Client{Transport: tr}
+	metricsSrv, metricsURL, err := serveMetrics(tr.Registry(), &transitions)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "outage:", err)
+		return 1
+	}
 	state := func() core.State {
 		for _, b := range tr.Registry().All() {
 			if b.Settings().Name == flakyName {
@@ -496,6 +510,7 @@ func run() int {
 	fmt.Printf("breakers, one per host: %v window of %d calls, trips at %d%% failures once it holds %d, open %v (x%v up to %v), %d probes, Retry-After up to %v\n",
 		cfg.WindowType, cfg.WindowSize, cfg.FailureRateThreshold, cfg.MinimumNumberOfCalls,
 		cfg.OpenDuration, cfg.OpenDurationBackoff, cfg.MaxOpenDuration, cfg.PermittedCallsInHalfOpen, cfg.MaxRetryAfter)
+	fmt.Printf("metrics: %s (Prometheus text; curl it while the demo runs)\n", metricsURL)
 	fmt.Printf("script: healthy %v, 429s (Retry-After: %s) from %v, 503s from %v, hangs from %v, healthy from %v, stop at %v\n\n",
 		time.Duration(0), retryAfter, limitedStart, outageAStart, outageBStart, recoveryStart, runFor)
 	fmt.Printf(rowFormat, "elapsed", "phase", "state", "reached", "ok", "rejected", "failed", "rej mean", "fail mean")
@@ -526,10 +541,15 @@ func run() int {
 	stop()
 	wg.Wait()
 	final := state()
-	for _, srv := range []*server{flakySrv, steadySrv} {
+	// The scrape goes through its own client: the demo's would put the
+	// metrics server behind a breaker too.
+	scraper := &http.Client{Timeout: 2 * time.Second}
+	scraped, scrapeErr := scrape(scraper, metricsURL, flakyName)
+	for _, srv := range []*server{flakySrv, steadySrv, metricsSrv} {
 		srv.shutdown()
 	}
 	client.CloseIdleConnections()
+	scraper.CloseIdleConnections()
 
 	events := history.all()
 	var flakyEvents, steadyEvents []transition
@@ -541,6 +561,10 @@ func run() int {
 		}
 	}
 	printSummary(st, flakyEvents, final)
+	fmt.Printf("\nscraped from %s at the end (the flaky host's non-zero series):\n", metricsURL)
+	for _, line := range scraped {
+		fmt.Println("  " + line)
+	}
 
 	// Connection goroutines notice their closed sockets asynchronously;
 	// give them a moment before counting what is left.
@@ -553,6 +577,12 @@ func run() int {
 	}
 	if !slices.ContainsFunc(flakyEvents, func(t transition) bool { return t.reason == core.ReasonRetryAfter }) {
 		problems = append(problems, "no 429's Retry-After opened the breaker")
+	}
+	switch {
+	case scrapeErr != nil:
+		problems = append(problems, "the /metrics scrape failed: "+scrapeErr.Error())
+	case !slices.ContainsFunc(scraped, func(l string) bool { return strings.HasPrefix(l, "casbreaker_transitions_total{") }):
+		problems = append(problems, "the /metrics scrape showed no transition of the flaky host")
 	}
 	if len(problems) > 0 {
 		fmt.Fprintln(os.Stderr, "\nFAIL: "+strings.Join(problems, "; "))

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,5 +198,29 @@ func TestHandlerScript(t *testing.T) {
 	}
 	if got := st.total.reached.Load(); got != 5 {
 		t.Errorf("reached in total = %d, want 5", got)
+	}
+}
+
+func TestShownLines(t *testing.T) {
+	exposition := `# HELP casbreaker_state 1 for the state the breaker is in, 0 for each other state.
+# TYPE casbreaker_state gauge
+casbreaker_state{breaker="demo/a",state="closed"} 1
+casbreaker_state{breaker="demo/a",state="open"} 0
+casbreaker_state{breaker="demo/b",state="closed"} 1
+casbreaker_buffered_calls{breaker="demo/a",kind="successful"} 20
+casbreaker_calls_total{breaker="demo/a",kind="failed"} 12
+casbreaker_transitions_total{breaker="demo/a",from="closed",reason="retry_after",to="open"} 1
+`
+	got, err := shownLines(strings.NewReader(exposition), "demo/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`casbreaker_state{breaker="demo/a",state="closed"} 1`,
+		`casbreaker_calls_total{breaker="demo/a",kind="failed"} 12`,
+		`casbreaker_transitions_total{breaker="demo/a",from="closed",reason="retry_after",to="open"} 1`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("shownLines = %q, want %q", got, want)
 	}
 }

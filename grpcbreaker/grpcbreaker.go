@@ -1,0 +1,215 @@
+// Package grpcbreaker puts circuit breakers in a gRPC client: unary and
+// streaming client interceptors with one breaker per method, per target,
+// or per any key of a call, from a registry made from one template
+// core.Config.
+//
+//	ic, err := grpcbreaker.New(grpcbreaker.Options{Config: core.Config{...}})
+//	conn, err := grpc.NewClient(target,
+//		grpc.WithUnaryInterceptor(ic.Unary()), grpc.WithStreamInterceptor(ic.Stream()), ...)
+//
+// A call whose breaker refuses is not sent: it fails with a status of
+// code Unavailable whose details hold an errdetails.RetryInfo with the
+// wait (when the breaker knows one), and the caller's grpc.Trailer call
+// option, if any, gets the same wait as grpc-retry-pushback-ms; for Go
+// callers the error also matches core.ErrRejected and its reason with
+// errors.Is, and core.RetryAfterOf(err) says when to try again. Every
+// other call is sent, and its final status is its outcome: for a stream,
+// the status it ends with (RecvMsg's error, io.EOF being OK), or the
+// cancellation of its context. By default Unavailable, DeadlineExceeded,
+// ResourceExhausted, Internal, Unknown and DataLoss are failures,
+// Canceled is neutral, and every other code, the caller's own mistakes
+// such as InvalidArgument or NotFound included, is a success: the server
+// answered (DefaultClassify). With Config.MaxRetryAfter set, a failure's
+// server pushback (the grpc-retry-pushback-ms trailer, or a RetryInfo in
+// the status details) keeps the breaker open at least that long, capped
+// at MaxRetryAfter.
+package grpcbreaker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/registry"
+)
+
+// Options configures the interceptors. Only Config is required.
+type Options struct {
+	// Config is the template of every key's breaker (see registry.Options:
+	// each breaker is named Config.Name + "/" + key, or the key alone).
+	// Set MaxRetryAfter to honour server pushback.
+	Config core.Config
+	// Key picks the breaker of a call from its context, its connection
+	// and its full method name ("/package.Service/Method"). It runs on the
+	// caller's goroutine before every call. Zero: ByMethod.
+	Key func(ctx context.Context, cc *grpc.ClientConn, method string) string
+	// Classify maps a call's final error (nil for OK) to an outcome. Zero:
+	// DefaultClassify. A panic in it propagates; the call's permit is
+	// then released as Ignored.
+	Classify func(err error) core.Outcome
+	// MaxBreakers and IdleAfter bound the registry of breakers; an evicted
+	// key starts over with a fresh window, so keep the bound above the
+	// number of keys in use (see registry.Options). Zero: no bound, no
+	// idle eviction.
+	MaxBreakers int
+	IdleAfter   time.Duration
+}
+
+// ByMethod keys a call by its full method name: one breaker per method,
+// whatever the connection. The default Options.Key.
+func ByMethod(_ context.Context, _ *grpc.ClientConn, method string) string { return method }
+
+// ByTarget keys a call by its connection's target (ClientConn.Target):
+// one breaker per server address or name, whatever the method.
+func ByTarget(_ context.Context, cc *grpc.ClientConn, _ string) string { return cc.Target() }
+
+// Interceptors holds the breakers of the unary and streaming client
+// interceptors it makes, which share them. Make one with New: the
+// interceptors of a zero Interceptors panic with "grpcbreaker:
+// Interceptors used without New" at their first call. It is safe for
+// concurrent use.
+type Interceptors struct {
+	reg      *registry.Registry[string]
+	key      func(context.Context, *grpc.ClientConn, string) string
+	classify func(error) core.Outcome
+}
+
+// New returns the interceptors' breakers. It returns the registry's errors
+// for a bad template Config (matching core.ErrInvalidConfig) or bad
+// bounds (matching registry.ErrInvalidOptions), and never panics.
+func New(o Options) (*Interceptors, error) {
+	reg, err := registry.New(registry.Options[string]{Config: o.Config, MaxBreakers: o.MaxBreakers, IdleAfter: o.IdleAfter})
+	if err != nil {
+		return nil, err
+	}
+	ic := &Interceptors{reg: reg, key: o.Key, classify: o.Classify}
+	if ic.key == nil {
+		ic.key = ByMethod
+	}
+	if ic.classify == nil {
+		ic.classify = DefaultClassify
+	}
+	return ic, nil
+}
+
+// Registry returns the breakers, by key, for metrics and manual controls.
+func (ic *Interceptors) Registry() *registry.Registry[string] { return ic.reg }
+
+// admit returns the breaker of the call and its permit, or the error to
+// fail the call with: the context's own status if it is done already (no
+// permit taken), the rejection, or a full registry.
+func (ic *Interceptors) admit(ctx context.Context, cc *grpc.ClientConn, method string) (*registry.Breaker, core.Permit, error) {
+	if ic.reg == nil {
+		panic("grpcbreaker: Interceptors used without New")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, core.Permit{}, toStatusError(err)
+	}
+	b, err := ic.reg.Get(ic.key(ctx, cc, method))
+	if err != nil {
+		return nil, core.Permit{}, newRejection(err, "", 0)
+	}
+	p, err := b.Allow()
+	if err != nil {
+		return nil, core.Permit{}, newRejection(err, b.Settings().Name, p.Wait)
+	}
+	return b, p, nil
+}
+
+// record records the outcome of err, the call's final error, for p, with
+// the server's pushback as the hint of a failure when the breaker honours
+// hints.
+func (ic *Interceptors) record(b *registry.Breaker, p core.Permit, o core.Outcome, err error, trailer metadata.MD) {
+	if o == core.Failure && b.Settings().MaxRetryAfter > 0 {
+		if d := Pushback(err, trailer); d > 0 {
+			b.RecordHint(p, d) // bounded by MaxRetryAfter there
+			return
+		}
+	}
+	b.Record(p, o)
+}
+
+// Unary returns the unary client interceptor. A refused call is not sent
+// (see the package doc); an admitted one is recorded when the invoker
+// returns, with its trailer read for pushback. A panic in the invoker
+// releases the permit as Ignored and propagates.
+func (ic *Interceptors) Unary() grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		b, p, err := ic.admit(ctx, cc, method)
+		if err != nil {
+			fillTrailers(opts, err)
+			return err
+		}
+		recorded := false
+		defer func() {
+			if !recorded {
+				b.Record(p, core.Ignored) // the invoker or the classifier panicked
+			}
+		}()
+		var trailer metadata.MD
+		// A copy: appending to the caller's slice could write into its
+		// spare capacity.
+		opts = append(slices.Clip(opts), grpc.Trailer(&trailer))
+		err = invoker(ctx, method, req, reply, cc, opts...)
+		o := ic.classify(err)
+		recorded = true
+		ic.record(b, p, o, err, trailer)
+		return err
+	}
+}
+
+// Stream returns the streaming client interceptor. A refused stream is
+// not opened (see the package doc); an opened one is recorded once, when
+// it ends: RecvMsg returns an error (io.EOF: OK) or, for a stream without
+// server streaming, its one response; SendMsg or Header fails with
+// anything but io.EOF; or the stream's context is done, which records the
+// context's status (Canceled: neutral). A stream that is neither read to
+// its end nor cancelled keeps its permit, as it keeps gRPC's resources.
+func (ic *Interceptors) Stream() grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		b, p, err := ic.admit(ctx, cc, method)
+		if err != nil {
+			return nil, err
+		}
+		opened := false
+		defer func() {
+			if !opened {
+				b.Record(p, core.Ignored) // the streamer or the classifier panicked
+			}
+		}()
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			o := ic.classify(err)
+			opened = true
+			ic.record(b, p, o, err, nil)
+			return nil, err
+		}
+		opened = true
+		w := &watchedStream{ClientStream: cs, ic: ic, b: b, p: p, serverStreams: desc.ServerStreams}
+		// The callback records the context's end only if the stream has
+		// not ended otherwise; it reads no trailer, which only the
+		// stream's reader may read.
+		w.stop = context.AfterFunc(ctx, func() { w.finish(toStatusError(ctx.Err()), nil) })
+		return w, nil
+	}
+}
+
+// fillTrailers sets the trailer of each grpc.Trailer call option to the
+// rejection's wait, as grpc-retry-pushback-ms, so that a caller reading
+// trailers sees it as it would a server's pushback.
+func fillTrailers(opts []grpc.CallOption, err error) {
+	wait := retryDelay(err)
+	if wait <= 0 {
+		return
+	}
+	for _, o := range opts {
+		if t, ok := o.(grpc.TrailerCallOption); ok && t.TrailerAddr != nil {
+			*t.TrailerAddr = metadata.Pairs(PushbackKey, fmt.Sprint(wait.Milliseconds()))
+		}
+	}
+}

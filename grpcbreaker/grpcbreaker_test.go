@@ -1,0 +1,423 @@
+package grpcbreaker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/grpcbreaker"
+	"github.com/casbreaker/casbreaker/registry"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	checkMethod = "/grpc.health.v1.Health/Check"
+	watchMethod = "/grpc.health.v1.Health/Watch"
+)
+
+// config trips at the third failure in a row, opens for 10 s on clock,
+// and honours pushback up to a minute.
+func config(clock core.Clock) core.Config {
+	return core.Config{Name: "health", ConsecutiveFailures: 3, OpenDuration: 10 * time.Second,
+		MaxRetryAfter: time.Minute, CollectMetrics: true, Clock: clock}
+}
+
+func newInterceptors(t *testing.T, o grpcbreaker.Options) *grpcbreaker.Interceptors {
+	t.Helper()
+	ic, err := grpcbreaker.New(o)
+	require.NoError(t, err)
+	return ic
+}
+
+func breaker(t *testing.T, ic *grpcbreaker.Interceptors, key string) *registry.Breaker {
+	t.Helper()
+	b, err := ic.Registry().Get(key)
+	require.NoError(t, err)
+	return b
+}
+
+func check(c healthpb.HealthClient, cmd string, opts ...grpc.CallOption) error {
+	_, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{Service: cmd}, opts...)
+	return err
+}
+
+func TestUnaryTripsAndRejectsWithRetryInfo(t *testing.T) {
+	h, addr := serve(t)
+	clock := core.NewManualClock(0)
+	ic := newInterceptors(t, grpcbreaker.Options{Config: config(clock)})
+	c := dial(t, addr, ic)
+
+	require.NoError(t, check(c, ""))
+	for range 3 {
+		assert.Equal(t, codes.Unavailable, status.Code(check(c, "code=14")))
+	}
+	b := breaker(t, ic, checkMethod)
+	assert.Equal(t, core.Open, b.State())
+	assert.Equal(t, "health/"+checkMethod, b.Settings().Name)
+
+	clock.Advance(4 * time.Second)
+	var trailer metadata.MD
+	err := check(c, "", grpc.Trailer(&trailer))
+	assert.Equal(t, int64(4), h.calls.Load(), "a refused call is not sent")
+	st, ok := status.FromError(err)
+	require.True(t, ok, "a rejection is a gRPC status")
+	assert.Equal(t, codes.Unavailable, st.Code())
+	assert.Contains(t, st.Message(), `circuit breaker is open (breaker "health//grpc.health.v1.Health/Check")`)
+	require.Len(t, st.Details(), 1)
+	ri, ok := st.Details()[0].(*errdetails.RetryInfo)
+	require.True(t, ok)
+	assert.Equal(t, 6*time.Second, ri.GetRetryDelay().AsDuration(), "the open duration's time left")
+	assert.Equal(t, []string{"6000"}, trailer.Get(grpcbreaker.PushbackKey), "the caller's trailer says the same")
+	assert.ErrorIs(t, err, core.ErrOpen)
+	assert.ErrorIs(t, err, core.ErrRejected)
+	assert.Equal(t, 6*time.Second, core.RetryAfterOf(err))
+
+	clock.Advance(6 * time.Second)
+	require.NoError(t, check(c, ""), "the probe goes through and closes the breaker")
+	assert.Equal(t, core.Closed, b.State())
+}
+
+func TestCallerMistakesAreNotTheServersFault(t *testing.T) {
+	_, addr := serve(t)
+	ic := newInterceptors(t, grpcbreaker.Options{Config: config(core.NewManualClock(0))})
+	c := dial(t, addr, ic)
+	for _, code := range []codes.Code{codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied,
+		codes.Unauthenticated, codes.FailedPrecondition, codes.Aborted, codes.OutOfRange, codes.Unimplemented} {
+		for range 3 {
+			assert.Equal(t, code, status.Code(check(c, fmt.Sprintf("code=%d", code))))
+		}
+	}
+	b := breaker(t, ic, checkMethod)
+	assert.Equal(t, core.Closed, b.State())
+	assert.Equal(t, uint64(27), b.Metrics().Successes)
+}
+
+func TestDefaultClassify(t *testing.T) {
+	want := map[codes.Code]core.Outcome{
+		codes.OK: core.Success, codes.Canceled: core.Ignored, codes.Unknown: core.Failure,
+		codes.InvalidArgument: core.Success, codes.DeadlineExceeded: core.Failure, codes.NotFound: core.Success,
+		codes.AlreadyExists: core.Success, codes.PermissionDenied: core.Success, codes.ResourceExhausted: core.Failure,
+		codes.FailedPrecondition: core.Success, codes.Aborted: core.Success, codes.OutOfRange: core.Success,
+		codes.Unimplemented: core.Success, codes.Internal: core.Failure, codes.Unavailable: core.Failure,
+		codes.DataLoss: core.Failure, codes.Unauthenticated: core.Success,
+	}
+	for code := range codes.Code(17) {
+		assert.Equal(t, want[code], grpcbreaker.DefaultClassify(status.Error(code, "x")), "%v", code)
+	}
+	assert.Equal(t, core.Success, grpcbreaker.DefaultClassify(nil))
+	assert.Equal(t, core.Failure, grpcbreaker.DefaultClassify(errors.New("not a status")), "Unknown")
+	assert.Equal(t, core.Ignored, grpcbreaker.DefaultClassify(fmt.Errorf("wrapped: %w", context.Canceled)))
+	assert.Equal(t, core.Failure, grpcbreaker.DefaultClassify(fmt.Errorf("wrapped: %w", status.Error(codes.Unavailable, "x"))))
+}
+
+func TestCancelledCallsAreNeutral(t *testing.T) {
+	_, addr := serve(t)
+	ic := newInterceptors(t, grpcbreaker.Options{Config: config(core.NewManualClock(0))})
+	c := dial(t, addr, ic)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := c.Check(ctx, &healthpb.HealthCheckRequest{})
+	assert.Equal(t, codes.Canceled, status.Code(err))
+	assert.Equal(t, core.Metrics{}, breaker(t, ic, checkMethod).Metrics(), "a done context takes no permit")
+
+	ctx, cancel = context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		_, err := c.Check(ctx, &healthpb.HealthCheckRequest{Service: "hang"})
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return breaker(t, ic, checkMethod).Metrics().Admitted == 1 }, 10*time.Second, time.Millisecond)
+	cancel()
+	assert.Equal(t, codes.Canceled, status.Code(<-done))
+	m := breaker(t, ic, checkMethod).Metrics()
+	assert.Equal(t, uint64(1), m.Ignored)
+	assert.Zero(t, m.Failures)
+}
+
+func TestDeadlineExceededIsAFailure(t *testing.T) {
+	_, addr := serve(t)
+	ic := newInterceptors(t, grpcbreaker.Options{Config: config(core.NewManualClock(0))})
+	c := dial(t, addr, ic)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	_, err := c.Check(ctx, &healthpb.HealthCheckRequest{Service: "hang"})
+	assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
+	m := breaker(t, ic, checkMethod).Metrics()
+	// The deadline may pass before the interceptor runs: then no permit.
+	assert.Equal(t, m.Admitted, m.Failures)
+}
+
+func TestServerPushbackIsTheHint(t *testing.T) {
+	for _, tc := range []struct{ name, cmd string }{
+		{"trailer", "code=8,pushback=25000"},
+		{"retry info", "code=14,retry=25s"},
+		{"the longer of both", "code=14,retry=3s,pushback=25000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, addr := serve(t)
+			clock := core.NewManualClock(0)
+			var why []core.Reason
+			cfg := config(clock)
+			cfg.OnStateChange = func(tr core.Transition) { why = append(why, tr.Reason) }
+			ic := newInterceptors(t, grpcbreaker.Options{Config: cfg})
+			c := dial(t, addr, ic)
+			require.Error(t, check(c, tc.cmd))
+			assert.Equal(t, []core.Reason{core.ReasonRetryAfter}, why, "one failure with pushback trips")
+			err := check(c, "")
+			assert.ErrorIs(t, err, core.ErrOpen)
+			assert.Equal(t, 25*time.Second, core.RetryAfterOf(err), "open as long as the server asked, over the 10 s open duration")
+		})
+	}
+}
+
+func TestPushback(t *testing.T) {
+	md := func(v string) metadata.MD { return metadata.Pairs(grpcbreaker.PushbackKey, v) }
+	assert.Equal(t, 1500*time.Millisecond, grpcbreaker.Pushback(nil, md("1500")))
+	assert.Zero(t, grpcbreaker.Pushback(nil, md("-1")), "negative: never retry, no wait")
+	assert.Zero(t, grpcbreaker.Pushback(nil, md("soon")))
+	assert.Zero(t, grpcbreaker.Pushback(nil, nil))
+	assert.Equal(t, time.Duration(1<<63-1)/time.Millisecond*time.Millisecond, grpcbreaker.Pushback(nil, md("99999999999999999")))
+	st, err := status.New(codes.Unavailable, "x").WithDetails(&errdetails.RetryInfo{})
+	require.NoError(t, err)
+	assert.Zero(t, grpcbreaker.Pushback(st.Err(), nil), "a RetryInfo without a delay")
+	assert.Zero(t, grpcbreaker.Pushback(errors.New("plain"), nil))
+}
+
+func TestPushbackIsIgnoredWithoutMaxRetryAfter(t *testing.T) {
+	_, addr := serve(t)
+	cfg := config(core.NewManualClock(0))
+	cfg.MaxRetryAfter = 0
+	ic := newInterceptors(t, grpcbreaker.Options{Config: cfg})
+	c := dial(t, addr, ic)
+	require.Error(t, check(c, "code=14,pushback=25000"))
+	assert.Equal(t, core.Closed, breaker(t, ic, checkMethod).State(), "one failure of three")
+}
+
+func TestOneBreakerPerTarget(t *testing.T) {
+	_, down := serve(t)
+	_, up := serve(t)
+	ic := newInterceptors(t, grpcbreaker.Options{Config: config(core.NewManualClock(0)), Key: grpcbreaker.ByTarget})
+	cDown, cUp := dial(t, down, ic), dial(t, up, ic)
+	for range 3 {
+		require.Error(t, check(cDown, "code=13"))
+	}
+	assert.ErrorIs(t, check(cDown, ""), core.ErrOpen)
+	require.NoError(t, check(cUp, ""))
+	assert.Equal(t, core.Open, breaker(t, ic, "passthrough:///"+down).State())
+	assert.Equal(t, core.Closed, breaker(t, ic, "passthrough:///"+up).State())
+	assert.Equal(t, 2, ic.Registry().Len())
+}
+
+// watch reads a Watch stream to its end and returns its final error.
+func watch(ctx context.Context, c healthpb.HealthClient, cmd string) error {
+	s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{Service: cmd})
+	if err != nil {
+		return err
+	}
+	for {
+		if _, err := s.Recv(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+func TestStreamOutcomeIsItsFinalStatus(t *testing.T) {
+	h, addr := serve(t)
+	clock := core.NewManualClock(0)
+	ic := newInterceptors(t, grpcbreaker.Options{Config: config(clock)})
+	c := dial(t, addr, ic)
+	require.NoError(t, watch(context.Background(), c, ""))
+	b := breaker(t, ic, watchMethod)
+	assert.Equal(t, uint64(1), b.Metrics().Successes)
+	require.Equal(t, codes.NotFound, status.Code(watch(context.Background(), c, "code=5")))
+	assert.Equal(t, uint64(2), b.Metrics().Successes, "a caller's mistake")
+	for range 3 {
+		assert.Equal(t, codes.Unavailable, status.Code(watch(context.Background(), c, "code=14")))
+	}
+	assert.Equal(t, uint64(3), b.Metrics().Failures)
+	_, err := c.Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	assert.Equal(t, codes.Unavailable, status.Code(err))
+	assert.ErrorIs(t, err, core.ErrOpen)
+	assert.Equal(t, 10*time.Second, core.RetryAfterOf(err))
+	assert.Equal(t, int64(5), h.calls.Load(), "a refused stream is not opened")
+}
+
+func TestStreamPushbackIsTheHint(t *testing.T) {
+	_, addr := serve(t)
+	ic := newInterceptors(t, grpcbreaker.Options{Config: config(core.NewManualClock(0))})
+	c := dial(t, addr, ic)
+	require.Error(t, watch(context.Background(), c, "code=14,pushback=30000"))
+	err := watch(context.Background(), c, "")
+	assert.ErrorIs(t, err, core.ErrOpen)
+	assert.Equal(t, 30*time.Second, core.RetryAfterOf(err))
+}
+
+// A stream that its caller abandons by cancelling its context, without
+// reading it to the end, gives its permit back: a half-open breaker's
+// probe slot is not lost.
+func TestCancelledStreamReleasesItsPermit(t *testing.T) {
+	_, addr := serve(t)
+	clock := core.NewManualClock(0)
+	ic := newInterceptors(t, grpcbreaker.Options{Config: config(clock)})
+	c := dial(t, addr, ic)
+	b := breaker(t, ic, watchMethod)
+	require.NoError(t, b.ForceOpen(time.Second))
+	clock.Advance(time.Second)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{Service: "hang"})
+	require.NoError(t, err)
+	_, err = s.Recv() // the one response; the stream stays open
+	require.NoError(t, err)
+	assert.Equal(t, 1, b.Counts().ProbesInFlight)
+	cancel()
+	require.Eventually(t, func() bool { return b.Metrics().Ignored == 1 }, 10*time.Second, time.Millisecond)
+	assert.Zero(t, b.Counts().ProbesInFlight)
+	require.NoError(t, watch(context.Background(), c, ""), "the probe slot is free again")
+	assert.Equal(t, core.Closed, b.State())
+}
+
+func TestFullRegistryIsUnavailable(t *testing.T) {
+	_, addr := serve(t)
+	clock := core.NewManualClock(0)
+	ic := newInterceptors(t, grpcbreaker.Options{Config: config(clock), MaxBreakers: 1})
+	c := dial(t, addr, ic)
+	for range 3 {
+		require.Error(t, check(c, "code=14"))
+	}
+	err := watch(context.Background(), c, "")
+	assert.Equal(t, codes.Unavailable, status.Code(err))
+	assert.ErrorIs(t, err, registry.ErrFull, "the only breaker is open: none to evict")
+}
+
+func TestPanicsReleaseThePermit(t *testing.T) {
+	ic := newInterceptors(t, grpcbreaker.Options{Config: config(core.NewManualClock(0)),
+		Classify: func(err error) core.Outcome {
+			if err != nil && err.Error() == "classifier" {
+				panic("classifier")
+			}
+			return grpcbreaker.DefaultClassify(err)
+		}})
+	unary := ic.Unary()
+	invoke := func(err error) grpc.UnaryInvoker {
+		return func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+			if err == nil {
+				panic("invoker")
+			}
+			return err
+		}
+	}
+	assert.PanicsWithValue(t, "invoker", func() { _ = unary(context.Background(), "/m", nil, nil, nil, invoke(nil)) })
+	assert.PanicsWithValue(t, "classifier", func() { _ = unary(context.Background(), "/m", nil, nil, nil, invoke(errors.New("classifier"))) })
+	stream := ic.Stream()
+	assert.PanicsWithValue(t, "streamer", func() {
+		_, _ = stream(context.Background(), &grpc.StreamDesc{}, nil, "/m",
+			func(context.Context, *grpc.StreamDesc, *grpc.ClientConn, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+				panic("streamer")
+			})
+	})
+	m := breaker(t, ic, "/m").Metrics()
+	assert.Equal(t, uint64(3), m.Admitted)
+	assert.Equal(t, uint64(3), m.Ignored)
+}
+
+func TestCallerOptionsAreNotWrittenInto(t *testing.T) {
+	ic := newInterceptors(t, grpcbreaker.Options{Config: config(core.NewManualClock(0))})
+	opts := make([]grpc.CallOption, 1, 4)
+	opts[0] = grpc.WaitForReady(false)
+	err := ic.Unary()(context.Background(), "/m", nil, nil, nil,
+		func(_ context.Context, _ string, _, _ any, _ *grpc.ClientConn, got ...grpc.CallOption) error {
+			assert.Len(t, got, 2, "the caller's and the interceptor's trailer")
+			return nil
+		}, opts...)
+	require.NoError(t, err)
+	assert.Nil(t, opts[:2][1], "the spare capacity of the caller's slice is untouched")
+}
+
+func TestBadOptions(t *testing.T) {
+	_, err := grpcbreaker.New(grpcbreaker.Options{})
+	assert.ErrorIs(t, err, core.ErrInvalidConfig, "no trip rule")
+	_, err = grpcbreaker.New(grpcbreaker.Options{Config: core.Config{ConsecutiveFailures: 1}, MaxBreakers: -1})
+	assert.ErrorIs(t, err, registry.ErrInvalidOptions)
+	var zero grpcbreaker.Interceptors
+	assert.PanicsWithValue(t, "grpcbreaker: Interceptors used without New", func() {
+		_ = zero.Unary()(context.Background(), "/m", nil, nil, nil, nil)
+	})
+}
+
+// fakeStream is a grpc.ClientStream whose methods return what it is told.
+type fakeStream struct {
+	grpc.ClientStream  // nil: the methods not overridden are not called
+	recv, send, header error
+}
+
+func (f *fakeStream) RecvMsg(any) error            { return f.recv }
+func (f *fakeStream) SendMsg(any) error            { return f.send }
+func (f *fakeStream) Header() (metadata.MD, error) { return nil, f.header }
+func (f *fakeStream) Trailer() metadata.MD         { return nil }
+func (f *fakeStream) CloseSend() error             { return nil }
+func (f *fakeStream) Context() context.Context     { return context.Background() }
+
+// Each way a stream can end is recorded once, as its outcome.
+func TestStreamEnds(t *testing.T) {
+	unavailable := status.Error(codes.Unavailable, "down")
+	for _, tc := range []struct {
+		name string
+		desc grpc.StreamDesc
+		fs   fakeStream
+		use  func(s grpc.ClientStream)
+		want core.Metrics
+	}{
+		{"client streaming: the response", grpc.StreamDesc{ClientStreams: true}, fakeStream{},
+			func(s grpc.ClientStream) { _ = s.RecvMsg(nil); _ = s.RecvMsg(nil) }, core.Metrics{Admitted: 1, Successes: 1}},
+		{"server streaming: a message is not the end", grpc.StreamDesc{ServerStreams: true}, fakeStream{},
+			func(s grpc.ClientStream) { _ = s.RecvMsg(nil) }, core.Metrics{Admitted: 1}},
+		{"server streaming: io.EOF", grpc.StreamDesc{ServerStreams: true}, fakeStream{recv: io.EOF},
+			func(s grpc.ClientStream) { _ = s.RecvMsg(nil); _ = s.RecvMsg(nil) }, core.Metrics{Admitted: 1, Successes: 1}},
+		{"SendMsg io.EOF: RecvMsg tells", grpc.StreamDesc{ClientStreams: true}, fakeStream{send: io.EOF, recv: unavailable},
+			func(s grpc.ClientStream) { _ = s.SendMsg(nil); _ = s.RecvMsg(nil) }, core.Metrics{Admitted: 1, Failures: 1}},
+		{"SendMsg error", grpc.StreamDesc{ClientStreams: true}, fakeStream{send: unavailable},
+			func(s grpc.ClientStream) { _ = s.SendMsg(nil); _ = s.SendMsg(nil) }, core.Metrics{Admitted: 1, Failures: 1}},
+		{"Header error", grpc.StreamDesc{ServerStreams: true}, fakeStream{header: unavailable},
+			func(s grpc.ClientStream) { _, _ = s.Header(); _ = s.RecvMsg(nil) }, core.Metrics{Admitted: 1, Failures: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ic := newInterceptors(t, grpcbreaker.Options{Config: config(core.NewManualClock(0))})
+			s, err := ic.Stream()(context.Background(), &tc.desc, nil, "/m",
+				func(context.Context, *grpc.StreamDesc, *grpc.ClientConn, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+					return &tc.fs, nil
+				})
+			require.NoError(t, err)
+			tc.use(s)
+			assert.Equal(t, tc.want, breaker(t, ic, "/m").Metrics())
+		})
+	}
+}
+
+func TestStreamerErrorIsTheOutcome(t *testing.T) {
+	ic := newInterceptors(t, grpcbreaker.Options{Config: config(core.NewManualClock(0))})
+	_, err := ic.Stream()(context.Background(), &grpc.StreamDesc{}, nil, "/m",
+		func(context.Context, *grpc.StreamDesc, *grpc.ClientConn, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+			return nil, status.Error(codes.Unavailable, "no connection")
+		})
+	assert.Equal(t, codes.Unavailable, status.Code(err))
+	assert.Equal(t, core.Metrics{Admitted: 1, Failures: 1}, breaker(t, ic, "/m").Metrics())
+}

@@ -1,0 +1,102 @@
+// Package observetest is what the tests of observe and of the exporters
+// built on it (prombreaker, otelbreaker) share: a breaker tripped in a
+// known way, one call through a breaker, traffic from goroutines, and two
+// breakers of one name.
+package observetest
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/observe"
+	"github.com/casbreaker/casbreaker/registry"
+)
+
+// ErrDown is the error of a failing call.
+var ErrDown = errors.New("down")
+
+// Call makes one call through b that ends with err, and returns the
+// rejection if b refused it.
+func Call(b core.Guard, err error) error {
+	p, rej := b.Allow()
+	if rej != nil {
+		return rej
+	}
+	b.Done(p, err)
+	return nil
+}
+
+// Tripped returns a breaker named "api" with CollectMetrics, a count
+// window of 4 that trips at 50 % failures once it holds 2, open for 1 s on
+// a manual clock, and listener as its OnStateChange, after one success,
+// one failure (which trips it: closed -> open for failure-rate) and one
+// call it refused.
+func Tripped(listener func(core.Transition)) (*core.Breaker, error) {
+	b, err := core.New(core.Config{Name: "api", WindowSize: 4, MinimumNumberOfCalls: 2, FailureRateThreshold: 50,
+		OpenDuration: time.Second, CollectMetrics: true, Clock: core.NewManualClock(0), OnStateChange: listener})
+	if err != nil {
+		return nil, err
+	}
+	if err := Call(b, nil); err != nil {
+		return nil, err
+	}
+	if err := Call(b, ErrDown); err != nil {
+		return nil, err
+	}
+	if err := Call(b, nil); !errors.Is(err, core.ErrOpen) {
+		return nil, errors.New("observetest: the breaker did not trip")
+	}
+	return b, nil
+}
+
+// Traffic runs calls through the breakers of reg for keys 0..keys-1 from
+// four goroutines until the returned stop is called (which waits for
+// them): the calls of every third key, key 0 among them, fail. With clock
+// non-nil it advances the clock by a millisecond every 50 calls of a
+// goroutine, so that open breakers probe. A key the registry is too full
+// for is skipped.
+func Traffic(reg *registry.Registry[int], keys int, clock *core.ManualClock) (stop func()) {
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-quit:
+					return
+				default:
+				}
+				k := (w + i) % keys
+				b, err := reg.Get(k)
+				if err != nil {
+					continue
+				}
+				var e error
+				if k%3 == 0 {
+					e = ErrDown
+				}
+				_ = Call(b, e)
+				if clock != nil && i%50 == 0 {
+					clock.Advance(time.Millisecond)
+				}
+			}
+		})
+	}
+	return func() { close(quit); wg.Wait() }
+}
+
+// SameName returns a Source of two breakers both named name, which a read
+// cannot tell apart.
+func SameName(name string) (observe.Source, error) {
+	a, err := core.New(core.Config{Name: name, ConsecutiveFailures: 1})
+	if err != nil {
+		return nil, err
+	}
+	b, err := core.New(core.Config{Name: name, ConsecutiveFailures: 1})
+	if err != nil {
+		return nil, err
+	}
+	return observe.Breakers(a, b)
+}

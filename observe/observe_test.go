@@ -1,0 +1,295 @@
+package observe_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/observetest"
+	"github.com/casbreaker/casbreaker/observe"
+	"github.com/casbreaker/casbreaker/registry"
+)
+
+// newBreaker returns a breaker named name, with metrics, that trips at
+// 50 % failures of a window of 4 once it holds 2, and its clock.
+func newBreaker(t *testing.T, name string, listener func(core.Transition)) (*core.Breaker, *core.ManualClock) {
+	t.Helper()
+	clock := core.NewManualClock(0)
+	b, err := core.New(core.Config{
+		Name: name, WindowSize: 4, MinimumNumberOfCalls: 2, FailureRateThreshold: 50,
+		OpenDuration: time.Second, CollectMetrics: true, Clock: clock, OnStateChange: listener,
+	})
+	require.NoError(t, err)
+	return b, clock
+}
+
+// series renders every series of a read as "name{labels} value" lines.
+func series(t *testing.T, src observe.Source, tr *observe.Transitions) []string {
+	t.Helper()
+	var out []string
+	require.NoError(t, observe.Read(src, tr, func(s observe.Sample) {
+		s.Each(func(m *observe.Metric, labels []string, v observe.Point) {
+			require.Len(t, labels, len(m.Labels), m.Name)
+			kv := []string{"breaker=" + s.Name}
+			for i, l := range m.Labels {
+				kv = append(kv, l+"="+labels[i])
+			}
+			val := fmt.Sprint(v.Count)
+			if m.Ratio {
+				val = fmt.Sprint(v.Ratio)
+			}
+			out = append(out, m.Name+"{"+strings.Join(kv, ",")+"} "+val)
+		})
+	}))
+	return out
+}
+
+func TestReadSeries(t *testing.T) {
+	var tr observe.Transitions
+	b, err := observetest.Tripped(tr.Listener(nil))
+	require.NoError(t, err)
+	src, err := observe.Breakers(b)
+	require.NoError(t, err)
+
+	assert.Equal(t, []string{
+		"state{breaker=api,state=closed} 0",
+		"state{breaker=api,state=open} 1",
+		"state{breaker=api,state=half_open} 0",
+		"state{breaker=api,state=forced_open} 0",
+		"state{breaker=api,state=disabled} 0",
+		"state{breaker=api,state=metrics_only} 0",
+		"calls{breaker=api,kind=successful} 1",
+		"calls{breaker=api,kind=failed} 1",
+		"calls{breaker=api,kind=ignored} 0",
+		"permitted_calls{breaker=api} 2",
+		"not_permitted_calls{breaker=api,reason=open} 1",
+		"not_permitted_calls{breaker=api,reason=half_open_full} 0",
+		"not_permitted_calls{breaker=api,reason=forced_open} 0",
+		"not_permitted_calls{breaker=api,reason=ramping_up} 0",
+		"slow_calls{breaker=api} 0",
+		"dropped_outcomes{breaker=api} 0",
+		"transitions{breaker=api,from=closed,to=open,reason=failure_rate} 1",
+		// open: the window starts fresh, so no ratio
+		"buffered_calls{breaker=api,kind=successful} 0",
+		"buffered_calls{breaker=api,kind=failed} 0",
+		"buffered_slow_calls{breaker=api,kind=successful} 0",
+		"buffered_slow_calls{breaker=api,kind=failed} 0",
+	}, series(t, src, &tr))
+}
+
+func TestRatiosWhileTheWindowHoldsCalls(t *testing.T) {
+	clock := core.NewManualClock(0)
+	b, err := core.New(core.Config{Name: "db", WindowSize: 10, FailureRateThreshold: 90,
+		SlowCallDurationThreshold: time.Second, Clock: clock})
+	require.NoError(t, err)
+	src, err := observe.Breakers(b)
+	require.NoError(t, err)
+	require.NoError(t, observetest.Call(b, observetest.ErrDown))
+	p, err := b.Allow()
+	require.NoError(t, err)
+	clock.Advance(2 * time.Second) // slow
+	b.Done(p, nil)
+	require.NoError(t, observetest.Call(b, nil))
+	require.NoError(t, observetest.Call(b, nil))
+
+	var got observe.Sample
+	require.NoError(t, observe.Read(src, nil, func(s observe.Sample) { got = s }))
+	r, ok := got.FailureRatio()
+	assert.True(t, ok)
+	assert.Equal(t, 0.25, r)
+	r, ok = got.SlowCallRatio()
+	assert.True(t, ok)
+	assert.Equal(t, 0.25, r)
+	assert.False(t, got.Collecting, "no CollectMetrics: no counter series")
+	assert.Empty(t, got.Transitions)
+	lines := series(t, src, nil)
+	assert.Contains(t, lines, "failure_ratio{breaker=db} 0.25")
+	assert.Contains(t, lines, "slow_call_ratio{breaker=db} 0.25")
+	assert.Contains(t, lines, "buffered_calls{breaker=db,kind=successful} 3")
+	assert.Contains(t, lines, "buffered_slow_calls{breaker=db,kind=successful} 1")
+	for _, l := range lines {
+		assert.NotRegexp(t, `^(calls|permitted_calls|not_permitted_calls|slow_calls|dropped_outcomes|transitions)\{`, l)
+	}
+}
+
+func TestTransitionsFromMetricsWithoutAListener(t *testing.T) {
+	b, clock := newBreaker(t, "api", nil)
+	require.NoError(t, observetest.Call(b, observetest.ErrDown))
+	require.NoError(t, observetest.Call(b, observetest.ErrDown))
+	clock.Advance(time.Second)
+	require.NoError(t, observetest.Call(b, nil)) // the probe closes it
+	src, err := observe.Breakers(b)
+	require.NoError(t, err)
+	var got []observe.TransitionCount
+	require.NoError(t, observe.Read(src, nil, func(s observe.Sample) { got = s.Transitions }))
+	assert.Equal(t, []observe.TransitionCount{
+		{From: core.Closed, To: core.Open, Count: 1},
+		{From: core.Open, To: core.HalfOpen, Count: 1},
+		{From: core.HalfOpen, To: core.Closed, Count: 1},
+	}, got)
+	assert.Contains(t, series(t, src, nil), "transitions{breaker=api,from=closed,to=open,reason=} 1")
+}
+
+func TestDuplicateNamesAreAnError(t *testing.T) {
+	src, err := observetest.SameName("same")
+	require.NoError(t, err)
+	n := 0
+	err = observe.Read(src, nil, func(observe.Sample) { n++ })
+	assert.ErrorContains(t, err, `two breakers are named "same"`)
+	assert.Equal(t, 1, n, "the first is read, the second skipped")
+}
+
+func TestBadSources(t *testing.T) {
+	var nilBreaker *core.Breaker
+	a, _ := newBreaker(t, "a", nil)
+	_, err := observe.Breakers(a, nil)
+	assert.ErrorIs(t, err, core.ErrInvalidArgument)
+	assert.ErrorContains(t, err, "breaker 1 of 2 is nil")
+	_, err = observe.Breakers(nilBreaker)
+	assert.ErrorContains(t, err, "breaker 0 of 1 is nil")
+	_, err = observe.Registry[string](nil)
+	assert.ErrorIs(t, err, core.ErrInvalidArgument)
+	assert.NoError(t, observe.Read(nil, nil, func(observe.Sample) { t.Fatal("a nil Source yields nothing") }))
+}
+
+func TestBreakersCopiesItsArguments(t *testing.T) {
+	a, _ := newBreaker(t, "a", nil)
+	b, _ := newBreaker(t, "b", nil)
+	list := []observe.Breaker{a}
+	src, err := observe.Breakers(list...)
+	require.NoError(t, err)
+	list[0] = b
+	var names []string
+	require.NoError(t, observe.Read(src, nil, func(s observe.Sample) { names = append(names, s.Name) }))
+	assert.Equal(t, []string{"a"}, names)
+}
+
+// A registry's evicted breakers leave the reads, and Transitions forgets
+// their counts, so the names kept are bounded by the registry's.
+func TestTransitionsForgetEvictedBreakers(t *testing.T) {
+	var tr observe.Transitions
+	clock := core.NewManualClock(0)
+	reg, err := registry.New(registry.Options[string]{
+		Config:      core.Config{Name: "t", ConsecutiveFailures: 1, OpenDuration: time.Second, Clock: clock, OnStateChange: tr.Listener(nil)},
+		MaxBreakers: 2,
+	})
+	require.NoError(t, err)
+	src, err := observe.Registry(reg)
+	require.NoError(t, err)
+	names := func() []string {
+		var out []string
+		require.NoError(t, observe.Read(src, &tr, func(s observe.Sample) {
+			if len(s.Transitions) > 0 {
+				out = append(out, s.Name)
+			}
+		}))
+		return out
+	}
+	for _, k := range []string{"a", "b"} {
+		b, err := reg.Get(k)
+		require.NoError(t, err)
+		require.NoError(t, observetest.Call(b, observetest.ErrDown))
+		require.ErrorIs(t, observetest.Call(b, nil), core.ErrOpen)
+		b.Reset()
+		clock.Advance(time.Second) // a is the least recently used
+	}
+	assert.ElementsMatch(t, []string{"t/a", "t/b"}, names())
+	clock.Advance(time.Minute)
+	_, err = reg.Get("c") // evicts the least recently used: a
+	require.NoError(t, err)
+	assert.Equal(t, []string{"t/b"}, names())
+	_, err = reg.Get("a") // back, from zero
+	require.NoError(t, err)
+	assert.Empty(t, names(), "b was evicted for a; a came back with no transitions")
+}
+
+// A name counted after a read began is kept even if that read missed its
+// breaker, which may have been made while the read ran.
+func TestTransitionsKeepNamesCountedDuringARead(t *testing.T) {
+	var tr observe.Transitions
+	listen := tr.Listener(nil)
+	a, _ := newBreaker(t, "a", nil)
+	src, err := observe.Breakers(a)
+	require.NoError(t, err)
+	require.NoError(t, observe.Read(src, &tr, func(observe.Sample) {
+		listen(core.Transition{Name: "late", From: core.Closed, To: core.Open, Reason: core.ReasonManual})
+	}))
+	var got []observe.TransitionCount
+	src, err = observe.Breakers(&named{a, "late"})
+	require.NoError(t, err)
+	require.NoError(t, observe.Read(src, &tr, func(s observe.Sample) { got = s.Transitions }))
+	assert.Equal(t, []observe.TransitionCount{{From: core.Closed, To: core.Open, Reason: core.ReasonManual, Count: 1}}, got)
+}
+
+// named renames a breaker for a read.
+type named struct {
+	*core.Breaker
+	name string
+}
+
+func (n *named) Settings() core.Settings {
+	s := n.Breaker.Settings()
+	s.Name = n.name
+	return s
+}
+
+func TestListenerChains(t *testing.T) {
+	var tr observe.Transitions
+	var heard []core.Reason
+	b, _ := newBreaker(t, "a", tr.Listener(func(t core.Transition) { heard = append(heard, t.Reason) }))
+	b.Disable()
+	assert.Equal(t, []core.Reason{core.ReasonManual}, heard)
+}
+
+func TestLabels(t *testing.T) {
+	assert.Equal(t, "half_open", observe.StateLabel(core.HalfOpen))
+	assert.Equal(t, "state(9)", observe.StateLabel(core.State(9)))
+	assert.Equal(t, "open_duration_elapsed", observe.ReasonLabel(core.ReasonOpenDurationElapsed))
+	assert.Equal(t, "", observe.ReasonLabel(0))
+	assert.Equal(t, "reason(99)", observe.ReasonLabel(core.Reason(99)))
+	for _, m := range observe.Metrics {
+		assert.Regexp(t, `^[a-z]+(_[a-z]+)*$`, m.Name)
+		assert.NotEmpty(t, m.Help, m.Name)
+		assert.NotEmpty(t, m.Unit, m.Name)
+	}
+}
+
+// Reads while calls and transitions go on, under the race detector.
+func TestReadsDuringTraffic(t *testing.T) {
+	var tr observe.Transitions
+	reg, err := registry.New(registry.Options[int]{
+		Config:      core.Config{Name: "r", ConsecutiveFailures: 2, OpenDuration: time.Millisecond, CollectMetrics: true, OnStateChange: tr.Listener(nil)},
+		MaxBreakers: 4,
+	})
+	require.NoError(t, err)
+	src, err := observe.Registry(reg)
+	require.NoError(t, err)
+	stop := observetest.Traffic(reg, 6, nil)
+	for range 200 {
+		n := 0
+		require.NoError(t, observe.Read(src, &tr, func(s observe.Sample) {
+			n++
+			states, in := 0, 0
+			s.Each(func(m *observe.Metric, labels []string, v observe.Point) {
+				if m.Name == "state" {
+					states++
+					in += int(v.Count)
+				}
+			})
+			assert.Equal(t, core.NumStates, states)
+			assert.Equal(t, 1, in, "a breaker is in exactly one state")
+		}))
+		// A breaker made while the read runs may be read beside the one
+		// its making evicted: at most one per key.
+		assert.LessOrEqual(t, n, 6)
+	}
+	stop()
+	n := 0
+	require.NoError(t, observe.Read(src, &tr, func(observe.Sample) { n++ }))
+	assert.LessOrEqual(t, n, 4, "with nothing made meanwhile, a read sees at most MaxBreakers")
+}

@@ -1,0 +1,129 @@
+// Package otelbreaker exports circuit breakers to OpenTelemetry:
+// observable instruments on a user's metric.MeterProvider over one
+// breaker, several, or every breaker of a registry (an observe.Source),
+// read by one callback at each collection and never in a breaker's
+// Allow or Done.
+//
+//	var transitions observe.Transitions // counts transitions by reason
+//	reg, _ := registry.New(registry.Options[string]{Config: core.Config{
+//		..., CollectMetrics: true, OnStateChange: transitions.Listener(nil),
+//	}, MaxBreakers: 1000})
+//	src, _ := observe.Registry(reg)
+//	r, _ := otelbreaker.Register(provider, src, otelbreaker.Options{Transitions: &transitions})
+//	defer r.Unregister()
+//
+// The instruments are the families of observe.Metrics, named
+// "casbreaker." + the family (casbreaker.state, casbreaker.calls,
+// casbreaker.failure_ratio and the rest; docs/observability.md has the
+// table), each data point with a breaker attribute (the breaker's
+// Config.Name) and the family's own attributes.
+package otelbreaker
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/observe"
+)
+
+// ScopeName is the instrumentation scope of the meter Register asks the
+// provider for.
+const ScopeName = "github.com/casbreaker/casbreaker/otelbreaker"
+
+// Options tunes Register. The zero value names the instruments
+// casbreaker.* and reports transitions without reasons.
+type Options struct {
+	// Prefix is every instrument name's prefix, before a dot. Zero:
+	// "casbreaker".
+	Prefix string
+	// Transitions, the listener set as the breakers'
+	// core.Config.OnStateChange, gives casbreaker.transitions its reason
+	// attribute. Zero: transitions come from each breaker's core.Metrics,
+	// with an empty reason, and only with CollectMetrics.
+	Transitions *observe.Transitions
+}
+
+// Register makes one instrument per family of observe.Metrics on mp's
+// meter for ScopeName and a callback that reads every breaker of src at
+// each collection: a cumulative family as an Int64ObservableCounter, a
+// whole-number gauge (the 0/1 state, the window's calls) as an
+// Int64ObservableUpDownCounter, since it adds up across breakers, and a
+// ratio as a Float64ObservableGauge. A count past 2^63-1, which a breaker
+// would need centuries to reach, is reported as 2^63-1.
+//
+// The callback runs wherever the SDK collects and may run concurrently
+// with the breakers' calls. It returns the error of observe.Read for
+// breakers with the same name (the collection reports it; the first of
+// them is observed). Unregister the Registration to stop reporting.
+//
+// Register returns an error matching core.ErrInvalidArgument if mp or src
+// is nil, and the meter's error if an instrument or the callback cannot
+// be made.
+func Register(mp metric.MeterProvider, src observe.Source, o Options) (metric.Registration, error) {
+	switch {
+	case mp == nil:
+		return nil, fmt.Errorf("%w: otelbreaker.Register: the MeterProvider is nil", core.ErrInvalidArgument)
+	case src == nil:
+		return nil, fmt.Errorf("%w: otelbreaker.Register: the Source is nil (make one with observe.Breakers or observe.Registry)", core.ErrInvalidArgument)
+	}
+	prefix := o.Prefix
+	if prefix == "" {
+		prefix = "casbreaker"
+	}
+	meter := mp.Meter(ScopeName)
+	ints := make(map[*observe.Metric]metric.Int64Observable)
+	floats := make(map[*observe.Metric]metric.Float64Observable)
+	var all []metric.Observable
+	for _, m := range observe.Metrics {
+		name := prefix + "." + m.Name
+		var (
+			inst metric.Observable
+			err  error
+		)
+		switch {
+		case m.Ratio:
+			var f metric.Float64ObservableGauge
+			f, err = meter.Float64ObservableGauge(name, metric.WithDescription(m.Help), metric.WithUnit(m.Unit))
+			floats[m], inst = f, f
+		case m.Counter:
+			var c metric.Int64ObservableCounter
+			c, err = meter.Int64ObservableCounter(name, metric.WithDescription(m.Help), metric.WithUnit(m.Unit))
+			ints[m], inst = c, c
+		default:
+			var u metric.Int64ObservableUpDownCounter
+			u, err = meter.Int64ObservableUpDownCounter(name, metric.WithDescription(m.Help), metric.WithUnit(m.Unit))
+			ints[m], inst = u, u
+		}
+		if err != nil {
+			return nil, fmt.Errorf("otelbreaker.Register: instrument %s: %w", name, err)
+		}
+		all = append(all, inst)
+	}
+	tr := o.Transitions
+	reg, err := meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
+		return observe.Read(src, tr, func(s observe.Sample) {
+			s.Each(func(m *observe.Metric, labels []string, v observe.Point) {
+				kv := make([]attribute.KeyValue, 0, 1+len(labels))
+				kv = append(kv, attribute.String("breaker", s.Name))
+				for i, l := range labels {
+					kv = append(kv, attribute.String(m.Labels[i], l))
+				}
+				at := metric.WithAttributeSet(attribute.NewSet(kv...))
+				if m.Ratio {
+					obs.ObserveFloat64(floats[m], v.Ratio, at)
+					return
+				}
+				obs.ObserveInt64(ints[m], int64(min(v.Count, math.MaxInt64)), at)
+			})
+		})
+	}, all...)
+	if err != nil {
+		return nil, fmt.Errorf("otelbreaker.Register: callback: %w", err)
+	}
+	return reg, nil
+}

@@ -1,0 +1,216 @@
+package otelbreaker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/observetest"
+	"github.com/casbreaker/casbreaker/observe"
+	"github.com/casbreaker/casbreaker/otelbreaker"
+	"github.com/casbreaker/casbreaker/registry"
+)
+
+// setup registers src on a fresh provider with a manual reader.
+func setup(t *testing.T, src observe.Source, o otelbreaker.Options) (*sdkmetric.ManualReader, *sdkmetric.MeterProvider) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { require.NoError(t, mp.Shutdown(context.Background())) })
+	r, err := otelbreaker.Register(mp, src, o)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, r.Unregister()) })
+	return reader, mp
+}
+
+// collect returns the collected metrics of the otelbreaker scope by name.
+func collect(t *testing.T, reader *sdkmetric.ManualReader) map[string]metricdata.Metrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	out := map[string]metricdata.Metrics{}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name == otelbreaker.ScopeName {
+			for _, m := range sm.Metrics {
+				out[m.Name] = m
+			}
+		}
+	}
+	return out
+}
+
+// trippedSource is observetest.Tripped's breaker, "api", with tr's
+// listener if tr is not nil.
+func trippedSource(t *testing.T, tr *observe.Transitions) observe.Source {
+	t.Helper()
+	var listener func(core.Transition)
+	if tr != nil {
+		listener = tr.Listener(nil)
+	}
+	b, err := observetest.Tripped(listener)
+	require.NoError(t, err)
+	src, err := observe.Breakers(b)
+	require.NoError(t, err)
+	return src
+}
+
+func attrs(kv ...string) attribute.Set {
+	var out []attribute.KeyValue
+	for i := 0; i < len(kv); i += 2 {
+		out = append(out, attribute.String(kv[i], kv[i+1]))
+	}
+	return attribute.NewSet(out...)
+}
+
+func TestCollect(t *testing.T) {
+	var tr observe.Transitions
+	reader, _ := setup(t, trippedSource(t, &tr), otelbreaker.Options{Transitions: &tr})
+	got := collect(t, reader)
+
+	metricdatatest.AssertEqual(t, metricdata.Metrics{
+		Name:        "casbreaker.calls",
+		Description: "outcomes the breaker acted on, by kind: successful, failed (retry-after hints included) or ignored",
+		Unit:        "{call}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints: []metricdata.DataPoint[int64]{
+				{Attributes: attrs("breaker", "api", "kind", "successful"), Value: 1},
+				{Attributes: attrs("breaker", "api", "kind", "failed"), Value: 1},
+				{Attributes: attrs("breaker", "api", "kind", "ignored"), Value: 0},
+			},
+		},
+	}, got["casbreaker.calls"], metricdatatest.IgnoreTimestamp())
+
+	metricdatatest.AssertEqual(t, metricdata.Metrics{
+		Name:        "casbreaker.transitions",
+		Description: "committed state transitions, by from, to and reason (reason empty when not counted by reason)",
+		Unit:        "{transition}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints: []metricdata.DataPoint[int64]{
+				{Attributes: attrs("breaker", "api", "from", "closed", "to", "open", "reason", "failure_rate"), Value: 1},
+			},
+		},
+	}, got["casbreaker.transitions"], metricdatatest.IgnoreTimestamp())
+
+	state, ok := got["casbreaker.state"].Data.(metricdata.Sum[int64])
+	require.True(t, ok, "the state is an up-down counter: it adds up across breakers")
+	assert.False(t, state.IsMonotonic)
+	in := map[string]int64{}
+	for _, dp := range state.DataPoints {
+		v, _ := dp.Attributes.Value("state")
+		in[v.AsString()] = dp.Value
+	}
+	assert.Equal(t, map[string]int64{"closed": 0, "open": 1, "half_open": 0, "forced_open": 0, "disabled": 0, "metrics_only": 0}, in)
+
+	notPermitted := got["casbreaker.not_permitted_calls"].Data.(metricdata.Sum[int64])
+	assert.Contains(t, notPermitted.DataPoints, metricdata.DataPoint[int64]{Attributes: attrs("breaker", "api", "reason", "open"), Value: 1,
+		StartTime: notPermitted.DataPoints[0].StartTime, Time: notPermitted.DataPoints[0].Time})
+	_, ok = got["casbreaker.failure_ratio"]
+	assert.False(t, ok, "an open breaker's fresh window has no ratio")
+	assert.Len(t, got, len(observe.Metrics)-2)
+}
+
+func TestRatios(t *testing.T) {
+	b, err := core.New(core.Config{Name: "db", WindowSize: 10, FailureRateThreshold: 90, Clock: core.NewManualClock(0)})
+	require.NoError(t, err)
+	require.NoError(t, observetest.Call(b, observetest.ErrDown))
+	require.NoError(t, observetest.Call(b, nil))
+	src, err := observe.Breakers(b)
+	require.NoError(t, err)
+	reader, _ := setup(t, src, otelbreaker.Options{Prefix: "svc.breaker"})
+	got := collect(t, reader)
+	metricdatatest.AssertEqual(t, metricdata.Metrics{
+		Name:        "svc.breaker.failure_ratio",
+		Description: "failed over all calls in the sliding window, 0..1; absent while the window holds no call",
+		Unit:        "1",
+		Data: metricdata.Gauge[float64]{DataPoints: []metricdata.DataPoint[float64]{
+			{Attributes: attrs("breaker", "db"), Value: 0.5},
+		}},
+	}, got["svc.breaker.failure_ratio"], metricdatatest.IgnoreTimestamp())
+	_, ok := got["svc.breaker.calls"]
+	assert.False(t, ok, "no CollectMetrics: no counters")
+}
+
+func TestTransitionsWithoutAListenerHaveNoReason(t *testing.T) {
+	reader, _ := setup(t, trippedSource(t, nil), otelbreaker.Options{})
+	sum := collect(t, reader)["casbreaker.transitions"].Data.(metricdata.Sum[int64])
+	require.Len(t, sum.DataPoints, 1)
+	assert.Equal(t, attrs("breaker", "api", "from", "closed", "to", "open", "reason", ""), sum.DataPoints[0].Attributes)
+}
+
+func TestUnregisterStopsReporting(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() { require.NoError(t, mp.Shutdown(context.Background())) }()
+	r, err := otelbreaker.Register(mp, trippedSource(t, nil), otelbreaker.Options{})
+	require.NoError(t, err)
+	assert.NotEmpty(t, collect(t, reader))
+	require.NoError(t, r.Unregister())
+	assert.Empty(t, collect(t, reader))
+}
+
+func TestDuplicateNamesFailTheCollection(t *testing.T) {
+	src, err := observetest.SameName("same")
+	require.NoError(t, err)
+	reader, _ := setup(t, src, otelbreaker.Options{})
+	var rm metricdata.ResourceMetrics
+	assert.ErrorContains(t, reader.Collect(context.Background(), &rm), `two breakers are named "same"`)
+}
+
+func TestBadArguments(t *testing.T) {
+	src, err := observe.Breakers()
+	require.NoError(t, err)
+	_, err = otelbreaker.Register(nil, src, otelbreaker.Options{})
+	assert.ErrorIs(t, err, core.ErrInvalidArgument)
+	assert.ErrorContains(t, err, "MeterProvider is nil")
+	_, err = otelbreaker.Register(sdkmetric.NewMeterProvider(), nil, otelbreaker.Options{})
+	assert.ErrorIs(t, err, core.ErrInvalidArgument)
+	assert.ErrorContains(t, err, "Source is nil")
+	_, err = otelbreaker.Register(sdkmetric.NewMeterProvider(), src, otelbreaker.Options{Prefix: "9 bad name"})
+	assert.ErrorContains(t, err, "instrument 9 bad name.state")
+}
+
+// Collections while calls run, under the race detector: each breaker is in
+// one state, and the counters only grow.
+func TestCollectDuringTraffic(t *testing.T) {
+	var tr observe.Transitions
+	breakers, err := registry.New(registry.Options[int]{Config: core.Config{
+		Name: "svc", ConsecutiveFailures: 2, OpenDuration: time.Millisecond, CollectMetrics: true, OnStateChange: tr.Listener(nil),
+	}})
+	require.NoError(t, err)
+	src, err := observe.Registry(breakers)
+	require.NoError(t, err)
+	reader, _ := setup(t, src, otelbreaker.Options{Transitions: &tr})
+	stop := observetest.Traffic(breakers, 3, nil)
+	last := map[attribute.Distinct]int64{}
+	for range 50 {
+		got := collect(t, reader)
+		in := map[string]int64{}
+		// Both families are absent until the first breaker is made.
+		state, _ := got["casbreaker.state"].Data.(metricdata.Sum[int64])
+		calls, _ := got["casbreaker.calls"].Data.(metricdata.Sum[int64])
+		for _, dp := range state.DataPoints {
+			v, _ := dp.Attributes.Value("breaker")
+			in[v.AsString()] += dp.Value
+		}
+		for name, n := range in {
+			assert.Equal(t, int64(1), n, name)
+		}
+		for _, dp := range calls.DataPoints {
+			assert.GreaterOrEqual(t, dp.Value, last[dp.Attributes.Equivalent()])
+			last[dp.Attributes.Equivalent()] = dp.Value
+		}
+	}
+	stop()
+}

@@ -1,0 +1,337 @@
+package prombreaker_test
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/observetest"
+	"github.com/casbreaker/casbreaker/observe"
+	"github.com/casbreaker/casbreaker/prombreaker"
+	"github.com/casbreaker/casbreaker/registry"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// tripped returns a collector over observetest.Tripped's breaker, "api",
+// with o, counting transitions by reason if listen.
+func tripped(t *testing.T, o prombreaker.Options, listen bool) *prombreaker.Collector {
+	t.Helper()
+	var tr observe.Transitions
+	var listener func(core.Transition)
+	if listen {
+		listener, o.Transitions = tr.Listener(nil), &tr
+	}
+	b, err := observetest.Tripped(listener)
+	require.NoError(t, err)
+	src, err := observe.Breakers(b)
+	require.NoError(t, err)
+	c, err := prombreaker.New(src, o)
+	require.NoError(t, err)
+	return c
+}
+
+func TestCollectAndCompare(t *testing.T) {
+	c := tripped(t, prombreaker.Options{}, true)
+	want := `
+# HELP casbreaker_state 1 for the state the breaker is in, 0 for each other state.
+# TYPE casbreaker_state gauge
+casbreaker_state{breaker="api",state="closed"} 0
+casbreaker_state{breaker="api",state="disabled"} 0
+casbreaker_state{breaker="api",state="forced_open"} 0
+casbreaker_state{breaker="api",state="half_open"} 0
+casbreaker_state{breaker="api",state="metrics_only"} 0
+casbreaker_state{breaker="api",state="open"} 1
+# HELP casbreaker_calls_total outcomes the breaker acted on, by kind: successful, failed (retry-after hints included) or ignored.
+# TYPE casbreaker_calls_total counter
+casbreaker_calls_total{breaker="api",kind="failed"} 1
+casbreaker_calls_total{breaker="api",kind="ignored"} 0
+casbreaker_calls_total{breaker="api",kind="successful"} 1
+# HELP casbreaker_not_permitted_calls_total calls the breaker refused, by reason: open, half_open_full, forced_open or ramping_up.
+# TYPE casbreaker_not_permitted_calls_total counter
+casbreaker_not_permitted_calls_total{breaker="api",reason="forced_open"} 0
+casbreaker_not_permitted_calls_total{breaker="api",reason="half_open_full"} 0
+casbreaker_not_permitted_calls_total{breaker="api",reason="open"} 1
+casbreaker_not_permitted_calls_total{breaker="api",reason="ramping_up"} 0
+# HELP casbreaker_transitions_total committed state transitions, by from, to and reason (reason empty when not counted by reason).
+# TYPE casbreaker_transitions_total counter
+casbreaker_transitions_total{breaker="api",from="closed",reason="failure_rate",to="open"} 1
+`
+	assert.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want),
+		"casbreaker_state", "casbreaker_calls_total", "casbreaker_not_permitted_calls_total", "casbreaker_transitions_total",
+		"casbreaker_failure_ratio"), "an open breaker's fresh window has no failure ratio")
+	// Every family but the ratios: an open breaker's window holds no call.
+	assert.Equal(t, 6+3+1+4+1+1+1+2+2, testutil.CollectAndCount(c))
+}
+
+func TestTransitionsWithoutAListenerHaveNoReason(t *testing.T) {
+	c := tripped(t, prombreaker.Options{}, false)
+	want := `
+# HELP casbreaker_transitions_total committed state transitions, by from, to and reason (reason empty when not counted by reason).
+# TYPE casbreaker_transitions_total counter
+casbreaker_transitions_total{breaker="api",from="closed",reason="",to="open"} 1
+`
+	assert.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "casbreaker_transitions_total"))
+}
+
+func TestNamespaceAndConstLabels(t *testing.T) {
+	c := tripped(t, prombreaker.Options{Namespace: "svc_breaker", ConstLabels: prometheus.Labels{"service": "checkout"}}, true)
+	want := `
+# HELP svc_breaker_permitted_calls_total permits granted, half-open probes included.
+# TYPE svc_breaker_permitted_calls_total counter
+svc_breaker_permitted_calls_total{breaker="api",service="checkout"} 2
+`
+	assert.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "svc_breaker_permitted_calls_total"))
+}
+
+func TestLint(t *testing.T) {
+	problems, err := testutil.CollectAndLint(tripped(t, prombreaker.Options{}, true))
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+}
+
+// A pedantic registry checks that every collected series was described
+// and is consistent with its family.
+func TestPedanticRegistry(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(tripped(t, prombreaker.Options{}, true)))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	assert.Len(t, mfs, len(observe.Metrics)-2, "all families but the two ratios")
+}
+
+func TestWindowSeries(t *testing.T) {
+	clock := core.NewManualClock(0)
+	b, err := core.New(core.Config{Name: "db", WindowSize: 10, FailureRateThreshold: 90,
+		SlowCallDurationThreshold: time.Second, SlowCallRateThreshold: 90, Clock: clock})
+	require.NoError(t, err)
+	require.NoError(t, observetest.Call(b, observetest.ErrDown))
+	p, err := b.Allow()
+	require.NoError(t, err)
+	clock.Advance(2 * time.Second)
+	b.Done(p, nil) // slow
+	require.NoError(t, observetest.Call(b, nil))
+	require.NoError(t, observetest.Call(b, nil))
+	src, err := observe.Breakers(b)
+	require.NoError(t, err)
+	c, err := prombreaker.New(src, prombreaker.Options{})
+	require.NoError(t, err)
+	want := `
+# HELP casbreaker_buffered_calls calls in the sliding window now, by kind: successful or failed.
+# TYPE casbreaker_buffered_calls gauge
+casbreaker_buffered_calls{breaker="db",kind="failed"} 1
+casbreaker_buffered_calls{breaker="db",kind="successful"} 3
+# HELP casbreaker_buffered_slow_calls slow calls in the sliding window now, by kind: successful or failed.
+# TYPE casbreaker_buffered_slow_calls gauge
+casbreaker_buffered_slow_calls{breaker="db",kind="failed"} 0
+casbreaker_buffered_slow_calls{breaker="db",kind="successful"} 1
+# HELP casbreaker_failure_ratio failed over all calls in the sliding window, 0..1; absent while the window holds no call.
+# TYPE casbreaker_failure_ratio gauge
+casbreaker_failure_ratio{breaker="db"} 0.25
+# HELP casbreaker_slow_call_ratio slow over all calls in the sliding window, 0..1; absent while the window holds no call.
+# TYPE casbreaker_slow_call_ratio gauge
+casbreaker_slow_call_ratio{breaker="db"} 0.25
+`
+	assert.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want),
+		"casbreaker_buffered_calls", "casbreaker_buffered_slow_calls", "casbreaker_failure_ratio", "casbreaker_slow_call_ratio"))
+	assert.Equal(t, 0, testutil.CollectAndCount(c, "casbreaker_calls_total"), "no CollectMetrics: no counters")
+}
+
+func TestDuplicateNamesFailTheScrape(t *testing.T) {
+	src, err := observetest.SameName("same")
+	require.NoError(t, err)
+	c, err := prombreaker.New(src, prombreaker.Options{})
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(c))
+	_, err = reg.Gather()
+	assert.ErrorContains(t, err, `two breakers are named "same"`)
+}
+
+func TestBadNameFailsTheScrape(t *testing.T) {
+	a, err := core.New(core.Config{Name: "bad\xff", ConsecutiveFailures: 1})
+	require.NoError(t, err)
+	src, err := observe.Breakers(a)
+	require.NoError(t, err)
+	c, err := prombreaker.New(src, prombreaker.Options{})
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(c))
+	_, err = reg.Gather()
+	assert.ErrorContains(t, err, `breaker "bad\xff"`)
+}
+
+func TestBadOptions(t *testing.T) {
+	_, err := prombreaker.New(nil, prombreaker.Options{})
+	assert.ErrorIs(t, err, core.ErrInvalidArgument)
+	assert.ErrorContains(t, err, "the Source is nil")
+	src, err := observe.Breakers()
+	require.NoError(t, err)
+	_, err = prombreaker.New(src, prombreaker.Options{Namespace: "bad\xff"})
+	assert.ErrorIs(t, err, core.ErrInvalidArgument)
+	assert.ErrorContains(t, err, `"bad\xff_state" is not a valid metric name`)
+	_, err = prombreaker.New(src, prombreaker.Options{ConstLabels: prometheus.Labels{"": "x"}})
+	assert.ErrorIs(t, err, core.ErrInvalidArgument)
+	_, err = prombreaker.New(src, prombreaker.Options{ConstLabels: prometheus.Labels{"service": "bad\xff"}})
+	assert.ErrorIs(t, err, core.ErrInvalidArgument)
+	_, err = prombreaker.New(src, prombreaker.Options{ConstLabels: prometheus.Labels{"breaker": "x"}})
+	assert.ErrorIs(t, err, core.ErrInvalidArgument, "a constant label may not shadow a variable one")
+}
+
+// serve serves reg's /metrics on a loopback listener until the test ends.
+func serve(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: time.Minute}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		require.NoError(t, srv.Close())
+		assert.ErrorIs(t, <-done, http.ErrServerClosed)
+		http.DefaultClient.CloseIdleConnections()
+	})
+	return "http://" + ln.Addr().String() + "/metrics"
+}
+
+// serveRegistry serves the series of a registry made with o, whose
+// transitions a Transitions listener counts by reason, on a loopback
+// /metrics until the test ends, and returns the registry and the URL.
+func serveRegistry(t *testing.T, o registry.Options[int]) (*registry.Registry[int], string) {
+	t.Helper()
+	var tr observe.Transitions
+	o.Config.OnStateChange = tr.Listener(nil)
+	breakers, err := registry.New(o)
+	require.NoError(t, err)
+	src, err := observe.Registry(breakers)
+	require.NoError(t, err)
+	c, err := prombreaker.New(src, prombreaker.Options{Transitions: &tr})
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(c))
+	return breakers, serve(t, reg)
+}
+
+// scrape GETs url and parses the text exposition.
+func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	return mfs
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// Scrapes over HTTP while calls run: every breaker is in exactly one
+// state, and every counter only grows from one scrape to the next.
+func TestScrapeOverHTTPWhileTrafficRuns(t *testing.T) {
+	clock := core.NewManualClock(0)
+	breakers, url := serveRegistry(t, registry.Options[int]{Config: core.Config{
+		Name: "svc", WindowSize: 10, FailureRateThreshold: 30, MinimumNumberOfCalls: 5,
+		OpenDuration: 5 * time.Millisecond, CollectMetrics: true, Clock: clock,
+	}})
+
+	// Key 0's calls always fail (observetest.Traffic): trip it before the traffic
+	// starts, so that a transition is there to scrape whatever the
+	// scheduler does.
+	b0, err := breakers.Get(0)
+	require.NoError(t, err)
+	for range 5 {
+		require.NoError(t, observetest.Call(b0, observetest.ErrDown))
+	}
+	stop := observetest.Traffic(breakers, 3, clock)
+	last := map[string]float64{} // counter series -> value
+	for range 20 {
+		mfs := scrape(t, url)
+		inState := map[string]float64{}
+		for _, m := range mfs["casbreaker_state"].GetMetric() {
+			inState[label(m, "breaker")] += m.GetGauge().GetValue()
+		}
+		for name, n := range inState {
+			assert.Equal(t, 1.0, n, "breaker %s is in exactly one state", name)
+		}
+		assert.LessOrEqual(t, len(inState), 3)
+		for name, mf := range mfs {
+			if mf.GetType() != dto.MetricType_COUNTER {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				key := name + fmt.Sprint(m.GetLabel())
+				v := m.GetCounter().GetValue()
+				assert.GreaterOrEqual(t, v, last[key], key)
+				last[key] = v
+			}
+		}
+		assert.NotEmpty(t, mfs["casbreaker_transitions_total"].GetMetric())
+	}
+	stop()
+	mfs := scrape(t, url)
+	var calls float64
+	for _, m := range mfs["casbreaker_calls_total"].GetMetric() {
+		if label(m, "breaker") == "svc/0" && label(m, "kind") == "failed" {
+			calls += m.GetCounter().GetValue()
+		}
+	}
+	assert.GreaterOrEqual(t, calls, 5.0)
+}
+
+// With more keys than MaxBreakers, a scrape after the traffic reports at
+// most MaxBreakers breakers, transitions included.
+func TestCardinalityIsBoundedByTheRegistry(t *testing.T) {
+	clock := core.NewManualClock(0)
+	breakers, url := serveRegistry(t, registry.Options[int]{Config: core.Config{
+		Name: "svc", ConsecutiveFailures: 1, OpenDuration: time.Millisecond, CollectMetrics: true, Clock: clock,
+	}, MaxBreakers: 4})
+	stop := observetest.Traffic(breakers, 20, clock)
+	for range 10 {
+		scrape(t, url)
+	}
+	stop()
+	scrape(t, url) // forgets the transitions of breakers evicted before it
+	names := map[string]bool{}
+	for _, mf := range scrape(t, url) {
+		for _, m := range mf.GetMetric() {
+			names[label(m, "breaker")] = true
+		}
+	}
+	assert.LessOrEqual(t, len(names), 4, "%v", names)
+}
+
+func TestScrapeAndCompare(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(tripped(t, prombreaker.Options{}, true)))
+	want := `
+# HELP casbreaker_dropped_outcomes_total outcomes that changed nothing: stale permits of a passed generation, outcomes while disabled, probe outcomes with no probe in flight.
+# TYPE casbreaker_dropped_outcomes_total counter
+casbreaker_dropped_outcomes_total{breaker="api"} 0
+`
+	assert.NoError(t, testutil.ScrapeAndCompare(serve(t, reg), strings.NewReader(want), "casbreaker_dropped_outcomes_total"))
+}
