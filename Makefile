@@ -3,7 +3,7 @@
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GO          ?= go
 
-.PHONY: help test lint unit test386 nested demo
+.PHONY: help test lint unit test386 nested demo demo-stack
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ nested: ## go vet, staticcheck and the -short tests of each nested module (bench
 
 demo: ## a real HTTP outage behind the breaker: fails fast, then recovers
 	$(GO) run ./examples/outage
+
+demo-stack: ## a brownout and an outage behind Retry(Breaker(Bulkhead(TimeLimiter(call)))) on a simulated clock
+	$(GO) run ./examples/stack
 
 # Benchmarks (issue 4): both modules, raw output into bench/results/, then
 # benchstat -col /impl (docs/benchmarks.md). BENCH_RUN narrows the set (a
