@@ -61,13 +61,14 @@ const NoFloor = -1
 //
 // Make one with NewBudget; a zero Budget panics with a message naming it.
 type Budget struct {
+	// The atomic words first: 64-bit aligned on 32-bit platforms.
+	balance atomic.Int64  // units, 0..max
+	second  atomic.Uint64 // the floor's second (high 32 bits) and retries granted in it (low 32)
+
 	perCall int64 // units deposited per call
 	max     int64 // units
 	floor   uint32
 	clock   core.Clock
-
-	balance atomic.Int64  // units, 0..max
-	second  atomic.Uint64 // the floor's second (high 32 bits) and retries granted in it (low 32)
 }
 
 // NewBudget returns a budget with an empty balance. Its errors match

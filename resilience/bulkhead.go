@@ -42,13 +42,14 @@ type BulkheadConfig struct {
 // Make one with NewBulkhead; a zero Bulkhead panics with a message naming
 // it.
 type Bulkhead struct {
+	// The atomic words first: 64-bit aligned on 32-bit platforms.
+	inFlight atomic.Int64
+	waiting  atomic.Int64
+
 	max     int64
 	maxWait time.Duration
 	timer   Timer
 	wake    chan struct{} // wake-up tokens for waiters; nil without MaxWait
-
-	inFlight atomic.Int64
-	waiting  atomic.Int64
 }
 
 // NewBulkhead returns an empty bulkhead for c. Its errors match

@@ -14,7 +14,7 @@ import (
 func FuzzBackoff(f *testing.F) {
 	f.Add(int64(100*time.Millisecond), int64(10*time.Second), 64, uint64(0))
 	f.Add(int64(1), int64(1<<62), 63, ^uint64(0))
-	f.Add(int64(1<<62), int64(1<<63-1), 1<<62, uint64(12345))
+	f.Add(int64(1<<62), int64(1<<63-1), 1<<30, uint64(12345))
 	f.Fuzz(func(t *testing.T, base, ceiling int64, retry int, rnd uint64) {
 		r, err := NewRetry(RetryConfig{BaseDelay: time.Duration(base), MaxDelay: time.Duration(ceiling)})
 		if err != nil {

@@ -104,6 +104,8 @@ func DefaultRetryable(err error) bool {
 //
 // Make one with NewRetry; a zero Retry panics with a message naming it.
 type Retry struct {
+	rng atomic.Uint64 // splitmix64 state, one atomic add per random draw; first: 64-bit aligned on 32-bit platforms
+
 	attempts        int
 	base, max       time.Duration
 	jitter          Jitter
@@ -111,8 +113,6 @@ type Retry struct {
 	waitOnRejection bool
 	budget          *Budget
 	timer           Timer
-
-	rng atomic.Uint64 // splitmix64 state: one atomic add per random draw
 }
 
 // NewRetry returns a Retry for c. Its errors match ErrInvalidConfig and
