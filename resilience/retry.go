@@ -100,7 +100,8 @@ func DefaultRetryable(err error) bool {
 // matching ErrRetryBudgetExhausted and the last error when the budget
 // refuses a retry, and with an error matching ctx.Err() and the last error
 // when ctx ends during a backoff wait (at once: the wait is not finished).
-// No attempt starts once ctx is done.
+// No attempt starts once ctx is done: a call whose ctx is done before its
+// first attempt returns ctx.Err() and deposits nothing.
 //
 // Make one with NewRetry; a zero Retry panics with a message naming it.
 type Retry struct {
@@ -166,6 +167,10 @@ func NewRetry(c RetryConfig) (*Retry, error) {
 func retryCall[T any](ctx context.Context, r *Retry, next step[T]) (T, error) {
 	if r.timer == nil {
 		panic("resilience: Retry used without NewRetry")
+	}
+	if err := ctx.Err(); err != nil {
+		var zero T
+		return zero, err
 	}
 	if r.budget != nil {
 		r.budget.Deposit()

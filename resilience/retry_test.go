@@ -203,6 +203,19 @@ func TestRetryNoAttemptAfterContextDone(t *testing.T) {
 	require.Equal(t, 1, d.calls)
 }
 
+func TestRetryDoneContextMakesNoAttempt(t *testing.T) {
+	clock := core.NewManualClock(0)
+	budget := mustBudget(t, resilience.BudgetConfig{Percent: 100, MinPerSecond: resilience.NoFloor, Clock: clock})
+	r := mustRetry(t, resilience.RetryConfig{Budget: budget, Timer: resilience.NewSteppingTimer(clock)})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d := &dep{}
+	_, err := resilience.Do(ctx, mustStack(t, resilience.WithRetry(r)), d.call)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, 0, d.calls)
+	require.Zero(t, budget.Saved(), "a call that made no attempt deposited")
+}
+
 func TestRetryBudgetCapsRetries(t *testing.T) {
 	clock := core.NewManualClock(0)
 	tm := resilience.NewSteppingTimer(clock)

@@ -94,7 +94,7 @@ type manualWait struct {
 // NewManualTimer returns a ManualTimer on clock whose Sleep blocks until
 // Advance has moved the clock to its end (or ctx ends, or wake fires). A
 // test runs the sleeper on another goroutine and calls AwaitSleepers before
-// Advance.
+// Advance. A nil clock is replaced by a new one reading 0 (see Clock).
 func NewManualTimer(clock *core.ManualClock) *ManualTimer {
 	return newManual(clock, false)
 }
@@ -102,7 +102,8 @@ func NewManualTimer(clock *core.ManualClock) *ManualTimer {
 // NewSteppingTimer returns a ManualTimer on clock whose Sleep, unless ctx is
 // done or wake already holds a value, moves the clock forward by the whole
 // d itself (ending every timeout that falls due) and returns at once, so a
-// retry loop runs through its backoff on one goroutine in no real time.
+// retry loop runs through its backoff on one goroutine in no real time. A nil
+// clock is replaced by a new one reading 0 (see Clock).
 func NewSteppingTimer(clock *core.ManualClock) *ManualTimer {
 	return newManual(clock, true)
 }
