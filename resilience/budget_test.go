@@ -1,7 +1,6 @@
 package resilience_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 )
 
 func TestBudgetGrantsPercentOfCalls(t *testing.T) {
-	b := mustBudget(t, resilience.BudgetConfig{Percent: 10, MinPerSecond: resilience.NoFloor, MaxSaved: 1000, Clock: core.NewManualClock(0)})
+	b := must(resilience.NewBudget(resilience.BudgetConfig{Percent: 10, MinPerSecond: resilience.NoFloor, MaxSaved: 1000, Clock: core.NewManualClock(0)}))(t)
 	require.False(t, b.TryWithdraw(), "an empty budget grants nothing")
 	for range 1000 {
 		b.Deposit()
@@ -28,7 +27,7 @@ func TestBudgetGrantsPercentOfCalls(t *testing.T) {
 
 func TestBudgetFloorPerSecond(t *testing.T) {
 	clock := core.NewManualClock(0)
-	b := mustBudget(t, resilience.BudgetConfig{MinPerSecond: 3, Clock: clock})
+	b := must(resilience.NewBudget(resilience.BudgetConfig{MinPerSecond: 3, Clock: clock}))(t)
 	for sec := range 3 {
 		clock.Set(time.Duration(sec)*time.Second + 500*time.Millisecond)
 		granted := 0
@@ -42,7 +41,7 @@ func TestBudgetFloorPerSecond(t *testing.T) {
 }
 
 func TestBudgetFloorComesBeforeBalance(t *testing.T) {
-	b := mustBudget(t, resilience.BudgetConfig{Percent: 100, MinPerSecond: 1, Clock: core.NewManualClock(0)})
+	b := must(resilience.NewBudget(resilience.BudgetConfig{Percent: 100, MinPerSecond: 1, Clock: core.NewManualClock(0)}))(t)
 	b.Deposit()
 	require.True(t, b.TryWithdraw())
 	require.Equal(t, 1.0, b.Saved(), "the floor paid, the balance is kept")
@@ -51,7 +50,7 @@ func TestBudgetFloorComesBeforeBalance(t *testing.T) {
 }
 
 func TestBudgetSavesAtMostMaxSaved(t *testing.T) {
-	b := mustBudget(t, resilience.BudgetConfig{Percent: 50, MinPerSecond: resilience.NoFloor, MaxSaved: 4, Clock: core.NewManualClock(0)})
+	b := must(resilience.NewBudget(resilience.BudgetConfig{Percent: 50, MinPerSecond: resilience.NoFloor, MaxSaved: 4, Clock: core.NewManualClock(0)}))(t)
 	for range 100 {
 		b.Deposit()
 	}
@@ -65,27 +64,18 @@ func TestBudgetSavesAtMostMaxSaved(t *testing.T) {
 func TestBudgetNeverOverspendsUnderContention(t *testing.T) {
 	const goroutines, calls = 512, 40 // 20480 calls at 10 %: 2048 retries
 	clock := core.NewManualClock(0)
-	b := mustBudget(t, resilience.BudgetConfig{Percent: 10, MinPerSecond: 7, MaxSaved: resilience.MaxBudgetSaved, Clock: clock})
+	b := must(resilience.NewBudget(resilience.BudgetConfig{Percent: 10, MinPerSecond: 7, MaxSaved: resilience.MaxBudgetSaved, Clock: clock}))(t)
 	var granted atomic.Int64
-	var start, wg sync.WaitGroup
-	start.Add(1)
-	wg.Add(goroutines)
-	for range goroutines {
-		go func() {
-			defer wg.Done()
-			start.Wait()
-			for range calls {
-				b.Deposit()
-				for range 2 { // ask for more than was paid for
-					if b.TryWithdraw() {
-						granted.Add(1)
-					}
+	storm(goroutines, func() {
+		for range calls {
+			b.Deposit()
+			for range 2 { // ask for more than was paid for
+				if b.TryWithdraw() {
+					granted.Add(1)
 				}
 			}
-		}()
-	}
-	start.Done()
-	wg.Wait()
+		}
+	})
 	for b.TryWithdraw() {
 		granted.Add(1)
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 func TestBulkheadAdmitsAtMostN(t *testing.T) {
-	b := mustBulkhead(t, resilience.BulkheadConfig{MaxConcurrent: 2})
+	b := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 2}))(t)
 	ctx := context.Background()
 	require.NoError(t, b.Acquire(ctx))
 	require.True(t, b.TryAcquire())
@@ -39,30 +39,21 @@ func TestBulkheadAdmitsAtMostN(t *testing.T) {
 // accounted for.
 func TestBulkheadNeverAdmitsNPlusOne(t *testing.T) {
 	const n, goroutines, rounds = 8, 512, 50
-	b := mustBulkhead(t, resilience.BulkheadConfig{MaxConcurrent: n})
+	b := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: n}))(t)
 	var inside, most, admitted atomic.Int64
-	var start, wg sync.WaitGroup
-	start.Add(1)
-	wg.Add(goroutines)
-	for range goroutines {
-		go func() {
-			defer wg.Done()
-			start.Wait()
-			for range rounds {
-				if !b.TryAcquire() {
-					continue
-				}
-				admitted.Add(1)
-				now := inside.Add(1)
-				for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
-				}
-				inside.Add(-1)
-				b.Release()
+	storm(goroutines, func() {
+		for range rounds {
+			if !b.TryAcquire() {
+				continue
 			}
-		}()
-	}
-	start.Done()
-	wg.Wait()
+			admitted.Add(1)
+			now := inside.Add(1)
+			for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+			}
+			inside.Add(-1)
+			b.Release()
+		}
+	})
 	require.LessOrEqual(t, most.Load(), int64(n))
 	require.Positive(t, admitted.Load())
 	require.Equal(t, 0, b.InFlight())
@@ -72,29 +63,20 @@ func TestBulkheadNeverAdmitsNPlusOne(t *testing.T) {
 // gives back; exactly 8 get one.
 func TestBulkheadHoldsExactlyN(t *testing.T) {
 	const n, goroutines = 8, 512
-	b := mustBulkhead(t, resilience.BulkheadConfig{MaxConcurrent: n})
+	b := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: n}))(t)
 	var admitted atomic.Int64
-	var start, wg sync.WaitGroup
-	start.Add(1)
-	wg.Add(goroutines)
-	for range goroutines {
-		go func() {
-			defer wg.Done()
-			start.Wait()
-			if b.TryAcquire() {
-				admitted.Add(1)
-			}
-		}()
-	}
-	start.Done()
-	wg.Wait()
+	storm(goroutines, func() {
+		if b.TryAcquire() {
+			admitted.Add(1)
+		}
+	})
 	require.Equal(t, int64(n), admitted.Load())
 	require.Equal(t, n, b.InFlight())
 }
 
 func TestBulkheadWaitGetsReleasedSlot(t *testing.T) {
 	tm := resilience.NewManualTimer(core.NewManualClock(0))
-	b := mustBulkhead(t, resilience.BulkheadConfig{MaxConcurrent: 1, MaxWait: time.Second, Timer: tm})
+	b := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1, MaxWait: time.Second, Timer: tm}))(t)
 	require.True(t, b.TryAcquire())
 	out := make(chan error, 1)
 	go func() { out <- b.Acquire(context.Background()) }()
@@ -108,7 +90,7 @@ func TestBulkheadWaitGetsReleasedSlot(t *testing.T) {
 
 func TestBulkheadWaitTimesOut(t *testing.T) {
 	tm := resilience.NewManualTimer(core.NewManualClock(0))
-	b := mustBulkhead(t, resilience.BulkheadConfig{MaxConcurrent: 1, MaxWait: time.Second, Timer: tm})
+	b := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1, MaxWait: time.Second, Timer: tm}))(t)
 	require.True(t, b.TryAcquire())
 	out := make(chan error, 1)
 	go func() { out <- b.Acquire(context.Background()) }()
@@ -122,7 +104,7 @@ func TestBulkheadWaitTimesOut(t *testing.T) {
 
 func TestBulkheadWaitEndsWithContext(t *testing.T) {
 	tm := resilience.NewManualTimer(core.NewManualClock(0))
-	b := mustBulkhead(t, resilience.BulkheadConfig{MaxConcurrent: 1, MaxWait: time.Hour, Timer: tm})
+	b := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1, MaxWait: time.Hour, Timer: tm}))(t)
 	require.True(t, b.TryAcquire())
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan error, 1)
@@ -138,7 +120,7 @@ func TestBulkheadWaitEndsWithContext(t *testing.T) {
 func TestBulkheadWaitersAllServed(t *testing.T) {
 	const n, waiters = 4, 64
 	tm := resilience.NewManualTimer(core.NewManualClock(0))
-	b := mustBulkhead(t, resilience.BulkheadConfig{MaxConcurrent: n, MaxWait: time.Hour, Timer: tm})
+	b := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: n, MaxWait: time.Hour, Timer: tm}))(t)
 	for range n {
 		require.True(t, b.TryAcquire())
 	}
@@ -168,7 +150,7 @@ func TestBulkheadFullIsNeutral(t *testing.T) {
 	require.Equal(t, core.Ignored, core.DefaultClassifier(fmt.Errorf("call: %w", resilience.ErrBulkheadFull)))
 	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
 		br := newBreaker(core.Config{ConsecutiveFailures: 1, Clock: core.NewManualClock(0)})
-		bh := mustBulkhead(t, resilience.BulkheadConfig{MaxConcurrent: 1})
+		bh := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1}))(t)
 		require.True(t, bh.TryAcquire())
 		s := mustStack(t, resilience.WithBreaker(br), resilience.WithBulkhead(bh))
 		for range 10 {
@@ -185,7 +167,7 @@ func TestBulkheadFullReturnsProbeSlot(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
 		clock := core.NewManualClock(0)
 		br := newBreaker(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, PermittedCallsInHalfOpen: 1, Clock: clock})
-		bh := mustBulkhead(t, resilience.BulkheadConfig{MaxConcurrent: 1})
+		bh := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1}))(t)
 		s := mustStack(t, resilience.WithBreaker(br), resilience.WithBulkhead(bh))
 		_, err := resilience.Do(context.Background(), s, (&dep{fail: always(errDown)}).call)
 		require.ErrorIs(t, err, errDown)
@@ -207,7 +189,7 @@ func TestBulkheadFullReturnsProbeSlot(t *testing.T) {
 }
 
 func TestBulkheadReleaseWithoutAcquirePanics(t *testing.T) {
-	b := mustBulkhead(t, resilience.BulkheadConfig{MaxConcurrent: 1})
+	b := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1}))(t)
 	require.PanicsWithValue(t, "resilience: Bulkhead.Release without a matching Acquire", b.Release)
 	require.Equal(t, 0, b.InFlight())
 	require.True(t, b.TryAcquire())

@@ -3,6 +3,7 @@ package resilience_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,32 +45,15 @@ func failFirst(n int) func(int) error {
 	}
 }
 
-func mustRetry(t testing.TB, c resilience.RetryConfig) *resilience.Retry {
-	t.Helper()
-	r, err := resilience.NewRetry(c)
-	require.NoError(t, err)
-	return r
-}
-
-func mustBudget(t testing.TB, c resilience.BudgetConfig) *resilience.Budget {
-	t.Helper()
-	b, err := resilience.NewBudget(c)
-	require.NoError(t, err)
-	return b
-}
-
-func mustBulkhead(t testing.TB, c resilience.BulkheadConfig) *resilience.Bulkhead {
-	t.Helper()
-	b, err := resilience.NewBulkhead(c)
-	require.NoError(t, err)
-	return b
-}
-
-func mustLimiter(t testing.TB, c resilience.TimeLimiterConfig) *resilience.TimeLimiter {
-	t.Helper()
-	tl, err := resilience.NewTimeLimiter(c)
-	require.NoError(t, err)
-	return tl
+// must takes a constructor's results and returns a function that fails t
+// if the error is not nil and returns the value otherwise:
+// must(resilience.NewRetry(c))(t).
+func must[T any](v T, err error) func(testing.TB) T {
+	return func(t testing.TB) T {
+		t.Helper()
+		require.NoError(t, err)
+		return v
+	}
 }
 
 func mustStack(t testing.TB, layers ...resilience.Layer) *resilience.Stack {
@@ -97,6 +81,22 @@ func forEachImpl(t *testing.T, fn func(t *testing.T, newBreaker func(core.Config
 // tripConfig trips after two failures in a row and stays open for a second.
 func tripConfig(clock core.Clock) core.Config {
 	return core.Config{ConsecutiveFailures: 2, OpenDuration: time.Second, Clock: clock}
+}
+
+// storm starts n goroutines running fn at once and waits for them all.
+func storm(n int, fn func()) {
+	var start, wg sync.WaitGroup
+	start.Add(1)
+	wg.Add(n)
+	for range n {
+		go func() {
+			defer wg.Done()
+			start.Wait()
+			fn()
+		}()
+	}
+	start.Done()
+	wg.Wait()
 }
 
 // done reports whether ch is closed or holds a value.

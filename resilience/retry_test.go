@@ -20,7 +20,7 @@ func retrying(t *testing.T, c resilience.RetryConfig) (*resilience.ManualTimer, 
 	if c.Timer == nil {
 		c.Timer = tm
 	}
-	return tm, mustStack(t, resilience.WithRetry(mustRetry(t, c)))
+	return tm, mustStack(t, resilience.WithRetry(must(resilience.NewRetry(c))(t)))
 }
 
 func TestRetryStopsAfterMaxAttempts(t *testing.T) {
@@ -101,7 +101,7 @@ func TestRetryDefaultDoesNotRetryRejection(t *testing.T) {
 		tm := resilience.NewSteppingTimer(clock)
 		b := newBreaker(tripConfig(clock))
 		require.NoError(t, b.ForceOpen(time.Minute))
-		s := mustStack(t, resilience.WithRetry(mustRetry(t, resilience.RetryConfig{MaxAttempts: 5, Timer: tm})), resilience.WithBreaker(b))
+		s := mustStack(t, resilience.WithRetry(must(resilience.NewRetry(resilience.RetryConfig{MaxAttempts: 5, Timer: tm}))(t)), resilience.WithBreaker(b))
 		d := &dep{}
 		_, err := resilience.Do(context.Background(), s, d.call)
 		require.ErrorIs(t, err, core.ErrOpen)
@@ -126,7 +126,7 @@ func TestRetryWaitOnRejectionHonoursRetryAfter(t *testing.T) {
 		b.Done(mustAllow(t, b), errDown)
 		b.Done(mustAllow(t, b), errDown)
 		clock.Advance(300 * time.Millisecond) // 700 ms of the open duration left
-		r := mustRetry(t, resilience.RetryConfig{MaxAttempts: 3, MaxDelay: 5 * time.Second, WaitOnRejection: true, Timer: tm})
+		r := must(resilience.NewRetry(resilience.RetryConfig{MaxAttempts: 3, MaxDelay: 5 * time.Second, WaitOnRejection: true, Timer: tm}))(t)
 		d := &dep{}
 		v, err := resilience.Do(context.Background(), mustStack(t, resilience.WithRetry(r), resilience.WithBreaker(b)), d.call)
 		require.NoError(t, err)
@@ -141,7 +141,7 @@ func TestRetryWaitOnRejectionStopsOnLongOrNoWait(t *testing.T) {
 		clock := core.NewManualClock(0)
 		tm := resilience.NewSteppingTimer(clock)
 		b := newBreaker(tripConfig(clock))
-		r := mustRetry(t, resilience.RetryConfig{MaxAttempts: 3, MaxDelay: 5 * time.Second, WaitOnRejection: true, Timer: tm})
+		r := must(resilience.NewRetry(resilience.RetryConfig{MaxAttempts: 3, MaxDelay: 5 * time.Second, WaitOnRejection: true, Timer: tm}))(t)
 		s := mustStack(t, resilience.WithRetry(r), resilience.WithBreaker(b))
 		d := &dep{}
 
@@ -174,7 +174,7 @@ func TestRetryCustomPredicate(t *testing.T) {
 
 func TestRetryContextEndsWaitAtOnce(t *testing.T) {
 	tm := resilience.NewManualTimer(core.NewManualClock(0))
-	s := mustStack(t, resilience.WithRetry(mustRetry(t, resilience.RetryConfig{MaxAttempts: 3, BaseDelay: time.Hour, Jitter: resilience.NoJitter, Timer: tm})))
+	s := mustStack(t, resilience.WithRetry(must(resilience.NewRetry(resilience.RetryConfig{MaxAttempts: 3, BaseDelay: time.Hour, Jitter: resilience.NoJitter, Timer: tm}))(t)))
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &dep{fail: always(errDown)}
 	out := make(chan error, 1)
@@ -205,8 +205,8 @@ func TestRetryNoAttemptAfterContextDone(t *testing.T) {
 
 func TestRetryDoneContextMakesNoAttempt(t *testing.T) {
 	clock := core.NewManualClock(0)
-	budget := mustBudget(t, resilience.BudgetConfig{Percent: 100, MinPerSecond: resilience.NoFloor, Clock: clock})
-	r := mustRetry(t, resilience.RetryConfig{Budget: budget, Timer: resilience.NewSteppingTimer(clock)})
+	budget := must(resilience.NewBudget(resilience.BudgetConfig{Percent: 100, MinPerSecond: resilience.NoFloor, Clock: clock}))(t)
+	r := must(resilience.NewRetry(resilience.RetryConfig{Budget: budget, Timer: resilience.NewSteppingTimer(clock)}))(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	d := &dep{}
@@ -219,8 +219,8 @@ func TestRetryDoneContextMakesNoAttempt(t *testing.T) {
 func TestRetryBudgetCapsRetries(t *testing.T) {
 	clock := core.NewManualClock(0)
 	tm := resilience.NewSteppingTimer(clock)
-	budget := mustBudget(t, resilience.BudgetConfig{Percent: 10, MinPerSecond: resilience.NoFloor, Clock: clock})
-	r := mustRetry(t, resilience.RetryConfig{MaxAttempts: 3, Budget: budget, Timer: tm})
+	budget := must(resilience.NewBudget(resilience.BudgetConfig{Percent: 10, MinPerSecond: resilience.NoFloor, Clock: clock}))(t)
+	r := must(resilience.NewRetry(resilience.RetryConfig{MaxAttempts: 3, Budget: budget, Timer: tm}))(t)
 	s := mustStack(t, resilience.WithRetry(r))
 	ok := &dep{}
 	for range 20 {

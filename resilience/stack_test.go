@@ -18,7 +18,7 @@ func TestRetryOutsideBreakerStopsWhenItOpens(t *testing.T) {
 		clock := core.NewManualClock(0)
 		tm := resilience.NewSteppingTimer(clock)
 		br := newBreaker(core.Config{ConsecutiveFailures: 2, OpenDuration: time.Minute, Clock: clock})
-		r := mustRetry(t, resilience.RetryConfig{MaxAttempts: 5, Timer: tm})
+		r := must(resilience.NewRetry(resilience.RetryConfig{MaxAttempts: 5, Timer: tm}))(t)
 		s, err := resilience.DefaultStack(r, br, nil, nil)
 		require.NoError(t, err)
 		d := &dep{fail: always(errDown)}
@@ -38,7 +38,7 @@ func TestRetryInsideBreakerCountsOneCall(t *testing.T) {
 		clock := core.NewManualClock(0)
 		tm := resilience.NewSteppingTimer(clock)
 		br := newBreaker(core.Config{ConsecutiveFailures: 2, OpenDuration: time.Minute, Clock: clock})
-		r := mustRetry(t, resilience.RetryConfig{MaxAttempts: 3, Timer: tm})
+		r := must(resilience.NewRetry(resilience.RetryConfig{MaxAttempts: 3, Timer: tm}))(t)
 		s := mustStack(t, resilience.WithBreaker(br), resilience.WithRetry(r))
 
 		d := &dep{fail: always(errDown)}
@@ -71,10 +71,10 @@ func TestStackPanicReleasesEveryLayer(t *testing.T) {
 		clock := core.NewManualClock(0)
 		tm := resilience.NewSteppingTimer(clock)
 		br := newBreaker(core.Config{ConsecutiveFailures: 1, Clock: clock})
-		bh := mustBulkhead(t, resilience.BulkheadConfig{MaxConcurrent: 1})
+		bh := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1}))(t)
 		s, err := resilience.DefaultStack(
-			mustRetry(t, resilience.RetryConfig{Timer: tm}), br, bh,
-			mustLimiter(t, resilience.TimeLimiterConfig{Timeout: time.Second, Timer: tm}))
+			must(resilience.NewRetry(resilience.RetryConfig{Timer: tm}))(t), br, bh,
+			must(resilience.NewTimeLimiter(resilience.TimeLimiterConfig{Timeout: time.Second, Timer: tm}))(t))
 		require.NoError(t, err)
 		require.PanicsWithValue(t, "boom", func() {
 			_, _ = resilience.Do(context.Background(), s, func(context.Context) (int, error) { panic("boom") })
@@ -99,7 +99,7 @@ func TestEmptyStackCallsTheFunction(t *testing.T) {
 
 func TestNewStackErrors(t *testing.T) {
 	var nilBreaker *core.Breaker
-	_, err := resilience.NewStack(resilience.WithRetry(mustRetry(t, resilience.RetryConfig{})), resilience.Layer{},
+	_, err := resilience.NewStack(resilience.WithRetry(must(resilience.NewRetry(resilience.RetryConfig{}))(t)), resilience.Layer{},
 		resilience.WithBulkhead(nil), resilience.WithBreaker(nilBreaker))
 	require.ErrorIs(t, err, resilience.ErrInvalidConfig)
 	require.NotContains(t, err.Error(), "layer 0 ")
@@ -114,10 +114,10 @@ func TestNewStackErrors(t *testing.T) {
 func TestSuccessAllocatesNothing(t *testing.T) {
 	br, err := core.New(core.Config{WindowSize: 20, FailureRateThreshold: 50})
 	require.NoError(t, err)
-	budget := mustBudget(t, resilience.BudgetConfig{})
-	r := mustRetry(t, resilience.RetryConfig{Budget: budget})
-	bh := mustBulkhead(t, resilience.BulkheadConfig{MaxConcurrent: 10, MaxWait: time.Second})
-	tl := mustLimiter(t, resilience.TimeLimiterConfig{Timeout: time.Second})
+	budget := must(resilience.NewBudget(resilience.BudgetConfig{}))(t)
+	r := must(resilience.NewRetry(resilience.RetryConfig{Budget: budget}))(t)
+	bh := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 10, MaxWait: time.Second}))(t)
+	tl := must(resilience.NewTimeLimiter(resilience.TimeLimiterConfig{Timeout: time.Second}))(t)
 	ctx := context.Background()
 	fn := func(context.Context) (int, error) { return 1, nil }
 	allocs := func(s *resilience.Stack) float64 {

@@ -26,7 +26,7 @@ func TestTimeLimiterTimeoutIsFailure(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
 		tm := resilience.NewManualTimer(core.NewManualClock(0))
 		br := newBreaker(core.Config{ConsecutiveFailures: 1, Clock: tm.Clock()})
-		tl := mustLimiter(t, resilience.TimeLimiterConfig{Timeout: 2 * time.Second, Timer: tm})
+		tl := must(resilience.NewTimeLimiter(resilience.TimeLimiterConfig{Timeout: 2 * time.Second, Timer: tm}))(t)
 		s := mustStack(t, resilience.WithBreaker(br), resilience.WithTimeLimiter(tl))
 		started := make(chan struct{}, 1)
 		out := make(chan error, 1)
@@ -49,7 +49,7 @@ func TestTimeLimiterTimeoutIsFailure(t *testing.T) {
 
 func TestTimeLimiterCallerCancelIsNotTimeout(t *testing.T) {
 	tm := resilience.NewManualTimer(core.NewManualClock(0))
-	s := mustStack(t, resilience.WithTimeLimiter(mustLimiter(t, resilience.TimeLimiterConfig{Timeout: time.Second, Timer: tm})))
+	s := mustStack(t, resilience.WithTimeLimiter(must(resilience.NewTimeLimiter(resilience.TimeLimiterConfig{Timeout: time.Second, Timer: tm}))(t)))
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{}, 1)
 	out := make(chan error, 1)
@@ -66,7 +66,7 @@ func TestTimeLimiterCallerCancelIsNotTimeout(t *testing.T) {
 
 func TestTimeLimiterPassesResultsThrough(t *testing.T) {
 	tm := resilience.NewManualTimer(core.NewManualClock(0))
-	s := mustStack(t, resilience.WithTimeLimiter(mustLimiter(t, resilience.TimeLimiterConfig{Timeout: time.Second, Timer: tm})))
+	s := mustStack(t, resilience.WithTimeLimiter(must(resilience.NewTimeLimiter(resilience.TimeLimiterConfig{Timeout: time.Second, Timer: tm}))(t)))
 	v, err := resilience.Do(context.Background(), s, (&dep{}).call)
 	require.NoError(t, err)
 	require.Equal(t, 1, v)
@@ -80,7 +80,7 @@ func TestTimeLimiterPassesResultsThrough(t *testing.T) {
 // is a success.
 func TestTimeLimiterCallIgnoringContext(t *testing.T) {
 	tm := resilience.NewManualTimer(core.NewManualClock(0))
-	s := mustStack(t, resilience.WithTimeLimiter(mustLimiter(t, resilience.TimeLimiterConfig{Timeout: time.Second, Timer: tm})))
+	s := mustStack(t, resilience.WithTimeLimiter(must(resilience.NewTimeLimiter(resilience.TimeLimiterConfig{Timeout: time.Second, Timer: tm}))(t)))
 	deaf := func(err error) func(context.Context) (int, error) {
 		return func(context.Context) (int, error) {
 			tm.Advance(time.Minute) // the call takes a minute, whatever its context says
@@ -100,7 +100,7 @@ func TestTimeLimiterCallIgnoringContext(t *testing.T) {
 // goroutine to watch it), nothing is left running once the call returns,
 // however it ended.
 func TestTimeLimiterLeaksNoGoroutine(t *testing.T) {
-	s := mustStack(t, resilience.WithTimeLimiter(mustLimiter(t, resilience.TimeLimiterConfig{Timeout: time.Hour})))
+	s := mustStack(t, resilience.WithTimeLimiter(must(resilience.NewTimeLimiter(resilience.TimeLimiterConfig{Timeout: time.Hour}))(t)))
 	parent, cancel := context.WithCancel(context.Background())
 	ctx := foreignContext{parent}
 	_, err := resilience.Do(ctx, s, (&dep{}).call)
