@@ -74,13 +74,22 @@ func TestBulkheadHoldsExactlyN(t *testing.T) {
 	require.Equal(t, n, b.InFlight())
 }
 
-func TestBulkheadWaitGetsReleasedSlot(t *testing.T) {
+// waiter is a bulkhead of one slot, taken, on a manual timer, with a call
+// that waits up to maxWait for the slot (with ctx) and whose Acquire error
+// comes on the channel; it returns once that call waits.
+func waiter(t *testing.T, ctx context.Context, maxWait time.Duration) (*resilience.ManualTimer, *resilience.Bulkhead, <-chan error) {
+	t.Helper()
 	tm := resilience.NewManualTimer(core.NewManualClock(0))
-	b := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1, MaxWait: time.Second, Timer: tm}))(t)
+	b := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1, MaxWait: maxWait, Timer: tm}))(t)
 	require.True(t, b.TryAcquire())
 	out := make(chan error, 1)
-	go func() { out <- b.Acquire(context.Background()) }()
+	go func() { out <- b.Acquire(ctx) }()
 	tm.AwaitSleepers(1)
+	return tm, b, out
+}
+
+func TestBulkheadWaitGetsReleasedSlot(t *testing.T) {
+	tm, b, out := waiter(t, context.Background(), time.Second)
 	b.Release()
 	require.NoError(t, <-out)
 	require.Equal(t, 1, b.InFlight())
@@ -89,12 +98,7 @@ func TestBulkheadWaitGetsReleasedSlot(t *testing.T) {
 }
 
 func TestBulkheadWaitTimesOut(t *testing.T) {
-	tm := resilience.NewManualTimer(core.NewManualClock(0))
-	b := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1, MaxWait: time.Second, Timer: tm}))(t)
-	require.True(t, b.TryAcquire())
-	out := make(chan error, 1)
-	go func() { out <- b.Acquire(context.Background()) }()
-	tm.AwaitSleepers(1)
+	tm, b, out := waiter(t, context.Background(), time.Second)
 	tm.Advance(time.Second - 1)
 	require.False(t, done(out))
 	tm.Advance(1)
@@ -103,13 +107,8 @@ func TestBulkheadWaitTimesOut(t *testing.T) {
 }
 
 func TestBulkheadWaitEndsWithContext(t *testing.T) {
-	tm := resilience.NewManualTimer(core.NewManualClock(0))
-	b := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1, MaxWait: time.Hour, Timer: tm}))(t)
-	require.True(t, b.TryAcquire())
 	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan error, 1)
-	go func() { out <- b.Acquire(ctx) }()
-	tm.AwaitSleepers(1)
+	_, b, out := waiter(t, ctx, time.Hour)
 	cancel()
 	require.ErrorIs(t, <-out, context.Canceled)
 	require.Equal(t, 1, b.InFlight())
