@@ -6,10 +6,15 @@ import (
 	"time"
 
 	"go.uber.org/atomic"
+
+	"github.com/casbreaker/casbreaker/core"
 )
 
-// MaxBulkheadConcurrent is the largest BulkheadConfig.MaxConcurrent.
-const MaxBulkheadConcurrent = 1 << 30 // calls
+// Limits of BulkheadConfig.
+const (
+	MaxBulkheadConcurrent = 1 << 30                   // calls
+	MaxBulkheadWait       = core.MaxOpenDurationLimit // a year, so that the wait's deadline never overflows
+)
 
 // BulkheadConfig describes a Bulkhead.
 type BulkheadConfig struct {
@@ -19,7 +24,8 @@ type BulkheadConfig struct {
 	MaxConcurrent int
 	// MaxWait is how long a call may wait for a slot when all are taken
 	// (the caller's context can end the wait sooner). Zero: no wait, a
-	// full bulkhead refuses at once. Negative is an error.
+	// full bulkhead refuses at once. 0..MaxBulkheadWait; anything else is
+	// an error.
 	MaxWait time.Duration
 	// Timer bounds the wait. Zero: SystemTimer. Only waiting reads it.
 	Timer Timer
@@ -59,8 +65,8 @@ func NewBulkhead(c BulkheadConfig) (*Bulkhead, error) {
 	if c.MaxConcurrent < 1 || c.MaxConcurrent > MaxBulkheadConcurrent {
 		errs = append(errs, configError("BulkheadConfig.MaxConcurrent", "%d is outside 1..%d (it has no default)", c.MaxConcurrent, MaxBulkheadConcurrent))
 	}
-	if c.MaxWait < 0 {
-		errs = append(errs, configError("BulkheadConfig.MaxWait", "%v is negative (0: no wait)", c.MaxWait))
+	if c.MaxWait < 0 || c.MaxWait > MaxBulkheadWait {
+		errs = append(errs, configError("BulkheadConfig.MaxWait", "%v is outside 0..%v (0: no wait)", c.MaxWait, MaxBulkheadWait))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

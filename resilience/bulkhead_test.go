@@ -198,7 +198,9 @@ func TestNewBulkheadErrors(t *testing.T) {
 	_, err := resilience.NewBulkhead(resilience.BulkheadConfig{MaxWait: -1})
 	require.ErrorIs(t, err, resilience.ErrInvalidConfig)
 	require.ErrorContains(t, err, "BulkheadConfig.MaxConcurrent 0 is outside 1..")
-	require.ErrorContains(t, err, "BulkheadConfig.MaxWait -1ns is negative")
+	require.ErrorContains(t, err, "BulkheadConfig.MaxWait -1ns is outside 0..8760h0m0s")
+	_, err = resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1, MaxWait: resilience.MaxBulkheadWait + 1})
+	require.ErrorContains(t, err, "BulkheadConfig.MaxWait 8760h0m0.000000001s is outside")
 	var zero resilience.Bulkhead
 	require.PanicsWithValue(t, "resilience: Bulkhead used without NewBulkhead", func() { zero.TryAcquire() })
 }

@@ -121,8 +121,12 @@ func DefaultStack(r *Retry, b core.Guard, bh *Bulkhead, tl *TimeLimiter) (*Stack
 // through every layer (each releases what it holds; a breaker records a
 // failure) and re-panics with the same value. Do allocates nothing of its
 // own; fn escapes through the layers, so a closure that captures per-call
-// values is allocated by its caller.
+// values is allocated by its caller. A zero Stack has no layers; a nil s
+// panics with a message naming NewStack.
 func Do[T any](ctx context.Context, s *Stack, fn func(context.Context) (T, error)) (T, error) {
+	if s == nil {
+		panic("resilience: Do with a nil *Stack: make one with NewStack or DefaultStack")
+	}
 	return step[T]{layers: s.layers, fn: fn}.call(ctx)
 }
 

@@ -97,6 +97,15 @@ func TestEmptyStackCallsTheFunction(t *testing.T) {
 	require.NoError(t, err)
 }
 
+func TestNilStackPanics(t *testing.T) {
+	require.PanicsWithValue(t, "resilience: Do with a nil *Stack: make one with NewStack or DefaultStack", func() {
+		_, _ = resilience.Do(context.Background(), nil, (&dep{}).call)
+	})
+	v, err := resilience.Do(context.Background(), &resilience.Stack{}, (&dep{}).call)
+	require.NoError(t, err, "a zero Stack calls the function")
+	require.Equal(t, 1, v)
+}
+
 func TestNewStackErrors(t *testing.T) {
 	var nilBreaker *core.Breaker
 	_, err := resilience.NewStack(resilience.WithRetry(must(resilience.NewRetry(resilience.RetryConfig{}))(t)), resilience.Layer{},

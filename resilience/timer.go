@@ -2,6 +2,7 @@ package resilience
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -164,7 +165,7 @@ func (t *ManualTimer) Sleep(ctx context.Context, d time.Duration, wake <-chan st
 		return nil
 	}
 	done := make(chan struct{})
-	w := &manualWait{at: t.clock.Now() + d, sleep: true, fire: func() { close(done) }}
+	w := &manualWait{at: after(t.clock.Now(), d), sleep: true, fire: func() { close(done) }}
 	t.mu.Lock()
 	t.slept = append(t.slept, d)
 	t.add(w)
@@ -199,7 +200,7 @@ func (t *ManualTimer) WithTimeout(parent context.Context, d time.Duration) (cont
 		expire()
 		return ctx, cancel
 	}
-	w := &manualWait{at: t.clock.Now() + d, fire: expire}
+	w := &manualWait{at: after(t.clock.Now(), d), fire: expire}
 	t.mu.Lock()
 	t.add(w)
 	t.mu.Unlock()
@@ -207,6 +208,15 @@ func (t *ManualTimer) WithTimeout(parent context.Context, d time.Duration) (cont
 		t.remove(w)
 		cancel()
 	}
+}
+
+// after is now + d for d > 0, saturating at the largest reading instead of
+// wrapping, so a very long wait never ends at once.
+func after(now, d time.Duration) time.Duration {
+	if now > math.MaxInt64-d {
+		return math.MaxInt64
+	}
+	return now + d
 }
 
 // manualDeadline is a ManualTimer context: a cancel context whose Err says

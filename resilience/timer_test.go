@@ -2,6 +2,7 @@ package resilience_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -87,6 +88,14 @@ func TestManualTimerWithTimeout(t *testing.T) {
 	ctx, cancel = tm.WithTimeout(context.Background(), 0)
 	defer cancel()
 	require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded, "a zero timeout is over at once")
+}
+
+func TestManualTimerLongestWaitDoesNotWrap(t *testing.T) {
+	tm := resilience.NewManualTimer(core.NewManualClock(time.Hour))
+	ctx, cancel := tm.WithTimeout(context.Background(), math.MaxInt64)
+	defer cancel()
+	tm.Advance(time.Second)
+	require.NoError(t, ctx.Err(), "a deadline past the largest reading wrapped around")
 }
 
 func TestZeroManualTimerPanics(t *testing.T) {
