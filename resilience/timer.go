@@ -233,8 +233,9 @@ func (c *manualDeadline) Err() error {
 	return c.Context.Err()
 }
 
-// Advance moves the clock by d (d >= 0) and ends every sleep and timeout
-// whose end the clock has reached. It returns the new reading.
+// Advance moves the clock by d and ends every sleep and timeout whose end
+// the clock has reached; a negative d moves the clock back and ends
+// nothing. It returns the new reading.
 func (t *ManualTimer) Advance(d time.Duration) time.Duration {
 	t.mustInit()
 	now := t.clock.Advance(d)
