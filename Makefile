@@ -3,7 +3,7 @@
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GO          ?= go
 
-.PHONY: help test lint unit test386 nested demo
+.PHONY: help test lint unit test386 nested demo demo-stack
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -40,6 +40,9 @@ nested: ## go vet, staticcheck and the -short tests of each nested module (bench
 
 demo: ## a real HTTP outage behind the breaker: fails fast, then recovers; serves /metrics meanwhile and prints a scrape at the end
 	$(GO) -C examples/outage run .
+
+demo-stack: ## a brownout and an outage behind Retry(Breaker(Bulkhead(TimeLimiter(call)))) on a simulated clock
+	$(GO) run ./examples/stack
 
 # Benchmarks (issue 4): both modules, raw output into bench/results/, then
 # benchstat -col /impl (docs/benchmarks.md). BENCH_RUN narrows the set (a
@@ -104,7 +107,7 @@ bench-plot: ## PNG figures of a bench-mix result (MIX_FILE, default the newest b
 FUZZTIME     ?= 60s
 STRESS_COUNT ?= 10
 FUZZ_TARGETS := ./fuzz:FuzzDifferential ./fuzz:FuzzAtomicRing ./fuzz:FuzzBuckets ./fuzz:FuzzConfig \
-	./core:FuzzStateWord
+	./core:FuzzStateWord ./resilience:FuzzBackoff ./resilience:FuzzBudget
 
 # stress-lin runs only the linearizability families whose clock steps
 # concurrently, LIN_COUNT (84) times: 84 x 3 families x 400 histories is

@@ -207,11 +207,12 @@ func wall(c core.Clock, at time.Duration) time.Time {
 	return time.Time{}
 }
 
-// classify is R9's default: a call that gave up (context.Canceled) is
-// ignored, every other error a failure. (Done never classifies nil: it is
+// classify is R9's default: a call that gave up (context.Canceled) or that
+// a local limit refused (core.ErrNeutral) is ignored, every other error a
+// failure. (Done never classifies nil: it is
 // a success.)
 func classify(err error) core.Outcome {
-	if errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, core.ErrNeutral) {
 		return core.Ignored
 	}
 	return core.Failure

@@ -32,14 +32,24 @@ func (o Outcome) String() string {
 	return "outcome(?)"
 }
 
+// ErrNeutral is what an error matches with errors.Is when it says nothing
+// about the dependency's health: the call was refused by a local limit
+// before it reached the dependency (a full bulkhead, for example), so
+// counting it would trip the breaker on local overload. DefaultClassifier
+// classifies such an error as Ignored, like context.Canceled: it is not
+// counted, and a half-open probe that ends with it returns its slot. An
+// error opts in with an Is method that reports true for ErrNeutral.
+var ErrNeutral = errors.New("casbreaker: neutral: the call says nothing about the dependency")
+
 // DefaultClassifier is the default classification: nil is Success, an error matching
-// context.Canceled is Ignored (the caller gave up, which says nothing about the dependency), and
-// every other error, context.DeadlineExceeded included, is Failure.
+// context.Canceled is Ignored (the caller gave up, which says nothing about the dependency), so
+// is an error matching ErrNeutral (a local limit refused the call), and every other error,
+// context.DeadlineExceeded included, is Failure.
 func DefaultClassifier(err error) Outcome {
 	switch {
 	case err == nil:
 		return Success
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled), errors.Is(err, ErrNeutral):
 		return Ignored
 	}
 	return Failure

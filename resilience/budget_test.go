@@ -1,0 +1,94 @@
+package resilience_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/atomic"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/resilience"
+)
+
+func TestBudgetGrantsPercentOfCalls(t *testing.T) {
+	b := must(resilience.NewBudget(resilience.BudgetConfig{Percent: 10, MinPerSecond: resilience.NoFloor, MaxSaved: 1000, Clock: core.NewManualClock(0)}))(t)
+	require.False(t, b.TryWithdraw(), "an empty budget grants nothing")
+	for range 1000 {
+		b.Deposit()
+	}
+	granted := 0
+	for b.TryWithdraw() {
+		granted++
+	}
+	require.Equal(t, 100, granted)
+	require.Zero(t, b.Saved())
+}
+
+func TestBudgetFloorPerSecond(t *testing.T) {
+	clock := core.NewManualClock(0)
+	b := must(resilience.NewBudget(resilience.BudgetConfig{MinPerSecond: 3, Clock: clock}))(t)
+	for sec := range 3 {
+		clock.Set(time.Duration(sec)*time.Second + 500*time.Millisecond)
+		granted := 0
+		for b.TryWithdraw() {
+			granted++
+		}
+		require.Equal(t, 3, granted, "second %d", sec)
+	}
+	clock.Set(time.Second) // back in an earlier second: a fresh floor
+	require.True(t, b.TryWithdraw())
+}
+
+func TestBudgetFloorComesBeforeBalance(t *testing.T) {
+	b := must(resilience.NewBudget(resilience.BudgetConfig{Percent: 100, MinPerSecond: 1, Clock: core.NewManualClock(0)}))(t)
+	b.Deposit()
+	require.True(t, b.TryWithdraw())
+	require.Equal(t, 1.0, b.Saved(), "the floor paid, the balance is kept")
+	require.True(t, b.TryWithdraw())
+	require.False(t, b.TryWithdraw())
+}
+
+func TestBudgetSavesAtMostMaxSaved(t *testing.T) {
+	b := must(resilience.NewBudget(resilience.BudgetConfig{Percent: 50, MinPerSecond: resilience.NoFloor, MaxSaved: 4, Clock: core.NewManualClock(0)}))(t)
+	for range 100 {
+		b.Deposit()
+	}
+	require.Equal(t, 4.0, b.Saved())
+	require.Zero(t, testing.AllocsPerRun(100, b.Deposit))
+}
+
+// TestBudgetNeverOverspendsUnderContention: 512 goroutines deposit and
+// withdraw at once; the retries granted are exactly what the deposits paid
+// for plus the floor, never one more (the balance never reaches its cap).
+func TestBudgetNeverOverspendsUnderContention(t *testing.T) {
+	const goroutines, calls = 512, 40 // 20480 calls at 10 %: 2048 retries
+	clock := core.NewManualClock(0)
+	b := must(resilience.NewBudget(resilience.BudgetConfig{Percent: 10, MinPerSecond: 7, MaxSaved: resilience.MaxBudgetSaved, Clock: clock}))(t)
+	var granted atomic.Int64
+	storm(goroutines, func() {
+		for range calls {
+			b.Deposit()
+			for range 2 { // ask for more than was paid for
+				if b.TryWithdraw() {
+					granted.Add(1)
+				}
+			}
+		}
+	})
+	for b.TryWithdraw() {
+		granted.Add(1)
+	}
+	require.Equal(t, int64(goroutines*calls/10+7), granted.Load())
+	require.Zero(t, b.Saved())
+}
+
+func TestNewBudgetErrors(t *testing.T) {
+	_, err := resilience.NewBudget(resilience.BudgetConfig{Percent: 1001, MinPerSecond: -2, MaxSaved: -1})
+	require.ErrorIs(t, err, resilience.ErrInvalidConfig)
+	for _, field := range []string{"Percent 1001", "MinPerSecond -2", "MaxSaved -1"} {
+		require.ErrorContains(t, err, "BudgetConfig."+field)
+	}
+	var zero resilience.Budget
+	require.PanicsWithValue(t, "resilience: Budget used without NewBudget", zero.Deposit)
+}

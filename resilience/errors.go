@@ -1,0 +1,72 @@
+package resilience
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/casbreaker/casbreaker/core"
+)
+
+// ErrInvalidConfig is what every error of NewRetry, NewBudget, NewBulkhead,
+// NewTimeLimiter and NewStack matches with errors.Is; the error names the
+// field and its value.
+var ErrInvalidConfig = errors.New("casbreaker/resilience: invalid config")
+
+// ErrBulkheadFull is what a Bulkhead returns when every slot is taken and,
+// with BulkheadConfig.MaxWait, stayed taken for the whole wait. Compare with
+// errors.Is. It matches core.ErrNeutral, so a breaker with the default
+// classifier does not count it (a full bulkhead is local overload, not
+// proof that the dependency is down) and a half-open probe that meets it
+// returns its slot. The default retry predicate retries it after a backoff.
+// Returning it allocates nothing.
+var ErrBulkheadFull error = bulkheadFull{}
+
+type bulkheadFull struct{}
+
+func (bulkheadFull) Error() string { return "casbreaker/resilience: bulkhead is full" }
+
+// Is makes a full bulkhead neutral for the breaker's default classifier.
+func (bulkheadFull) Is(target error) bool { return target == core.ErrNeutral }
+
+// ErrTimeout is what the error of a call that a TimeLimiter's deadline
+// ended matches with errors.Is. The error also wraps the call's own error
+// (typically context.DeadlineExceeded). A breaker with the default
+// classifier counts it as a failure, and the default retry predicate
+// retries it.
+var ErrTimeout = errors.New("casbreaker/resilience: call timed out")
+
+// timeoutError is a call's error when the time limiter's deadline ended
+// the call.
+type timeoutError struct {
+	after time.Duration
+	cause error
+}
+
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("%v after %v: %v", ErrTimeout, e.after, e.cause)
+}
+
+func (e *timeoutError) Is(target error) bool { return target == ErrTimeout }
+func (e *timeoutError) Unwrap() error        { return e.cause }
+
+// ErrRetryBudgetExhausted is what a Retry's error matches with errors.Is
+// when it stopped because its Budget refused a retry; the error wraps the
+// last attempt's error too.
+var ErrRetryBudgetExhausted = errors.New("casbreaker/resilience: retry budget exhausted")
+
+// stopped is a Retry's error when something other than the attempts ran
+// out: the budget (ErrRetryBudgetExhausted) or the caller's context during a
+// backoff wait (its ctx.Err()). It matches both why and the last attempt's
+// error.
+type stopped struct {
+	why, last error
+}
+
+func (e *stopped) Error() string   { return e.why.Error() + " (last attempt: " + e.last.Error() + ")" }
+func (e *stopped) Unwrap() []error { return []error{e.why, e.last} }
+
+// configError is an ErrInvalidConfig error naming field and its problem.
+func configError(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+}

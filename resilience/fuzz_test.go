@@ -1,0 +1,95 @@
+package resilience
+
+import (
+	"testing"
+	"time"
+
+	"github.com/casbreaker/casbreaker/core"
+)
+
+// FuzzBackoff: for any valid base and maximum delay, any retry number (64
+// and the largest int included) and any random draw, the jittered backoff
+// is never negative and never above the maximum, and full and equal jitter
+// stay inside their ranges of the unjittered backoff.
+func FuzzBackoff(f *testing.F) {
+	f.Add(int64(100*time.Millisecond), int64(10*time.Second), 64, uint64(0))
+	f.Add(int64(1), int64(1<<62), 63, ^uint64(0))
+	f.Add(int64(1<<62), int64(1<<63-1), 1<<30, uint64(12345))
+	f.Fuzz(func(t *testing.T, base, ceiling int64, retry int, rnd uint64) {
+		r, err := NewRetry(RetryConfig{BaseDelay: time.Duration(base), MaxDelay: time.Duration(ceiling)})
+		if err != nil {
+			return
+		}
+		for _, n := range []int{max(retry, 1), 64, 65, 1<<31 - 1, int(^uint(0) >> 1)} {
+			d := backoff(r.base, r.max, n)
+			if d < r.base && n >= 1 || d > r.max {
+				t.Fatalf("backoff(%v, %v, %d) = %v", r.base, r.max, n, d)
+			}
+			if n >= 64 && d != r.max {
+				t.Fatalf("backoff(%v, %v, %d) = %v, want the maximum", r.base, r.max, n, d)
+			}
+			for _, j := range []Jitter{FullJitter, EqualJitter, NoJitter} {
+				got := jittered(d, j, rnd)
+				lo := time.Duration(0)
+				switch j {
+				case EqualJitter:
+					lo = d - d/2
+				case NoJitter:
+					lo = d
+				}
+				if got < lo || got > d {
+					t.Fatalf("jittered(%v, %v, %#x) = %v, outside [%v, %v]", d, j, rnd, got, lo, d)
+				}
+			}
+		}
+	})
+}
+
+// FuzzBudget drives a budget with a script of deposits, withdrawals and
+// clock steps, and checks it against the obvious model in whole units: the
+// balance stays in 0..MaxSaved, each second grants at most the floor, and
+// every grant is one the model grants too.
+func FuzzBudget(f *testing.F) {
+	f.Add(10, 10, 100, []byte{0, 0, 0, 1, 1, 2, 1})
+	f.Add(1000, 0, 1, []byte{0, 1, 1, 1, 2, 2, 1})
+	f.Add(1, 3, 5, []byte{1, 1, 1, 1, 2, 1, 0})
+	f.Fuzz(func(t *testing.T, percent, floor, saved int, script []byte) {
+		clock := core.NewManualClock(0)
+		if floor == 0 {
+			floor = NoFloor
+		}
+		b, err := NewBudget(BudgetConfig{Percent: percent, MinPerSecond: floor, MaxSaved: saved, Clock: clock})
+		if err != nil {
+			return
+		}
+		balance, usedThisSecond, sec := int64(0), uint32(0), int64(0)
+		for _, op := range script {
+			switch op % 3 {
+			case 0:
+				b.Deposit()
+				balance = min(balance+b.perCall, b.max)
+			case 1:
+				want := false
+				if usedThisSecond < b.floor {
+					usedThisSecond++
+					want = true
+				} else if balance >= unit {
+					balance -= unit
+					want = true
+				}
+				if got := b.TryWithdraw(); got != want {
+					t.Fatalf("TryWithdraw = %v, the model says %v (balance %d, floor used %d of %d)", got, want, balance, usedThisSecond, b.floor)
+				}
+			case 2:
+				step := time.Duration(op/3) * 100 * time.Millisecond
+				clock.Advance(step)
+				if s := int64(clock.Now() / time.Second); s != sec {
+					sec, usedThisSecond = s, 0
+				}
+			}
+			if got := b.balance.Load(); got != balance || got < 0 || got > b.max {
+				t.Fatalf("balance %d, the model says %d (max %d)", got, balance, b.max)
+			}
+		}
+	})
+}

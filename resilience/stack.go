@@ -1,0 +1,157 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/casbreaker/casbreaker/core"
+)
+
+// Layer is one part of a Stack: a Retry, a breaker, a Bulkhead or a
+// TimeLimiter. Make one with WithRetry, WithBreaker, WithBulkhead or
+// WithTimeLimiter; the zero Layer is refused by NewStack.
+type Layer struct {
+	retry    *Retry
+	guard    core.Guard
+	bulkhead *Bulkhead
+	limiter  *TimeLimiter
+}
+
+// WithRetry is the layer that retries what is inside it.
+func WithRetry(r *Retry) Layer { return Layer{retry: r} }
+
+// WithBreaker is the layer that runs what is inside it under a circuit
+// breaker (core.Do): a *core.Breaker, a baseline breaker or any
+// core.Guard. An open breaker rejects the call without running the
+// layers inside it.
+func WithBreaker(b core.Guard) Layer { return Layer{guard: b} }
+
+// WithBulkhead is the layer that runs what is inside it in a slot of b.
+func WithBulkhead(b *Bulkhead) Layer { return Layer{bulkhead: b} }
+
+// WithTimeLimiter is the layer that bounds what is inside it with tl's
+// deadline.
+func WithTimeLimiter(tl *TimeLimiter) Layer { return Layer{limiter: tl} }
+
+// name says which layer l is, for errors.
+func (l Layer) name() string {
+	switch {
+	case l.retry != nil:
+		return "retry"
+	case l.guard != nil:
+		return "breaker"
+	case l.bulkhead != nil:
+		return "bulkhead"
+	case l.limiter != nil:
+		return "time limiter"
+	}
+	return "zero Layer"
+}
+
+// Stack is an ordered list of layers around a call, outermost first: a
+// Stack of WithRetry(r), WithBreaker(b), WithTimeLimiter(tl) runs
+// Retry(Breaker(TimeLimiter(call))). Run a call through it with Do. Any
+// order, and any layer more than once, is allowed; docs/composition.md
+// compares the orders, and DefaultStack builds the recommended one.
+//
+// A Stack is immutable and safe for concurrent use; it is shared by every
+// call through it and by every result type. Through a stack of any
+// layers, a call that succeeds at once allocates nothing but what its
+// layers do (a TimeLimiter's deadline context) and takes no lock.
+type Stack struct {
+	layers []Layer
+}
+
+// NewStack returns the stack of layers, outermost first. Its error matches
+// ErrInvalidConfig and names each zero Layer or Layer made from a nil part
+// by position; no layers at all is a valid stack that only calls the
+// function.
+func NewStack(layers ...Layer) (*Stack, error) {
+	var errs []error
+	for i, l := range layers {
+		if l.name() == "zero Layer" || isNilBreaker(l.guard) {
+			errs = append(errs, fmt.Errorf("%w: NewStack layer %d is a zero Layer or made from a nil part: make layers with WithRetry, WithBreaker, WithBulkhead or WithTimeLimiter", ErrInvalidConfig, i))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Stack{layers: append([]Layer(nil), layers...)}, nil
+}
+
+// isNilBreaker reports a nil *core.Breaker inside a non-nil Guard.
+func isNilBreaker(g core.Guard) bool {
+	b, ok := g.(*core.Breaker)
+	return ok && b == nil
+}
+
+// DefaultStack returns the recommended order,
+// Retry(Breaker(Bulkhead(TimeLimiter(call)))), leaving out every nil part.
+// Retry is outermost so that each attempt passes the breaker: the breaker
+// counts the load the dependency really gets, and an open circuit ends the
+// retry loop at the first rejection (DefaultRetryable does not retry it).
+// The bulkhead is inside the breaker so that a rejected call never takes a
+// slot, and a full bulkhead, which the breaker does not count, returns a
+// half-open probe's slot. The time limiter is innermost, so that its
+// timeout is the failure the breaker counts and the bulkhead slot is held
+// only while the bounded call runs. docs/composition.md has the
+// trade-offs of the other order.
+func DefaultStack(r *Retry, b core.Guard, bh *Bulkhead, tl *TimeLimiter) (*Stack, error) {
+	var layers []Layer
+	if r != nil {
+		layers = append(layers, WithRetry(r))
+	}
+	if b != nil && !isNilBreaker(b) {
+		layers = append(layers, WithBreaker(b))
+	}
+	if bh != nil {
+		layers = append(layers, WithBulkhead(bh))
+	}
+	if tl != nil {
+		layers = append(layers, WithTimeLimiter(tl))
+	}
+	return NewStack(layers...)
+}
+
+// Do runs fn through s, outermost layer first, and returns fn's result or
+// the error of the layer that stopped the call: a breaker rejection
+// (core.ErrRejected), ErrBulkheadFull, an error matching ErrTimeout,
+// ErrRetryBudgetExhausted, or the caller's ctx.Err(). A panic in fn passes
+// through every layer (each releases what it holds; a breaker records a
+// failure) and re-panics with the same value. Do allocates nothing of its
+// own; fn escapes through the layers, so a closure that captures per-call
+// values is allocated by its caller. A zero Stack has no layers; a nil s
+// panics with a message naming NewStack.
+func Do[T any](ctx context.Context, s *Stack, fn func(context.Context) (T, error)) (T, error) {
+	if s == nil {
+		panic("resilience: Do with a nil *Stack: make one with NewStack or DefaultStack")
+	}
+	return step[T]{layers: s.layers, fn: fn}.call(ctx)
+}
+
+// step is the rest of a stack below one layer, ending in the call: a
+// plain value, so passing it down allocates nothing.
+type step[T any] struct {
+	layers []Layer
+	fn     func(context.Context) (T, error)
+}
+
+// call runs the first layer of st around the rest, or the function when
+// no layer is left.
+func (st step[T]) call(ctx context.Context) (T, error) {
+	if len(st.layers) == 0 {
+		return st.fn(ctx)
+	}
+	l, next := st.layers[0], step[T]{layers: st.layers[1:], fn: st.fn}
+	switch {
+	case l.retry != nil:
+		return retryCall(ctx, l.retry, next)
+	case l.guard != nil:
+		return core.Do(ctx, l.guard, next.call)
+	case l.bulkhead != nil:
+		return bulkheadCall(ctx, l.bulkhead, next)
+	default:
+		return limitCall(ctx, l.limiter, next)
+	}
+}

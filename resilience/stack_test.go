@@ -1,0 +1,152 @@
+package resilience_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/resilience"
+)
+
+// With the retry outside the breaker every attempt passes the breaker, and
+// the rejection that comes once it has tripped ends the loop at once.
+func TestRetryOutsideBreakerStopsWhenItOpens(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
+		clock := core.NewManualClock(0)
+		tm := resilience.NewSteppingTimer(clock)
+		br := newBreaker(core.Config{ConsecutiveFailures: 2, OpenDuration: time.Minute, Clock: clock})
+		r := must(resilience.NewRetry(resilience.RetryConfig{MaxAttempts: 5, Timer: tm}))(t)
+		s, err := resilience.DefaultStack(r, br, nil, nil)
+		require.NoError(t, err)
+		d := &dep{fail: always(errDown)}
+		_, err = resilience.Do(context.Background(), s, d.call)
+		require.ErrorIs(t, err, core.ErrOpen)
+		require.Equal(t, 2, d.calls, "attempts after the trip reached the dependency")
+		require.Len(t, tm.Slept(), 2, "the loop waited after the rejection")
+		require.Equal(t, core.Open, br.State())
+	})
+}
+
+// With the retry inside the breaker the attempts of one call count as one
+// logical call: a call that succeeds on a retry is a success, and one whose
+// attempts all fail is one failure.
+func TestRetryInsideBreakerCountsOneCall(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
+		clock := core.NewManualClock(0)
+		tm := resilience.NewSteppingTimer(clock)
+		br := newBreaker(core.Config{ConsecutiveFailures: 2, OpenDuration: time.Minute, Clock: clock})
+		r := must(resilience.NewRetry(resilience.RetryConfig{MaxAttempts: 3, Timer: tm}))(t)
+		s := mustStack(t, resilience.WithBreaker(br), resilience.WithRetry(r))
+
+		d := &dep{fail: always(errDown)}
+		_, err := resilience.Do(context.Background(), s, d.call)
+		require.ErrorIs(t, err, errDown)
+		require.Equal(t, 3, d.calls)
+		require.Equal(t, core.Closed, br.State(), "three failed attempts are one failure")
+
+		_, err = resilience.Do(context.Background(), s, (&dep{fail: failFirst(2)}).call)
+		require.NoError(t, err, "a retry that succeeds is a success, which ends the run of failures")
+
+		_, err = resilience.Do(context.Background(), s, d.call)
+		require.ErrorIs(t, err, errDown)
+		require.Equal(t, core.Closed, br.State())
+		_, err = resilience.Do(context.Background(), s, d.call)
+		require.ErrorIs(t, err, errDown)
+		require.Equal(t, 9, d.calls)
+		require.Equal(t, core.Open, br.State())
+
+		_, err = resilience.Do(context.Background(), s, d.call)
+		require.ErrorIs(t, err, core.ErrOpen)
+		require.Equal(t, 9, d.calls, "an open breaker starts no retry loop")
+	})
+}
+
+// A panic passes through every layer, each giving back what it holds: the
+// bulkhead its slot, the breaker records a failure.
+func TestStackPanicReleasesEveryLayer(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
+		clock := core.NewManualClock(0)
+		tm := resilience.NewSteppingTimer(clock)
+		br := newBreaker(core.Config{ConsecutiveFailures: 1, Clock: clock})
+		bh := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1}))(t)
+		s, err := resilience.DefaultStack(
+			must(resilience.NewRetry(resilience.RetryConfig{Timer: tm}))(t), br, bh,
+			must(resilience.NewTimeLimiter(resilience.TimeLimiterConfig{Timeout: time.Second, Timer: tm}))(t))
+		require.NoError(t, err)
+		require.PanicsWithValue(t, "boom", func() {
+			_, _ = resilience.Do(context.Background(), s, func(context.Context) (int, error) { panic("boom") })
+		})
+		require.Equal(t, 0, bh.InFlight())
+		require.Equal(t, core.Open, br.State())
+	})
+}
+
+func TestEmptyStackCallsTheFunction(t *testing.T) {
+	s, err := resilience.DefaultStack(nil, nil, nil, nil)
+	require.NoError(t, err)
+	v, err := resilience.Do(context.Background(), s, (&dep{}).call)
+	require.NoError(t, err)
+	require.Equal(t, 1, v)
+	var nilBreaker *core.Breaker
+	s, err = resilience.DefaultStack(nil, nilBreaker, nil, nil)
+	require.NoError(t, err, "a nil *core.Breaker is left out like a nil Guard")
+	_, err = resilience.Do(context.Background(), s, (&dep{}).call)
+	require.NoError(t, err)
+}
+
+func TestNilStackPanics(t *testing.T) {
+	require.PanicsWithValue(t, "resilience: Do with a nil *Stack: make one with NewStack or DefaultStack", func() {
+		_, _ = resilience.Do(context.Background(), nil, (&dep{}).call)
+	})
+	v, err := resilience.Do(context.Background(), &resilience.Stack{}, (&dep{}).call)
+	require.NoError(t, err, "a zero Stack calls the function")
+	require.Equal(t, 1, v)
+}
+
+func TestNewStackErrors(t *testing.T) {
+	var nilBreaker *core.Breaker
+	_, err := resilience.NewStack(resilience.WithRetry(must(resilience.NewRetry(resilience.RetryConfig{}))(t)), resilience.Layer{},
+		resilience.WithBulkhead(nil), resilience.WithBreaker(nilBreaker))
+	require.ErrorIs(t, err, resilience.ErrInvalidConfig)
+	require.NotContains(t, err.Error(), "layer 0 ")
+	for _, i := range []string{"layer 1 ", "layer 2 ", "layer 3 "} {
+		require.ErrorContains(t, err, "NewStack "+i)
+	}
+}
+
+// TestSuccessAllocatesNothing: a call that succeeds at once through each
+// companion, and through the whole stack, allocates nothing but the time
+// limiter's deadline context, which costs what context.WithTimeout costs.
+func TestSuccessAllocatesNothing(t *testing.T) {
+	br, err := core.New(core.Config{WindowSize: 20, FailureRateThreshold: 50})
+	require.NoError(t, err)
+	budget := must(resilience.NewBudget(resilience.BudgetConfig{}))(t)
+	r := must(resilience.NewRetry(resilience.RetryConfig{Budget: budget}))(t)
+	bh := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 10, MaxWait: time.Second}))(t)
+	tl := must(resilience.NewTimeLimiter(resilience.TimeLimiterConfig{Timeout: time.Second}))(t)
+	ctx := context.Background()
+	fn := func(context.Context) (int, error) { return 1, nil }
+	allocs := func(s *resilience.Stack) float64 {
+		return testing.AllocsPerRun(1000, func() { _, _ = resilience.Do(ctx, s, fn) })
+	}
+	for name, l := range map[string]resilience.Layer{
+		"retry": resilience.WithRetry(r), "breaker": resilience.WithBreaker(br), "bulkhead": resilience.WithBulkhead(bh),
+	} {
+		require.Zero(t, allocs(mustStack(t, l)), name)
+	}
+	full, err := resilience.DefaultStack(r, br, bh, nil)
+	require.NoError(t, err)
+	require.Zero(t, allocs(full), "retry with budget, breaker, bulkhead")
+
+	withTimeout := testing.AllocsPerRun(1000, func() {
+		_, cancel := context.WithTimeout(ctx, time.Second)
+		cancel()
+	})
+	require.Equal(t, withTimeout, allocs(mustStack(t, resilience.WithTimeLimiter(tl))))
+	full, err = resilience.DefaultStack(r, br, bh, tl)
+	require.NoError(t, err)
+	require.Equal(t, withTimeout, allocs(full))
+}
