@@ -9,9 +9,11 @@ import (
 )
 
 // ErrInvalidConfig is what every error of NewRetry, NewBudget, NewBulkhead,
-// NewTimeLimiter and NewStack matches with errors.Is; the error names the
-// field and its value.
-var ErrInvalidConfig = errors.New("casbreaker/resilience: invalid config")
+// NewTimeLimiter, NewStack and DefaultStack matches with errors.Is; the
+// error names the field and its value. It wraps core.ErrInvalidConfig, so
+// one errors.Is(err, core.ErrInvalidConfig) covers the breaker's
+// configuration and its companions' alike.
+var ErrInvalidConfig = fmt.Errorf("casbreaker/resilience: %w", core.ErrInvalidConfig)
 
 // ErrBulkheadFull is what a Bulkhead returns when every slot is taken and,
 // with BulkheadConfig.MaxWait, stayed taken for the whole wait. Compare with

@@ -87,7 +87,12 @@ func isNilBreaker(g core.Guard) bool {
 }
 
 // DefaultStack returns the recommended order,
-// Retry(Breaker(Bulkhead(TimeLimiter(call)))), leaving out every nil part.
+// Retry(Breaker(Bulkhead(TimeLimiter(call)))), of the four parts, each
+// required: its error matches ErrInvalidConfig and names every nil part (a
+// nil *core.Breaker included), since a nil part is most often a
+// constructor's error left unchecked, and a stack that silently lost its
+// breaker would protect nothing. For fewer layers, call NewStack with
+// them in this order.
 // Retry is outermost so that each attempt passes the breaker: the breaker
 // counts the load the dependency really gets, and an open circuit ends the
 // retry loop at the first rejection (DefaultRetryable does not retry it).
@@ -98,20 +103,19 @@ func isNilBreaker(g core.Guard) bool {
 // only while the bounded call runs. docs/composition.md has the
 // trade-offs of the other order.
 func DefaultStack(r *Retry, b core.Guard, bh *Bulkhead, tl *TimeLimiter) (*Stack, error) {
-	var layers []Layer
-	if r != nil {
-		layers = append(layers, WithRetry(r))
+	var missing []error
+	for _, part := range []struct {
+		name string
+		nil  bool
+	}{{"retry", r == nil}, {"breaker", b == nil || isNilBreaker(b)}, {"bulkhead", bh == nil}, {"time limiter", tl == nil}} {
+		if part.nil {
+			missing = append(missing, fmt.Errorf("%w: DefaultStack's %s is nil (check its constructor's error; for fewer layers use NewStack)", ErrInvalidConfig, part.name))
+		}
 	}
-	if b != nil && !isNilBreaker(b) {
-		layers = append(layers, WithBreaker(b))
+	if err := errors.Join(missing...); err != nil {
+		return nil, err
 	}
-	if bh != nil {
-		layers = append(layers, WithBulkhead(bh))
-	}
-	if tl != nil {
-		layers = append(layers, WithTimeLimiter(tl))
-	}
-	return NewStack(layers...)
+	return NewStack(WithRetry(r), WithBreaker(b), WithBulkhead(bh), WithTimeLimiter(tl))
 }
 
 // Do runs fn through s, outermost layer first, and returns fn's result or

@@ -19,7 +19,7 @@ func TestRetryOutsideBreakerStopsWhenItOpens(t *testing.T) {
 		tm := resilience.NewSteppingTimer(clock)
 		br := newBreaker(core.Config{ConsecutiveFailures: 2, OpenDuration: time.Minute, Clock: clock})
 		r := must(resilience.NewRetry(resilience.RetryConfig{MaxAttempts: 5, Timer: tm}))(t)
-		s, err := resilience.DefaultStack(r, br, nil, nil)
+		s, err := resilience.NewStack(resilience.WithRetry(r), resilience.WithBreaker(br))
 		require.NoError(t, err)
 		d := &dep{fail: always(errDown)}
 		_, err = resilience.Do(context.Background(), s, d.call)
@@ -85,16 +85,26 @@ func TestStackPanicReleasesEveryLayer(t *testing.T) {
 }
 
 func TestEmptyStackCallsTheFunction(t *testing.T) {
-	s, err := resilience.DefaultStack(nil, nil, nil, nil)
+	s, err := resilience.NewStack()
 	require.NoError(t, err)
 	v, err := resilience.Do(context.Background(), s, (&dep{}).call)
 	require.NoError(t, err)
 	require.Equal(t, 1, v)
+}
+
+// A nil part of DefaultStack is most often a constructor's error left
+// unchecked: a stack that silently lost its breaker or bulkhead would
+// protect nothing, so each nil part is named.
+func TestDefaultStackNamesEveryNilPart(t *testing.T) {
 	var nilBreaker *core.Breaker
-	s, err = resilience.DefaultStack(nil, nilBreaker, nil, nil)
-	require.NoError(t, err, "a nil *core.Breaker is left out like a nil Guard")
-	_, err = resilience.Do(context.Background(), s, (&dep{}).call)
-	require.NoError(t, err)
+	for _, b := range []core.Guard{nil, nilBreaker} {
+		s, err := resilience.DefaultStack(nil, b, nil, nil)
+		require.Nil(t, s)
+		require.ErrorIs(t, err, resilience.ErrInvalidConfig)
+		for _, part := range []string{"retry", "breaker", "bulkhead", "time limiter"} {
+			require.ErrorContains(t, err, "DefaultStack's "+part+" is nil")
+		}
+	}
 }
 
 func TestNilStackPanics(t *testing.T) {
@@ -137,7 +147,7 @@ func TestSuccessAllocatesNothing(t *testing.T) {
 	} {
 		require.Zero(t, allocs(mustStack(t, l)), name)
 	}
-	full, err := resilience.DefaultStack(r, br, bh, nil)
+	full, err := resilience.NewStack(resilience.WithRetry(r), resilience.WithBreaker(br), resilience.WithBulkhead(bh))
 	require.NoError(t, err)
 	require.Zero(t, allocs(full), "retry with budget, breaker, bulkhead")
 
@@ -149,4 +159,10 @@ func TestSuccessAllocatesNothing(t *testing.T) {
 	full, err = resilience.DefaultStack(r, br, bh, tl)
 	require.NoError(t, err)
 	require.Equal(t, withTimeout, allocs(full))
+}
+
+func TestInvalidConfigMatchesTheCoresToo(t *testing.T) {
+	_, err := resilience.NewBulkhead(resilience.BulkheadConfig{})
+	require.ErrorIs(t, err, resilience.ErrInvalidConfig)
+	require.ErrorIs(t, err, core.ErrInvalidConfig)
 }

@@ -16,9 +16,10 @@
 //
 // What to watch: in the brownout the breaker stays closed (4 failures in
 // 10 are below its 50 % threshold and never 5 in a row), and the retry
-// budget, not the attempt limit, caps the retries at about 10 % of the
-// calls. In the outage the time limiter turns each hang into a failure,
-// five in a row trip the breaker, and from then on the retry loop stops at
+// budget, not the attempt limit, caps the retries at about 12 % of the
+// calls (its 10 % plus its floor). In the outage the time limiter turns
+// each hang into a failure; the window, already near its threshold after
+// the brownout, trips on the second, and from then on the retry loop stops at
 // the first rejection: calls fail in no time and no attempt reaches the
 // dependency but the half-open probes. When the dependency heals, a probe
 // succeeds and the breaker closes.
