@@ -33,7 +33,9 @@ type Breaker interface {
 
 // Source yields the breakers of one read, each once; Read calls it once
 // per read, so a Source over a registry sees the breakers of that moment.
-// Make one with Breakers or Registry; the zero Source (nil) yields none.
+// Make one with Breakers or Registry. A nil Source yields no breaker to Read,
+// but the exporters (prombreaker.New, otelbreaker.Register) refuse one with
+// an error: an exporter of nothing is most often a mistake.
 type Source func(yield func(Breaker) bool)
 
 // Breakers returns a Source of the given breakers, in that order, for
