@@ -117,8 +117,9 @@ type ftCountingClock struct {
 
 func (c *ftCountingClock) Now() time.Duration { c.n.Add(1); return c.c.Now() }
 
-// The closed success path reads no clock, with metrics, the half-open max
-// wait, retry-after hints and ramp-up configured.
+// Closed-state calls that do not trip (successes, and failures below the
+// threshold) read no clock, with metrics, the half-open max wait and
+// retry-after hints configured, and once a ramp-up has ended.
 func TestFeaturesNoClockOnClosedPath(t *testing.T) {
 	base := core.Config{WindowSize: 10, FailureRateThreshold: 50, OpenDuration: time.Second,
 		CollectMetrics: true, MaxWaitInHalfOpen: 2 * time.Second, MaxRetryAfter: 10 * time.Second}
