@@ -354,3 +354,60 @@ func TestLongOutageKeepsWindowsCounting(t *testing.T) {
 		})
 	}
 }
+
+// Was a known limit: a time-window bucket written in one closed period was
+// read as current in a later closed period whose generation is equal mod
+// 2^20, if that period starts within WindowSize seconds. 2^20 transitions
+// need only 2^19 open durations: 524 s with OpenDuration 1 ms, inside a
+// 3600 s window. Violated R11 (entering closed starts an empty window), R8
+// and R2; the baseline resets its window on every transition. The
+// generations are 64 bits now, and the buckets are swept every 2^22
+// (TestTimeWindowBucketsDoNotAliasAcross2To24 has the 24-bit case). Full
+// runs only: 2^20 transitions of a 3,600-second window.
+func TestAdv_BucketWindowAliasesAcrossGenerationWrap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("2^20 transitions of a 3,600-second window: full runs only")
+	}
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		r := mk.build(t, core.Config{
+			WindowType:            core.TimeBased,
+			WindowSize:            3600,
+			FailureCountThreshold: 5,
+			OpenDuration:          time.Millisecond,
+		})
+		// Closed period of generation 0: two failures in second 0.
+		r.XN(2, core.Failure)
+		r.Cnt(2, 2, 0, 0)
+		// Second 1: three more trip it (generation 1).
+		r.At(1)
+		r.XN(3, core.Failure)
+		r.Is(core.Open)
+		// One close (generation 3) and one trip (generation 4), so that the
+		// later closed generations are even.
+		r.Clock.Advance(time.Millisecond)
+		r.X(core.Success)
+		r.Is(core.Closed)
+		r.XN(5, core.Failure)
+		r.Is(core.Open)
+		// Flap open <-> half-open until the half-open generation is 2^20-1.
+		for {
+			r.Clock.Advance(time.Millisecond)
+			p := r.A()
+			require.True(t, p.Probe)
+			if p.Generation%wordGens == wordGens-1 {
+				r.D(p, core.Success) // closes at generation 2^20: 0 in the word's 20 bits
+				break
+			}
+			r.D(p, core.Failure)
+		}
+		c := r.B.Counts()
+		require.Equal(t, core.Closed, c.State)
+		require.Equal(t, uint64(wordGens), c.Generation)
+		t.Logf("clock %v, counts of the fresh closed period: %+v", r.Clock.Now(), c)
+		// A fresh closed period must start with an empty window (R11).
+		r.Cnt(0, 0, 0, 0)
+		// And must need five failures of its own to trip.
+		r.XN(3, core.Failure)
+		r.Is(core.Closed)
+	})
+}

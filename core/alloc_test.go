@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,4 +110,41 @@ func allocatedBy(fn func()) uint64 {
 	}
 	slices.Sort(runs[:])
 	return runs[len(runs)/2]
+}
+
+// Probe: transitions with a listener that allocates nothing, and Do.
+func TestAdv_NoAllocOnTransitionsAndDo(t *testing.T) {
+	for _, wt := range []core.WindowType{core.CountBased, core.TimeBased} {
+		forEachImpl(t, func(t *testing.T, mk maker) {
+			clock := core.NewManualClock(0)
+			var n atomic.Int64
+			b, err := mk.new(core.Config{WindowType: wt, WindowSize: 10, FailureRateThreshold: 50,
+				MinimumNumberOfCalls: 1, ConsecutiveFailures: 1, OpenDuration: time.Millisecond,
+				SlowCallDurationThreshold: time.Second, PermittedCallsInHalfOpen: 3,
+				Clock: clock, OnStateChange: func(core.Transition) { n.Add(1) }})
+			require.NoError(t, err)
+			cycle := func() {
+				p, _ := b.Allow()
+				b.Done(p, errFail) // trip
+				clock.Advance(time.Millisecond)
+				p, _ = b.Allow()   // half-open
+				b.Done(p, errFail) // re-open
+				clock.Advance(time.Millisecond)
+				p, _ = b.Allow()
+				q, _ := b.Allow()
+				r, _ := b.Allow()
+				b.Done(q, context.Canceled)
+				b.Done(p, nil)
+				b.Done(r, nil)
+				s, _ := b.Allow()
+				b.Done(s, nil) // third success: closes
+				b.Done(q, nil) // stale
+			}
+			require.Zero(t, testing.AllocsPerRun(500, cycle), "window %v", wt)
+			require.Equal(t, core.Closed, b.State())
+			ctx := context.Background()
+			fn := func(context.Context) (int, error) { return 1, nil }
+			require.Zero(t, testing.AllocsPerRun(500, func() { _, _ = core.Do(ctx, b, fn) }), "Do")
+		})
+	}
 }

@@ -1,10 +1,13 @@
 package core_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -288,5 +291,178 @@ func requireRecoversWithinOneMore(t *testing.T, r *rig, wrap, unit time.Duration
 		}
 		t.Errorf("%s still refuses every call one %s after that call (%v), and goes on for about %v; "+
 			"docs/design.md promises at most one more %s", what, period, err, refused, period)
+	}
+}
+
+// Wide differential: random sequential histories over wider configs than
+// differential_test.go (large windows, 255 probes, successes above permits,
+// slow calls through Done, Do with panics, backoff, clocks at negative,
+// zero, 2^36 ms and 2^62 ns bases, idle gaps of hours), avoiding the inputs
+// of the bugs above (unknown outcomes, double Done, clocks within a year of
+// MaxInt64, idles of 397 days).
+func TestAdv_WideDifferential(t *testing.T) {
+	seeds := 300
+	if v, err := strconv.Atoi(os.Getenv("ADV_SEEDS")); err == nil {
+		seeds = v
+	}
+	if testing.Short() {
+		seeds = 300
+	}
+	bases := []time.Duration{0, -time.Hour, -1, 1, time.Duration(1<<36-5) * time.Millisecond, 1 << 61, 999 * time.Millisecond}
+	kinds := map[string]int{}
+	errs := []error{nil, errFail, context.Canceled, context.DeadlineExceeded, errIgnored, errAdvGood, errAdvPanic}
+	for seed := range seeds {
+		rng := rand.New(rand.NewPCG(uint64(seed), 99))
+		cfg := advRandomConfig(rng)
+		base := bases[rng.IntN(len(bases))]
+		lf, mu := advPair(t, cfg, base)
+		var hold []core.Permit
+		steps := 400
+		for step := range steps {
+			where := fmt.Sprintf("seed %d step %d base %v cfg %+v", seed, step, base, cfg)
+			switch op := rng.IntN(20); {
+			case op < 7:
+				p1, e1 := lf.B.Allow()
+				p2, e2 := mu.B.Allow()
+				require.True(t, breakers.SameError(e1, e2), "%s: lock-free %v, mutex %v", where, e1, e2)
+				require.Equal(t, p2, p1, where)
+				if e1 == nil {
+					hold = append(hold, p1)
+				}
+			case op < 12 && len(hold) > 0:
+				i := rng.IntN(len(hold))
+				p := hold[i]
+				hold = append(hold[:i], hold[i+1:]...)
+				if rng.IntN(3) == 0 {
+					o := core.Outcome(rng.IntN(3))
+					lf.B.Record(p, o)
+					mu.B.Record(p, o)
+				} else {
+					err := errs[rng.IntN(len(errs))]
+					pan1 := advCatch(func() { lf.B.Done(p, err) })
+					pan2 := advCatch(func() { mu.B.Done(p, err) })
+					require.Equal(t, pan2, pan1, where)
+				}
+			case op < 14:
+				err := errs[rng.IntN(len(errs))]
+				mode := rng.IntN(3)
+				d := time.Duration(rng.IntN(3000)) * time.Millisecond
+				var res [2]any
+				for k, r := range []*rig{lf, mu} {
+					res[k] = advCatch(func() {
+						_, e := core.Do(context.Background(), r.B, func(context.Context) (int, error) {
+							r.Clock.Advance(d) // the call takes d
+							if mode == 0 {
+								panic("fn panics")
+							}
+							return 1, err
+						})
+						if e != nil {
+							panic(e.Error())
+						}
+					})
+				}
+				require.Equal(t, res[1], res[0], where)
+			case op < 18:
+				var d time.Duration
+				switch rng.IntN(6) {
+				case 0:
+					d = -time.Duration(rng.IntN(5000)) * time.Millisecond
+				case 1:
+					d = time.Duration(rng.IntN(5)) * time.Hour
+				case 2:
+					d = time.Duration(rng.IntN(2000)) * time.Microsecond
+				default:
+					d = time.Duration(rng.IntN(5000)) * time.Millisecond
+				}
+				lf.Clock.Advance(d)
+				mu.Clock.Advance(d)
+			default:
+				require.Equal(t, mu.B.State(), lf.B.State(), where)
+			}
+			require.Equal(t, mu.B.Counts(), lf.B.Counts(), where)
+			require.Equal(t, mu.Transitions(), lf.Transitions(), where)
+		}
+		for _, tr := range lf.Transitions() {
+			kinds[letter(tr.From)+">"+letter(tr.To)]++
+		}
+	}
+	t.Logf("transitions reached: %v", kinds)
+}
+
+var (
+	errAdvGood  = errors.New("success for the classifier")
+	errAdvPanic = errors.New("classifier panics")
+)
+
+func advClassify(err error) core.Outcome {
+	switch {
+	case errors.Is(err, errAdvPanic):
+		panic(errAdvPanic)
+	case errors.Is(err, errAdvGood):
+		return core.Success
+	case errors.Is(err, errIgnored):
+		return core.Ignored
+	}
+	return core.DefaultClassifier(err)
+}
+
+func advCatch(fn func()) (v any) {
+	defer func() { v = recover() }()
+	fn()
+	return nil
+}
+
+func advRandomConfig(rng *rand.Rand) core.Config {
+	for {
+		c := core.Config{
+			WindowType:   core.WindowType(rng.IntN(2)),
+			OpenDuration: time.Duration(1+rng.IntN(3000)) * time.Millisecond,
+			Classifier:   advClassify,
+		}
+		switch rng.IntN(4) {
+		case 0:
+			c.OpenDuration = time.Duration(1 + rng.IntN(3))
+		case 1:
+			c.OpenDuration = time.Duration(1+rng.IntN(10)) * time.Hour
+		}
+		if c.WindowType == core.CountBased {
+			c.WindowSize = []int{0, 1, 2, 3, 7, 64, 200, 255}[rng.IntN(8)]
+		} else {
+			c.WindowSize = []int{0, 1, 2, 3, 10, 60, 3600}[rng.IntN(7)]
+		}
+		if rng.IntN(2) == 0 {
+			c.MinimumNumberOfCalls = 1 + rng.IntN(max(1, min(c.WindowSize, 10)))
+		}
+		if rng.IntN(2) == 0 {
+			c.FailureRateThreshold = rng.IntN(101)
+		}
+		if rng.IntN(3) == 0 {
+			c.FailureCountThreshold = 1 + rng.IntN(6)
+		}
+		if rng.IntN(3) == 0 {
+			c.ConsecutiveFailures = 1 + rng.IntN(6)
+		}
+		if rng.IntN(2) == 0 {
+			c.SlowCallDurationThreshold = time.Duration(1+rng.IntN(2000)) * time.Millisecond
+			if rng.IntN(2) == 0 {
+				c.SlowCallRateThreshold = rng.IntN(101)
+			}
+		}
+		switch rng.IntN(4) {
+		case 0:
+			c.PermittedCallsInHalfOpen = 255
+			c.SuccessesToClose = rng.IntN(256)
+		case 1:
+			c.PermittedCallsInHalfOpen = rng.IntN(4)
+			c.SuccessesToClose = rng.IntN(8)
+		}
+		if rng.IntN(3) == 0 {
+			c.OpenDurationBackoff = 1 + rng.Float64()*4
+			c.MaxOpenDuration = c.OpenDuration * time.Duration(1+rng.IntN(50))
+		}
+		if _, err := c.Validate(); err == nil {
+			return c
+		}
 	}
 }
