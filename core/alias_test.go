@@ -411,3 +411,108 @@ func TestAdv_BucketWindowAliasesAcrossGenerationWrap(t *testing.T) {
 		r.Is(core.Closed)
 	})
 }
+
+// Regression (found here and by helper-12; fixed in 45b78f1 by advancing
+// the ring on every transition; lock-free only): the count ring keeps the low 16 bits of the
+// generation and compares them for equality, and the closed bit lives in
+// the ring with them. A closed period that ended in a trip leaves the ring
+// holding (g, closed); if the breaker next counts in closed or metrics-only
+// at a generation g + 2^16 with no closed-state outcome in between (an
+// outage that flaps open <-> half-open, with one max-wait restart or one
+// manual control to fix the parity, or just manual controls), the ring reads
+// the fresh window as the old, closed one. Then Counts() (a read!) or the
+// first outcome, even a success, commits a trip of the fresh closed period:
+// R11 (entering closed starts an empty window), R1 (the trip rule holds on
+// nothing), R5/R13 (a read changes state). The mutex baseline stays closed.
+// Without a trip, the old period's counts come back instead (R11).
+// docs/design.md states 2^16 for the ring only as a bound on one call in
+// flight ("during one call"); here no call is in flight across the wrap.
+func TestAdv5_RingGenerationAliasRevivesClosedWindow(t *testing.T) {
+	cfg := core.Config{WindowSize: 10, MinimumNumberOfCalls: 1, FailureRateThreshold: 50,
+		OpenDuration: time.Millisecond, MaxWaitInHalfOpen: time.Millisecond}
+
+	t.Run("manual controls, Counts trips", func(t *testing.T) {
+		forEachImpl(t, func(t *testing.T, mk maker) {
+			r := mk.build(t, cfg)
+			r.X(core.Failure) // closed generation 0 trips: the ring holds (0, closed)
+			r.Is(core.Open)
+			for ftGen(r) < 1<<16-1 {
+				require.NoError(t, r.B.ForceOpen(0))
+			}
+			n := len(r.CBs())
+			r.B.Reset() // closed at generation 2^16
+			r.Is(core.Closed)
+			c := r.B.Counts()
+			require.Equal(t, core.Closed, c.State, "a Counts read of a freshly reset breaker tripped it: %+v", c)
+			require.Equal(t, uint64(1<<16), c.Generation)
+			require.Equal(t, uint64(0), c.Calls)
+			require.Len(t, r.CBs(), n+1, "notifications after Reset: %v", r.CBs()[n:])
+			r.X(core.Success)
+			r.Is(core.Closed)
+		})
+	})
+
+	t.Run("manual controls, a success trips", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("2^16 transitions: full runs only")
+		}
+		forEachImpl(t, func(t *testing.T, mk maker) {
+			r := mk.build(t, cfg)
+			r.X(core.Failure)
+			for ftGen(r) < 1<<16-1 {
+				r.B.Disable()
+			}
+			r.B.Reset() // closed at generation 2^16; no Counts read from here
+			r.X(core.Success)
+			r.Is(core.Closed) // lock-free: open, C>O notified
+			require.Equal(t, "D>C@0", r.CBs()[len(r.CBs())-1])
+		})
+	})
+
+	t.Run("natural outage with one max-wait restart", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("2^16 transitions: full runs only")
+		}
+		forEachImpl(t, func(t *testing.T, mk maker) {
+			r := mk.build(t, cfg)
+			r.X(core.Failure) // generation 0 trips, open at 1
+			r.Clock.Advance(time.Millisecond)
+			lost := r.A() // half-open 2, a probe that never returns
+			require.True(t, lost.Probe)
+			r.Clock.Advance(time.Millisecond)
+			p := r.A() // max wait passed: half-open 3
+			require.Equal(t, uint64(3), p.Generation)
+			for {
+				if p.Generation == 1<<16-1 {
+					r.D(p, core.Success) // closes at generation 2^16
+					break
+				}
+				r.D(p, core.Failure)
+				r.Clock.Advance(time.Millisecond)
+				p = r.A()
+			}
+			r.Is(core.Closed)
+			c := r.B.Counts()
+			require.Equal(t, core.Closed, c.State, "a Counts read of a fresh closed period tripped it: %+v", c)
+			require.Equal(t, uint64(1<<16), c.Generation)
+			r.Cnt(0, 0, 0, 0)
+			r.X(core.Success) // one success cannot trip a 50 % rule
+			r.Is(core.Closed)
+		})
+	})
+
+	t.Run("window not tripped: old counts come back", func(t *testing.T) {
+		forEachImpl(t, func(t *testing.T, mk maker) {
+			r := mk.build(t, core.Config{WindowSize: 10, MinimumNumberOfCalls: 5, FailureRateThreshold: 50, OpenDuration: time.Second})
+			r.XN(3, core.Failure) // below minimum calls: 3 failures in the window
+			r.B.Disable()
+			for ftGen(r) < 1<<16-1 {
+				r.B.Disable()
+			}
+			r.B.Reset()
+			r.Cnt(0, 0, 0, 0) // R11: a fresh closed period
+			r.XN(2, core.Failure)
+			r.Is(core.Closed) // 2 failures of 2 calls is below minimum calls 5
+		})
+	})
+}

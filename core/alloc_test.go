@@ -148,3 +148,66 @@ func TestAdv_NoAllocOnTransitionsAndDo(t *testing.T) {
 		})
 	}
 }
+
+// Regression (allocations): the new paths allocate nothing in either
+// implementation: ramping Allow (admitted and shed), forced-open rejection,
+// disabled and metrics-only calls (including "would have opened" trips),
+// Done with a pre-built hinted error (RecordHint's trip), the manual
+// controls, a max-wait restart, Metrics, all with metrics and a listener on.
+func TestAdv5_NoAllocsOnFeaturePaths(t *testing.T) {
+	hintErr := core.WithRetryAfter(errFail, 2*time.Second)
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		clk := core.NewManualClock(0)
+		b, err := mk.new(core.Config{WindowSize: 10, MinimumNumberOfCalls: 1, FailureRateThreshold: 100,
+			OpenDuration: time.Second, MaxWaitInHalfOpen: time.Second, RampUpDuration: time.Hour, RampUpStartPercent: 50,
+			MaxRetryAfter: time.Minute, CollectMetrics: true, Clock: clk, OnStateChange: func(core.Transition) {}})
+		require.NoError(t, err)
+		allocs := func(what string, fn func()) {
+			t.Helper()
+			require.Zero(t, testing.AllocsPerRun(100, fn), what)
+		}
+		// Trip, probe, close: ramping.
+		p, _ := b.Allow()
+		b.Done(p, errFail)
+		clk.Advance(time.Second)
+		p, _ = b.Allow()
+		b.Done(p, nil)
+		require.Equal(t, core.Closed, b.State())
+		allocs("ramping allow", func() {
+			clk.Advance(time.Microsecond)
+			if p, err := b.Allow(); err == nil {
+				b.Done(p, nil)
+			}
+		})
+		allocs("metrics", func() { _ = b.Metrics() })
+		allocs("hinted trip and reset", func() {
+			b.Reset()
+			p, _ := b.Allow()
+			b.Done(p, hintErr)
+		})
+		allocs("forced open", func() {
+			_ = b.ForceOpen(0)
+			_, _ = b.Allow()
+		})
+		allocs("disabled", func() {
+			b.Disable()
+			p, _ := b.Allow()
+			b.Done(p, errFail)
+		})
+		allocs("metrics-only would have opened", func() {
+			b.MetricsOnly()
+			p, _ := b.Allow()
+			b.Done(p, errFail)
+			p, _ = b.Allow()
+			b.Done(p, nil)
+		})
+		require.NoError(t, b.ForceOpen(time.Millisecond))
+		clk.Advance(2 * time.Millisecond)
+		_, err = b.Allow()
+		require.NoError(t, err)
+		allocs("max-wait restart", func() {
+			clk.Advance(time.Second)
+			_, _ = b.Allow()
+		})
+	})
+}

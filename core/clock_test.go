@@ -1,12 +1,16 @@
 package core_test
 
+// Clock readings at the extremes: a clock within a year of math.MaxInt64,
+// and the zero SystemClock, whose readings once saturated there.
+
 import (
 	"math"
 	"testing"
 	"time"
 
-	"github.com/casbreaker/casbreaker/core"
 	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/core"
 )
 
 // Bug: the deadline arithmetic overflows int64 when the clock is within a

@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/casbreaker/casbreaker/core"
 	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/core"
 )
 
 func TestFeatureManualControl(t *testing.T) {
@@ -331,4 +332,38 @@ func TestFeatureManualControl(t *testing.T) {
 				"C>O@35", "O>H@40", "H>O@40", "O>C@45", "C>O@45")
 		})
 	})
+}
+
+// Regression: ForceOpen with an invalid duration changes nothing (no
+// generation, no notification, no metric) in either implementation, and the
+// limits themselves work at any clock reading.
+func TestAdv5_ForceOpenLimits(t *testing.T) {
+	for _, start := range []time.Duration{0, 999999, math.MaxInt64 - core.MaxOpenDurationLimit - time.Hour} {
+		lf, mu := advPair(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, CollectMetrics: true}, start)
+		for _, r := range []*rig{lf, mu} {
+			for _, d := range []time.Duration{-1, math.MinInt64, core.MaxOpenDurationLimit + 1, math.MaxInt64} {
+				ftNoChange(r, fmt.Sprint(d), func() {
+					require.ErrorIs(t, r.B.ForceOpen(d), core.ErrInvalidArgument)
+				})
+			}
+			require.Zero(t, r.B.Metrics().Transitions)
+			require.NoError(t, r.B.ForceOpen(1)) // 1 ns: kept as 1 ms, so the deadline is the first whole ms at or after now + 1 ms
+			p, err := r.B.Allow()
+			require.ErrorIs(t, err, core.ErrOpen)
+			now, ms := r.Clock.Now(), time.Millisecond
+			require.Equal(t, (now+ms-1)/ms*ms+ms-now, p.Wait)
+			r.Clock.Advance(p.Wait)
+			r.X(core.Success)
+			r.Is(core.Closed)
+			r.Clock.Set(r.Clock.Now() / time.Millisecond * time.Millisecond) // whole ms: the boundary is exact
+			require.NoError(t, r.B.ForceOpen(core.MaxOpenDurationLimit))
+			r.Clock.Advance(core.MaxOpenDurationLimit - time.Millisecond)
+			r.Reject(core.ErrOpen)
+			r.Clock.Advance(time.Millisecond)
+			r.X(core.Success)
+			r.Is(core.Closed)
+		}
+		require.Equal(t, mu.CBs(), lf.CBs())
+		require.Equal(t, mu.B.Metrics(), lf.B.Metrics())
+	}
 }

@@ -1,13 +1,16 @@
 package core_test
 
+// Do releases its permit however fn ends.
+
 import (
 	"context"
 	"runtime"
 	"testing"
 	"time"
 
-	"github.com/casbreaker/casbreaker/core"
 	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/core"
 )
 
 // Probe: runtime.Goexit inside fn (t.FailNow in a test helper, for

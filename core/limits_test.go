@@ -7,7 +7,6 @@ package core_test
 
 import (
 	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,36 +89,6 @@ func TestAdv_ConsecutiveRunAndWindowDisagree(t *testing.T) {
 	if c.State == core.Closed {
 		require.Equal(t, uint64(1), c.Failures, "window says the last outcome was the success, run says the failure: %+v", c)
 	}
-}
-
-// hookClock reads 0 and, once armed, blocks its n-th read until released.
-type hookClock struct {
-	mu      sync.Mutex
-	reads   int
-	at      int
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (h *hookClock) blockAt(n int) (entered chan struct{}, release chan struct{}) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.reads, h.at = 0, n
-	h.entered, h.release = make(chan struct{}), make(chan struct{})
-	return h.entered, h.release
-}
-
-func (h *hookClock) Now() time.Duration {
-	h.mu.Lock()
-	h.reads++
-	block := h.at != 0 && h.reads == h.at
-	entered, release := h.entered, h.release
-	h.mu.Unlock()
-	if block {
-		close(entered)
-		<-release
-	}
-	return 0
 }
 
 // Bug (divergence, documented only inside window/buckets): the lock-free time
@@ -357,4 +326,20 @@ func TestAdv_SlowCallClassedByTheReadingBeforeItsWrite(t *testing.T) {
 	close(clk.release)
 	<-recorded
 	require.EqualValues(t, 1, b.Counts().SlowCalls, "recorded after a read at 2 s saw it absent, yet classed at 500 ms")
+}
+
+// BUG (lock-free only, metrics; what 45b78f1 fixed for the window trip is
+// still open for the consecutive-failures trip beside a count window): the
+// outcome is counted in Metrics at its ring write, but the trip the run of
+// failures warrants lives only in the state word, and the ring is not
+// closed, so tripPending does not see it and a manual control wins. Result
+// Failures = 1, Dropped = 0 and only C>C: no sequential order (outcome
+// first: C>O and O>C; reset first: Dropped = 1). Related to the documented
+// "consecutive failures beside a window are two words" limit, but that one
+// speaks of ordering between the two rules, not of an outcome that neither
+// takes effect nor is dropped.
+func TestAdv5_ConsecutiveTripLostToControlStillCountsOutcome(t *testing.T) {
+	advBug(t, "with a count window, an outcome whose consecutive-failures trip loses to a manual control is counted as acted on with no trip")
+	a5TrippingFailureRacesReset(t, core.Config{WindowSize: 10, MinimumNumberOfCalls: 10, FailureRateThreshold: 100,
+		ConsecutiveFailures: 1, OpenDuration: time.Second, CollectMetrics: true})
 }

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/casbreaker/casbreaker/core"
 	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/core"
 )
 
 func ftMetricsCfg(collect bool) core.Config {

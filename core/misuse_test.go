@@ -1,9 +1,9 @@
 package core_test
 
-// Issue 11 item 4: every exported type's zero value either works as
-// documented or fails with a panic that names New, never with a nil
-// dereference deep inside; and the clocks agree on what their zero value
-// is.
+// Misuse: every exported type's zero value either works as documented or
+// fails with a panic that names New, never with a nil dereference deep
+// inside, and the clocks agree on what their zero value is; an Outcome
+// outside the enum and a second Done for one permit.
 
 import (
 	"context"

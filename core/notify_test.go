@@ -275,3 +275,62 @@ func TestAdv_ReentrantListenerChains(t *testing.T) {
 		}
 	})
 }
+
+// Regression (R10 for the max-wait restart): a listener that panics on the
+// half-open -> half-open restart must not strand the new generation's first
+// probe, which the caller never received.
+func TestAdv5_MaxWaitRestartListenerPanicReleasesProbe(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		var armed atomic.Bool
+		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, MaxWaitInHalfOpen: time.Second,
+			CollectMetrics: true},
+			func(tr core.Transition) {
+				if tr.From == core.HalfOpen && tr.To == core.HalfOpen && armed.Load() {
+					panic("listener")
+				}
+			})
+		r.X(core.Failure)
+		r.At(1)
+		lost := r.A()
+		r.At(2)
+		armed.Store(true)
+		require.PanicsWithValue(t, "listener", func() { _, _ = r.B.Allow() })
+		armed.Store(false)
+		c := r.B.Counts()
+		require.Equal(t, core.HalfOpen, c.State)
+		require.Equal(t, 0, c.ProbesInFlight, "restart probe leaked: %+v", c)
+		p := r.A() // the slot is free in the new generation
+		require.Equal(t, c.Generation, p.Generation)
+		r.D(lost, core.Failure) // stale: no re-open
+		r.Is(core.HalfOpen)
+		r.D(p, core.Success)
+		r.Is(core.Closed)
+		m := r.B.Metrics()
+		require.Equal(t, m.Admitted, m.Successes+m.Failures+m.Ignored+m.Dropped, "%+v", m)
+	})
+}
+
+// Regression (R10, R12): a listener that panics on a manual control's
+// notification propagates, the control is committed, and the next
+// transition is still delivered, in order, by both implementations.
+func TestAdv5_ControlListenerPanicKeepsOrder(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		var armed atomic.Bool
+		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second},
+			func(tr core.Transition) {
+				if armed.CompareAndSwap(true, false) {
+					panic("listener")
+				}
+			})
+		armed.Store(true)
+		require.Panics(t, func() { _ = r.B.ForceOpen(0) })
+		r.Reject(core.ErrForcedOpen)
+		r.B.Disable()
+		r.X(core.Failure)
+		r.Is(core.Disabled)
+		armed.Store(true)
+		require.Panics(t, func() { r.B.MetricsOnly() })
+		r.B.Reset()
+		require.Equal(t, []string{"C>F@0", "F>D@0", "D>M@0", "M>C@0"}, r.CBs())
+	})
+}

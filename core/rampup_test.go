@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/casbreaker/casbreaker/core"
 	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/core"
 )
 
 // ftRampCfg closes through half-open with a 1 s open duration.

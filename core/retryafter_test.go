@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/casbreaker/casbreaker/core"
 	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 )
 
 func TestFeatureRetryAfterHint(t *testing.T) {
@@ -391,4 +393,109 @@ func TestFeatureRetryAfterHint(t *testing.T) {
 			ftCBs(r, "C>D@0", "D>F@0")
 		})
 	})
+}
+
+// a5PanicHint is a dependency error whose RetryAfter method panics (a buggy
+// error type, or one built from a half-parsed response).
+type a5PanicHint struct{}
+
+func (a5PanicHint) Error() string { return "throttled" }
+
+func (a5PanicHint) RetryAfter() time.Duration { panic("RetryAfter exploded") }
+
+// a5PtrHint is an error type whose RetryAfter has a pointer receiver that
+// reads a field: a typed nil *a5PtrHint returned as an error (the classic Go
+// gotcha) is a non-nil error whose RetryAfter dereferences nil.
+type a5PtrHint struct{ after time.Duration }
+
+func (e *a5PtrHint) Error() string { return "throttled" }
+
+func (e *a5PtrHint) RetryAfter() time.Duration {
+	if e == nil {
+		// What reading e.after would do, as an explicit panic: under the
+		// qemu-user emulation of the GOARCH=386 run, a nil dereference is
+		// a fatal signal instead of a recoverable panic.
+		panic("runtime error: invalid memory address or nil pointer dereference")
+	}
+	return e.after
+}
+
+// Regression (found here and by helper-12; fixed in 45b78f1, both
+// implementations): a panic inside RetryAfterOf (a user error's
+// RetryAfter or Unwrap method) runs inside Done's error path (then the
+// shared core.RecordError), after the classifier returned Failure and
+// before Record or RecordHint is called, so the permit is never released. For a half-open probe the slot
+// leaks and, without MaxWaitInHalfOpen, the breaker rejects every call with
+// ErrHalfOpenFull forever. R10: "No path leaks a probe slot"; the classifier
+// panic is handled (released as Ignored), the hint-reading panic is not.
+// (The test waits forever in half-open explicitly: since issue 11 the
+// default max wait would admit the call at 1000 s even with the slot
+// leaked.)
+func TestAdv5_PanickingRetryAfterLeaksProbe(t *testing.T) {
+	var typedNil *a5PtrHint
+	for name, bad := range map[string]error{"panicking RetryAfter": a5PanicHint{}, "typed nil pointer": typedNil} {
+		t.Run(name, func(t *testing.T) {
+			forEachImpl(t, func(t *testing.T, mk maker) {
+				r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, MaxRetryAfter: time.Minute,
+					MaxWaitInHalfOpen: core.WaitForever})
+				r.X(core.Failure)
+				r.Is(core.Open)
+				r.At(1)
+				p := r.A()
+				require.True(t, p.Probe)
+				require.Panics(t, func() { r.B.Done(p, bad) })
+				// The probe's slot must have been released.
+				require.Equal(t, 0, r.B.Counts().ProbesInFlight, "probe slot leaked")
+				r.At(1000)
+				_, err := r.B.Allow()
+				require.NoError(t, err, "the breaker must admit a new probe")
+			})
+		})
+	}
+}
+
+// Regression: hints at the extremes give both implementations the same open
+// deadline, exactly max(open duration at the step, min(hint, MaxRetryAfter))
+// rounded up to the millisecond; a hint of zero or less is a plain failure.
+func TestAdv5_HintExtremesAgree(t *testing.T) {
+	hints := []time.Duration{math.MinInt64, -1, 0, 1, time.Millisecond - 1, time.Millisecond + 1,
+		2 * time.Second, 5*time.Second - 1, 5 * time.Second, 5*time.Second + 1, math.MaxInt64}
+	for _, start := range []time.Duration{0, 1234567, -5 * time.Second, math.MaxInt64 - 10*time.Minute} {
+		for _, h := range hints {
+			name := fmt.Sprintf("start=%d/hint=%d", start, h)
+			cfg := core.Config{WindowSize: 10, MinimumNumberOfCalls: 10, FailureRateThreshold: 50,
+				OpenDuration: time.Second, OpenDurationBackoff: 2, MaxOpenDuration: 4 * time.Second,
+				MaxRetryAfter: 5 * time.Second, CollectMetrics: true, Classifier: classify}
+			lf, mu := advPair(t, cfg, start)
+			for _, r := range []*rig{lf, mu} {
+				r.B.Done(r.A(), core.WithRetryAfter(errFail, h)) // closed: trips at once when hinted
+				if r.B.State() == core.Closed {
+					require.LessOrEqual(t, h, time.Duration(0), name)
+					require.Equal(t, uint64(1), r.B.Counts().Failures, name)
+					require.NoError(t, r.B.ForceOpen(time.Second))
+				}
+				// Re-open from half-open with the hint: step 1 (2 s).
+				r.Clock.Advance(10 * time.Second)
+				r.B.Done(r.A(), core.WithRetryAfter(errFail, h))
+				_, err := r.B.Allow()
+				require.ErrorIs(t, err, core.ErrOpen, name)
+			}
+			_, e1 := lf.B.Allow()
+			_, e2 := mu.B.Allow()
+			require.True(t, breakers.SameError(e1, e2), "%s: lock-free %v, mutex %v", name, e1, e2)
+			pl, _ := lf.B.Allow()
+			pm, _ := mu.B.Allow()
+			require.Equal(t, pm, pl, name)
+			d := 2 * time.Second
+			if h > d {
+				d = min(h, 5*time.Second)
+			}
+			at := max(lf.Clock.Now(), 0) // the re-open's clock reading
+			ms := time.Millisecond
+			want := at/ms*ms + d/ms*ms + (at%ms+d%ms+ms-1)/ms*ms - at
+			require.Equal(t, want, pl.Wait, name)
+			require.Equal(t, mu.CBs(), lf.CBs(), name)
+			require.Equal(t, mu.B.Metrics(), lf.B.Metrics(), name)
+		}
+	}
 }
