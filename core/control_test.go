@@ -20,33 +20,35 @@ func TestFeatureManualControl(t *testing.T) {
 	const open = 5 * time.Second
 	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: open}
 
-	// The scenario: an operator forces the breaker open for maintenance,
-	// then disables it, watches it in metrics-only mode, and resets it.
-	forEachImpl(t, func(t *testing.T, mk maker) {
-		r := mk.build(t, core.Config{WindowSize: 4, FailureRateThreshold: 50, OpenDuration: open})
-		r.At(1)
-		r.XN(3, core.Success)
-		require.NoError(t, r.B.ForceOpen(0))
-		r.Is(core.ForcedOpen)
-		r.Reject(core.ErrForcedOpen)
-		r.At(1000)
-		r.Reject(core.ErrForcedOpen)
-		r.B.Disable()
-		r.XN(10, core.Failure)
-		r.Is(core.Disabled)
-		r.B.MetricsOnly()
-		r.XN(2, core.Failure)
-		r.XN(1, core.Success)
-		r.Cnt(3, 2, 0, 0)
-		r.XN(1, core.Success) // 2 of 4: would have opened
-		r.Is(core.MetricsOnly)
-		r.Cnt(0, 0, 0, 0)
-		r.B.Reset()
-		r.Is(core.Closed)
-		r.Cnt(0, 0, 0, 0)
-		r.XN(4, core.Failure)
-		r.Is(core.Open)
-		ftCBs(r, "C>F@1", "F>D@1000", "D>M@1000", "M>M@1000", "M>C@1000", "C>O@1000")
+	t.Run("scenario", func(t *testing.T) {
+		// The scenario: an operator forces the breaker open for maintenance,
+		// then disables it, watches it in metrics-only mode, and resets it.
+		forEachImpl(t, func(t *testing.T, mk maker) {
+			r := mk.build(t, core.Config{WindowSize: 4, FailureRateThreshold: 50, OpenDuration: open})
+			r.At(1)
+			r.XN(3, core.Success)
+			require.NoError(t, r.B.ForceOpen(0))
+			r.Is(core.ForcedOpen)
+			r.Reject(core.ErrForcedOpen)
+			r.At(1000)
+			r.Reject(core.ErrForcedOpen)
+			r.B.Disable()
+			r.XN(10, core.Failure)
+			r.Is(core.Disabled)
+			r.B.MetricsOnly()
+			r.XN(2, core.Failure)
+			r.XN(1, core.Success)
+			r.Cnt(3, 2, 0, 0)
+			r.XN(1, core.Success) // 2 of 4: would have opened
+			r.Is(core.MetricsOnly)
+			r.Cnt(0, 0, 0, 0)
+			r.B.Reset()
+			r.Is(core.Closed)
+			r.Cnt(0, 0, 0, 0)
+			r.XN(4, core.Failure)
+			r.Is(core.Open)
+			ftCBs(r, "C>F@1", "F>D@1000", "D>M@1000", "M>M@1000", "M>C@1000", "C>O@1000")
+		})
 	})
 
 	// enter drives a fresh rig into a state at 1 s and returns a permit

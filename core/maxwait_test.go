@@ -19,34 +19,36 @@ func TestFeatureHalfOpenMaxWait(t *testing.T) {
 	const open = 5 * time.Second
 	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: open, MaxWaitInHalfOpen: 2 * time.Second}
 
-	// The scenario: the only probe's caller dies. Without a max wait the
-	// breaker would stay half-open and full forever; with it, the first call
-	// after 2 s becomes the first probe of a new generation.
-	forEachImpl(t, func(t *testing.T, mk maker) {
-		r := mk.build(t, cfg)
-		r.X(core.Failure)
-		r.At(5)
-		lost := r.A()
-		require.True(t, lost.Probe)
-		r.At(6)
-		r.Reject(core.ErrHalfOpenFull)
-		ftSet(r, 7*time.Second-time.Nanosecond)
-		r.Reject(core.ErrHalfOpenFull)
-		r.Is(core.HalfOpen)
-		ftCBs(r, "C>O@0", "O>H@5")
-		ftSet(r, 7*time.Second)
-		p := r.A()
-		require.True(t, p.Probe)
-		require.Equal(t, lost.Generation+1, p.Generation)
-		require.Equal(t, p.Generation, ftGen(r))
-		ftCBs(r, "C>O@0", "O>H@5", "H>H@7")
-		c := r.B.Counts()
-		require.Equal(t, [2]int{1, 0}, [2]int{c.ProbesInFlight, c.ProbeSuccesses})
-		r.Reject(core.ErrHalfOpenFull)
-		ftNoChange(r, "lost probe's success", func() { r.D(lost, core.Success) })
-		r.D(p, core.Success)
-		r.Is(core.Closed)
-		ftCBs(r, "C>O@0", "O>H@5", "H>H@7", "H>C@7")
+	t.Run("scenario", func(t *testing.T) {
+		// The scenario: the only probe's caller dies. Without a max wait the
+		// breaker would stay half-open and full forever; with it, the first call
+		// after 2 s becomes the first probe of a new generation.
+		forEachImpl(t, func(t *testing.T, mk maker) {
+			r := mk.build(t, cfg)
+			r.X(core.Failure)
+			r.At(5)
+			lost := r.A()
+			require.True(t, lost.Probe)
+			r.At(6)
+			r.Reject(core.ErrHalfOpenFull)
+			ftSet(r, 7*time.Second-time.Nanosecond)
+			r.Reject(core.ErrHalfOpenFull)
+			r.Is(core.HalfOpen)
+			ftCBs(r, "C>O@0", "O>H@5")
+			ftSet(r, 7*time.Second)
+			p := r.A()
+			require.True(t, p.Probe)
+			require.Equal(t, lost.Generation+1, p.Generation)
+			require.Equal(t, p.Generation, ftGen(r))
+			ftCBs(r, "C>O@0", "O>H@5", "H>H@7")
+			c := r.B.Counts()
+			require.Equal(t, [2]int{1, 0}, [2]int{c.ProbesInFlight, c.ProbeSuccesses})
+			r.Reject(core.ErrHalfOpenFull)
+			ftNoChange(r, "lost probe's success", func() { r.D(lost, core.Success) })
+			r.D(p, core.Success)
+			r.Is(core.Closed)
+			ftCBs(r, "C>O@0", "O>H@5", "H>H@7", "H>C@7")
+		})
 	})
 
 	t.Run("lost probe's failure is stale too; restarts repeat every max wait", func(t *testing.T) {

@@ -61,51 +61,53 @@ func TestFeatureRampUp(t *testing.T) {
 		span    = 1000                  // units in 10 s
 	)
 
-	// The scenario: after half-open -> closed the admitted share grows
-	// linearly from 0 % to 100 % over 10 s; then everything is admitted.
-	var patterns [][]bool
-	forEachImpl(t, func(t *testing.T, mk maker) {
-		r := mk.build(t, ftRampCfg(0))
-		ftCloseAt(r, closeAt)
-		var all []bool
+	t.Run("scenario", func(t *testing.T) {
+		// The scenario: after half-open -> closed the admitted share grows
+		// linearly from 0 % to 100 % over 10 s; then everything is admitted.
+		var patterns [][]bool
+		forEachImpl(t, func(t *testing.T, mk maker) {
+			r := mk.build(t, ftRampCfg(0))
+			ftCloseAt(r, closeAt)
+			var all []bool
 
-		// Every reading of the first unit: share 0 %.
-		n, pat := ftSample(r, closeAt, 1000, 10*time.Microsecond)
-		require.Zero(t, n, "share 0 at the instant of closing")
-		all = append(all, pat...)
-
-		for _, sec := range []int{1, 5, 9} {
-			from := closeAt + time.Duration(sec)*time.Second
-			const samples, step = 2000, 50 * time.Microsecond // across 100 ms
-			var want float64
-			for i := range samples {
-				elapsed := (from + time.Duration(i)*step - closeAt) / unit
-				want += float64(elapsed) / span
-			}
-			want /= samples
-			n, pat := ftSample(r, from, samples, step)
+			// Every reading of the first unit: share 0 %.
+			n, pat := ftSample(r, closeAt, 1000, 10*time.Microsecond)
+			require.Zero(t, n, "share 0 at the instant of closing")
 			all = append(all, pat...)
-			got := float64(n) / samples
-			require.InDelta(t, want, got, 0.05, "admitted share %d s after closing", sec)
+
+			for _, sec := range []int{1, 5, 9} {
+				from := closeAt + time.Duration(sec)*time.Second
+				const samples, step = 2000, 50 * time.Microsecond // across 100 ms
+				var want float64
+				for i := range samples {
+					elapsed := (from + time.Duration(i)*step - closeAt) / unit
+					want += float64(elapsed) / span
+				}
+				want /= samples
+				n, pat := ftSample(r, from, samples, step)
+				all = append(all, pat...)
+				got := float64(n) / samples
+				require.InDelta(t, want, got, 0.05, "admitted share %d s after closing", sec)
+				r.Is(core.Closed)
+			}
+
+			// The last unit before the end: share 99.9 %.
+			ftSet(r, closeAt+10*time.Second-time.Nanosecond)
 			r.Is(core.Closed)
+
+			// From the end on, everything.
+			n, pat = ftSample(r, closeAt+10*time.Second, 2000, 50*time.Microsecond)
+			require.Equal(t, 2000, n)
+			all = append(all, pat...)
+			n, _ = ftSample(r, closeAt+20*time.Second, 100, time.Second)
+			require.Equal(t, 100, n)
+			ftCBs(r, "C>O@99", "O>H@100", "H>C@100")
+			patterns = append(patterns, all)
+		})
+		for i := 1; i < len(patterns); i++ {
+			require.Equal(t, patterns[0], patterns[i], "both implementations decide every reading alike")
 		}
-
-		// The last unit before the end: share 99.9 %.
-		ftSet(r, closeAt+10*time.Second-time.Nanosecond)
-		r.Is(core.Closed)
-
-		// From the end on, everything.
-		n, pat = ftSample(r, closeAt+10*time.Second, 2000, 50*time.Microsecond)
-		require.Equal(t, 2000, n)
-		all = append(all, pat...)
-		n, _ = ftSample(r, closeAt+20*time.Second, 100, time.Second)
-		require.Equal(t, 100, n)
-		ftCBs(r, "C>O@99", "O>H@100", "H>C@100")
-		patterns = append(patterns, all)
 	})
-	for i := 1; i < len(patterns); i++ {
-		require.Equal(t, patterns[0], patterns[i], "both implementations decide every reading alike")
-	}
 
 	t.Run("a reading decides: same reading, same answer", func(t *testing.T) {
 		forEachImpl(t, func(t *testing.T, mk maker) {

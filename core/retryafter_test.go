@@ -27,29 +27,31 @@ func TestFeatureRetryAfterHint(t *testing.T) {
 	// A rate rule with a ten-call minimum: a plain failure alone never trips.
 	cfg := core.Config{WindowSize: 10, FailureRateThreshold: 50, OpenDuration: open, MaxRetryAfter: limit}
 
-	// The scenario: a dependency answers 429 with Retry-After: 30 s. The
-	// breaker opens at once and stays open for the hint, not its own 5 s.
-	forEachImpl(t, func(t *testing.T, mk maker) {
-		r := mk.build(t, cfg)
-		r.At(1)
-		r.X(core.Success)
-		r.Cnt(1, 0, 0, 0)
-		p := r.A()
-		r.B.Done(p, core.WithRetryAfter(errFail, 30*time.Second))
-		r.Is(core.Open)
-		ftCBs(r, "C>O@1")
-		require.Equal(t, uint64(1), ftGen(r))
-		ftWait(r, 30*time.Second)
-		ftSet(r, 31*time.Second-time.Millisecond)
-		ftWait(r, time.Millisecond)
-		r.Is(core.Open)
-		ftSet(r, 31*time.Second)
-		r.Is(core.HalfOpen)
-		q := r.A()
-		require.True(t, q.Probe)
-		r.D(q, core.Success)
-		r.Is(core.Closed)
-		ftCBs(r, "C>O@1", "O>H@31", "H>C@31")
+	t.Run("scenario", func(t *testing.T) {
+		// The scenario: a dependency answers 429 with Retry-After: 30 s. The
+		// breaker opens at once and stays open for the hint, not its own 5 s.
+		forEachImpl(t, func(t *testing.T, mk maker) {
+			r := mk.build(t, cfg)
+			r.At(1)
+			r.X(core.Success)
+			r.Cnt(1, 0, 0, 0)
+			p := r.A()
+			r.B.Done(p, core.WithRetryAfter(errFail, 30*time.Second))
+			r.Is(core.Open)
+			ftCBs(r, "C>O@1")
+			require.Equal(t, uint64(1), ftGen(r))
+			ftWait(r, 30*time.Second)
+			ftSet(r, 31*time.Second-time.Millisecond)
+			ftWait(r, time.Millisecond)
+			r.Is(core.Open)
+			ftSet(r, 31*time.Second)
+			r.Is(core.HalfOpen)
+			q := r.A()
+			require.True(t, q.Probe)
+			r.D(q, core.Success)
+			r.Is(core.Closed)
+			ftCBs(r, "C>O@1", "O>H@31", "H>C@31")
+		})
 	})
 
 	t.Run("closed trip lasts max(OpenDuration, min(hint, MaxRetryAfter))", func(t *testing.T) {
