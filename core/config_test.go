@@ -158,7 +158,7 @@ func ftConfigErrors(err error) []*core.ConfigError {
 	return out
 }
 
-// R3 for the issue-5 fields: a bad MaxWaitInHalfOpen, RampUpDuration,
+// R3 for the max-wait, ramp-up and retry-after fields: a bad MaxWaitInHalfOpen, RampUpDuration,
 // MaxRetryAfter or RampUpStartPercent is rejected by Validate and by both
 // constructors with an error matching ErrInvalidConfig whose ConfigError
 // names the field; nothing is clamped, nothing panics.
