@@ -211,8 +211,7 @@ func rounds(full, short int) int {
 // 429 with a Retry-After header, say).
 type ftErrAfter struct{ d time.Duration }
 
-func (e ftErrAfter) Error() string { return fmt.Sprintf("throttled, retry after %v", e.d) }
-
+func (e ftErrAfter) Error() string             { return fmt.Sprintf("throttled, retry after %v", e.d) }
 func (e ftErrAfter) RetryAfter() time.Duration { return e.d }
 
 // errFtOK is an error the feature classifier calls a success.

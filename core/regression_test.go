@@ -654,9 +654,7 @@ func TestRegression_DefaultClockNeverGoesBackwards(t *testing.T) {
 type regMonoWallClock struct{ mono, wall atomic.Int64 }
 
 func (c *regMonoWallClock) Now() time.Duration { return time.Duration(c.mono.Load()) }
-
-func (c *regMonoWallClock) Wall() time.Time { return time.Unix(0, c.wall.Load()) }
-
+func (c *regMonoWallClock) Wall() time.Time    { return time.Unix(0, c.wall.Load()) }
 func (c *regMonoWallClock) setMono(ms int64) {
 	c.mono.Store(int64(time.Duration(ms) * time.Millisecond))
 }

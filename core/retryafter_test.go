@@ -401,8 +401,7 @@ func TestFeatureRetryAfterHint(t *testing.T) {
 // error type, or one built from a half-parsed response).
 type a5PanicHint struct{}
 
-func (a5PanicHint) Error() string { return "throttled" }
-
+func (a5PanicHint) Error() string             { return "throttled" }
 func (a5PanicHint) RetryAfter() time.Duration { panic("RetryAfter exploded") }
 
 // a5PtrHint is an error type whose RetryAfter has a pointer receiver that
@@ -411,7 +410,6 @@ func (a5PanicHint) RetryAfter() time.Duration { panic("RetryAfter exploded") }
 type a5PtrHint struct{ after time.Duration }
 
 func (e *a5PtrHint) Error() string { return "throttled" }
-
 func (e *a5PtrHint) RetryAfter() time.Duration {
 	if e == nil {
 		// What reading e.after would do, as an explicit panic: under the
