@@ -234,19 +234,22 @@ func ftSet(r *rig, d time.Duration) { r.Clock.Set(d) }
 // ftWait is Allow that must be refused with ErrOpen and exactly Wait want.
 func ftWait(r *rig, want time.Duration) {
 	r.t.Helper()
-	p, err := r.B.Allow()
-	require.ErrorIs(r.t, err, core.ErrOpen, "Allow at %v", r.Clock.Now())
-	require.ErrorIs(r.t, err, core.ErrRejected)
-	require.Equal(r.t, core.Permit{Wait: want}, p, "Allow at %v", r.Clock.Now())
-	require.Equal(r.t, want, core.RetryAfterOf(err), "the rejection's RetryAfter at %v", r.Clock.Now())
+	ftRefused(r, core.ErrOpen, want)
 }
 
 // ftHalfOpenFull is Allow that must be refused with ErrHalfOpenFull and
 // exactly Wait want: the time left of the half-open max wait.
 func ftHalfOpenFull(r *rig, want time.Duration) {
 	r.t.Helper()
+	ftRefused(r, core.ErrHalfOpenFull, want)
+}
+
+// ftRefused is Allow that must be refused with kind and exactly Wait want,
+// which the rejection's RetryAfter repeats.
+func ftRefused(r *rig, kind error, want time.Duration) {
+	r.t.Helper()
 	p, err := r.B.Allow()
-	require.ErrorIs(r.t, err, core.ErrHalfOpenFull, "Allow at %v", r.Clock.Now())
+	require.ErrorIs(r.t, err, kind, "Allow at %v", r.Clock.Now())
 	require.ErrorIs(r.t, err, core.ErrRejected)
 	require.Equal(r.t, core.Permit{Wait: want}, p, "Allow at %v", r.Clock.Now())
 	require.Equal(r.t, want, core.RetryAfterOf(err), "the rejection's RetryAfter at %v", r.Clock.Now())
