@@ -300,3 +300,219 @@ func TestTimeWindowBucketsDoNotAliasAcross2To24(t *testing.T) {
 		})
 	}
 }
+
+// Long outages: the breaker flaps open -> half-open -> open for so many
+// generations that the windows' narrower generation arithmetic (16 bits in
+// the count ring, 24 in the buckets) reads the current generation as older
+// than what they hold, and (full run) the state word's 20-bit generation
+// field wraps.
+// When the dependency recovers, the window must count again and the breaker
+// must be able to trip again. (The count ring used to drop every outcome
+// after 2^15 silent generations, and the buckets after the 20-bit wrap, so
+// the breaker could never trip again.)
+func TestLongOutageKeepsWindowsCounting(t *testing.T) {
+	// Before the first recovery, then before the second: in the full run the
+	// first outage ends just before the word's 20-bit wrap and the second
+	// crosses it.
+	outages := []int{10, 20000}
+	if !testing.Short() {
+		outages = []int{wordGens/2 - 20, 20000}
+	}
+	for _, cfg := range []core.Config{
+		{WindowSize: 4, FailureRateThreshold: 50, MinimumNumberOfCalls: 2, OpenDuration: time.Millisecond},
+		{WindowType: core.TimeBased, WindowSize: 5, FailureRateThreshold: 50, MinimumNumberOfCalls: 2, OpenDuration: time.Millisecond},
+	} {
+		t.Run(cfg.WindowType.String(), func(t *testing.T) {
+			forEachImpl(t, func(t *testing.T, mk maker) {
+				clock := core.NewManualClock(0)
+				cfg.Clock = clock
+				b, err := mk.new(cfg)
+				require.NoError(t, err)
+				call := func(o core.Outcome) {
+					p, err := b.Allow()
+					require.NoError(t, err)
+					b.Record(p, o)
+				}
+				call(core.Failure)
+				call(core.Failure)
+				for _, cycles := range outages {
+					require.Equal(t, core.Open, b.State())
+					for range cycles {
+						clock.Advance(time.Millisecond)
+						call(core.Failure) // the probe fails: open again
+					}
+					clock.Advance(time.Millisecond)
+					call(core.Success)
+					require.Equal(t, core.Closed, b.State())
+					call(core.Failure)
+					c := b.Counts()
+					require.Equal(t, uint64(1), c.Calls, "the window counts again at generation %d", c.Generation)
+					call(core.Failure)
+					require.Equal(t, core.Open, b.State(), "and the breaker trips again")
+				}
+			})
+		})
+	}
+}
+
+// Was a known limit: a time-window bucket written in one closed period was
+// read as current in a later closed period whose generation is equal mod
+// 2^20, if that period starts within WindowSize seconds. 2^20 transitions
+// need only 2^19 open durations: 524 s with OpenDuration 1 ms, inside a
+// 3600 s window. Violated R11 (entering closed starts an empty window), R8
+// and R2; the baseline resets its window on every transition. The
+// generations are 64 bits now, and the buckets are swept every 2^22
+// (TestTimeWindowBucketsDoNotAliasAcross2To24 has the 24-bit case). Full
+// runs only: 2^20 transitions of a 3,600-second window.
+func TestAdv_BucketWindowAliasesAcrossGenerationWrap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("2^20 transitions of a 3,600-second window: full runs only")
+	}
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		r := mk.build(t, core.Config{
+			WindowType:            core.TimeBased,
+			WindowSize:            3600,
+			FailureCountThreshold: 5,
+			OpenDuration:          time.Millisecond,
+		})
+		// Closed period of generation 0: two failures in second 0.
+		r.XN(2, core.Failure)
+		r.Cnt(2, 2, 0, 0)
+		// Second 1: three more trip it (generation 1).
+		r.At(1)
+		r.XN(3, core.Failure)
+		r.Is(core.Open)
+		// One close (generation 3) and one trip (generation 4), so that the
+		// later closed generations are even.
+		r.Clock.Advance(time.Millisecond)
+		r.X(core.Success)
+		r.Is(core.Closed)
+		r.XN(5, core.Failure)
+		r.Is(core.Open)
+		// Flap open <-> half-open until the half-open generation is 2^20-1.
+		for {
+			r.Clock.Advance(time.Millisecond)
+			p := r.A()
+			require.True(t, p.Probe)
+			if p.Generation%wordGens == wordGens-1 {
+				r.D(p, core.Success) // closes at generation 2^20: 0 in the word's 20 bits
+				break
+			}
+			r.D(p, core.Failure)
+		}
+		c := r.B.Counts()
+		require.Equal(t, core.Closed, c.State)
+		require.Equal(t, uint64(wordGens), c.Generation)
+		t.Logf("clock %v, counts of the fresh closed period: %+v", r.Clock.Now(), c)
+		// A fresh closed period must start with an empty window (R11).
+		r.Cnt(0, 0, 0, 0)
+		// And must need five failures of its own to trip.
+		r.XN(3, core.Failure)
+		r.Is(core.Closed)
+	})
+}
+
+// Regression (found here and by helper-12; fixed in 45b78f1 by advancing
+// the ring on every transition; lock-free only): the count ring keeps the low 16 bits of the
+// generation and compares them for equality, and the closed bit lives in
+// the ring with them. A closed period that ended in a trip leaves the ring
+// holding (g, closed); if the breaker next counts in closed or metrics-only
+// at a generation g + 2^16 with no closed-state outcome in between (an
+// outage that flaps open <-> half-open, with one max-wait restart or one
+// manual control to fix the parity, or just manual controls), the ring reads
+// the fresh window as the old, closed one. Then Counts() (a read!) or the
+// first outcome, even a success, commits a trip of the fresh closed period:
+// R11 (entering closed starts an empty window), R1 (the trip rule holds on
+// nothing), R5/R13 (a read changes state). The mutex baseline stays closed.
+// Without a trip, the old period's counts come back instead (R11).
+// docs/design.md states 2^16 for the ring only as a bound on one call in
+// flight ("during one call"); here no call is in flight across the wrap.
+func TestAdv5_RingGenerationAliasRevivesClosedWindow(t *testing.T) {
+	cfg := core.Config{WindowSize: 10, MinimumNumberOfCalls: 1, FailureRateThreshold: 50,
+		OpenDuration: time.Millisecond, MaxWaitInHalfOpen: time.Millisecond}
+
+	t.Run("manual controls, Counts trips", func(t *testing.T) {
+		forEachImpl(t, func(t *testing.T, mk maker) {
+			r := mk.build(t, cfg)
+			r.X(core.Failure) // closed generation 0 trips: the ring holds (0, closed)
+			r.Is(core.Open)
+			for ftGen(r) < 1<<16-1 {
+				require.NoError(t, r.B.ForceOpen(0))
+			}
+			n := len(r.CBs())
+			r.B.Reset() // closed at generation 2^16
+			r.Is(core.Closed)
+			c := r.B.Counts()
+			require.Equal(t, core.Closed, c.State, "a Counts read of a freshly reset breaker tripped it: %+v", c)
+			require.Equal(t, uint64(1<<16), c.Generation)
+			require.Equal(t, uint64(0), c.Calls)
+			require.Len(t, r.CBs(), n+1, "notifications after Reset: %v", r.CBs()[n:])
+			r.X(core.Success)
+			r.Is(core.Closed)
+		})
+	})
+
+	t.Run("manual controls, a success trips", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("2^16 transitions: full runs only")
+		}
+		forEachImpl(t, func(t *testing.T, mk maker) {
+			r := mk.build(t, cfg)
+			r.X(core.Failure)
+			for ftGen(r) < 1<<16-1 {
+				r.B.Disable()
+			}
+			r.B.Reset() // closed at generation 2^16; no Counts read from here
+			r.X(core.Success)
+			r.Is(core.Closed) // lock-free: open, C>O notified
+			require.Equal(t, "D>C@0", r.CBs()[len(r.CBs())-1])
+		})
+	})
+
+	t.Run("natural outage with one max-wait restart", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("2^16 transitions: full runs only")
+		}
+		forEachImpl(t, func(t *testing.T, mk maker) {
+			r := mk.build(t, cfg)
+			r.X(core.Failure) // generation 0 trips, open at 1
+			r.Clock.Advance(time.Millisecond)
+			lost := r.A() // half-open 2, a probe that never returns
+			require.True(t, lost.Probe)
+			r.Clock.Advance(time.Millisecond)
+			p := r.A() // max wait passed: half-open 3
+			require.Equal(t, uint64(3), p.Generation)
+			for {
+				if p.Generation == 1<<16-1 {
+					r.D(p, core.Success) // closes at generation 2^16
+					break
+				}
+				r.D(p, core.Failure)
+				r.Clock.Advance(time.Millisecond)
+				p = r.A()
+			}
+			r.Is(core.Closed)
+			c := r.B.Counts()
+			require.Equal(t, core.Closed, c.State, "a Counts read of a fresh closed period tripped it: %+v", c)
+			require.Equal(t, uint64(1<<16), c.Generation)
+			r.Cnt(0, 0, 0, 0)
+			r.X(core.Success) // one success cannot trip a 50 % rule
+			r.Is(core.Closed)
+		})
+	})
+
+	t.Run("window not tripped: old counts come back", func(t *testing.T) {
+		forEachImpl(t, func(t *testing.T, mk maker) {
+			r := mk.build(t, core.Config{WindowSize: 10, MinimumNumberOfCalls: 5, FailureRateThreshold: 50, OpenDuration: time.Second})
+			r.XN(3, core.Failure) // below minimum calls: 3 failures in the window
+			r.B.Disable()
+			for ftGen(r) < 1<<16-1 {
+				r.B.Disable()
+			}
+			r.B.Reset()
+			r.Cnt(0, 0, 0, 0) // R11: a fresh closed period
+			r.XN(2, core.Failure)
+			r.Is(core.Closed) // 2 failures of 2 calls is below minimum calls 5
+		})
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,4 +110,104 @@ func allocatedBy(fn func()) uint64 {
 	}
 	slices.Sort(runs[:])
 	return runs[len(runs)/2]
+}
+
+// Probe: transitions with a listener that allocates nothing, and Do.
+func TestAdv_NoAllocOnTransitionsAndDo(t *testing.T) {
+	for _, wt := range []core.WindowType{core.CountBased, core.TimeBased} {
+		forEachImpl(t, func(t *testing.T, mk maker) {
+			clock := core.NewManualClock(0)
+			var n atomic.Int64
+			b, err := mk.new(core.Config{WindowType: wt, WindowSize: 10, FailureRateThreshold: 50,
+				MinimumNumberOfCalls: 1, ConsecutiveFailures: 1, OpenDuration: time.Millisecond,
+				SlowCallDurationThreshold: time.Second, PermittedCallsInHalfOpen: 3,
+				Clock: clock, OnStateChange: func(core.Transition) { n.Add(1) }})
+			require.NoError(t, err)
+			cycle := func() {
+				p, _ := b.Allow()
+				b.Done(p, errFail) // trip
+				clock.Advance(time.Millisecond)
+				p, _ = b.Allow()   // half-open
+				b.Done(p, errFail) // re-open
+				clock.Advance(time.Millisecond)
+				p, _ = b.Allow()
+				q, _ := b.Allow()
+				r, _ := b.Allow()
+				b.Done(q, context.Canceled)
+				b.Done(p, nil)
+				b.Done(r, nil)
+				s, _ := b.Allow()
+				b.Done(s, nil) // third success: closes
+				b.Done(q, nil) // stale
+			}
+			require.Zero(t, testing.AllocsPerRun(500, cycle), "window %v", wt)
+			require.Equal(t, core.Closed, b.State())
+			ctx := context.Background()
+			fn := func(context.Context) (int, error) { return 1, nil }
+			require.Zero(t, testing.AllocsPerRun(500, func() { _, _ = core.Do(ctx, b, fn) }), "Do")
+		})
+	}
+}
+
+// Regression (allocations): the new paths allocate nothing in either
+// implementation: ramping Allow (admitted and shed), forced-open rejection,
+// disabled and metrics-only calls (including "would have opened" trips),
+// Done with a pre-built hinted error (RecordHint's trip), the manual
+// controls, a max-wait restart, Metrics, all with metrics and a listener on.
+func TestAdv5_NoAllocsOnFeaturePaths(t *testing.T) {
+	hintErr := core.WithRetryAfter(errFail, 2*time.Second)
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		clk := core.NewManualClock(0)
+		b, err := mk.new(core.Config{WindowSize: 10, MinimumNumberOfCalls: 1, FailureRateThreshold: 100,
+			OpenDuration: time.Second, MaxWaitInHalfOpen: time.Second, RampUpDuration: time.Hour, RampUpStartPercent: 50,
+			MaxRetryAfter: time.Minute, CollectMetrics: true, Clock: clk, OnStateChange: func(core.Transition) {}})
+		require.NoError(t, err)
+		allocs := func(what string, fn func()) {
+			t.Helper()
+			require.Zero(t, testing.AllocsPerRun(100, fn), what)
+		}
+		// Trip, probe, close: ramping.
+		p, _ := b.Allow()
+		b.Done(p, errFail)
+		clk.Advance(time.Second)
+		p, _ = b.Allow()
+		b.Done(p, nil)
+		require.Equal(t, core.Closed, b.State())
+		allocs("ramping allow", func() {
+			clk.Advance(time.Microsecond)
+			if p, err := b.Allow(); err == nil {
+				b.Done(p, nil)
+			}
+		})
+		allocs("metrics", func() { _ = b.Metrics() })
+		allocs("hinted trip and reset", func() {
+			b.Reset()
+			p, _ := b.Allow()
+			b.Done(p, hintErr)
+		})
+		allocs("forced open", func() {
+			_ = b.ForceOpen(0)
+			_, _ = b.Allow()
+		})
+		allocs("disabled", func() {
+			b.Disable()
+			p, _ := b.Allow()
+			b.Done(p, errFail)
+		})
+		allocs("metrics-only would have opened", func() {
+			b.MetricsOnly()
+			p, _ := b.Allow()
+			b.Done(p, errFail)
+			p, _ = b.Allow()
+			b.Done(p, nil)
+		})
+		require.NoError(t, b.ForceOpen(time.Millisecond))
+		clk.Advance(2 * time.Millisecond)
+		_, err = b.Allow()
+		require.NoError(t, err)
+		allocs("max-wait restart", func() {
+			clk.Advance(time.Second)
+			_, _ = b.Allow()
+		})
+	})
 }

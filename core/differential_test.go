@@ -1,10 +1,14 @@
 package core_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -288,5 +292,373 @@ func requireRecoversWithinOneMore(t *testing.T, r *rig, wrap, unit time.Duration
 		}
 		t.Errorf("%s still refuses every call one %s after that call (%v), and goes on for about %v; "+
 			"docs/design.md promises at most one more %s", what, period, err, refused, period)
+	}
+}
+
+// Wide differential: random sequential histories over wider configs than
+// differential_test.go (large windows, 255 probes, successes above permits,
+// slow calls through Done, Do with panics, backoff, clocks at negative,
+// zero, 2^36 ms and 2^62 ns bases, idle gaps of hours), avoiding the inputs
+// of the bugs above (unknown outcomes, double Done, clocks within a year of
+// MaxInt64, idles of 397 days).
+func TestAdv_WideDifferential(t *testing.T) {
+	seeds := 300
+	if v, err := strconv.Atoi(os.Getenv("ADV_SEEDS")); err == nil {
+		seeds = v
+	}
+	if testing.Short() {
+		seeds = 300
+	}
+	bases := []time.Duration{0, -time.Hour, -1, 1, time.Duration(1<<36-5) * time.Millisecond, 1 << 61, 999 * time.Millisecond}
+	kinds := map[string]int{}
+	errs := []error{nil, errFail, context.Canceled, context.DeadlineExceeded, errIgnored, errAdvGood, errAdvPanic}
+	for seed := range seeds {
+		rng := rand.New(rand.NewPCG(uint64(seed), 99))
+		cfg := advRandomConfig(rng)
+		base := bases[rng.IntN(len(bases))]
+		lf, mu := advPair(t, cfg, base)
+		var hold []core.Permit
+		steps := 400
+		for step := range steps {
+			where := fmt.Sprintf("seed %d step %d base %v cfg %+v", seed, step, base, cfg)
+			switch op := rng.IntN(20); {
+			case op < 7:
+				p1, e1 := lf.B.Allow()
+				p2, e2 := mu.B.Allow()
+				require.True(t, breakers.SameError(e1, e2), "%s: lock-free %v, mutex %v", where, e1, e2)
+				require.Equal(t, p2, p1, where)
+				if e1 == nil {
+					hold = append(hold, p1)
+				}
+			case op < 12 && len(hold) > 0:
+				i := rng.IntN(len(hold))
+				p := hold[i]
+				hold = append(hold[:i], hold[i+1:]...)
+				if rng.IntN(3) == 0 {
+					o := core.Outcome(rng.IntN(3))
+					lf.B.Record(p, o)
+					mu.B.Record(p, o)
+				} else {
+					err := errs[rng.IntN(len(errs))]
+					pan1 := advCatch(func() { lf.B.Done(p, err) })
+					pan2 := advCatch(func() { mu.B.Done(p, err) })
+					require.Equal(t, pan2, pan1, where)
+				}
+			case op < 14:
+				err := errs[rng.IntN(len(errs))]
+				mode := rng.IntN(3)
+				d := time.Duration(rng.IntN(3000)) * time.Millisecond
+				var res [2]any
+				for k, r := range []*rig{lf, mu} {
+					res[k] = advCatch(func() {
+						_, e := core.Do(context.Background(), r.B, func(context.Context) (int, error) {
+							r.Clock.Advance(d) // the call takes d
+							if mode == 0 {
+								panic("fn panics")
+							}
+							return 1, err
+						})
+						if e != nil {
+							panic(e.Error())
+						}
+					})
+				}
+				require.Equal(t, res[1], res[0], where)
+			case op < 18:
+				var d time.Duration
+				switch rng.IntN(6) {
+				case 0:
+					d = -time.Duration(rng.IntN(5000)) * time.Millisecond
+				case 1:
+					d = time.Duration(rng.IntN(5)) * time.Hour
+				case 2:
+					d = time.Duration(rng.IntN(2000)) * time.Microsecond
+				default:
+					d = time.Duration(rng.IntN(5000)) * time.Millisecond
+				}
+				lf.Clock.Advance(d)
+				mu.Clock.Advance(d)
+			default:
+				require.Equal(t, mu.B.State(), lf.B.State(), where)
+			}
+			require.Equal(t, mu.B.Counts(), lf.B.Counts(), where)
+			require.Equal(t, mu.Transitions(), lf.Transitions(), where)
+		}
+		for _, tr := range lf.Transitions() {
+			kinds[letter(tr.From)+">"+letter(tr.To)]++
+		}
+	}
+	t.Logf("transitions reached: %v", kinds)
+}
+
+var (
+	errAdvGood  = errors.New("success for the classifier")
+	errAdvPanic = errors.New("classifier panics")
+)
+
+func advClassify(err error) core.Outcome {
+	switch {
+	case errors.Is(err, errAdvPanic):
+		panic(errAdvPanic)
+	case errors.Is(err, errAdvGood):
+		return core.Success
+	case errors.Is(err, errIgnored):
+		return core.Ignored
+	}
+	return core.DefaultClassifier(err)
+}
+
+func advCatch(fn func()) (v any) {
+	defer func() { v = recover() }()
+	fn()
+	return nil
+}
+
+func advRandomConfig(rng *rand.Rand) core.Config {
+	for {
+		c := core.Config{
+			WindowType:   core.WindowType(rng.IntN(2)),
+			OpenDuration: time.Duration(1+rng.IntN(3000)) * time.Millisecond,
+			Classifier:   advClassify,
+		}
+		switch rng.IntN(4) {
+		case 0:
+			c.OpenDuration = time.Duration(1 + rng.IntN(3))
+		case 1:
+			c.OpenDuration = time.Duration(1+rng.IntN(10)) * time.Hour
+		}
+		if c.WindowType == core.CountBased {
+			c.WindowSize = []int{0, 1, 2, 3, 7, 64, 200, 255}[rng.IntN(8)]
+		} else {
+			c.WindowSize = []int{0, 1, 2, 3, 10, 60, 3600}[rng.IntN(7)]
+		}
+		if rng.IntN(2) == 0 {
+			c.MinimumNumberOfCalls = 1 + rng.IntN(max(1, min(c.WindowSize, 10)))
+		}
+		if rng.IntN(2) == 0 {
+			c.FailureRateThreshold = rng.IntN(101)
+		}
+		if rng.IntN(3) == 0 {
+			c.FailureCountThreshold = 1 + rng.IntN(6)
+		}
+		if rng.IntN(3) == 0 {
+			c.ConsecutiveFailures = 1 + rng.IntN(6)
+		}
+		if rng.IntN(2) == 0 {
+			c.SlowCallDurationThreshold = time.Duration(1+rng.IntN(2000)) * time.Millisecond
+			if rng.IntN(2) == 0 {
+				c.SlowCallRateThreshold = rng.IntN(101)
+			}
+		}
+		switch rng.IntN(4) {
+		case 0:
+			c.PermittedCallsInHalfOpen = 255
+			c.SuccessesToClose = rng.IntN(256)
+		case 1:
+			c.PermittedCallsInHalfOpen = rng.IntN(4)
+			c.SuccessesToClose = rng.IntN(8)
+		}
+		if rng.IntN(3) == 0 {
+			c.OpenDurationBackoff = 1 + rng.Float64()*4
+			c.MaxOpenDuration = c.OpenDuration * time.Duration(1+rng.IntN(50))
+		}
+		if _, err := c.Validate(); err == nil {
+			return c
+		}
+	}
+}
+
+// Regression (differential): random sequential histories of every operation,
+// the new ones included (hints of every size, manual controls, max wait,
+// ramp-up, metrics), with a clock that steps forwards, backwards, by
+// sub-millisecond amounts and sits near 0 or near MaxInt64, must give the
+// lock-free and the mutex breaker identical results at every step: Allow's
+// permit and error, State, Counts, Metrics and the notifications. The clock
+// stays within 250 s of its base so that the documented coarse-deadline
+// bands (2^18 units) and the 2^35 ms deadline limit are not in play; a
+// time window is not run near MaxInt64 (seconds saturate after 2^32 s).
+func TestAdv5_SequentialDifferential(t *testing.T) {
+	configs := []core.Config{
+		{WindowSize: 5, MinimumNumberOfCalls: 2, FailureRateThreshold: 50, OpenDuration: time.Second,
+			PermittedCallsInHalfOpen: 2, SuccessesToClose: 3, MaxWaitInHalfOpen: 1500 * time.Millisecond,
+			RampUpDuration: 2 * time.Second, RampUpStartPercent: 30, MaxRetryAfter: 3 * time.Second, CollectMetrics: true},
+		{WindowType: core.TimeBased, WindowSize: 3, MinimumNumberOfCalls: 3, FailureRateThreshold: 60,
+			SlowCallRateThreshold: 50, SlowCallDurationThreshold: 300 * time.Millisecond, OpenDuration: 700 * time.Millisecond,
+			OpenDurationBackoff: 2, MaxOpenDuration: 5 * time.Second, PermittedCallsInHalfOpen: 3, MaxWaitInHalfOpen: 3 * time.Millisecond,
+			RampUpDuration: 5 * time.Millisecond, MaxRetryAfter: time.Millisecond, CollectMetrics: true},
+		{ConsecutiveFailures: 2, OpenDuration: time.Millisecond, MaxWaitInHalfOpen: time.Nanosecond,
+			RampUpDuration: time.Nanosecond, RampUpStartPercent: 100, MaxRetryAfter: core.MaxOpenDurationLimit},
+		{WindowSize: 1, MinimumNumberOfCalls: 1, FailureCountThreshold: 1, SlowCallRateThreshold: 100,
+			SlowCallDurationThreshold: time.Nanosecond, ConsecutiveFailures: 3, OpenDuration: 2500 * time.Microsecond,
+			OpenDurationBackoff: 1.5, MaxOpenDuration: 40 * time.Millisecond, PermittedCallsInHalfOpen: 4, SuccessesToClose: 1,
+			MaxWaitInHalfOpen: 7 * time.Second, RampUpDuration: 100 * time.Second, CollectMetrics: true},
+		{WindowSize: 255, MinimumNumberOfCalls: 1, FailureRateThreshold: 1, OpenDuration: 1500 * time.Microsecond,
+			PermittedCallsInHalfOpen: 255, MaxWaitInHalfOpen: core.MaxOpenDurationLimit, RampUpDuration: 250 * time.Second,
+			RampUpStartPercent: 1, MaxRetryAfter: 100 * time.Second, CollectMetrics: true},
+	}
+	seeds := rounds(300, 12)
+	const ops = 250
+	for ci, cfg := range configs {
+		cfg.Classifier = classify
+		for seed := range seeds {
+			base := time.Duration(0)
+			// Near MaxInt64, except with a time window: its seconds saturate
+			// after 2^32 s (a documented limit, TestAdv_TimeWindowSaturatesAfter136Years).
+			if seed%3 == 1 && cfg.WindowType != core.TimeBased {
+				base = math.MaxInt64 - 250*time.Second
+			}
+			a5Differential(t, cfg, ci, uint64(seed), base, ops)
+			if t.Failed() {
+				return
+			}
+		}
+	}
+}
+
+func equalTransitions(a, b []core.Transition) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func a5Differential(t *testing.T, cfg core.Config, ci int, seed uint64, base time.Duration, ops int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, uint64(ci)))
+	lf, mu := advPair(t, cfg, base)
+	rs := [2]*rig{lf, mu}
+	var permits [2][]core.Permit
+	var log []string
+	seen := 0
+	lo, hi := base-5*time.Second, base+250*time.Second
+	if base > 0 {
+		lo, hi = base-5*time.Second, math.MaxInt64
+	}
+	hintOf := func() time.Duration {
+		hs := []time.Duration{math.MinInt64, -1, 0, 1, time.Millisecond, 999 * time.Microsecond, 2 * time.Second,
+			3 * time.Second, 200 * time.Second, core.MaxOpenDurationLimit + 1, math.MaxInt64}
+		return hs[rng.IntN(len(hs))]
+	}
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("config %d seed %d base %d: %s\nhistory:\n%s", ci, seed, base, fmt.Sprintf(format, args...), strings.Join(log, "\n"))
+	}
+	for range ops {
+		op := rng.IntN(100)
+		switch {
+		case op < 30:
+			log = append(log, "allow")
+			var ps [2]core.Permit
+			var es [2]error
+			for i, r := range rs {
+				ps[i], es[i] = r.B.Allow()
+				if es[i] == nil {
+					permits[i] = append(permits[i], ps[i])
+				}
+			}
+			if ps[0] != ps[1] || !breakers.SameError(es[0], es[1]) {
+				fail("Allow: lockfree %+v %v, mutex %+v %v", ps[0], es[0], ps[1], es[1])
+			}
+		case op < 60 && len(permits[0]) > 0:
+			i := rng.IntN(len(permits[0]))
+			kind := rng.IntN(6)
+			var err error
+			h := hintOf()
+			switch kind {
+			case 0:
+			case 1:
+				err = errFail
+			case 2:
+				err = context.Canceled
+			case 3:
+				err = errIgnored
+			case 4:
+				err = core.WithRetryAfter(errFail, h)
+			case 5:
+				err = fmt.Errorf("wrapped: %w", errors.Join(errIgnored, core.WithRetryAfter(errFail, h)))
+			}
+			keep := rng.IntN(8) == 0 // sometimes record the same permit twice (a stale or double Done)
+			how := rng.IntN(3)
+			log = append(log, fmt.Sprintf("finish permit %d %+v how=%d kind=%d hint=%d keep=%v", i, permits[0][i], how, kind, h, keep))
+			for j, r := range rs {
+				p := permits[j][i]
+				switch how {
+				case 0:
+					r.B.Done(p, err)
+				case 1:
+					r.B.Record(p, core.Outcome(rng.IntN(3)*0+kind%3))
+				case 2:
+					r.B.RecordHint(p, h)
+				}
+				if !keep {
+					permits[j] = append(permits[j][:i], permits[j][i+1:]...)
+				}
+			}
+		case op < 80:
+			var d time.Duration
+			switch rng.IntN(6) {
+			case 0:
+				d = time.Duration(rng.IntN(3)) * time.Millisecond
+			case 1:
+				d = time.Duration(rng.IntN(2000)) * time.Microsecond
+			case 2:
+				d = time.Duration(rng.Int64N(int64(3 * time.Second)))
+			case 3:
+				d = -time.Duration(rng.Int64N(int64(2 * time.Second)))
+			case 4:
+				d = time.Duration(rng.IntN(3) - 1)
+			case 5:
+				d = time.Duration(rng.Int64N(int64(20 * time.Second)))
+			}
+			now := lf.Clock.Now()
+			switch {
+			case d > 0 && now > hi-d:
+				d = hi - now
+			case d < 0 && now < lo-d:
+				d = lo - now
+			}
+			log = append(log, fmt.Sprintf("clock %+d -> %d", d, now+d))
+			for _, r := range rs {
+				r.Clock.Set(now + d)
+			}
+		default:
+			k := rng.IntN(5)
+			ds := []time.Duration{-1, 0, 1, time.Millisecond, 1500 * time.Microsecond, 3 * time.Second, core.MaxOpenDurationLimit + 1}
+			d := ds[rng.IntN(len(ds))]
+			log = append(log, fmt.Sprintf("control %d d=%d", k, d))
+			var e [2]error
+			for j, r := range rs {
+				switch k {
+				case 0, 1:
+					e[j] = r.B.ForceOpen(d)
+				case 2:
+					r.B.Disable()
+				case 3:
+					r.B.MetricsOnly()
+				case 4:
+					r.B.Reset()
+				}
+			}
+			if (e[0] == nil) != (e[1] == nil) {
+				fail("ForceOpen: %v vs %v", e[0], e[1])
+			}
+		}
+		if s0, s1 := lf.B.State(), mu.B.State(); s0 != s1 {
+			fail("State: lockfree %v, mutex %v", s0, s1)
+		}
+		if c0, c1 := lf.B.Counts(), mu.B.Counts(); c0 != c1 {
+			fail("Counts: lockfree %+v, mutex %+v", c0, c1)
+		}
+		if m0, m1 := lf.B.Metrics(), mu.B.Metrics(); m0 != m1 {
+			fail("Metrics: lockfree %+v, mutex %+v", m0, m1)
+		}
+		if n0, n1 := lf.Transitions(), mu.Transitions(); len(n0) != seen || len(n1) != seen {
+			if len(n0) != len(n1) || !equalTransitions(n0[seen:], n1[seen:]) {
+				fail("notifications: lockfree %v, mutex %v", n0[seen:], n1[seen:])
+			}
+			seen = len(n0)
+		}
 	}
 }

@@ -108,3 +108,73 @@ func TestFastPaths_TimeWindowTakeoverReadsTheClockOnce(t *testing.T) {
 		require.Equal(t, core.Open, b.State())
 	})
 }
+
+// ftCountingClock counts its readings.
+type ftCountingClock struct {
+	c *core.ManualClock
+	n atomic.Int64
+}
+
+func (c *ftCountingClock) Now() time.Duration { c.n.Add(1); return c.c.Now() }
+
+// Closed-state calls that do not trip (successes, and failures below the
+// threshold) read no clock, with metrics, the half-open max wait and
+// retry-after hints configured, and once a ramp-up has ended.
+func TestFeaturesNoClockOnClosedPath(t *testing.T) {
+	base := core.Config{WindowSize: 10, FailureRateThreshold: 50, OpenDuration: time.Second,
+		CollectMetrics: true, MaxWaitInHalfOpen: 2 * time.Second, MaxRetryAfter: 10 * time.Second}
+	withRamp := base
+	withRamp.RampUpDuration = 10 * time.Second
+	for name, c := range map[string]core.Config{"metrics+maxwait+hints": base, "with ramp-up": withRamp} {
+		t.Run(name, func(t *testing.T) {
+			forEachImpl(t, func(t *testing.T, mk maker) {
+				mc := core.NewManualClock(0)
+				cc := &ftCountingClock{c: mc}
+				c.Clock = cc
+				r := mk.build(t, c)
+				r.Clock = mc
+				cc.n.Store(0)
+				const n = 1000
+				for range n {
+					p, err := r.B.Allow()
+					require.NoError(t, err)
+					r.B.Done(p, nil)
+				}
+				require.Zero(t, cc.n.Load(), "closed Allow+Done(nil) read the clock")
+				// Failures below the threshold (1 in 5) read none either.
+				for i := range n {
+					p, err := r.B.Allow()
+					require.NoError(t, err)
+					if i%5 == 0 {
+						r.B.Done(p, errFail)
+					} else {
+						r.B.Done(p, nil)
+					}
+				}
+				require.Zero(t, cc.n.Load(), "closed failures read the clock")
+				require.Equal(t, core.Closed, r.B.Counts().State)
+				require.Equal(t, uint64(2*n), r.B.Metrics().Admitted)
+
+				if c.RampUpDuration == 0 {
+					return
+				}
+				// After a ramp has ended, the path is clock-free again.
+				for r.B.Counts().State == core.Closed {
+					p, _ := r.B.Allow()
+					r.B.Done(p, errFail)
+				}
+				mc.Set(time.Second)
+				r.D(r.A(), core.Success)
+				mc.Set(11 * time.Second)
+				r.D(r.A(), core.Success) // the first call after the ramp may read it
+				cc.n.Store(0)
+				for range n {
+					p, err := r.B.Allow()
+					require.NoError(t, err)
+					r.B.Done(p, nil)
+				}
+				require.Zero(t, cc.n.Load(), "closed after the ramp read the clock")
+			})
+		})
+	}
+}

@@ -206,3 +206,85 @@ func rounds(full, short int) int {
 	}
 	return full
 }
+
+// ftErrAfter is a dependency error carrying its own retry-after hint (an HTTP
+// 429 with a Retry-After header, say).
+type ftErrAfter struct{ d time.Duration }
+
+func (e ftErrAfter) Error() string             { return fmt.Sprintf("throttled, retry after %v", e.d) }
+func (e ftErrAfter) RetryAfter() time.Duration { return e.d }
+
+// errFtOK is an error the feature classifier calls a success.
+var errFtOK = errors.New("a success by the classifier")
+
+// ftClassify: errIgnored is Ignored, errFtOK is Success, the rest default.
+func ftClassify(err error) core.Outcome {
+	switch {
+	case errors.Is(err, errIgnored):
+		return core.Ignored
+	case errors.Is(err, errFtOK):
+		return core.Success
+	}
+	return core.DefaultClassifier(err)
+}
+
+// ftSet moves the rig's clock to an exact reading.
+func ftSet(r *rig, d time.Duration) { r.Clock.Set(d) }
+
+// ftWait is Allow that must be refused with ErrOpen and exactly Wait want.
+func ftWait(r *rig, want time.Duration) {
+	r.t.Helper()
+	ftRefused(r, core.ErrOpen, want)
+}
+
+// ftHalfOpenFull is Allow that must be refused with ErrHalfOpenFull and
+// exactly Wait want: the time left of the half-open max wait.
+func ftHalfOpenFull(r *rig, want time.Duration) {
+	r.t.Helper()
+	ftRefused(r, core.ErrHalfOpenFull, want)
+}
+
+// ftRefused is Allow that must be refused with kind and exactly Wait want,
+// which the rejection's RetryAfter repeats.
+func ftRefused(r *rig, kind error, want time.Duration) {
+	r.t.Helper()
+	p, err := r.B.Allow()
+	require.ErrorIs(r.t, err, kind, "Allow at %v", r.Clock.Now())
+	require.ErrorIs(r.t, err, core.ErrRejected)
+	require.Equal(r.t, core.Permit{Wait: want}, p, "Allow at %v", r.Clock.Now())
+	require.Equal(r.t, want, core.RetryAfterOf(err), "the rejection's RetryAfter at %v", r.Clock.Now())
+}
+
+// ftGen is the current generation.
+func ftGen(r *rig) uint64 { return r.B.Counts().Generation }
+
+// ftCBs asserts the notifications so far.
+func ftCBs(r *rig, want ...string) {
+	r.t.Helper()
+	if want == nil {
+		want = []string{}
+	}
+	require.Equal(r.t, want, r.CBs())
+}
+
+// ftNoChange runs fn and asserts it changed neither the counts, nor the
+// state, nor the notifications.
+func ftNoChange(r *rig, what string, fn func()) {
+	r.t.Helper()
+	c, s, cbs := r.B.Counts(), r.B.State(), r.CBs()
+	fn()
+	require.Equal(r.t, c, r.B.Counts(), what)
+	require.Equal(r.t, s, r.B.State(), what)
+	require.Equal(r.t, cbs, r.CBs(), what)
+}
+
+// pair builds the lock-free and the mutex breaker from the same config, each
+// with its own manual clock at start and its own notification log.
+func advPair(t *testing.T, c core.Config, start time.Duration) (lf, mu *rig) {
+	t.Helper()
+	lf = maker{new: impls[0].New}.build(t, c)
+	mu = maker{new: impls[1].New}.build(t, c)
+	lf.Clock.Set(start)
+	mu.Clock.Set(start)
+	return lf, mu
+}

@@ -1,9 +1,9 @@
 package core_test
 
-// Issue 11 item 4: every exported type's zero value either works as
-// documented or fails with a panic that names New, never with a nil
-// dereference deep inside; and the clocks agree on what their zero value
-// is.
+// Misuse: every exported type's zero value either works as documented or
+// fails with a panic that names New, never with a nil dereference deep
+// inside, and the clocks agree on what their zero value is; an Outcome
+// outside the enum and a second Done for one permit.
 
 import (
 	"context"
@@ -121,5 +121,68 @@ func TestZeroClocksWork(t *testing.T) {
 		require.ErrorIs(t, err, core.ErrOpen, "right after a trip with a 1 min open duration")
 		require.Greater(t, p.Wait, 50*time.Second)
 		require.LessOrEqual(t, p.Wait, time.Minute+time.Millisecond) // whole milliseconds, rounded up
+	})
+}
+
+// Bug: an Outcome value outside Success/Failure/Ignored (for example from a
+// user classifier that returns core.Outcome(3)) is a failure for a lock-free
+// half-open probe (recordProbe's default branch re-opens) but neutral for the
+// baseline (its switch has no case for it); in closed state both count it
+// as a success. The implementations disagree on State, Counts and
+// notifications (the brief: they must agree on every observable).
+func TestAdv_UnknownOutcomeDiverges(t *testing.T) {
+	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second,
+		Classifier: func(error) core.Outcome { return core.Outcome(3) }}
+	lf, mu := advPair(t, cfg, 0)
+	for _, r := range []*rig{lf, mu} {
+		r.X(core.Failure)
+		r.Is(core.Open)
+		r.At(1)
+		p := r.A()
+		r.B.Done(p, errFail) // the classifier says Outcome(3)
+	}
+	require.Equal(t, mu.B.Counts(), lf.B.Counts())
+	require.Equal(t, mu.CBs(), lf.CBs())
+}
+
+// Bug (in the baseline, the reference model): a second Done for the same
+// half-open probe, or a hand-built probe permit, when no probe is in flight.
+// The lock-free breaker drops it (inFlight == 0); the baseline decrements
+// inFlight to -1 and counts a success, closing the breaker, and with inFlight
+// negative admits more than PermittedCallsInHalfOpen probes (R6).
+func TestAdv_DoubleDoneProbeDiverges(t *testing.T) {
+	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second,
+		PermittedCallsInHalfOpen: 1, SuccessesToClose: 2}
+	lf, mu := advPair(t, cfg, 0)
+	for _, r := range []*rig{lf, mu} {
+		r.X(core.Failure)
+		r.At(1)
+		p := r.A()
+		r.D(p, core.Success) // 1 of 2 successes, no probe in flight
+		r.D(p, core.Success) // the same permit again
+	}
+	require.Equal(t, mu.B.Counts(), lf.B.Counts())
+	require.Equal(t, mu.CBs(), lf.CBs())
+}
+
+// Same root cause, R6 on the baseline alone: after a double Done of a
+// probe, more than PermittedCallsInHalfOpen probes are in flight.
+func TestAdv_BaselineDoubleDoneAdmitsExtraProbes(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second,
+			PermittedCallsInHalfOpen: 1, SuccessesToClose: 5})
+		r.X(core.Failure)
+		r.At(1)
+		p := r.A()
+		r.D(p, core.Ignored)
+		r.D(p, core.Ignored) // duplicate release
+		inFlight := 0
+		for {
+			if _, err := r.B.Allow(); err != nil {
+				break
+			}
+			inFlight++
+		}
+		require.LessOrEqual(t, inFlight, 1, "probes admitted at once")
 	})
 }

@@ -134,3 +134,203 @@ func TestListenerFarBehindGetsEveryEventInOrder(t *testing.T) {
 		require.Zero(t, bad.Load(), "event out of sequence")
 	})
 }
+
+// Bug (both implementations): a panic in OnStateChange during the
+// open -> half-open Allow propagates out of Allow after the transition has
+// committed and given this caller the probe slot. The caller never gets the
+// Permit, so it can never release it: with PermittedCallsInHalfOpen = 1 the
+// breaker rejects every call forever (ErrHalfOpenFull). R10: "No path leaks
+// a probe slot"; R6: elapsed time never creates permits, so nothing recovers.
+// (Since issue 11 the default half-open max wait would recover, and hide a
+// leak: the test waits forever explicitly, so that only the released slot
+// can admit the call.)
+func TestAdv_ListenerPanicOnHalfOpenLeaksProbeForever(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		var panicOnce atomic.Bool
+		panicOnce.Store(true)
+		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, MaxWaitInHalfOpen: core.WaitForever},
+			func(tr core.Transition) {
+				if tr.To == core.HalfOpen && panicOnce.CompareAndSwap(true, false) {
+					panic("listener bug")
+				}
+			})
+		r.X(core.Failure)
+		r.At(1)
+		require.Panics(t, func() { _, _ = r.B.Allow() })
+		// Days later the breaker must admit a probe again.
+		r.At(86400)
+		_, err := r.B.Allow()
+		require.NoError(t, err, "state %v counts %+v", r.B.State(), r.B.Counts())
+	})
+}
+
+// Bug (lock-free): a listener that is the dispatcher's deliverer and commits
+// a transition itself (here: its Allow flips open -> half-open) while 255
+// later events are already published spins forever in publish
+// (core/notify.go:202): it waits for the deliverer to advance, and the
+// deliverer is itself. notify.go claims a deadlock needs "one listener call
+// itself [to cause] 256 transitions"; one is enough when the others came
+// from other goroutines while the listener ran (a slow listener during a
+// flapping storm, 256 transitions = 128 open durations). R12: a listener may
+// call Allow without deadlocking. The baseline's queue is unbounded.
+func TestAdv_SlowListenerCallingAllowDeadlocks(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		clock := core.NewManualClock(0)
+		var (
+			b        core.CircuitBreaker
+			first    atomic.Bool
+			inside   = make(chan struct{})
+			proceed  = make(chan struct{})
+			returned = make(chan error, 1)
+		)
+		first.Store(true)
+		var err error
+		b, err = mk.new(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Millisecond, Clock: clock,
+			OnStateChange: func(tr core.Transition) {
+				if !first.CompareAndSwap(true, false) {
+					return
+				}
+				close(inside)
+				<-proceed // a slow listener: a log shipper, an HTTP hook
+				_, err := b.Allow()
+				returned <- err
+			}})
+		require.NoError(t, err)
+		go func() { // commits C->O (generation 1) and becomes the deliverer
+			p, _ := b.Allow()
+			b.Record(p, core.Failure)
+		}()
+		<-inside
+		// Other callers flap the breaker 256 more times meanwhile: 2..257.
+		for b.Counts().Generation < 257 {
+			clock.Advance(time.Millisecond)
+			p, err := b.Allow()
+			require.NoError(t, err)
+			b.Record(p, core.Failure)
+		}
+		clock.Advance(time.Millisecond) // open past its deadline at generation 257
+		close(proceed)
+		select {
+		case err := <-returned:
+			t.Logf("listener's Allow returned %v", err)
+		case <-time.After(3 * time.Second):
+			t.Fatal("listener's Allow did not return within 3 s: deadlock")
+		}
+	})
+}
+
+// Probe: a listener that itself drives transitions (Allow + Done(failure))
+// while 4 goroutines flap the breaker on a shared manual clock. Notifications
+// must chain (from == previous to), generations must run 1, 2, 3, ... with
+// none lost or duplicated.
+func TestAdv_ReentrantListenerChains(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		for round := range rounds(200, 20) {
+			clock := core.NewManualClock(0)
+			var (
+				mu  sync.Mutex
+				got []core.Transition
+				b   core.CircuitBreaker
+			)
+			var err error
+			b, err = mk.new(core.Config{WindowSize: 4, MinimumNumberOfCalls: 1, FailureRateThreshold: 50,
+				OpenDuration: time.Millisecond, PermittedCallsInHalfOpen: 2, Clock: clock,
+				OnStateChange: func(tr core.Transition) {
+					mu.Lock()
+					got = append(got, tr)
+					mu.Unlock()
+					if tr.Generation%3 == 0 {
+						if p, err := b.Allow(); err == nil {
+							b.Done(p, errFail)
+						}
+					}
+					_, _ = b.State(), b.Counts()
+				}})
+			require.NoError(t, err)
+			parallel(4, func(i int) {
+				for k := range 300 {
+					if i == 0 && k%3 == 0 {
+						clock.Advance(time.Millisecond)
+					}
+					if p, err := b.Allow(); err == nil {
+						if (k+i)%4 == 0 {
+							b.Done(p, nil)
+						} else {
+							b.Done(p, errFail)
+						}
+					}
+				}
+			})
+			// One more transition flushes nothing stranded: there are no panics.
+			mu.Lock()
+			final := b.Counts().Generation
+			require.Len(t, got, int(final), "round %d", round)
+			prev := core.Closed
+			for i, tr := range got {
+				require.Equal(t, uint64(i+1), tr.Generation, "round %d", round)
+				require.Equal(t, prev, tr.From, "round %d #%d", round, i)
+				prev = tr.To
+			}
+			mu.Unlock()
+		}
+	})
+}
+
+// Regression (R10 for the max-wait restart): a listener that panics on the
+// half-open -> half-open restart must not strand the new generation's first
+// probe, which the caller never received.
+func TestAdv5_MaxWaitRestartListenerPanicReleasesProbe(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		var armed atomic.Bool
+		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, MaxWaitInHalfOpen: time.Second,
+			CollectMetrics: true},
+			func(tr core.Transition) {
+				if tr.From == core.HalfOpen && tr.To == core.HalfOpen && armed.Load() {
+					panic("listener")
+				}
+			})
+		r.X(core.Failure)
+		r.At(1)
+		lost := r.A()
+		r.At(2)
+		armed.Store(true)
+		require.PanicsWithValue(t, "listener", func() { _, _ = r.B.Allow() })
+		armed.Store(false)
+		c := r.B.Counts()
+		require.Equal(t, core.HalfOpen, c.State)
+		require.Equal(t, 0, c.ProbesInFlight, "restart probe leaked: %+v", c)
+		p := r.A() // the slot is free in the new generation
+		require.Equal(t, c.Generation, p.Generation)
+		r.D(lost, core.Failure) // stale: no re-open
+		r.Is(core.HalfOpen)
+		r.D(p, core.Success)
+		r.Is(core.Closed)
+		m := r.B.Metrics()
+		require.Equal(t, m.Admitted, m.Successes+m.Failures+m.Ignored+m.Dropped, "%+v", m)
+	})
+}
+
+// Regression (R10, R12): a listener that panics on a manual control's
+// notification propagates, the control is committed, and the next
+// transition is still delivered, in order, by both implementations.
+func TestAdv5_ControlListenerPanicKeepsOrder(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		var armed atomic.Bool
+		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second},
+			func(tr core.Transition) {
+				if armed.CompareAndSwap(true, false) {
+					panic("listener")
+				}
+			})
+		armed.Store(true)
+		require.Panics(t, func() { _ = r.B.ForceOpen(0) })
+		r.Reject(core.ErrForcedOpen)
+		r.B.Disable()
+		r.X(core.Failure)
+		r.Is(core.Disabled)
+		armed.Store(true)
+		require.Panics(t, func() { r.B.MetricsOnly() })
+		r.B.Reset()
+		require.Equal(t, []string{"C>F@0", "F>D@0", "D>M@0", "M>C@0"}, r.CBs())
+	})
+}

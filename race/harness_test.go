@@ -1,7 +1,10 @@
 package race_test
 
 import (
+	"fmt"
 	"runtime"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -153,4 +156,55 @@ func tripWithOneFailure(t testing.TB, b core.CircuitBreaker, round int) {
 		t.Fatalf("round %d: closed breaker refused: %v", round, err)
 	}
 	b.Record(p, core.Failure)
+}
+
+// featureLetter extends letter with the manual-control states.
+func featureLetter(s core.State) string {
+	switch s {
+	case core.ForcedOpen:
+		return "FO"
+	case core.Disabled:
+		return "D"
+	case core.MetricsOnly:
+		return "MO"
+	}
+	return letter(s)
+}
+
+func pairName(from, to core.State) string { return featureLetter(from) + ">" + featureLetter(to) }
+
+// sortedKinds prints a transition tally in a stable order.
+func sortedKinds(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var sb strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			sb.WriteString(" ")
+		}
+		fmt.Fprintf(&sb, "%s:%d", k, m[k])
+	}
+	return sb.String()
+}
+
+// transitionsSum is the number of transitions a Metrics snapshot counts.
+func transitionsSum(m core.Metrics) uint64 {
+	var n uint64
+	for i := range m.Transitions {
+		for j := range m.Transitions[i] {
+			n += m.Transitions[i][j]
+		}
+	}
+	return n
+}
+
+// pairsOf counts notifications by (from, to), laid out like Metrics.Transitions.
+func pairsOf(trs []core.Transition) (n [core.NumStates][core.NumStates]uint64) {
+	for _, tr := range trs {
+		n[tr.From][tr.To]++
+	}
+	return n
 }

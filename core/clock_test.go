@@ -1,0 +1,54 @@
+package core_test
+
+// Clock readings at the extremes: a clock within a year of math.MaxInt64,
+// and the zero SystemClock, whose readings once saturated there.
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/core"
+)
+
+// Bug: the deadline arithmetic overflows int64 when the clock is within a
+// year (MaxOpenDuration) of math.MaxInt64. deadline() computes
+// now+d+1ms-1 in time.Duration (core/breaker.go:346), as does the baseline
+// (baseline/baseline.go:178). The baseline's deadline goes negative (the
+// breaker is half-open at once: open duration skipped, R4); the lock-free
+// word gets uint64(negative)%2^36, an arbitrary deadline. They disagree.
+// R14/R15: "never a huge unsigned value", "no sentinel by wrap-around".
+func TestAdv_DeadlineOverflowNearMaxClock(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Minute})
+		r.Clock.Set(time.Duration(math.MaxInt64 - int64(30*time.Second)))
+		r.X(core.Failure)
+		r.Is(core.Open) // R5: one nanosecond after the trip, still open
+		r.Clock.Advance(time.Second)
+		p, err := r.B.Allow()
+		require.ErrorIs(t, err, core.ErrOpen, "1 s after a trip with a 1 min open duration")
+		require.LessOrEqual(t, p.Wait, time.Minute)
+	})
+}
+
+// The realistic trigger of TestAdv_DeadlineOverflowNearMaxClock: the zero
+// SystemClock measured from the zero time.Time, and time.Since(time.Time{})
+// saturates at math.MaxInt64, so the clock was frozen at the overflow
+// point. A breaker built with Config{Clock: core.SystemClock{}} never stayed
+// open: the open duration was skipped on every trip (and a time window never
+// slid). Validate then rejected the zero SystemClock; since issue 11 it is
+// usable instead (it measures from a process-wide base, like ManualClock{}
+// it is ready to use), so both implementations must accept it and stay open.
+func TestAdv_ZeroSystemClockSkipsOpenDuration(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		b, err := mk.new(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Minute, Clock: core.SystemClock{}})
+		require.NoError(t, err)
+		t.Logf("SystemClock{}.Now() = %v", core.SystemClock{}.Now())
+		p, _ := b.Allow()
+		b.Record(p, core.Failure)
+		_, err = b.Allow()
+		require.ErrorIs(t, err, core.ErrOpen, "right after a trip with a 1 min open duration (state %v)", b.State())
+	})
+}
