@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/atomic"
 
+	"github.com/casbreaker/casbreaker/internal/cacheline"
 	"github.com/casbreaker/casbreaker/window"
 	"github.com/casbreaker/casbreaker/window/atomicring"
 	"github.com/casbreaker/casbreaker/window/buckets"
@@ -39,7 +40,7 @@ import (
 // threshold, the closed-state Allow/Done path reads no clock.
 type Breaker struct {
 	// state is the one word of the state machine. First field, padded to its
-	// own 64-byte cache line (8 + 8 bytes + 48), so it is 64-bit aligned for
+	// own cache line (8 + 8 bytes + the rest of cacheline.Size), so it is 64-bit aligned for
 	// go.uber.org/atomic on 32-bit platforms and shares its line only with
 	// base, which a reader of the word loads beside it and which is written
 	// once per 2^16 transitions.
@@ -48,7 +49,7 @@ type Breaker struct {
 	// generation that was current at some time, at most the current one and
 	// less than 2^20 behind it. Only committed raises it, and only forward.
 	base atomic.Uint64
-	_    [48]byte
+	_    [cacheline.Size - 16]byte
 
 	s        Settings
 	slow     bool

@@ -3,6 +3,7 @@ package core
 import (
 	"time"
 
+	"github.com/casbreaker/casbreaker/internal/cacheline"
 	"go.uber.org/atomic"
 )
 
@@ -73,7 +74,7 @@ type dispatcher struct {
 	// field so go.uber.org/atomic's 64-bit word is aligned on 32-bit
 	// platforms; the padding keeps it off the slots' cache line.
 	next     atomic.Uint64
-	_        [56]byte
+	_        [cacheline.Size - 8]byte
 	slots    [256]eventSlot
 	overflow atomic.Pointer[overflowEvent]
 	fn       func(Transition)

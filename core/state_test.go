@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/internal/cacheline"
 )
 
 // Every field of the state word survives pack/unpack at its limits, and no
@@ -126,7 +128,7 @@ func TestLimitsMatchWord(t *testing.T) {
 // another goroutine writes but the breaker's own transitions. A Breaker in
 // a size class that is not a whole number of lines fails here.
 func TestStateWordOwnsItsLine(t *testing.T) {
-	const line = 64
+	const line = cacheline.Size
 	if unsafe.Offsetof(Breaker{}.state) != 0 {
 		t.Fatal("state is not the Breaker's first field")
 	}
@@ -152,5 +154,6 @@ func TestEventSlotIsAligned(t *testing.T) {
 	require.Equal(t, uintptr(40), unsafe.Sizeof(eventSlot{}))
 	require.Zero(t, unsafe.Offsetof(eventSlot{}.seq))
 	require.Equal(t, uintptr(8), unsafe.Offsetof(Breaker{}.base))
-	require.Equal(t, uintptr(64), unsafe.Offsetof(Breaker{}.s), "state and base alone on their cache line")
+	require.Equal(t, uintptr(cacheline.Size), unsafe.Offsetof(Breaker{}.s), "state and base alone on their cache line")
+	require.Equal(t, uintptr(cacheline.Size), unsafe.Offsetof(dispatcher{}.slots), "the deliverer's word alone on its line")
 }

@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/cacheline"
 )
 
-// padded is a word alone on its 64-byte cache line, as the breaker's state
-// word is.
+// padded is a word alone on its cache line, as the breaker's state word is.
 type padded struct {
 	v atomic.Uint64
-	_ [56]byte
+	_ [cacheline.Size - 8]byte
 }
 
 //go:noinline

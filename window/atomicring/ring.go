@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/atomic"
 
+	"github.com/casbreaker/casbreaker/internal/cacheline"
 	"github.com/casbreaker/casbreaker/window"
 )
 
@@ -59,8 +60,8 @@ type Ring struct {
 	_ [cacheLine - unsafe.Sizeof(geometry{})%cacheLine]byte
 }
 
-// cacheLine is the cache-line size of amd64 and arm64, in bytes.
-const cacheLine = 64
+// cacheLine is the padding's line size (cacheline.Size has the reason).
+const cacheLine = cacheline.Size
 
 // geometry is what a Ring reads but never writes after New.
 type geometry struct {

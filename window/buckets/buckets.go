@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/atomic"
 
+	"github.com/casbreaker/casbreaker/internal/cacheline"
 	"github.com/casbreaker/casbreaker/window"
 )
 
@@ -160,7 +161,8 @@ type paddedHead struct {
 	_     [cacheLine - 24]byte
 }
 
-const cacheLine = 64
+// cacheLine is the padding's line size (cacheline.Size has the reason).
+const cacheLine = cacheline.Size
 
 // paddedSeq is Window.seq on a cache line of its own.
 type paddedSeq struct {
