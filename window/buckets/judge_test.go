@@ -132,3 +132,33 @@ func TestJudge_StopsSummingOnlyWhenCovered(t *testing.T) {
 	require.True(t, ok)
 	require.False(t, failure.now(), "recycled: that judgement is gone with its second")
 }
+
+// A failure in flight (recorded, not yet judged) has not taken its unit of
+// slack, and a later failure takes that unit instead: the slack counts
+// the failures that have reached judge, not those the window already
+// holds. F1 installs slack 1 under a count threshold of 3; F2 is recorded
+// and its goroutine descheduled before judge; a Snapshot (the breaker's
+// Counts) holds F2 and no trip; then G, which began after that Snapshot
+// returned, is recorded and takes F2's unit. The window holding G holds
+// three failures, and in the order the Snapshot fixes (F1, F2, the
+// Snapshot, G) G's outcome trips; judged on the slack, it does not, and a
+// breaker reads closed after G has returned while the sequential history
+// has opened. (F2 trips when it reaches judge, but it is ordered before
+// the Snapshot, on a window of two failures.) The Snapshot after G's
+// record, which RecordTrip stood for before the judgement, trips.
+func TestJudge_FailureInFlightKeepsItsUnitOfSlack(t *testing.T) {
+	w := mustNew(t, 10)
+	rule := &window.Rule{FailureCountThreshold: 3}
+	const gen = 1
+	now := 500 * time.Millisecond
+	_, trips := w.RecordTrip(gen, now, true, false, rule) // F1: sums {1, 1}, installs slack 1
+	require.False(t, trips)
+	_, ok := w.record(gen, now, true, false, false) // F2, in flight: recorded, not judged
+	require.True(t, ok)
+	c := w.Snapshot(gen, now)
+	require.Equal(t, window.Counts{Calls: 2, Failures: 2}, c)
+	require.False(t, rule.Trips(c))
+	_, trips = w.RecordTrip(gen, now, true, false, rule) // G
+	require.Equal(t, window.Counts{Calls: 3, Failures: 3}, w.Snapshot(gen, now))
+	require.True(t, trips, "G brings the window to 3 failures after a Snapshot held the other two: it must trip")
+}
