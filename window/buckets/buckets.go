@@ -393,8 +393,48 @@ func (w *Window) Snapshot(gen uint32, now time.Duration) window.Counts {
 // may have raised a rate since the last outcome, and no trip is owed until
 // the next outcome is judged.
 func (w *Window) SnapshotOwed(gen uint32, now time.Duration) (c window.Counts, owed bool) {
-	c, owed, _ = w.sum(gen, now, nil)
+	c, owed, _, sec := w.sum(gen, now, nil)
+	w.retract(gen&genMask, sec, now)
 	return c, owed
+}
+
+// retract moves the judge word of second sec's bucket, and of the current
+// second's if that is another, to a new version with safe clear, if the
+// bucket holds that second of generation gen (low 24 bits). A caller whose
+// Snapshot showed its state to someone calls it before returning: the
+// Snapshot may hold a failure still on its way to judge, whose unit of
+// slack a later failure could otherwise take, and be judged not to trip on
+// a window holding every failure the Snapshot showed and its own. After
+// the retraction no judgement made before it covers an outcome after it
+// (each such outcome sums, or takes slack from a judgement summed since),
+// and no install from a word loaded before it succeeds.
+func (w *Window) retract(gen uint32, sec uint64, now time.Duration) {
+	cur := max(second(now), w.head.second.Load())
+	w.retractSecond(gen, sec)
+	if cur != sec {
+		w.retractSecond(gen, cur)
+	}
+}
+
+func (w *Window) retractSecond(gen uint32, sec uint64) {
+	if len(w.ids) == 0 {
+		return // the zero Window: no bucket, no judgement
+	}
+	b := w.bucket(w.slot(sec))
+	id := b.id.Load()
+	if idGen, _, idSec := unpackID(id); idGen != gen || idSec != sec {
+		return // no judgement of that second of gen to retract
+	}
+	_, inc, _ := unpackID(id)
+	for {
+		j := b.judge.Load()
+		if tag, _ := unpackCount(j); tag != inc || b.id.Load() != id {
+			return // none of this incarnation yet, or the bucket moved on
+		}
+		if b.judge.CompareAndSwap(j, nextJudgement(j, inc, 0)) {
+			return
+		}
+	}
 }
 
 // sum is SnapshotOwed, for a judge (judge.go) that may stop summing once
@@ -403,19 +443,19 @@ func (w *Window) SnapshotOwed(gen uint32, now time.Duration) (c window.Counts, o
 // Without it, a judge summing a long window while another core records
 // failures could retry for as long as they come (each one moves seq), and
 // the judgement that the other core installs meanwhile is as good as its own.
-func (w *Window) sum(gen uint32, now time.Duration, covered *judging) (c window.Counts, owed, stopped bool) {
+func (w *Window) sum(gen uint32, now time.Duration, covered *judging) (c window.Counts, owed, stopped bool, sec uint64) {
 	gen &= genMask
-	sec := w.advance(now)
+	sec = w.advance(now)
 	for {
 		seq := w.seq.n.Load()
 		sum, members, headBad := w.collect(gen, sec, true)
 		fast, again, headFast := w.collect(gen, sec, false)
 		if again == members && w.seq.n.Load() == seq && w.head.second.Load() == sec {
 			sum.Calls += fast.Calls
-			return sum, headBad+headFast > 0, false
+			return sum, headBad+headFast > 0, false, sec
 		}
 		if covered != nil && covered.now() {
-			return window.Counts{}, false, true
+			return window.Counts{}, false, true, sec
 		}
 		sec = w.advance(now)
 	}

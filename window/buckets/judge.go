@@ -125,7 +125,7 @@ func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *
 			break
 		}
 	}
-	c, _, stopped := w.sum(gen, now, &judging{b: b, id: id, j: j, inc: inc, bad: bad, ours: ours})
+	c, _, stopped, summed := w.sum(gen, now, &judging{b: b, id: id, j: j, inc: inc, bad: bad, ours: ours})
 	if stopped {
 		return false
 	}
@@ -148,11 +148,19 @@ func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *
 		}
 		return true
 	}
-	// Install our judgement unless judge moved while we summed. Losing
-	// costs nothing but the install: this outcome is judged by its own
-	// Snapshot, and whatever moved judge is accounted for by the move.
-	if ours && b.id.Load() == id {
-		b.judge.CompareAndSwap(j, nextJudgement(j, inc, margin(rule, c)))
+	// Install our judgement unless judge moved while we summed. Losing it,
+	// or summing another second than the one judged, our Snapshot has
+	// still shown its state (no trip) to our caller, so retract whatever
+	// judgement may have been summed before it (see retract).
+	if ours && summed == sec && b.id.Load() == id && b.judge.CompareAndSwap(j, nextJudgement(j, inc, margin(rule, c))) {
+		if cur := max(second(now), w.head.second.Load()); cur != sec {
+			w.retractSecond(gen, cur)
+		}
+		return false
+	}
+	w.retract(gen, summed, now)
+	if summed != sec {
+		w.retractSecond(gen, sec)
 	}
 	return false
 }
