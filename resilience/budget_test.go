@@ -92,3 +92,51 @@ func TestNewBudgetErrors(t *testing.T) {
 	var zero resilience.Budget
 	require.PanicsWithValue(t, "resilience: Budget used without NewBudget", zero.Deposit)
 }
+
+// interleavedClock returns its reading and, once, runs during before it
+// returns: a call that takes its reading and is descheduled before it acts
+// on it, while during runs in full.
+type interleavedClock struct {
+	now    time.Duration
+	during func()
+}
+
+func (c *interleavedClock) Now() time.Duration {
+	v := c.now
+	if f := c.during; f != nil {
+		c.during = nil
+		f()
+	}
+	return v
+}
+
+// Two concurrent callers of a monotonic clock: X reads 5.9 s and is
+// descheduled; Y reads 6.0 s and takes second 6's floor. X then finds the
+// floor word on second 6, reads its own second as a fresh one, and takes
+// second 5's floor again; the next caller in second 6 does the same the
+// other way. With a floor of one and no balance, seconds 5 and 6 grant four
+// retries where the budget promises at most one each ("Under any
+// contention it never grants more than the floor and the balance hold").
+func TestBudgetFloorNotRefilledByALateReading(t *testing.T) {
+	clock := &interleavedClock{now: 5500 * time.Millisecond}
+	b := must(resilience.NewBudget(resilience.BudgetConfig{MinPerSecond: 1, Clock: clock}))(t)
+	require.True(t, b.TryWithdraw(), "second 5's floor")
+	require.False(t, b.TryWithdraw(), "second 5's floor is spent")
+
+	clock.now = 5900 * time.Millisecond // X's reading
+	yGot := false
+	clock.during = func() {
+		clock.now = 6 * time.Second
+		yGot = b.TryWithdraw() // Y, while X is descheduled
+	}
+	xGot := b.TryWithdraw()
+	require.True(t, yGot, "second 6's floor")
+	zGot := b.TryWithdraw() // Z, at 6.0 s
+	granted := 0
+	for _, g := range []bool{xGot, zGot} {
+		if g {
+			granted++
+		}
+	}
+	require.Zero(t, granted, "X (second 5) and Z (second 6) found both floors spent")
+}

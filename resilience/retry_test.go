@@ -263,3 +263,27 @@ func mustAllow(t *testing.T, b core.Guard) core.Permit {
 	require.NoError(t, err)
 	return p
 }
+
+// A stepping timer moves the clock through the whole backoff, and a manual
+// deadline that falls inside it ends the caller's context during the wait.
+// The Retry says no attempt starts once ctx is done and that a wait ended
+// by ctx returns ctx.Err() with the last error; the timer's Sleep returns
+// nil although ctx ended during the wait (Timer.Sleep: "It returns
+// ctx.Err() if ctx is done (before or during the wait ...)"), and the loop
+// makes its next attempt on a done context without looking. (SystemTimer
+// can do the same when the backoff's timer and the deadline are both ready
+// as its select runs.)
+func TestRetryNoAttemptOnAContextThatEndedDuringTheBackoff(t *testing.T) {
+	timer := resilience.NewSteppingTimer(nil)
+	r := must(resilience.NewRetry(resilience.RetryConfig{MaxAttempts: 3, BaseDelay: time.Second, Jitter: resilience.NoJitter, Timer: timer}))(t)
+	ctx, cancel := timer.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	var doneAtStart []bool
+	_, err := resilience.Do(ctx, mustStack(t, resilience.WithRetry(r)), func(ctx context.Context) (int, error) {
+		doneAtStart = append(doneAtStart, ctx.Err() != nil)
+		return 0, errDown
+	})
+	require.Equal(t, []bool{false}, doneAtStart, "an attempt started on a done context")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, errDown)
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/casbreaker/casbreaker/baseline"
 	"github.com/casbreaker/casbreaker/core"
 	"github.com/casbreaker/casbreaker/resilience"
 )
@@ -165,4 +166,50 @@ func TestInvalidConfigMatchesTheCoresToo(t *testing.T) {
 	_, err := resilience.NewBulkhead(resilience.BulkheadConfig{})
 	require.ErrorIs(t, err, resilience.ErrInvalidConfig)
 	require.ErrorIs(t, err, core.ErrInvalidConfig)
+}
+
+// A half-open probe waits in the default stack's bulkhead, whose only slot
+// another call holds, and the caller's deadline ends the wait: the
+// dependency never saw the call, and the bulkhead stayed full throughout.
+// A full bulkhead is neutral so that local overload neither trips the
+// breaker nor costs a probe (DefaultStack, ErrBulkheadFull); but the wait
+// returns ctx.Err(), context.DeadlineExceeded, which the default
+// classifier counts as a failure, so the probe fails and the breaker
+// opens again.
+func TestStackBulkheadWaitEndedByTheDeadlineIsNotAFailure(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
+		tm := resilience.NewManualTimer(nil)
+		br := newBreaker(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, Clock: tm.Clock()})
+		bh := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1, MaxWait: time.Minute, Timer: tm}))(t)
+		s := must(resilience.NewStack(resilience.WithBreaker(br), resilience.WithBulkhead(bh)))(t)
+		p, err := br.Allow()
+		require.NoError(t, err)
+		br.Record(p, core.Failure) // open
+		tm.Advance(time.Second)    // half-open once the open duration has passed
+		require.Equal(t, core.HalfOpen, br.Counts().State)
+		require.True(t, bh.TryAcquire(), "another call holds the only slot")
+
+		ctx, cancel := tm.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		called := false
+		errc := make(chan error, 1)
+		go func() {
+			_, err := resilience.Do(ctx, s, func(context.Context) (int, error) { called = true; return 0, nil })
+			errc <- err
+		}()
+		tm.AwaitSleepers(1) // the probe waits in the bulkhead
+		tm.Advance(100 * time.Millisecond)
+		require.ErrorIs(t, <-errc, context.DeadlineExceeded)
+		require.False(t, called)
+		require.Equal(t, core.HalfOpen, br.Counts().State, "the probe never reached the dependency")
+		bh.Release()
+	})
+}
+
+// NewStack names a layer made from a nil part; a nil *baseline.Breaker
+// (a core.Guard like *core.Breaker) passes it, and Do then dereferences it.
+func TestNewStackRefusesANilBaselineBreaker(t *testing.T) {
+	var nilBaseline *baseline.Breaker
+	_, err := resilience.NewStack(resilience.WithBreaker(nilBaseline))
+	require.ErrorIs(t, err, resilience.ErrInvalidConfig)
 }
