@@ -125,3 +125,17 @@ func TestSystemTimerWaitEndsByContextOrWake(t *testing.T) {
 	tcancel()
 	require.ErrorIs(t, tctx.Err(), context.Canceled)
 }
+
+// A nil *ManualTimer (or any nil pointer) as a config's Timer is not the
+// zero "use SystemTimer": the constructors accept it, and the first wait
+// or deadline dereferences it. NewStack refuses a layer made from a nil
+// part; the Timer of each part is taken as given.
+func TestConstructorsRefuseANilTimerPointer(t *testing.T) {
+	var nilTimer *resilience.ManualTimer
+	_, err := resilience.NewRetry(resilience.RetryConfig{Timer: nilTimer})
+	require.ErrorIs(t, err, resilience.ErrInvalidConfig, "NewRetry")
+	_, err = resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1, MaxWait: time.Second, Timer: nilTimer})
+	require.ErrorIs(t, err, resilience.ErrInvalidConfig, "NewBulkhead")
+	_, err = resilience.NewTimeLimiter(resilience.TimeLimiterConfig{Timeout: time.Second, Timer: nilTimer})
+	require.ErrorIs(t, err, resilience.ErrInvalidConfig, "NewTimeLimiter")
+}
