@@ -421,3 +421,37 @@ func TestStreamerErrorIsTheOutcome(t *testing.T) {
 	assert.Equal(t, codes.Unavailable, status.Code(err))
 	assert.Equal(t, core.Metrics{Admitted: 1, Failures: 1}, breaker(t, ic, "/m").Metrics())
 }
+
+// Interceptors chained on one connection, one breaker per target outside
+// one per method (grpc.WithChainUnaryInterceptor): the inner breaker of
+// one method opens and refuses a call, which is never sent. The outer
+// breaker classifies that refusal by its code, Unavailable, as a failure,
+// and with MaxRetryAfter reads its RetryInfo (the inner breaker's time
+// left) as server pushback: the whole target's breaker trips at once on a
+// call that no server saw.
+func TestChainedRejectionIsNotTheServersFailure(t *testing.T) {
+	clock := core.NewManualClock(0)
+	inner := newInterceptors(t, grpcbreaker.Options{Config: core.Config{ConsecutiveFailures: 1, OpenDuration: 10 * time.Second, Clock: clock}})
+	outer := newInterceptors(t, grpcbreaker.Options{
+		Config: core.Config{ConsecutiveFailures: 100, OpenDuration: 10 * time.Second, MaxRetryAfter: time.Minute, CollectMetrics: true, Clock: clock},
+		Key:    func(context.Context, *grpc.ClientConn, string) string { return "target" },
+	})
+	m := breaker(t, inner, "/svc/M")
+	p, err := m.Allow()
+	require.NoError(t, err)
+	m.Record(p, core.Failure) // the method's breaker opens
+	sent := false
+	invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+		sent = true
+		return nil
+	}
+	innerAsInvoker := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		return inner.Unary()(ctx, method, req, reply, cc, invoker, opts...)
+	}
+	err = outer.Unary()(context.Background(), "/svc/M", nil, nil, nil, innerAsInvoker)
+	require.ErrorIs(t, err, core.ErrRejected)
+	require.False(t, sent)
+	target := breaker(t, outer, "target")
+	assert.Equal(t, core.Closed, target.Counts().State, "one method's open breaker opened the whole target's")
+	assert.Zero(t, target.Metrics().Failures)
+}
