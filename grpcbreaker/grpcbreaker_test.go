@@ -455,3 +455,19 @@ func TestChainedRejectionIsNotTheServersFailure(t *testing.T) {
 	assert.Equal(t, core.Closed, target.Counts().State, "one method's open breaker opened the whole target's")
 	assert.Zero(t, target.Metrics().Failures)
 }
+
+// A request over the caller's own send limit (grpc.MaxCallSendMsgSize) is
+// refused by the client's gRPC library before it is sent, with code
+// ResourceExhausted, which DefaultClassify counts as the server's failure:
+// three such calls, the caller's own mistake, open the method's breaker
+// on a healthy server that saw none of them.
+func TestClientSideSendLimitIsNotTheServersFailure(t *testing.T) {
+	h, addr := serve(t)
+	ic := newInterceptors(t, grpcbreaker.Options{Config: config(core.NewManualClock(0))})
+	c := dial(t, addr, ic)
+	for range 3 {
+		assert.Equal(t, codes.ResourceExhausted, status.Code(check(c, "a request longer than the limit", grpc.MaxCallSendMsgSize(4))))
+	}
+	assert.Zero(t, h.calls.Load(), "no request was sent")
+	assert.Equal(t, core.Closed, breaker(t, ic, checkMethod).State(), "the caller's own oversized requests opened the breaker")
+}
