@@ -31,7 +31,10 @@ type BudgetConfig struct {
 	// MinPerSecond is the floor: retries allowed in each whole second of
 	// the clock whatever the volume, before the deposited balance is
 	// touched, so that a dependency with little traffic can still be
-	// retried. 0..2^30; zero: 10. NoFloor turns it off.
+	// retried. 1..2^30; zero: 10. NoFloor turns it off. A reading older
+	// than the newest second seen (a clock that went back, or a caller
+	// descheduled after its read) counts in that newest second, so no
+	// second's floor is handed out twice.
 	MinPerSecond int
 	// MaxSaved caps the deposited balance, in retries, 1..2^30: what a long
 	// healthy period can save up for a burst of failures. Zero: 100.
@@ -94,6 +97,9 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 		c.MaxSaved = 100
 	case c.MaxSaved < 0 || c.MaxSaved > MaxBudgetSaved:
 		errs = append(errs, configError("BudgetConfig.MaxSaved", "%d is outside 1..%d (0: 100)", c.MaxSaved, MaxBudgetSaved))
+	}
+	if err := nilInside("BudgetConfig.Clock", c.Clock); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -158,6 +164,10 @@ func (b *Budget) fromFloor() bool {
 	sec := uint64(uint32(int64(b.clock.Now() / time.Second)))
 	for {
 		w := b.second.Load()
+		// A reading older than the word's second (a caller descheduled
+		// between its clock read and here) counts in the word's second:
+		// moving the word back would hand out an old second's floor again.
+		sec := max(sec, w>>32)
 		used := uint32(w)
 		if w>>32 != sec {
 			used = 0

@@ -3,6 +3,7 @@ package resilience
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.uber.org/atomic"
@@ -68,6 +69,9 @@ func NewBulkhead(c BulkheadConfig) (*Bulkhead, error) {
 	if c.MaxWait < 0 || c.MaxWait > MaxBulkheadWait {
 		errs = append(errs, configError("BulkheadConfig.MaxWait", "%v is outside 0..%v (0: no wait)", c.MaxWait, MaxBulkheadWait))
 	}
+	if err := nilInside("BulkheadConfig.Timer", c.Timer); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -105,8 +109,11 @@ func (b *Bulkhead) TryAcquire() bool {
 // Acquire takes a slot, waiting up to MaxWait for one when all are taken.
 // It returns nil with a slot, which must be matched by one Release;
 // ErrBulkheadFull when none came free in time (at once without MaxWait);
-// ctx.Err() when ctx ended the wait. It does not look at ctx when a slot is
-// free.
+// and when ctx ended the wait, an error that matches both ErrBulkheadFull
+// and ctx.Err() with errors.Is: the call never reached the dependency, so
+// the breaker's default classification ignores it as it ignores a full
+// bulkhead (a deadline alone would have counted as a failure, and cost a
+// half-open probe). It does not look at ctx when a slot is free.
 func (b *Bulkhead) Acquire(ctx context.Context) error {
 	if b.TryAcquire() {
 		return nil
@@ -133,7 +140,7 @@ func (b *Bulkhead) await(ctx context.Context) error {
 			return ErrBulkheadFull
 		}
 		if err := b.timer.Sleep(ctx, left, b.wake); err != nil {
-			return err
+			return fmt.Errorf("%w: the wait ended: %w", ErrBulkheadFull, err)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package resilience
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/casbreaker/casbreaker/core"
@@ -71,4 +72,16 @@ func (e *stopped) Unwrap() []error { return []error{e.why, e.last} }
 // configError is an ErrInvalidConfig error naming field and its problem.
 func configError(field, format string, args ...any) error {
 	return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+}
+
+// nilInside is the error for a Timer or Clock field that holds a nil
+// pointer (a nil *ManualTimer, say): unset, the field takes its default,
+// but a typed nil would be dereferenced at the first wait. nil if v is not
+// such a value.
+func nilInside(field string, v any) error {
+	r := reflect.ValueOf(v)
+	if v == nil || r.Kind() != reflect.Pointer || !r.IsNil() {
+		return nil
+	}
+	return configError(field, "is a nil %T: leave it unset for the default, or make one (NewManualTimer, NewSteppingTimer, core.NewManualClock)", v)
 }

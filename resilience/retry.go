@@ -143,6 +143,9 @@ func NewRetry(c RetryConfig) (*Retry, error) {
 	if c.Jitter > NoJitter {
 		errs = append(errs, configError("RetryConfig.Jitter", "%d is not FullJitter, EqualJitter or NoJitter", c.Jitter))
 	}
+	if err := nilInside("RetryConfig.Timer", c.Timer); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -187,7 +190,13 @@ func retryCall[T any](ctx context.Context, r *Retry, next step[T]) (T, error) {
 		if r.budget != nil && !r.budget.TryWithdraw() {
 			return v, &stopped{why: ErrRetryBudgetExhausted, last: err}
 		}
-		if serr := r.timer.Sleep(ctx, d, nil); serr != nil {
+		serr := r.timer.Sleep(ctx, d, nil)
+		if serr == nil {
+			// A deadline that fell due as the wait ended (both ready at
+			// once) ends the loop too: no attempt starts on a done context.
+			serr = ctx.Err()
+		}
+		if serr != nil {
 			return v, &stopped{why: serr, last: err}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/casbreaker/casbreaker/core"
 )
@@ -80,10 +81,16 @@ func NewStack(layers ...Layer) (*Stack, error) {
 	return &Stack{layers: append([]Layer(nil), layers...)}, nil
 }
 
-// isNilBreaker reports a nil *core.Breaker inside a non-nil Guard.
+// isNilBreaker reports a nil pointer inside a non-nil Guard: a nil
+// *core.Breaker, *baseline.Breaker, *registry.Breaker or any other. Once,
+// when the stack is built, so reflect costs no call anything.
 func isNilBreaker(g core.Guard) bool {
-	b, ok := g.(*core.Breaker)
-	return ok && b == nil
+	v := reflect.ValueOf(g)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }
 
 // DefaultStack returns the recommended order,

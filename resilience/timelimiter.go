@@ -47,6 +47,9 @@ func NewTimeLimiter(c TimeLimiterConfig) (*TimeLimiter, error) {
 	if c.Timeout <= 0 {
 		return nil, configError("TimeLimiterConfig.Timeout", "%v is not positive (it has no default)", c.Timeout)
 	}
+	if err := nilInside("TimeLimiterConfig.Timer", c.Timer); err != nil {
+		return nil, err
+	}
 	if c.Timer == nil {
 		c.Timer = SystemTimer{}
 	}

@@ -162,7 +162,7 @@ func (t *ManualTimer) Sleep(ctx context.Context, d time.Duration, wake <-chan st
 		t.slept = append(t.slept, d)
 		t.mu.Unlock()
 		t.Advance(d)
-		return nil
+		return ctx.Err() // a deadline inside the step ended the wait
 	}
 	done := make(chan struct{})
 	w := &manualWait{at: after(t.clock.Now(), d), sleep: true, fire: func() { close(done) }}
