@@ -61,3 +61,23 @@ func neutralRun(t *testing.T, r *rig) {
 	r.B.Done(again, nil)
 	r.Is(core.Closed)
 }
+
+// A breaker's rejection, seen by a breaker around it (one per target
+// around one per method), is neutral: the refused call never left the
+// process, and counting it would open the outer breaker on the inner one's
+// refusals.
+func TestInnerRejectionIsNeutral(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		inner := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Minute})
+		inner.B.Done(inner.A(), errFail)
+		inner.Is(core.Open)
+		_, rejected := inner.B.Allow()
+		require.ErrorIs(t, rejected, core.ErrNeutral)
+		require.ErrorIs(t, rejected, core.ErrOpen)
+		require.Equal(t, core.Ignored, core.DefaultClassifier(rejected))
+		outer := mk.build(t, core.Config{ConsecutiveFailures: 1})
+		outer.B.Done(outer.A(), rejected)
+		outer.Is(core.Closed)
+		outer.Cnt(0, 0, 0, 0)
+	})
+}

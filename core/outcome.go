@@ -35,7 +35,8 @@ func (o Outcome) String() string {
 // ErrNeutral is what an error matches with errors.Is when it says nothing
 // about the dependency's health: the call was refused by a local limit
 // before it reached the dependency (a full bulkhead, for example), so
-// counting it would trip the breaker on local overload. DefaultClassifier
+// counting it would trip the breaker on local overload; every rejection
+// of a breaker matches it too. DefaultClassifier
 // classifies such an error as Ignored, like context.Canceled: it is not
 // counted, and a half-open probe that ends with it returns its slot. An
 // error opts in with an Is method that reports true for ErrNeutral.
@@ -117,7 +118,10 @@ var (
 
 // ErrRejected matches every rejection (ErrOpen, ErrHalfOpenFull,
 // ErrForcedOpen, ErrRampingUp) with errors.Is: use it to tell "the breaker
-// refused" from the call's own errors.
+// refused" from the call's own errors. Every rejection matches ErrNeutral
+// too: a breaker around another (one per target around one per method)
+// does not count the inner one's refusals, calls that never left the
+// process, as failures of the dependency.
 var ErrRejected = errors.New("casbreaker: call rejected by the circuit breaker")
 
 // rejection is a precomputed error, so the reject path never allocates
@@ -125,4 +129,4 @@ var ErrRejected = errors.New("casbreaker: call rejected by the circuit breaker")
 type rejection struct{ msg string }
 
 func (r *rejection) Error() string        { return r.msg }
-func (r *rejection) Is(target error) bool { return target == ErrRejected }
+func (r *rejection) Is(target error) bool { return target == ErrRejected || target == ErrNeutral }

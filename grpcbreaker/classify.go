@@ -28,13 +28,16 @@ const PushbackKey = "grpc-retry-pushback-ms"
 //	Failure  Unavailable, DeadlineExceeded, ResourceExhausted, Internal,
 //	         Unknown, DataLoss
 //	Ignored  Canceled, and any error matching context.Canceled: the
-//	         caller gave up, which says nothing about the server
+//	         caller gave up, which says nothing about the server; and
+//	         any error matching core.ErrNeutral: a refusal of another
+//	         breaker (an inner interceptor's, which never sent the call)
+//	         or of a local limit such as a full bulkhead
 func DefaultClassify(err error) core.Outcome {
 	if err == nil {
 		return core.Success
 	}
-	if errors.Is(err, context.Canceled) {
-		return core.Ignored
+	if errors.Is(err, context.Canceled) || errors.Is(err, core.ErrNeutral) {
+		return core.Ignored // as core.DefaultClassifier: another breaker's refusal, a full bulkhead
 	}
 	switch status.Code(err) {
 	case codes.Canceled:
@@ -50,8 +53,13 @@ func DefaultClassify(err error) core.Outcome {
 // error's status details and the trailer's grpc-retry-pushback-ms (a
 // non-negative decimal number of milliseconds; a negative one, which asks
 // the client never to retry, and a malformed one are no wait). It returns
-// 0 when neither asks for a wait. It never panics.
+// 0 when neither asks for a wait, and for a breaker's own rejection (an
+// inner interceptor's, whose RetryInfo is its own wait, not the server's).
+// It never panics.
 func Pushback(err error, trailer metadata.MD) time.Duration {
+	if errors.Is(err, core.ErrRejected) {
+		return 0 // a breaker's own refusal (an inner interceptor's), not the server's
+	}
 	d := retryDelay(err)
 	if v := trailer.Get(PushbackKey); len(v) > 0 {
 		if ms, perr := strconv.ParseInt(v[0], 10, 64); perr == nil && ms > 0 {
