@@ -16,10 +16,14 @@ import (
 )
 
 // shownFamilies are the series the end of the demo prints from its last
-// scrape: what a dashboard of the breakers would plot.
+// scrape: what a dashboard of the breakers would plot. The dropped
+// outcomes are there so that the client's failure count adds up: an
+// outcome of a permit whose generation had passed (a probe that lost its
+// race, a call that outlived a trip) is dropped, not counted as failed.
 var shownFamilies = []string{
 	"casbreaker_state",
 	"casbreaker_calls_total",
+	"casbreaker_dropped_outcomes_total",
 	"casbreaker_not_permitted_calls_total",
 	"casbreaker_transitions_total",
 }
