@@ -24,6 +24,12 @@ import (
 //
 // Only what the teaching tests need is implemented: consecutive failures
 // with a threshold of one, one probe budget, no window, no notifications.
+//
+// Its wrap field adds the mistakes of two more teaching pairs: a breaker
+// that keeps no generation at all (wrap 1: every permit names generation 0,
+// so every outcome counts; TestNaiveStaleResultFlipsTheState) and one whose
+// generation counter is small and wraps (wrap 256: a permit from 256
+// generations ago names the current one; TestNaiveGenerationWraps).
 type naiveBreaker struct {
 	noExtras
 	clock     core.Clock
@@ -32,6 +38,9 @@ type naiveBreaker struct {
 	// beforeMark runs between the check and the mark: the hook with which a
 	// test forces the interleaving in which every caller checks first.
 	beforeMark func()
+	// wrap is how many generations the counter tells apart: generations
+	// are kept mod wrap. Zero keeps them whole.
+	wrap uint64
 
 	sg       atomic.Uint64 // generation<<8 | state
 	deadline atomic.Int64  // open: the first instant a call may probe
@@ -45,7 +54,13 @@ func (n *naiveBreaker) load() (core.State, uint64) {
 	return core.State(w & 0xff), w >> 8
 }
 
-func sgWord(s core.State, gen uint64) uint64 { return gen<<8 | uint64(s) }
+// word packs s and gen, the generation kept mod wrap.
+func (n *naiveBreaker) word(s core.State, gen uint64) uint64 {
+	if n.wrap != 0 {
+		gen %= n.wrap
+	}
+	return gen<<8 | uint64(s)
+}
 
 func (n *naiveBreaker) Allow() (core.Permit, error) {
 	st, gen := n.load()
@@ -57,7 +72,7 @@ func (n *naiveBreaker) Allow() (core.Permit, error) {
 		if dl := time.Duration(n.deadline.Load()); now < dl {
 			return core.Permit{Wait: dl - now}, core.ErrOpen
 		}
-		if n.sg.CompareAndSwap(sgWord(core.Open, gen), sgWord(core.HalfOpen, gen+1)) {
+		if n.sg.CompareAndSwap(n.word(core.Open, gen), n.word(core.HalfOpen, gen+1)) {
 			n.inFlight.Store(0)
 		}
 		_, gen = n.load()
@@ -83,11 +98,11 @@ func (n *naiveBreaker) Record(p core.Permit, o core.Outcome) {
 	}
 	switch {
 	case st == core.Closed && o == core.Failure, st == core.HalfOpen && o == core.Failure:
-		if n.sg.CompareAndSwap(sgWord(st, gen), sgWord(core.Open, gen+1)) {
+		if n.sg.CompareAndSwap(n.word(st, gen), n.word(core.Open, gen+1)) {
 			n.deadline.Store(int64(max(n.clock.Now(), 0) + n.open))
 		}
 	case st == core.HalfOpen && o == core.Success:
-		n.sg.CompareAndSwap(sgWord(st, gen), sgWord(core.Closed, gen+1))
+		n.sg.CompareAndSwap(n.word(st, gen), n.word(core.Closed, gen+1))
 	}
 }
 
@@ -185,4 +200,95 @@ func (c *gateClock) Now() time.Duration {
 		r.arrive()
 	}
 	return c.ManualClock.Now()
+}
+
+// splitBreaker keeps its state and the time it opened in two fields, as
+// hystrix-go does (circuitOpen and openedOrLastTestedTime): each is atomic,
+// but a trip writes them one after the other, so a call that comes between
+// the two writes sees open with the opened-at time of an earlier trip
+// (TestNaiveStatusAndTimestampApart). The real core keeps the deadline in
+// the state word, so one swap changes both.
+//
+// Only what that test needs is implemented: one failure trips, one probe,
+// no generations, no notifications.
+type splitBreaker struct {
+	noExtras
+	clock core.Clock
+	open  time.Duration
+	// betweenWrites runs after a trip's state write and before its
+	// timestamp write: the hook with which the test puts a call there.
+	betweenWrites func()
+
+	state    atomic.Int32 // core.State
+	openedAt atomic.Int64 // the clock reading of the last trip
+}
+
+var _ core.CircuitBreaker = (*splitBreaker)(nil)
+
+func (s *splitBreaker) Allow() (core.Permit, error) {
+	switch core.State(s.state.Load()) {
+	case core.Closed:
+		return core.Permit{}, nil
+	case core.Open:
+		now := s.clock.Now()
+		if dl := time.Duration(s.openedAt.Load()) + s.open; now < dl {
+			return core.Permit{Wait: dl - now}, core.ErrOpen
+		}
+		if s.state.CompareAndSwap(int32(core.Open), int32(core.HalfOpen)) {
+			return core.Permit{Probe: true}, nil
+		}
+	}
+	return core.Permit{}, core.ErrHalfOpenFull
+}
+
+func (s *splitBreaker) Done(p core.Permit, err error) { s.Record(p, core.DefaultClassifier(err)) }
+
+func (s *splitBreaker) Record(p core.Permit, o core.Outcome) {
+	switch {
+	case o == core.Failure:
+		if s.state.CompareAndSwap(int32(core.Closed), int32(core.Open)) ||
+			p.Probe && s.state.CompareAndSwap(int32(core.HalfOpen), int32(core.Open)) {
+			if s.betweenWrites != nil {
+				s.betweenWrites()
+			}
+			s.openedAt.Store(int64(s.clock.Now())) // the second write: the bug
+		}
+	case o == core.Success && p.Probe:
+		s.state.CompareAndSwap(int32(core.HalfOpen), int32(core.Closed))
+	}
+}
+
+func (s *splitBreaker) RecordHint(p core.Permit, _ time.Duration) { s.Record(p, core.Failure) }
+
+func (s *splitBreaker) State() core.State { return core.State(s.state.Load()) }
+
+func (s *splitBreaker) Counts() core.Counts { return core.Counts{State: s.State()} }
+
+// lockedBreaker is a plain mutex breaker that calls its listener while it
+// still holds its lock (TestNaiveCallbackUnderTheLock): a listener that
+// calls back into the breaker, even only State, waits for a lock its own
+// caller holds, and Go's mutex is not reentrant, so that call never
+// returns. The real core delivers a notification after the swap that
+// committed it, the baseline after releasing its mutex.
+//
+// Only what that test needs: one failure trips; nothing reopens it.
+type lockedBreaker struct {
+	mu       sync.Mutex
+	state    core.State
+	onChange func(core.Transition)
+}
+
+func (l *lockedBreaker) Record(o core.Outcome) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if o == core.Failure && l.state == core.Closed {
+		l.state = core.Open
+		l.onChange(core.Transition{From: core.Closed, To: core.Open, Generation: 1}) // under mu: the bug
+	}
+}
+
+func (l *lockedBreaker) State() core.State {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/require"
 
 	"github.com/casbreaker/casbreaker/core"
 )
@@ -236,4 +237,94 @@ func (r *racyBreaker) Counts() core.Counts {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return core.Counts{State: r.state, Generation: r.gen}
+}
+
+// staleFailureInHalfOpen is the driver of teaching pairs 3 and 4 (the
+// sequence of regression B09): a call takes a permit in generation 0 and is
+// left in flight; the breaker (one failure trips, a 1 s open duration, one
+// probe) goes round cycles times through trip, probe and close, three
+// transitions each, then trips and admits a probe, so it is half-open in
+// generation 3*cycles + 2 with that probe in flight; then the old call
+// fails. It returns the counts before and after that failure. Nothing runs
+// concurrently: the late outcome is a call that simply took long, and
+// the order is fixed.
+func staleFailureInHalfOpen(t *testing.T, b core.CircuitBreaker, clk *core.ManualClock, cycles int) (before, after core.Counts) {
+	t.Helper()
+	old, err := b.Allow()
+	require.NoError(t, err, "the first call of a closed breaker")
+	for c := range cycles + 1 {
+		tripWithOneFailure(t, b, c)
+		clk.Advance(time.Second)
+		probe, err := b.Allow()
+		require.NoError(t, err, "cycle %d: the probe after the open duration", c)
+		require.True(t, probe.Probe, "cycle %d: the call after the open duration is a probe", c)
+		if c == cycles {
+			break // leave it in flight
+		}
+		b.Record(probe, core.Success)
+		require.Equal(t, core.Closed, b.State(), "cycle %d: the probe's success closes", c)
+	}
+	before = b.Counts()
+	require.Equal(t, core.HalfOpen, before.State)
+	b.Record(old, core.Failure)
+	return before, b.Counts()
+}
+
+// oneProbe is the configuration of the sequential teaching pairs: one
+// failure trips, for one second, and one probe decides.
+var oneProbe = core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, PermittedCallsInHalfOpen: 1}
+
+// Teaching pair 3: a stale result flipping the state (R8; regression B09,
+// Hystrix #1853). A breaker that keeps no generation cannot tell the
+// outcome of a call admitted before the trip from the probe's: the late
+// failure of the old call re-opens the half-open breaker while its probe is
+// still out, and the probe's success then finds nothing to close. The real
+// implementations named generation 0 in the old permit and are in
+// generation 2: the outcome is stale and changes nothing.
+func TestNaiveStaleResultFlipsTheState(t *testing.T) {
+	t.Run("impl=naive", func(t *testing.T) {
+		clk := core.NewManualClock(0)
+		b := &naiveBreaker{clock: clk, open: time.Second, permitted: 1, wrap: 1}
+		before, after := staleFailureInHalfOpen(t, b, clk, 0)
+		require.Equal(t, core.Open, after.State,
+			"the naive breaker should have let the stale failure re-open it")
+		t.Logf("naive: a failure admitted in closed state, recorded while half-open (probe in flight): %v -> %v", before.State, after.State)
+	})
+	forEachImpl(t, func(t *testing.T, newB newFunc) {
+		clk := core.NewManualClock(0)
+		c := oneProbe
+		c.Clock = clk
+		before, after := staleFailureInHalfOpen(t, mustNew(t, newB, c), clk, 0)
+		require.Equal(t, before, after, "a failure from generation 0 recorded in generation %d", before.Generation)
+		t.Logf("generation 0's failure in generation %d: %v, counts unchanged", before.Generation, after.State)
+	})
+}
+
+// Teaching pair 4: a wrapping generation (R8, R15). The naive breaker keeps
+// its generation in 8 bits. After 170 cycles and a trip, 512 transitions,
+// the breaker is in generation 512, which 8 bits read as 0: the name in a
+// permit taken in generation 0. The failure of that call, 512 generations
+// late, counts and re-opens the breaker. The real implementations carry
+// the generation in 64 bits (the lock-free core keeps 20 in its word and
+// names the rest by a second word, docs/design.md), so the permit is stale.
+func TestNaiveGenerationWraps(t *testing.T) {
+	const cycles = 170 // 3*170 + 2 = 512 = 2 * 2^8
+	t.Run("impl=naive", func(t *testing.T) {
+		clk := core.NewManualClock(0)
+		b := &naiveBreaker{clock: clk, open: time.Second, permitted: 1, wrap: 1 << 8}
+		before, after := staleFailureInHalfOpen(t, b, clk, cycles)
+		require.Zero(t, before.Generation, "512 transitions in an 8-bit generation")
+		require.Equal(t, core.Open, after.State,
+			"the naive breaker should have counted the failure of a permit 512 generations old")
+		t.Logf("naive: generation 512 reads as %d; the failure of a generation-0 permit: %v -> %v", before.Generation, before.State, after.State)
+	})
+	forEachImpl(t, func(t *testing.T, newB newFunc) {
+		clk := core.NewManualClock(0)
+		c := oneProbe
+		c.Clock = clk
+		before, after := staleFailureInHalfOpen(t, mustNew(t, newB, c), clk, cycles)
+		require.Equal(t, uint64(3*cycles+2), before.Generation)
+		require.Equal(t, before, after, "a failure from generation 0 recorded in generation %d", before.Generation)
+		t.Logf("generation 0's failure in generation %d: %v, counts unchanged", before.Generation, after.State)
+	})
 }
