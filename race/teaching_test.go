@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 )
 
 // Teaching pair 1: check-then-mark (R6; seed 000's eight callers, scenario
@@ -326,5 +327,136 @@ func TestNaiveGenerationWraps(t *testing.T) {
 		require.Equal(t, uint64(3*cycles+2), before.Generation)
 		require.Equal(t, before, after, "a failure from generation 0 recorded in generation %d", before.Generation)
 		t.Logf("generation 0's failure in generation %d: %v, counts unchanged", before.Generation, after.State)
+	})
+}
+
+// Teaching pair 5: status and timestamp updated apart (R4, R13; regression
+// B25, Hystrix PR #1640). Each breaker tripped at 0 s and closed again
+// through its probe at 1 s; at 10 s a failure trips it again, and a call
+// arrives in the middle of that trip:
+//
+//   - naive: the trip has written "open" and not yet the opened-at time (its
+//     betweenWrites hook makes the call there, on the same goroutine, so the
+//     order is fixed): the call sees open since 0 s, an open duration long
+//     past, and is admitted as a probe 0 s after the trip;
+//   - lock-free: the trip is parked by the clock right after its reading
+//     (stallingClock, as in TestTransitionReadsTheClockAfterItsClaim); the
+//     call finds the word claimed, completes the trip with its own reading
+//     and is refused for the whole second; it must return while the trip is
+//     parked, so the test waits for it before releasing the trip;
+//   - mutex: the call waits for the lock the parked trip holds, then sees the
+//     trip whole and is refused for the whole second.
+func TestNaiveStatusAndTimestampApart(t *testing.T) {
+	procs(t, 2)
+	// recoverThenFail trips b at 0 s, closes it by a probe at 1 s, steps to
+	// 10 s and takes the call whose failure will trip it again.
+	recoverThenFail := func(t *testing.T, b core.CircuitBreaker, clk *core.ManualClock) core.Permit {
+		t.Helper()
+		tripWithOneFailure(t, b, 0)
+		clk.Advance(time.Second)
+		probe, err := b.Allow()
+		require.NoError(t, err, "the probe at 1 s")
+		b.Record(probe, core.Success)
+		require.Equal(t, core.Closed, b.State())
+		clk.Advance(9 * time.Second)
+		p, err := b.Allow()
+		require.NoError(t, err, "the call at 10 s")
+		return p
+	}
+	t.Run("impl=naive", func(t *testing.T) {
+		clk := core.NewManualClock(0)
+		b := &splitBreaker{clock: clk, open: time.Second}
+		p := recoverThenFail(t, b, clk)
+		var (
+			midway core.Permit
+			err    error
+			since  time.Duration
+		)
+		b.betweenWrites = func() {
+			since = time.Duration(b.openedAt.Load())
+			midway, err = b.Allow()
+		}
+		b.Record(p, core.Failure)
+		require.NoError(t, err, "the naive breaker should have admitted the call between its two writes")
+		require.True(t, midway.Probe)
+		t.Logf("naive: a call at %v, between the trip's state and timestamp writes, sees open since %v and is admitted as a probe",
+			clk.Now(), since)
+	})
+	forEachImpl(t, func(t *testing.T, newB newFunc) {
+		lockfree := strings.HasSuffix(t.Name(), "/impl=lockfree")
+		clk := newStallingClock(1)
+		c := oneProbe
+		c.Clock = clk
+		b := mustNew(t, newB, c)
+		p := recoverThenFail(t, b, clk.ManualClock)
+		clk.armed.Store(true)
+		tripped := make(chan struct{})
+		go func() {
+			defer close(tripped)
+			b.Record(p, core.Failure)
+		}()
+		<-clk.paused
+		var err error
+		looked := make(chan struct{})
+		go func() {
+			defer close(looked)
+			_, err = b.Allow()
+		}()
+		if lockfree {
+			<-looked
+		}
+		close(clk.release)
+		<-tripped
+		<-looked
+		require.ErrorIs(t, err, core.ErrOpen, "the call in the middle of the trip")
+		require.Equal(t, time.Second, core.RetryAfterOf(err), "the wait of the call in the middle of the trip")
+		t.Logf("a call in the middle of the trip at 10 s: %v", err)
+	})
+}
+
+// Teaching pair 6: a callback under the lock (R12; regression B13,
+// sony/gobreaker #37). Each breaker trips on one failure, and
+// its listener calls back into it. The naive breaker calls the listener with
+// its mutex held: the listener finds that mutex locked (TryLock fails; it
+// does not then call State, which would wait for ever on its own caller).
+// The real implementations deliver after the commit (the lock-free core
+// through its dispatcher, the baseline with its mutex released): the
+// listener's State, Counts and Allow return, and see the transition it is
+// told about.
+func TestNaiveCallbackUnderTheLock(t *testing.T) {
+	t.Run("impl=naive", func(t *testing.T) {
+		var (
+			b                *lockedBreaker
+			calls, underLock int
+		)
+		b = &lockedBreaker{onChange: func(core.Transition) {
+			calls++
+			if !b.mu.TryLock() {
+				underLock++ // b.State() here would never return
+				return
+			}
+			b.mu.Unlock()
+		}}
+		b.Record(core.Failure)
+		require.Equal(t, 1, calls)
+		require.Equal(t, 1, underLock, "the naive breaker should have called its listener under its lock")
+		t.Logf("naive: the listener ran with the breaker's mutex held; a call back into the breaker would deadlock")
+	})
+	forEachImpl(t, func(t *testing.T, newB newFunc) {
+		var (
+			b    core.CircuitBreaker
+			seen []string
+		)
+		c := oneProbe
+		c.Clock = core.NewManualClock(0)
+		c.OnStateChange = func(tr core.Transition) {
+			_, err := b.Allow()
+			seen = append(seen, fmt.Sprintf("%v: State %v, Counts.Generation %d, Allow %v",
+				pairName(tr.From, tr.To), b.State(), b.Counts().Generation, breakers.Reason(err)))
+		}
+		b = mustNew(t, newB, c)
+		tripWithOneFailure(t, b, 0)
+		require.Equal(t, []string{"C>O: State open, Counts.Generation 1, Allow " + core.ErrOpen.Error()}, seen)
+		t.Logf("the listener called back: %s", seen[0])
 	})
 }
