@@ -203,7 +203,7 @@ func (c *gateClock) Now() time.Duration {
 }
 
 // splitBreaker keeps its state and the time it opened in two fields, as
-// hystrix-go does (circuitOpen and openedOrLastTestedTime): each is atomic,
+// Netflix Hystrix does (status and circuitOpened): each is atomic,
 // but a trip writes them one after the other, so a call that comes between
 // the two writes sees open with the opened-at time of an earlier trip
 // (TestNaiveStatusAndTimestampApart). The real core keeps the deadline in

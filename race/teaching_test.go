@@ -415,8 +415,8 @@ func TestNaiveStatusAndTimestampApart(t *testing.T) {
 }
 
 // Teaching pair 6: a callback under the lock (R12; regression B13,
-// sony/gobreaker #37). Each breaker trips on one failure, and
-// its listener calls back into it. The naive breaker calls the listener with
+// sony/gobreaker #37). Each breaker trips on one failure, and its listener
+// calls back into it. The naive breaker calls the listener with
 // its mutex held: the listener finds that mutex locked (TryLock fails; it
 // does not then call State, which would wait for ever on its own caller).
 // The real implementations deliver after the commit (the lock-free core
