@@ -292,3 +292,38 @@ func (l *lockedBreaker) State() core.State {
 	defer l.mu.Unlock()
 	return l.state
 }
+
+// readFirstBreaker packs its state and its open deadline in one word, as
+// the real core does, but a trip reads the clock first and swaps the word
+// after: the reading and the commit are two instants, and a call between
+// them still sees closed while the deadline will come from the reading
+// before it (TestNaiveClockReadBeforeItsSwap). The real core claims the
+// word first, reads the clock, then commits; the baseline reads the clock
+// under its lock.
+//
+// Only what that test needs: one failure trips; nothing probes.
+type readFirstBreaker struct {
+	clock core.Clock
+	open  time.Duration
+	word  atomic.Uint64 // deadline in ns << 8 | state
+}
+
+func (r *readFirstBreaker) Allow() (core.Permit, error) {
+	w := r.word.Load()
+	if core.State(w&0xff) == core.Closed {
+		return core.Permit{}, nil
+	}
+	if dl, now := time.Duration(w>>8), r.clock.Now(); now < dl {
+		return core.Permit{Wait: dl - now}, core.ErrOpen
+	}
+	return core.Permit{Probe: true}, nil
+}
+
+func (r *readFirstBreaker) Record(_ core.Permit, o core.Outcome) {
+	if o != core.Failure {
+		return
+	}
+	now := r.clock.Now() // read first ...
+	closed := uint64(core.Closed)
+	r.word.CompareAndSwap(closed, uint64(now+r.open)<<8|uint64(core.Open)) // ... swap after: the bug
+}

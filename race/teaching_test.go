@@ -460,3 +460,74 @@ func TestNaiveCallbackUnderTheLock(t *testing.T) {
 		t.Logf("the listener called back: %s", seen[0])
 	})
 }
+
+// Teaching pair 7: a clock read taken before its swap (R13; Finding 4 of
+// docs/verification.md, in the lock-free core before it claimed first).
+// One failure trips for 1 s. The trip is parked by the clock right after
+// its reading (0 s); the clock steps to 500 ms; a call looks; the trip goes
+// on; a last call at 500 ms reads the wait the trip's deadline leaves. One
+// order of whole operations must explain both calls: the call during the
+// trip and the last call must then see the same deadline.
+//
+//   - naive (reads, then swaps): the call during the trip still sees closed
+//     and is admitted, yet the last call is told to wait 500 ms, a deadline
+//     from the trip at 0 s, before the step the admitted call came after;
+//   - lock-free: the trip has claimed the word before its reading, so the
+//     call during the trip finds the claim, completes the trip with its own
+//     reading (500 ms) and is refused for 1 s, and so is the last call; it
+//     returns while the trip is parked (the test waits for it first);
+//   - mutex: the call waits for the trip's lock and is refused for the
+//     500 ms the trip at 0 s left, and so is the last call.
+func TestNaiveClockReadBeforeItsSwap(t *testing.T) {
+	procs(t, 2)
+	type allowRecorder interface {
+		Allow() (core.Permit, error)
+		Record(core.Permit, core.Outcome)
+	}
+	// tripAcrossAStep returns the permits and errors of the call during
+	// the trip and of the last call.
+	tripAcrossAStep := func(t *testing.T, b allowRecorder, clk *stallingClock, waitForLook bool) (during, last core.Permit, duringErr, lastErr error) {
+		t.Helper()
+		p, err := b.Allow()
+		require.NoError(t, err, "the closed breaker's first call")
+		clk.armed.Store(true)
+		tripped := make(chan struct{})
+		go func() {
+			defer close(tripped)
+			b.Record(p, core.Failure)
+		}()
+		<-clk.paused
+		clk.Advance(500 * time.Millisecond)
+		looked := make(chan struct{})
+		go func() {
+			defer close(looked)
+			during, duringErr = b.Allow()
+		}()
+		if waitForLook {
+			<-looked
+		}
+		close(clk.release)
+		<-tripped
+		<-looked
+		last, lastErr = b.Allow()
+		return during, last, duringErr, lastErr
+	}
+	t.Run("impl=naive", func(t *testing.T) {
+		clk := newStallingClock(1)
+		_, last, duringErr, lastErr := tripAcrossAStep(t, &readFirstBreaker{clock: clk, open: time.Second}, clk, true)
+		require.NoError(t, duringErr, "the naive breaker should have admitted the call after the step, during the trip")
+		require.ErrorIs(t, lastErr, core.ErrOpen)
+		require.Equal(t, 500*time.Millisecond, last.Wait, "the naive trip's deadline should come from its reading before the step")
+		t.Logf("naive: the call at 500ms during the trip was admitted (closed), then the last call at 500ms was told to wait %v: a trip at 0s", last.Wait)
+	})
+	forEachImpl(t, func(t *testing.T, newB newFunc) {
+		clk := newStallingClock(1)
+		c := oneProbe
+		c.Clock = clk
+		during, last, duringErr, lastErr := tripAcrossAStep(t, mustNew(t, newB, c), clk, strings.HasSuffix(t.Name(), "/impl=lockfree"))
+		require.ErrorIs(t, duringErr, core.ErrOpen, "the call during the trip")
+		require.ErrorIs(t, lastErr, core.ErrOpen, "the last call")
+		require.Equal(t, during.Wait, last.Wait, "the call during the trip and the last call see one deadline")
+		t.Logf("the call at 500ms during the trip and the last call at 500ms: both refused, wait %v", last.Wait)
+	})
+}
