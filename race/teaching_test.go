@@ -330,6 +330,47 @@ func TestNaiveGenerationWraps(t *testing.T) {
 	})
 }
 
+// allowRecorder is what the clock-parking teaching pairs drive: every
+// core.CircuitBreaker, and the naive readFirstBreaker.
+type allowRecorder interface {
+	Allow() (core.Permit, error)
+	Record(core.Permit, core.Outcome)
+}
+
+// lookDuringParkedTrip records p's failure on a goroutine that clk parks
+// right after its first reading once armed, steps the clock by step while
+// it is parked, and makes one call meanwhile on another goroutine. With
+// waitForLook it waits for that call before releasing the trip (a lock-free
+// call must return while the trip is parked); without, it releases at once
+// (a mutex call waits for the trip's lock). It returns the call's permit and
+// error once the trip and the call are both done.
+func lookDuringParkedTrip(b allowRecorder, clk *stallingClock, p core.Permit, step time.Duration, waitForLook bool) (core.Permit, error) {
+	clk.armed.Store(true)
+	tripped := make(chan struct{})
+	go func() {
+		defer close(tripped)
+		b.Record(p, core.Failure)
+	}()
+	<-clk.paused
+	clk.Advance(step)
+	var (
+		during core.Permit
+		err    error
+	)
+	looked := make(chan struct{})
+	go func() {
+		defer close(looked)
+		during, err = b.Allow()
+	}()
+	if waitForLook {
+		<-looked
+	}
+	close(clk.release)
+	<-tripped
+	<-looked
+	return during, err
+}
+
 // Teaching pair 5: status and timestamp updated apart (R4, R13; regression
 // B25, Hystrix PR #1640). Each breaker tripped at 0 s and closed again
 // through its probe at 1 s; at 10 s a failure trips it again, and a call
@@ -389,25 +430,7 @@ func TestNaiveStatusAndTimestampApart(t *testing.T) {
 		c.Clock = clk
 		b := mustNew(t, newB, c)
 		p := recoverThenFail(t, b, clk.ManualClock)
-		clk.armed.Store(true)
-		tripped := make(chan struct{})
-		go func() {
-			defer close(tripped)
-			b.Record(p, core.Failure)
-		}()
-		<-clk.paused
-		var err error
-		looked := make(chan struct{})
-		go func() {
-			defer close(looked)
-			_, err = b.Allow()
-		}()
-		if lockfree {
-			<-looked
-		}
-		close(clk.release)
-		<-tripped
-		<-looked
+		_, err := lookDuringParkedTrip(b, clk, p, 0, lockfree)
 		require.ErrorIs(t, err, core.ErrOpen, "the call in the middle of the trip")
 		require.Equal(t, time.Second, core.RetryAfterOf(err), "the wait of the call in the middle of the trip")
 		t.Logf("a call in the middle of the trip at 10 s: %v", err)
@@ -480,35 +503,13 @@ func TestNaiveCallbackUnderTheLock(t *testing.T) {
 //     500 ms the trip at 0 s left, and so is the last call.
 func TestNaiveClockReadBeforeItsSwap(t *testing.T) {
 	procs(t, 2)
-	type allowRecorder interface {
-		Allow() (core.Permit, error)
-		Record(core.Permit, core.Outcome)
-	}
 	// tripAcrossAStep returns the permits and errors of the call during
 	// the trip and of the last call.
 	tripAcrossAStep := func(t *testing.T, b allowRecorder, clk *stallingClock, waitForLook bool) (during, last core.Permit, duringErr, lastErr error) {
 		t.Helper()
 		p, err := b.Allow()
 		require.NoError(t, err, "the closed breaker's first call")
-		clk.armed.Store(true)
-		tripped := make(chan struct{})
-		go func() {
-			defer close(tripped)
-			b.Record(p, core.Failure)
-		}()
-		<-clk.paused
-		clk.Advance(500 * time.Millisecond)
-		looked := make(chan struct{})
-		go func() {
-			defer close(looked)
-			during, duringErr = b.Allow()
-		}()
-		if waitForLook {
-			<-looked
-		}
-		close(clk.release)
-		<-tripped
-		<-looked
+		during, duringErr = lookDuringParkedTrip(b, clk, p, 500*time.Millisecond, waitForLook)
 		last, lastErr = b.Allow()
 		return during, last, duringErr, lastErr
 	}
