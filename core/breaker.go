@@ -21,7 +21,8 @@ import (
 // All methods are safe for concurrent use and none blocks: no lock, no
 // goroutine, no timer. Transitions happen lazily inside Allow, Done, Record
 // and Counts (which may commit a trip an outcome has already decided);
-// State commits nothing of its own (R5). A transition whose new word
+// State commits nothing of its own (it reports an elapsed open duration as
+// half-open; the transition comes with the next Allow). A transition whose new word
 // depends on the clock claims the word, reads the clock and commits; any
 // method that finds a claimed word completes that transition first, with a
 // reading of its own (docs/design.md, Transitions). Allow, Done and Record
@@ -69,7 +70,8 @@ type Breaker struct {
 
 // Counts is a snapshot of a breaker. Calls, Failures, SlowCalls and
 // SlowFailures are the current window's (zero when no window is configured,
-// and zero in open and half-open, which start fresh per R11);
+// and zero in open and half-open, whose generations start with an empty
+// window);
 // ConsecutiveFailures is the closed-state run of failures, tracked only when
 // Config.ConsecutiveFailures is set; ProbesInFlight and
 // ProbeSuccesses are half-open's. State is time-aware like State() and, like
