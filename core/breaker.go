@@ -494,7 +494,7 @@ func (b *Breaker) recordWindowSuccess(p Permit) bool {
 	if b.ring != nil {
 		switch _, v := b.ring.RecordTrip(uint32(p.Generation), false, false, &b.s.rule); v {
 		case atomicring.Recorded:
-		case atomicring.Tripped, atomicring.Closed:
+		case atomicring.Tripped, atomicring.AfterTrip:
 			// This outcome's trip, or another's that came first (then this
 			// one is stale): commit it, as record does.
 			b.finishTrip(p.Generation)
@@ -559,7 +559,7 @@ func (b *Breaker) record(p Permit, o Outcome) {
 			// while 2^15 or more generations passed (a long outage).
 			b.ring.Reset(uint32(p.Generation))
 		}
-		if v == atomicring.Closed {
+		if v == atomicring.AfterTrip {
 			// Another outcome closed this generation's window with the trip
 			// it warranted: this one comes after that trip, so it is stale.
 			// Commit the trip in case its owner has not yet, so that no

@@ -264,7 +264,7 @@ func (m *model) step(c *mcall) {
 			return
 		}
 		if a&closedBit != 0 {
-			c.done, c.verdict = true, Closed
+			c.done, c.verdict = true, AfterTrip
 			return
 		}
 		if a&present != 0 {

@@ -173,10 +173,10 @@ const (
 	// and the same swap closed the window of this generation: no later
 	// outcome of the generation enters it. The caller commits the trip.
 	Tripped
-	// Closed: the window of this generation was already closed by a trip
+	// AfterTrip: the window of this generation was already closed by a trip
 	// (another caller's Tripped), so the outcome was not counted. The trip
 	// may not be committed yet; the caller may commit it for the other.
-	Closed
+	AfterTrip
 	// Stale: the generation is older than the ring's; nothing changed.
 	Stale
 )
@@ -188,7 +188,7 @@ const (
 // snapshot shows it closed. That is what lets a breaker make a record and
 // its trip one linearizable step. A nil rule never trips, as in Record.
 // The returned Counts are the window with the outcome in it (Recorded,
-// Tripped) or zero (Closed, Stale). It may run concurrently with every other
+// Tripped) or zero (AfterTrip, Stale). It may run concurrently with every other
 // call on r.
 func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (window.Counts, Verdict) {
 	g := uint16(gen)
@@ -219,7 +219,7 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 			continue
 		}
 		if a&closedBit != 0 {
-			return window.Counts{}, Closed
+			return window.Counts{}, AfterTrip
 		}
 		if a&present != 0 && !r.flush(a) {
 			continue

@@ -483,7 +483,7 @@ func BenchmarkSnapshot(b *testing.B) {
 
 // RecordTrip closes the window of a generation in the swap whose counts
 // trip the rule: the tripping outcome is the last the window holds, later
-// outcomes of the generation are refused as Closed, and a newer generation
+// outcomes of the generation are refused as AfterTrip, and a newer generation
 // opens a fresh window.
 func TestRecordTrip_ClosesWindow(t *testing.T) {
 	r := mustNew(t, 4)
@@ -498,7 +498,7 @@ func TestRecordTrip_ClosesWindow(t *testing.T) {
 	require.Equal(t, window.Counts{Calls: 3, Failures: 2, Slow: 1, SlowFailures: 1}, c)
 
 	c, v = r.RecordTrip(1, false, false, rule)
-	require.Equal(t, Closed, v, "an outcome after the trip of its generation")
+	require.Equal(t, AfterTrip, v, "an outcome after the trip of its generation")
 	require.Zero(t, c)
 	_, ok := r.Record(1, false, false)
 	require.False(t, ok, "Record refuses a closed window too")
@@ -558,7 +558,7 @@ func TestRecordTrip_ExactlyOneTripUnderContention(t *testing.T) {
 						tripCounts.Store(&c)
 					case Recorded:
 						recorded.Add(1)
-					case Closed:
+					case AfterTrip:
 						closedN.Add(1)
 					}
 				}
