@@ -88,6 +88,9 @@ if [ "$BENCH_TABLES" = mix ]; then
 	echo
 	echo "== the mix matrix per -cpu (one table, and one geomean, per -cpu) =="
 	"$GO" run "$BENCHSTAT" -filter '.name:Mix' -ignore pkg -table /gomaxprocs -col /impl "$BENCH_OUT"
+	echo
+	echo "== the targets that compare two cells, as ratios of medians and as medians of per-round ratios (docs/benchmarks.md) =="
+	"$GO" -C bench/plot run . -in "$(cd "$(dirname "$BENCH_OUT")" && pwd)/$(basename "$BENCH_OUT")" -targets || status=1
 	exit $status
 fi
 echo "== implementations (columns: /impl, each compared with the first, lockfree) =="

@@ -10,9 +10,15 @@
 // into docs/figures/. It is a nested module so that gonum's plotting
 // library never enters casbreaker's go.mod.
 //
+// With -targets it draws nothing and prints, as a Markdown table, the
+// matrix's targets that compare two cells of the run, each read as the
+// ratio of the medians and as the median of the per-round ratios (see
+// ratio); `make bench-mix` prints it after benchstat's tables.
+//
 // Usage:
 //
 //	go run . -in RESULT-mix.txt [-out DIR] [-failures RATE]
+//	go run . -in RESULT-mix.txt -targets
 package main
 
 import (
@@ -29,10 +35,15 @@ func main() {
 	in := flag.String("in", "", "the bench-mix result file (required)")
 	out := flag.String("out", "docs/figures", "the directory the PNGs go into")
 	failures := flag.String("failures", "1in100", "the failure rate of mix-by-cpu.png")
+	targets := flag.Bool("targets", false, "print the targets table instead of drawing")
 	flag.Parse()
 	if *in == "" || flag.NArg() > 0 {
 		flag.Usage()
 		os.Exit(2)
+	}
+	run := run
+	if *targets {
+		run = func(in, _, _ string) error { return runTargets(in) }
 	}
 	if err := run(*in, *out, *failures); err != nil {
 		fmt.Fprintln(os.Stderr, "plot:", err)
@@ -78,5 +89,20 @@ func run(in, out, failures string) error {
 		}
 		fmt.Println("wrote", path)
 	}
+	return nil
+}
+
+// runTargets prints the targets table of the result file in.
+func runTargets(in string) error {
+	f, err := os.Open(in)
+	if err != nil {
+		return err
+	}
+	m, err := parse(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %v", in, err)
+	}
+	printTargets(os.Stdout, m.targets())
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -98,5 +99,32 @@ func TestLogTicks(t *testing.T) {
 	}
 	if want := []string{"10", "20", "50", "100", "200", "500", "1000"}; !slices.Equal(labels, want) {
 		t.Errorf("labels %v, want %v", labels, want)
+	}
+}
+
+// Two cells whose samples split between two speeds, and one round in which
+// the speed changed between them: time10's median lands in the fast speed
+// and time300's in the slow one, so the ratio of the medians reads 2.1,
+// while the pairs of the same round read 1.05 but for that one round.
+func TestTargetsPairRounds(t *testing.T) {
+	m := &matrix{samples: map[cell][]float64{}}
+	const fast, slow = 50.0, 100.0
+	t10 := []float64{fast, fast, fast, slow, slow}
+	t300 := []float64{1.05 * fast, 1.05 * fast, 1.05 * slow, 1.05 * slow, 1.05 * slow}
+	for i := range t10 {
+		m.add(cell{"1in10", "time10", "lockfree", 1}, t10[i])
+		m.add(cell{"1in10", "time300", "lockfree", 1}, t300[i])
+	}
+	rs := m.targets()
+	if len(rs) != 1 {
+		t.Fatalf("targets %+v, want time300 / time10 alone", rs)
+	}
+	if r := rs[0]; math.Abs(r.pairs-1.05) > 1e-9 || math.Abs(r.ofMedians-2.1) > 1e-9 {
+		t.Errorf("paired %v, of medians %v; want 1.05 and 2.1", r.pairs, r.ofMedians)
+	}
+	var out strings.Builder
+	printTargets(&out, rs)
+	if want := "| time300 / time10, failures=1in10, -cpu 1 | 1.15 | 2.100 **over** | 1.050 |"; !strings.Contains(out.String(), want) {
+		t.Errorf("table:\n%s\nwant the row %s", out.String(), want)
 	}
 }
