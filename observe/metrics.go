@@ -61,7 +61,8 @@ var (
 )
 
 // Metrics lists the metric set, for an exporter to make its instruments
-// or descriptors from.
+// or descriptors from. It is shared by every exporter: read it, never
+// modify it (the exporters' names and meanings would drift apart).
 var Metrics = []*Metric{metricState, metricCalls, metricPermittedCalls, metricNotPermittedCalls, metricSlowCalls, metricDroppedOutcomes,
 	metricTransitions, metricBufferedCalls, metricBufferedSlowCalls, metricFailureRatio, metricSlowCallRatio}
 

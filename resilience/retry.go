@@ -76,7 +76,8 @@ type RetryConfig struct {
 	// Timer waits the backoff. Zero: SystemTimer.
 	Timer Timer
 	// Seed starts the jitter's random sequence, for reproducible tests.
-	// Zero: a random seed.
+	// Zero: a random seed (so a test that wants a fixed sequence picks any
+	// other value; every nonzero seed gives a different one).
 	Seed uint64
 }
 
