@@ -393,39 +393,34 @@ func (w *Window) Snapshot(gen uint32, now time.Duration) window.Counts {
 // may have raised a rate since the last outcome, and no trip is owed until
 // the next outcome is judged.
 func (w *Window) SnapshotOwed(gen uint32, now time.Duration) (c window.Counts, owed bool) {
-	c, owed, _, sec := w.sum(gen, now, nil)
-	w.retract(gen&genMask, sec, now)
+	c, owed, _, _ = w.sum(gen, now, nil)
+	w.retract(gen&genMask, now)
 	return c, owed
 }
 
-// retract moves the judge word of second sec's bucket, and of the current
-// second's if that is another, to a new version with safe clear, if the
-// bucket holds that second of generation gen (low 24 bits). A caller whose
-// Snapshot showed its state to someone calls it before returning: the
-// Snapshot may hold a failure still on its way to judge, whose unit of
-// slack a later failure could otherwise take, and be judged not to trip on
-// a window holding every failure the Snapshot showed and its own. After
-// the retraction no judgement made before it covers an outcome after it
-// (each such outcome sums, or takes slack from a judgement summed since),
-// and no install from a word loaded before it succeeds.
-func (w *Window) retract(gen uint32, sec uint64, now time.Duration) {
-	cur := max(second(now), w.head.second.Load())
-	w.retractSecond(gen, sec)
-	if cur != sec {
-		w.retractSecond(gen, cur)
-	}
-}
-
-func (w *Window) retractSecond(gen uint32, sec uint64) {
+// retract moves the judge word of the current second's bucket to a new
+// version with safe clear, if the bucket holds that second of generation
+// gen (low 24 bits). A caller whose Snapshot showed its state to someone
+// calls it before returning: the Snapshot may hold a failure still on its
+// way to judge, whose unit of slack a later failure could otherwise take,
+// and be judged not to trip on a window holding every failure the Snapshot
+// showed and its own. After the retraction no judgement made before it
+// covers an outcome after it (each such outcome sums, or takes slack from
+// a judgement summed since), and no install from a word loaded before it
+// succeeds. Only the current second's needs it: an outcome that starts
+// after the retraction judges in that second or a later one, never in an
+// older second's bucket.
+func (w *Window) retract(gen uint32, now time.Duration) {
 	if len(w.ids) == 0 {
 		return // the zero Window: no bucket, no judgement
 	}
+	sec := w.current(now)
 	b := w.bucket(w.slot(sec))
 	id := b.id.Load()
-	if idGen, _, idSec := unpackID(id); idGen != gen || idSec != sec {
+	idGen, inc, idSec := unpackID(id)
+	if idGen != gen || idSec != sec {
 		return // no judgement of that second of gen to retract
 	}
-	_, inc, _ := unpackID(id)
 	for {
 		j := b.judge.Load()
 		if tag, _ := unpackCount(j); tag != inc || b.id.Load() != id {
@@ -525,7 +520,14 @@ func (w *Window) collect(gen uint32, sec uint64, bad bool) (sum window.Counts, m
 // every other method; a Record running concurrently may or may not be seen,
 // but one that returned before Clean began is.
 func (w *Window) Clean(now time.Duration) bool {
-	return w.cleanAt(max(second(now), w.head.second.Load()))
+	return w.cleanAt(w.current(now))
+}
+
+// current is the window's current second at now, max(floor(now), head),
+// read without moving head: the second whose bucket holds the judgement
+// every outcome at now consults.
+func (w *Window) current(now time.Duration) uint64 {
+	return max(second(now), w.head.second.Load())
 }
 
 // cleanAt is Clean with the current second sec already known. A sec older

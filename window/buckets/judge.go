@@ -86,7 +86,7 @@ const (
 // was added, so its judgements' Snapshots hold it.
 func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) bool {
 	bad := failure || slow
-	sec := max(second(now), w.head.second.Load())
+	sec := w.current(now)
 	b := w.bucket(w.slot(sec))
 	id := b.id.Load()
 	idGen, inc, idSec := unpackID(id)
@@ -148,19 +148,13 @@ func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *
 		}
 		return true
 	}
-	// Install our judgement unless judge moved while we summed. Losing it,
-	// or summing another second than the one judged, our Snapshot has
-	// still shown its state (no trip) to our caller, so retract whatever
-	// judgement may have been summed before it (see retract).
-	if ours && summed == sec && b.id.Load() == id && b.judge.CompareAndSwap(j, nextJudgement(j, inc, margin(rule, c))) {
-		if cur := max(second(now), w.head.second.Load()); cur != sec {
-			w.retractSecond(gen, cur)
-		}
-		return false
-	}
-	w.retract(gen, summed, now)
-	if summed != sec {
-		w.retractSecond(gen, sec)
+	// Install our judgement unless judge moved while we summed. Our
+	// Snapshot has shown its state (no trip) to our caller either way, so
+	// unless our judgement is the current second's, retract whatever was
+	// summed before it (see retract).
+	installed := ours && summed == sec && b.id.Load() == id && b.judge.CompareAndSwap(j, nextJudgement(j, inc, margin(rule, c)))
+	if !installed || w.current(now) != sec {
+		w.retract(gen, now)
 	}
 	return false
 }
