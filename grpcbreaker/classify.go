@@ -1,7 +1,6 @@
 package grpcbreaker
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"time"
@@ -36,8 +35,8 @@ func DefaultClassify(err error) core.Outcome {
 	if err == nil {
 		return core.Success
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, core.ErrNeutral) {
-		return core.Ignored // as core.DefaultClassifier: another breaker's refusal, a full bulkhead
+	if core.DefaultClassifier(err) == core.Ignored {
+		return core.Ignored // the caller gave up, another breaker refused, a full bulkhead
 	}
 	switch status.Code(err) {
 	case codes.Canceled:

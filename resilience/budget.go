@@ -161,14 +161,13 @@ func (b *Budget) TryWithdraw() bool {
 
 // fromFloor takes one retry from the current second's floor.
 func (b *Budget) fromFloor() bool {
-	sec := uint64(uint32(int64(b.clock.Now() / time.Second)))
+	now := uint64(uint32(int64(b.clock.Now() / time.Second)))
 	for {
 		w := b.second.Load()
 		// A reading older than the word's second (a caller descheduled
 		// between its clock read and here) counts in the word's second:
 		// moving the word back would hand out an old second's floor again.
-		sec := max(sec, w>>32)
-		used := uint32(w)
+		sec, used := max(now, w>>32), uint32(w)
 		if w>>32 != sec {
 			used = 0
 		}

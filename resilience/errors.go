@@ -79,9 +79,21 @@ func configError(field, format string, args ...any) error {
 // but a typed nil would be dereferenced at the first wait. nil if v is not
 // such a value.
 func nilInside(field string, v any) error {
-	r := reflect.ValueOf(v)
-	if v == nil || r.Kind() != reflect.Pointer || !r.IsNil() {
+	if !typedNil(v) {
 		return nil
 	}
 	return configError(field, "is a nil %T: leave it unset for the default, or make one (NewManualTimer, NewSteppingTimer, core.NewManualClock)", v)
+}
+
+// typedNil reports a nil pointer (or other nil reference) inside a non-nil
+// interface value: a nil *core.Breaker, *baseline.Breaker or *ManualTimer
+// passed where an interface is taken. Only constructors ask, once, so
+// reflect costs no call anything.
+func typedNil(v any) bool {
+	r := reflect.ValueOf(v)
+	switch r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 
 	"github.com/casbreaker/casbreaker/core"
 )
@@ -71,7 +70,7 @@ type Stack struct {
 func NewStack(layers ...Layer) (*Stack, error) {
 	var errs []error
 	for i, l := range layers {
-		if l.name() == "zero Layer" || isNilBreaker(l.guard) {
+		if l.name() == "zero Layer" || typedNil(l.guard) {
 			errs = append(errs, fmt.Errorf("%w: NewStack layer %d is a zero Layer or made from a nil part: make layers with WithRetry, WithBreaker, WithBulkhead or WithTimeLimiter", ErrInvalidConfig, i))
 		}
 	}
@@ -79,18 +78,6 @@ func NewStack(layers ...Layer) (*Stack, error) {
 		return nil, err
 	}
 	return &Stack{layers: append([]Layer(nil), layers...)}, nil
-}
-
-// isNilBreaker reports a nil pointer inside a non-nil Guard: a nil
-// *core.Breaker, *baseline.Breaker, *registry.Breaker or any other. Once,
-// when the stack is built, so reflect costs no call anything.
-func isNilBreaker(g core.Guard) bool {
-	v := reflect.ValueOf(g)
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		return v.IsNil()
-	}
-	return false
 }
 
 // DefaultStack returns the recommended order,
@@ -114,7 +101,7 @@ func DefaultStack(r *Retry, b core.Guard, bh *Bulkhead, tl *TimeLimiter) (*Stack
 	for _, part := range []struct {
 		name string
 		nil  bool
-	}{{"retry", r == nil}, {"breaker", b == nil || isNilBreaker(b)}, {"bulkhead", bh == nil}, {"time limiter", tl == nil}} {
+	}{{"retry", r == nil}, {"breaker", b == nil || typedNil(b)}, {"bulkhead", bh == nil}, {"time limiter", tl == nil}} {
 		if part.nil {
 			missing = append(missing, fmt.Errorf("%w: DefaultStack's %s is nil (check its constructor's error; for fewer layers use NewStack)", ErrInvalidConfig, part.name))
 		}

@@ -51,15 +51,24 @@ func main() {
 	}
 }
 
-func run(in, out, failures string) error {
+// load parses the result file in.
+func load(in string) (*matrix, error) {
 	f, err := os.Open(in)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	defer f.Close()
 	m, err := parse(f)
-	f.Close()
 	if err != nil {
-		return fmt.Errorf("%s: %v", in, err)
+		return nil, fmt.Errorf("%s: %v", in, err)
+	}
+	return m, nil
+}
+
+func run(in, out, failures string) error {
+	m, err := load(in)
+	if err != nil {
+		return err
 	}
 	if !slices.Contains(m.failures, failures) {
 		return fmt.Errorf("%s has no failures=%s (it has %v)", in, failures, m.failures)
@@ -94,14 +103,9 @@ func run(in, out, failures string) error {
 
 // runTargets prints the targets table of the result file in.
 func runTargets(in string) error {
-	f, err := os.Open(in)
+	m, err := load(in)
 	if err != nil {
 		return err
-	}
-	m, err := parse(f)
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("%s: %v", in, err)
 	}
 	printTargets(os.Stdout, m.targets())
 	return nil
