@@ -206,165 +206,178 @@ func TestRegression_StateAndDeadlineNeverDriftUnderStress(t *testing.T) {
 	if testing.Short() {
 		workers, calls = 8, 2_000
 	}
-	const open = time.Millisecond
-	cfg := core.Config{WindowSize: 20, FailureRateThreshold: 50, MinimumNumberOfCalls: 10,
-		OpenDuration: open, PermittedCallsInHalfOpen: 1}
 	forEachImpl(t, func(t *testing.T, mk maker) {
-		r := mk.build(t, cfg)
-		if !t.Run("stress", func(t *testing.T) {
-			var faults regFaults
-			stop := make(chan struct{})
-			var bg sync.WaitGroup
-			bg.Add(2)
-			go func() { // the clock: 100 µs per tick
-				defer bg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					r.Clock.Advance(100 * time.Microsecond)
-					time.Sleep(20 * time.Microsecond)
-				}
-			}()
-			var checks atomic.Int64
-			go func() { // the checker
-				defer bg.Done()
-				var lastGen uint64
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					checks.Add(1)
-					c := r.B.Counts()
-					if c.Generation < lastGen {
-						faults.add("generation went back from %d to %d", lastGen, c.Generation)
-					}
-					lastGen = c.Generation
-					if c.Failures > c.Calls || c.Calls > 20 || c.SlowCalls != 0 || c.SlowFailures != 0 {
-						faults.add("torn counts %+v", c)
-					}
-					if c.State != core.Closed && (c.Calls != 0 || c.ConsecutiveFailures != 0) {
-						faults.add("closed-state counts outside closed: %+v", c)
-					}
-					if c.ProbesInFlight > 1 || c.ProbeSuccesses != 0 || (c.State != core.HalfOpen && c.ProbesInFlight != 0) {
-						faults.add("probe counts %+v", c)
-					}
-					// Open must always come with a deadline in (now, openedAt+open]
-					// rounded up to the millisecond: never "open but no deadline".
-					p, err := r.B.Allow()
-					switch {
-					case err == nil:
-						r.B.Record(p, core.Ignored) // give any probe slot straight back
-					case errors.Is(err, core.ErrOpen):
-						if p.Wait <= 0 || p.Wait >= open+time.Millisecond {
-							faults.add("open with wait %v", p.Wait)
-						}
-					case errors.Is(err, core.ErrHalfOpenFull):
-					default:
-						faults.add("Allow: unexpected error %v", err)
-					}
-				}
-			}()
-
-			var ok, failed, rejected atomic.Int64
-			finished := make(chan struct{})
-			go func() {
-				defer close(finished)
-				parallel(workers, func(int) {
-					ctx := context.Background()
-					for i := range calls {
-						fail := i%5 < 3
-						err := r.call(ctx, func(context.Context) error {
-							if fail {
-								return errFail
-							}
-							return nil
-						})
-						switch {
-						case err == nil:
-							ok.Add(1)
-						case errors.Is(err, errFail):
-							failed.Add(1)
-						case errors.Is(err, core.ErrRejected):
-							rejected.Add(1)
-						default:
-							faults.add("Execute: unexpected error %v", err)
-						}
-					}
-				})
-			}()
-			// Watchdog: a stuck notification dispatcher would hang the callers
-			// that must publish; fail with a diagnosis instead of hanging.
-			select {
-			case <-finished:
-			case <-time.After(2 * time.Minute):
-				close(stop)
-				t.Fatalf("callers still running after 2m: generation %d, %d notifications delivered",
-					r.B.Counts().Generation, len(r.Transitions()))
-			}
-			close(stop)
-			bg.Wait()
-			faults.check(t)
-			require.EqualValues(t, workers*calls, ok.Load()+failed.Load()+rejected.Load())
-			require.NotZero(t, rejected.Load(), "the breaker never tripped under 60 percent failures")
-			require.NotZero(t, checks.Load())
-
-			// Notifications: one per transition, in order, chained (R12).
-			trs := r.Transitions()
-			require.EqualValues(t, len(trs), r.B.Counts().Generation, "one notification per committed transition")
-			from := core.Closed
-			for i, tr := range trs {
-				require.EqualValues(t, i+1, tr.Generation)
-				require.Equal(t, from, tr.From, "notification %d", i)
-				from = tr.To
-			}
-			require.NotEmpty(t, trs)
-		}) {
+		r := mk.build(t, core.Config{WindowSize: 20, FailureRateThreshold: 50, MinimumNumberOfCalls: 10,
+			OpenDuration: regDriftOpen, PermittedCallsInHalfOpen: 1})
+		if !t.Run("stress", func(t *testing.T) { regDriftStress(t, r, workers, calls) }) {
 			return
 		}
+		t.Run("afterwards it trips, probes and closes exactly", func(t *testing.T) { regDriftAfterwards(t, r) })
+	})
+}
 
-		t.Run("afterwards it trips, probes and closes exactly", func(t *testing.T) {
-			// Functional check on a frozen clock, set to a whole millisecond.
-			now := r.Clock.Now()
-			r.Clock.Set((now/time.Millisecond + 1) * time.Millisecond)
-			for i := 0; r.B.Counts().State != core.Open; i++ {
-				require.Less(t, i, 21, "closed or half-open breaker failed to trip")
-				require.True(t, r.Try(F))
+// regDriftOpen is B25's open duration: short, so that the stress trips,
+// probes and closes many times over.
+const regDriftOpen = time.Millisecond
+
+// regDriftStress runs workers callers of calls each (60 percent failures)
+// while one goroutine moves the clock 100 µs a tick and another checks every
+// snapshot, then checks the totals and the chain of notifications.
+func regDriftStress(t *testing.T, r *rig, workers, calls int) {
+	var faults regFaults
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Go(func() { // the clock: 100 µs per tick
+		for {
+			select {
+			case <-stop:
+				return
+			default:
 			}
-			r.Clock.Advance(2 * open) // past any deadline
-			r.X(S)
-			r.Is(core.Closed)
-			r.Cnt(0, 0, 0, 0)
-			base := len(r.CBs())
-			for round := range 2 {
-				admitted := 0
-				for i := 1; i <= 20; i++ {
-					if r.Try(F) {
-						admitted++
+			r.Clock.Advance(100 * time.Microsecond)
+			time.Sleep(20 * time.Microsecond)
+		}
+	})
+	var checks atomic.Int64
+	bg.Go(func() { // the checker
+		var lastGen uint64
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			checks.Add(1)
+			lastGen = regDriftCheck(r, &faults, lastGen)
+		}
+	})
+
+	var ok, failed, rejected atomic.Int64
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		parallel(workers, func(int) {
+			ctx := context.Background()
+			for i := range calls {
+				fail := i%5 < 3
+				err := r.call(ctx, func(context.Context) error {
+					if fail {
+						return errFail
 					}
-					if i < 10 {
-						r.Is(core.Closed)
-					}
+					return nil
+				})
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, errFail):
+					failed.Add(1)
+				case errors.Is(err, core.ErrRejected):
+					rejected.Add(1)
+				default:
+					faults.add("Execute: unexpected error %v", err)
 				}
-				require.Equal(t, 10, admitted, "round %d: trips at the 10th failure (min=10)", round)
-				r.Is(core.Open)
-				r.Clock.Advance(open - time.Microsecond)
-				r.Reject(core.ErrOpen)
-				r.Clock.Advance(time.Microsecond)
-				r.X(S)
-				r.Is(core.Closed)
-			}
-			tail := r.CBs()[base:]
-			require.Len(t, tail, 6)
-			for i, want := range []string{"C>O", "O>H", "H>C", "C>O", "O>H", "H>C"} {
-				require.True(t, strings.HasPrefix(tail[i], want+"@"), "notification %d: %s", i, tail[i])
 			}
 		})
-	})
+	}()
+	// Watchdog: a stuck notification dispatcher would hang the callers
+	// that must publish; fail with a diagnosis instead of hanging.
+	select {
+	case <-finished:
+	case <-time.After(2 * time.Minute):
+		close(stop)
+		t.Fatalf("callers still running after 2m: generation %d, %d notifications delivered",
+			r.B.Counts().Generation, len(r.Transitions()))
+	}
+	close(stop)
+	bg.Wait()
+	faults.check(t)
+	require.EqualValues(t, workers*calls, ok.Load()+failed.Load()+rejected.Load())
+	require.NotZero(t, rejected.Load(), "the breaker never tripped under 60 percent failures")
+	require.NotZero(t, checks.Load())
+
+	// Notifications: one per transition, in order, chained (R12).
+	trs := r.Transitions()
+	require.EqualValues(t, len(trs), r.B.Counts().Generation, "one notification per committed transition")
+	from := core.Closed
+	for i, tr := range trs {
+		require.EqualValues(t, i+1, tr.Generation)
+		require.Equal(t, from, tr.From, "notification %d", i)
+		from = tr.To
+	}
+	require.NotEmpty(t, trs)
+}
+
+// regDriftCheck checks one snapshot of r against the generation seen last
+// (lastGen) and returns the snapshot's generation; it reports to faults, as
+// it runs beside the callers.
+func regDriftCheck(r *rig, faults *regFaults, lastGen uint64) uint64 {
+	c := r.B.Counts()
+	if c.Generation < lastGen {
+		faults.add("generation went back from %d to %d", lastGen, c.Generation)
+	}
+	if c.Failures > c.Calls || c.Calls > 20 || c.SlowCalls != 0 || c.SlowFailures != 0 {
+		faults.add("torn counts %+v", c)
+	}
+	if c.State != core.Closed && (c.Calls != 0 || c.ConsecutiveFailures != 0) {
+		faults.add("closed-state counts outside closed: %+v", c)
+	}
+	if c.ProbesInFlight > 1 || c.ProbeSuccesses != 0 || (c.State != core.HalfOpen && c.ProbesInFlight != 0) {
+		faults.add("probe counts %+v", c)
+	}
+	// Open must always come with a deadline in (now, openedAt+open]
+	// rounded up to the millisecond: never "open but no deadline".
+	p, err := r.B.Allow()
+	switch {
+	case err == nil:
+		r.B.Record(p, core.Ignored) // give any probe slot straight back
+	case errors.Is(err, core.ErrOpen):
+		if p.Wait <= 0 || p.Wait >= regDriftOpen+time.Millisecond {
+			faults.add("open with wait %v", p.Wait)
+		}
+	case errors.Is(err, core.ErrHalfOpenFull):
+	default:
+		faults.add("Allow: unexpected error %v", err)
+	}
+	return c.Generation
+}
+
+// regDriftAfterwards checks, on a frozen clock set to a whole millisecond,
+// that the stressed breaker r still trips, probes and closes exactly.
+func regDriftAfterwards(t *testing.T, r *rig) {
+	now := r.Clock.Now()
+	r.Clock.Set((now/time.Millisecond + 1) * time.Millisecond)
+	for i := 0; r.B.Counts().State != core.Open; i++ {
+		require.Less(t, i, 21, "closed or half-open breaker failed to trip")
+		require.True(t, r.Try(F))
+	}
+	r.Clock.Advance(2 * regDriftOpen) // past any deadline
+	r.X(S)
+	r.Is(core.Closed)
+	r.Cnt(0, 0, 0, 0)
+	base := len(r.CBs())
+	for round := range 2 {
+		admitted := 0
+		for i := 1; i <= 20; i++ {
+			if r.Try(F) {
+				admitted++
+			}
+			if i < 10 {
+				r.Is(core.Closed)
+			}
+		}
+		require.Equal(t, 10, admitted, "round %d: trips at the 10th failure (min=10)", round)
+		r.Is(core.Open)
+		r.Clock.Advance(regDriftOpen - time.Microsecond)
+		r.Reject(core.ErrOpen)
+		r.Clock.Advance(time.Microsecond)
+		r.X(S)
+		r.Is(core.Closed)
+	}
+	tail := r.CBs()[base:]
+	require.Len(t, tail, 6)
+	for i, want := range []string{"C>O", "O>H", "H>C", "C>O", "O>H", "H>C"} {
+		require.True(t, strings.HasPrefix(tail[i], want+"@"), "notification %d: %s", i, tail[i])
+	}
 }
 
 // B29. denoland/std PR #7097: the open timestamp was the time the failing
