@@ -71,155 +71,203 @@ func TestRampUpUnderContention(t *testing.T) {
 	})
 }
 
-func rampRound(t *testing.T, newB newFunc, workers *gang, g, k1, k2, round int) (admitted, rejected, phase2 int) {
-	pct := []int{10, 50, 90}[round%3]
-	clk := &tickClock{}
-	var rec transitions
+// rampRig is one round of TestRampUpUnderContention: a breaker closed
+// through a probe, so that it ramps, on a tickClock; the oracle, the same
+// ramp closed at the same reading on a manual clock; and the tallies of the
+// phase now running.
+type rampRig struct {
+	t       *testing.T
+	round   int
+	pct     int // the ramp's start percent
+	b       core.CircuitBreaker
+	clk     *tickClock
+	rec     *transitions
+	end     time.Duration // the first reading at which the ramp is over
+	oracle  core.CircuitBreaker
+	oclk    *core.ManualClock
+	workers *gang
+	counts  [][4]int // per goroutine: admitted, shed, failures recorded, other errors
+}
+
+// newRampRig builds round's breaker and oracle and closes both, at the same
+// reading, through a probe after ForceOpen.
+func newRampRig(t *testing.T, newB newFunc, workers *gang, g, round int) *rampRig {
+	r := &rampRig{t: t, round: round, pct: []int{10, 50, 90}[round%3], clk: &tickClock{}, rec: &transitions{},
+		workers: workers, counts: make([][4]int, g)}
 	cfg := core.Config{
 		ConsecutiveFailures: core.MaxConsecutiveFailures,
 		OpenDuration:        time.Second,
-		RampUpDuration:      4 * time.Millisecond, RampUpStartPercent: pct,
+		RampUpDuration:      4 * time.Millisecond, RampUpStartPercent: r.pct,
 		CollectMetrics: true,
-		Clock:          clk, OnStateChange: rec.listen,
+		Clock:          r.clk, OnStateChange: r.rec.listen,
 	}
-	b := mustNew(t, newB, cfg)
-	if err := b.ForceOpen(time.Second); err != nil {
+	r.b = mustNew(t, newB, cfg)
+	if err := r.b.ForceOpen(time.Second); err != nil {
 		t.Fatal(err)
 	}
-	clk.Set(2 * time.Second)
-	p, err := b.Allow()
+	r.clk.Set(2 * time.Second)
+	p, err := r.b.Allow()
 	if err != nil || !p.Probe {
 		t.Fatalf("round %d: %+v %v, want the probe", round, p, err)
 	}
-	b.Record(p, core.Success)
-	trs := rec.get()
+	r.b.Record(p, core.Success)
+	trs := r.rec.get()
 	if len(trs) != 3 || trs[2].From != core.HalfOpen || trs[2].To != core.Closed {
 		t.Fatalf("round %d: notifications %+v, want C->O, O->H, H->C", round, trs)
 	}
-	// The first reading at which the ramp is over: with units of 1 ms, the
-	// first whole millisecond at or after the close plus the ramp-up
-	// (Config.MaxWaitInHalfOpen's rounding).
-	end := (trs[2].At + cfg.RampUpDuration + time.Millisecond - 1).Truncate(time.Millisecond)
-	// The oracle: the same ramp, closed at the same reading on a manual clock.
-	oclk := core.NewManualClock(0)
+	// With units of 1 ms, the first whole millisecond at or after the close
+	// plus the ramp-up (Config.MaxWaitInHalfOpen's rounding).
+	r.end = (trs[2].At + cfg.RampUpDuration + time.Millisecond - 1).Truncate(time.Millisecond)
+
+	r.oclk = core.NewManualClock(0)
 	ocfg := cfg
-	ocfg.Clock, ocfg.OnStateChange = oclk, nil
-	oracle := mustNew(t, newB, ocfg)
-	if err := oracle.ForceOpen(time.Second); err != nil {
+	ocfg.Clock, ocfg.OnStateChange = r.oclk, nil
+	r.oracle = mustNew(t, newB, ocfg)
+	if err := r.oracle.ForceOpen(time.Second); err != nil {
 		t.Fatal(err)
 	}
-	oclk.Set(trs[2].At)
-	if op, err := oracle.Allow(); err != nil || !op.Probe {
+	r.oclk.Set(trs[2].At)
+	if op, err := r.oracle.Allow(); err != nil || !op.Probe {
 		t.Fatalf("round %d: oracle %+v %v, want the probe", round, op, err)
 	} else {
-		oracle.Record(op, core.Success)
+		r.oracle.Record(op, core.Success)
 	}
-	if c := oracle.Counts(); c.State != core.Closed || c.Generation != 3 {
+	if c := r.oracle.Counts(); c.State != core.Closed || c.Generation != 3 {
 		t.Fatalf("round %d: oracle %+v, want closed at generation 3", round, c)
 	}
-	// expect is how many of the n readings after from the ramp sheds. A
-	// ramping Allow that is admitted or shed changes nothing, so the oracle
-	// answers each reading as the ramp would at it; it stops before the
-	// end, whose Allow would end its ramp.
-	expect := func(from time.Duration, n int) (shed int) {
-		for r := from + 1; r <= from+time.Duration(n) && r < end; r++ {
-			oclk.Set(r)
-			switch _, err := oracle.Allow(); breakers.Reason(err) {
+	return r
+}
+
+// expect is how many of the n readings after from the ramp sheds. A
+// ramping Allow that is admitted or shed changes nothing, so the oracle
+// answers each reading as the ramp would at it; it stops before the end,
+// whose Allow would end its ramp.
+func (r *rampRig) expect(from time.Duration, n int) (shed int) {
+	for at := from + 1; at <= from+time.Duration(n) && at < r.end; at++ {
+		r.oclk.Set(at)
+		switch _, err := r.oracle.Allow(); breakers.Reason(err) {
+		case nil:
+		case core.ErrRampingUp:
+			shed++
+		default:
+			r.t.Fatalf("round %d: oracle at %v: %v", r.round, at, err)
+		}
+	}
+	return shed
+}
+
+// phase has every goroutine make k calls, recording outcome(goroutine,
+// call) for each admitted one, and returns the calls admitted, shed, and
+// recorded as failures.
+func (r *rampRig) phase(k int, outcome func(i, j int) core.Outcome) (admitted, shed, failures int) {
+	for i := range r.counts {
+		r.counts[i] = [4]int{}
+	}
+	r.workers.run(func(i int) {
+		for j := range k {
+			p, err := r.b.Allow()
+			switch breakers.Reason(err) {
 			case nil:
-			case core.ErrRampingUp:
-				shed++
-			default:
-				t.Fatalf("round %d: oracle at %v: %v", round, r, err)
-			}
-		}
-		return shed
-	}
-	counts := make([][4]int, g) // admitted, shed, failures recorded, other errors
-	phase := func(k int, outcome func(i, j int) core.Outcome) {
-		for i := range counts {
-			counts[i] = [4]int{}
-		}
-		workers.run(func(i int) {
-			for j := range k {
-				p, err := b.Allow()
-				switch breakers.Reason(err) {
-				case nil:
-					counts[i][0]++
-					o := outcome(i, j)
-					if o == core.Failure {
-						counts[i][2]++
-					}
-					b.Record(p, o)
-				case core.ErrRampingUp:
-					counts[i][1]++
-				default:
-					counts[i][3]++
+				r.counts[i][0]++
+				o := outcome(i, j)
+				if o == core.Failure {
+					r.counts[i][2]++
 				}
+				r.b.Record(p, o)
+			case core.ErrRampingUp:
+				r.counts[i][1]++
+			default:
+				r.counts[i][3]++
 			}
-		})
-	}
-	sum := func() (a, r, f int) {
-		for _, c := range counts {
-			if c[3] != 0 {
-				t.Fatalf("round %d: %d calls refused with an error other than ErrRampingUp", round, c[3])
-			}
-			a, r, f = a+c[0], r+c[1], f+c[2]
 		}
-		return a, r, f
+	})
+	for _, c := range r.counts {
+		if c[3] != 0 {
+			r.t.Fatalf("round %d: %d calls refused with an error other than ErrRampingUp", r.round, c[3])
+		}
+		admitted, shed, failures = admitted+c[0], shed+c[1], failures+c[2]
 	}
+	return admitted, shed, failures
+}
+
+// succeedOnce calls until one call is admitted and records it as a success,
+// which resets the run of failures, and returns the calls admitted (one) and
+// shed.
+func (r *rampRig) succeedOnce() (admitted, shed int) {
+	for {
+		p, err := r.b.Allow()
+		if errors.Is(err, core.ErrRampingUp) {
+			shed++
+			continue
+		}
+		if err != nil {
+			r.t.Fatalf("round %d: %v", r.round, err)
+		}
+		r.b.Record(p, core.Success)
+		return 1, shed
+	}
+}
+
+// checkRampOver checks that the ramp flag is cleared for good: Allow reads
+// no clock and admits everything, in the same generation, with no further
+// notification.
+func (r *rampRig) checkRampOver() {
+	t, round := r.t, r.round
+	reads := r.clk.reads.Load()
+	for i := range 16 {
+		if p, err := r.b.Allow(); err != nil || p.Generation != 3 {
+			t.Fatalf("round %d: call %d after the ramp: %+v %v", round, i, p, err)
+		}
+	}
+	if n := r.clk.reads.Load() - reads; n != 0 {
+		t.Fatalf("round %d: Allow after the end of the ramp read the clock %d times: the ramp flag is still set", round, n)
+	}
+	if n := len(r.rec.get()); n != 3 {
+		t.Fatalf("round %d: %d notifications, want 3", round, n)
+	}
+}
+
+func rampRound(t *testing.T, newB newFunc, workers *gang, g, k1, k2, round int) (admitted, rejected, phase2 int) {
+	r := newRampRig(t, newB, workers, g, round)
+	pct, clk := r.pct, r.clk
 
 	// Phase 1: the start of the ramp.
 	from, reads := clk.now.Load(), clk.reads.Load()
-	phase(k1, func(i, j int) core.Outcome {
+	a1, r1, f1 := r.phase(k1, func(i, j int) core.Outcome {
 		if (i+j)%3 == 0 {
 			return core.Failure
 		}
 		return core.Success
 	})
-	a1, r1, f1 := sum()
 	if n := clk.reads.Load() - reads; n != int64(g*k1) {
 		t.Fatalf("round %d: %d ramping calls read the clock %d times, want once each", round, g*k1, n)
 	}
-	if want := expect(time.Duration(from), g*k1); r1 != want || a1+r1 != g*k1 {
+	if want := r.expect(time.Duration(from), g*k1); r1 != want || a1+r1 != g*k1 {
 		t.Fatalf("round %d (start %d%%): phase 1 admitted %d and shed %d of %d calls; the ramp sheds exactly %d of their readings", round, pct, a1, r1, g*k1, want)
 	}
 
 	// One success in between: the run of failures starts at zero.
-	sepA, sepR := 0, 0
-	for {
-		p, err := b.Allow()
-		if errors.Is(err, core.ErrRampingUp) {
-			sepR++
-			continue
-		}
-		if err != nil {
-			t.Fatalf("round %d: %v", round, err)
-		}
-		sepA++
-		b.Record(p, core.Success)
-		break
-	}
-	if c := b.Counts(); c.State != core.Closed || c.Generation != 3 || c.ConsecutiveFailures != 0 {
+	sepA, sepR := r.succeedOnce()
+	if c := r.b.Counts(); c.State != core.Closed || c.Generation != 3 || c.ConsecutiveFailures != 0 {
 		t.Fatalf("round %d: counts %+v after a success, want closed generation 3 with no failures in a row", round, c)
 	}
 
 	// Phase 2: across the end of the ramp, failures only.
 	before := g * k2 / 4
-	clk.Set(end - time.Duration(before))
+	clk.Set(r.end - time.Duration(before))
 	reads = clk.reads.Load()
-	phase(k2, func(int, int) core.Outcome { return core.Failure })
-	a2, r2, f2 := sum()
-	if want := expect(end-time.Duration(before), before); r2 > want || r2 < want-(g-1) || a2+r2 != g*k2 || f2 != a2 {
+	a2, r2, f2 := r.phase(k2, func(int, int) core.Outcome { return core.Failure })
+	if want := r.expect(r.end-time.Duration(before), before); r2 > want || r2 < want-(g-1) || a2+r2 != g*k2 || f2 != a2 {
 		t.Fatalf("round %d (start %d%%): phase 2 admitted %d and shed %d of %d calls; the ramp sheds %d of the readings before its end, less at most the %d Allows that can be in flight across the clear", round, pct, a2, r2, g*k2, want, g-1)
 	}
 	if n := clk.reads.Load() - reads; n < int64(before) {
 		t.Fatalf("round %d: %d clock readings in phase 2, fewer than the %d to the end of the ramp", round, n, before)
 	}
-	c := b.Counts()
+	c := r.b.Counts()
 	if c.State != core.Closed || c.Generation != 3 || c.ConsecutiveFailures != uint64(f2) {
 		t.Fatalf("round %d: counts %+v after %d failures recorded across the end of the ramp, want closed generation 3 with %d consecutive failures", round, c, f2, f2)
 	}
-	m := b.Metrics()
+	m := r.b.Metrics()
 	wantM := core.Metrics{
 		Admitted:       uint64(1 + a1 + sepA + a2),
 		RejectedRampUp: uint64(r1 + sepR + r2),
@@ -232,18 +280,6 @@ func rampRound(t *testing.T, newB newFunc, workers *gang, g, k1, k2, round int) 
 	if m != wantM {
 		t.Fatalf("round %d: metrics\n%+v, want\n%+v", round, m, wantM)
 	}
-	// The flag is cleared for good: no clock, no shedding.
-	reads = clk.reads.Load()
-	for i := range 16 {
-		if p, err := b.Allow(); err != nil || p.Generation != 3 {
-			t.Fatalf("round %d: call %d after the ramp: %+v %v", round, i, p, err)
-		}
-	}
-	if n := clk.reads.Load() - reads; n != 0 {
-		t.Fatalf("round %d: Allow after the end of the ramp read the clock %d times: the ramp flag is still set", round, n)
-	}
-	if n := len(rec.get()); n != 3 {
-		t.Fatalf("round %d: %d notifications, want 3", round, n)
-	}
+	r.checkRampOver()
 	return a1 + a2, r1 + r2, f2
 }
