@@ -3,7 +3,7 @@
 // the open deadline, the coarse units of the half-open max wait and the
 // ramp-up, their wrap and idle rule, the ramp-up admission hash and share,
 // the open-duration backoff, the retry-after hint bound, slow calls and the
-// trip rule R1 with its minimum number of calls.
+// trip rule with its minimum number of calls.
 //
 // The two breakers share no rule code (the uber-go/ratelimit shape: they
 // share only their configuration), so a bug in one side's arithmetic shows
@@ -33,7 +33,7 @@ const (
 // Deadline: an open breaker whose transition committed at clock reading Now
 // for an open duration D may probe from the first whole millisecond at or
 // after Now+D (docs/design.md, Open-duration resolution); a negative reading
-// counts as zero (R14).
+// counts as zero, as a clock that goes backwards never shortens a wait.
 type Deadline struct {
 	Now, D time.Duration
 	Ms     uint64 // ceil((max(Now, 0) + D) / 1 ms)
@@ -68,7 +68,7 @@ var Waits = []Wait{
 	{63, 0, 63 * ms},
 	{63, 62_500_000, 500_000}, // 62.5 ms: half a millisecond to go
 	{63, 63*ms - 1, 1},
-	{63, 63 * ms, 0}, // the boundary is inclusive (R4)
+	{63, 63 * ms, 0}, // the boundary is inclusive: a call at the deadline may probe
 	{63, 63*ms + 1, 0},
 	{63, sec, 0},
 	{63, -sec, 63 * ms},
@@ -234,7 +234,7 @@ var Ramps = []Ramp{
 // Backoff: the open duration after a trip (Steps[0]) and after each
 // following re-open from half-open: each multiplies the last by the factor
 // in float64, truncated to whole nanoseconds, up to the maximum, which it
-// then keeps (R4). The last value repeats for every further re-open.
+// then keeps. The last value repeats for every further re-open.
 type Backoff struct {
 	Open, Max time.Duration
 	Factor    float64
@@ -298,7 +298,8 @@ var Slows = []Slow{
 
 // Trip: whether a closed breaker with the trip rule Rule, whose window
 // holds Calls, Failures and Slow calls and whose run of consecutive
-// failures is Consecutive, must trip (R1).
+// failures is Consecutive, must trip: any enabled threshold reached, with
+// the minimum number of calls where docs/semantics.md says it applies.
 type Trip struct {
 	Name                  string
 	Rule                  Rule
