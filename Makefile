@@ -65,14 +65,14 @@ bench-quick: ## a short bench run (3 counts, -cpu 1,2) to check that everything 
 	$(MAKE) bench BENCH_COUNT=3 BENCH_CPU=1,2 BENCH_TIME=20ms \
 		BENCH_OUT=bench/results/$(shell date -u +%Y-%m-%d-%H%M)-$(shell hostname -s)-quick.txt
 
-# The mix matrix (docs/benchmarks.md, "The mix matrix"): BenchmarkMix and the floors
+# The mix matrix (docs/benchmarks.md, "What is measured"): BenchmarkMix and the floors
 # into bench/results/<date>-<HHMM>-<host>-mix.txt, then benchstat -col /impl,
 # whose geomean row sums the matrix up, over all -cpu and per -cpu. Its own
 # defaults are -cpu 1,2, -benchtime 20ms and 30 rounds: short samples, so
 # that the cells a target compares (lock-free and mutex, -cpu 1 and 2,
 # time10 and time300) run within a fraction of a second of each other in
 # every round, and many rounds, so that their medians see this VM's speed
-# modes alike (docs/benchmarks.md, "Running the matrix"). A BENCH_COUNT,
+# modes alike (docs/benchmarks.md, "Rounds, not -count"). A BENCH_COUNT,
 # BENCH_CPU, BENCH_TIME or BENCH_OUT given on the command line or in the
 # environment still wins. MIX_PEERS=1 runs the peers' cells too.
 MIX_PEERS ?= 0

@@ -45,9 +45,9 @@ func medianOf(s []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// targets lists the matrix's targets (docs/benchmarks.md, "The mix
-// matrix") that compare two cells of the run: lock-free against the mutex
-// (geomean per -cpu, at most 0.5 and 0.4), a time window against time10 at
+// targets lists the matrix's targets (docs/benchmarks.md, "Targets: met
+// and missed") that compare two cells of the run: lock-free against the
+// mutex (geomean per -cpu, at most 0.5 and 0.4), a time window against time10 at
 // each failure rate and -cpu (at most 1.15), and a clean window at -cpu 2
 // against -cpu 1 (at most 0.6). Cells the file lacks are left out.
 func (m *matrix) targets() []ratio {

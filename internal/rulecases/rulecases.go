@@ -3,7 +3,7 @@
 // the open deadline, the coarse units of the half-open max wait and the
 // ramp-up, their wrap and idle rule, the ramp-up admission hash and share,
 // the open-duration backoff, the retry-after hint bound, slow calls and the
-// trip rule R1 with its minimum number of calls.
+// trip rule with its minimum number of calls.
 //
 // The two breakers share no rule code (the uber-go/ratelimit shape: they
 // share only their configuration), so a bug in one side's arithmetic shows
@@ -33,12 +33,14 @@ const (
 // Deadline: an open breaker whose transition committed at clock reading Now
 // for an open duration D may probe from the first whole millisecond at or
 // after Now+D (docs/design.md, Open-duration resolution); a negative reading
-// counts as zero (R14).
+// counts as zero, as any time before the clock's start does: never a
+// negative or wrapped deadline.
 type Deadline struct {
 	Now, D time.Duration
 	Ms     uint64 // ceil((max(Now, 0) + D) / 1 ms)
 }
 
+// Deadlines are the Deadline cases, each worked out by hand from the rule text.
 var Deadlines = []Deadline{
 	{0, ms, 1},
 	{0, 1, 1},                    // 1 ns rounds up to a whole millisecond
@@ -64,11 +66,12 @@ type Wait struct {
 	Wait time.Duration
 }
 
+// Waits are the Wait cases, each worked out by hand from the rule text.
 var Waits = []Wait{
 	{63, 0, 63 * ms},
 	{63, 62_500_000, 500_000}, // 62.5 ms: half a millisecond to go
 	{63, 63*ms - 1, 1},
-	{63, 63 * ms, 0}, // the boundary is inclusive (R4)
+	{63, 63 * ms, 0}, // the boundary is inclusive: a call at the deadline may probe
 	{63, 63*ms + 1, 0},
 	{63, sec, 0},
 	{63, -sec, 63 * ms},
@@ -84,6 +87,7 @@ type Coarse struct {
 	Span uint64
 }
 
+// Coarses are the Coarse cases, each worked out by hand from the rule text.
 var Coarses = []Coarse{
 	{1, ms, 1},
 	{ms, ms, 1},
@@ -110,6 +114,7 @@ type CoarseDeadline struct {
 	Deadline uint64
 }
 
+// CoarseDeadlines are the CoarseDeadline cases, each worked out by hand from the rule text.
 var CoarseDeadlines = []CoarseDeadline{
 	// D = 1,025 ms: 2 ms units.
 	{1025 * ms, 0, 0, 513},        // 1,025 / 2 = 512.5 rounds up
@@ -140,6 +145,7 @@ type Expired struct {
 	Passed    bool
 }
 
+// Expireds are the Expired cases, each worked out by hand from the rule text.
 var Expireds = []Expired{
 	{1025 * ms, math.MinInt64, true},
 	{1025 * ms, -1, true},
@@ -165,6 +171,7 @@ type Hash struct {
 	Hash uint32
 }
 
+// Hashes are the Hash cases, each worked out by hand from the rule text.
 var Hashes = []Hash{
 	{0, 0},                     // fmix64(0) = 0
 	{1, 3_025_583_356},         // fmix64(1) = 0xb456bcfc34c2cb2c
@@ -201,6 +208,7 @@ type Ramp struct {
 	Admitted     bool
 }
 
+// Ramps are the Ramp cases, each worked out by hand from the rule text.
 var Ramps = []Ramp{
 	// 3 ms (span 3), 0 %, one unit elapsed: threshold floor(2^32/3) =
 	// 1,431,655,765 (2^32/3 = 1,431,655,765.33). A hash equal to it is shed:
@@ -234,13 +242,14 @@ var Ramps = []Ramp{
 // Backoff: the open duration after a trip (Steps[0]) and after each
 // following re-open from half-open: each multiplies the last by the factor
 // in float64, truncated to whole nanoseconds, up to the maximum, which it
-// then keeps (R4). The last value repeats for every further re-open.
+// then keeps. The last value repeats for every further re-open.
 type Backoff struct {
 	Open, Max time.Duration
 	Factor    float64
 	Steps     []time.Duration
 }
 
+// Backoffs are the Backoff cases, each worked out by hand from the rule text.
 var Backoffs = []Backoff{
 	{60 * sec, 0, 0, []time.Duration{60 * sec, 60 * sec, 60 * sec}}, // no backoff
 	{5 * sec, time.Minute, 2, []time.Duration{5 * sec, 10 * sec, 20 * sec, 40 * sec, 60 * sec, 60 * sec}},
@@ -263,6 +272,7 @@ type Hint struct {
 	Bounded, OpenFor       time.Duration
 }
 
+// Hints are the Hint cases, each worked out by hand from the rule text.
 var Hints = []Hint{
 	{0, sec, time.Minute, 0, sec}, // hints off
 	{10 * sec, sec, -1, 0, sec},
@@ -286,6 +296,7 @@ type Slow struct {
 	Slow         bool
 }
 
+// Slows are the Slow cases, each worked out by hand from the rule text.
 var Slows = []Slow{
 	{0, time.Hour, false}, // no threshold: nothing is slow
 	{sec, 0, false},
@@ -298,7 +309,8 @@ var Slows = []Slow{
 
 // Trip: whether a closed breaker with the trip rule Rule, whose window
 // holds Calls, Failures and Slow calls and whose run of consecutive
-// failures is Consecutive, must trip (R1).
+// failures is Consecutive, must trip: any enabled threshold reached, with
+// the minimum number of calls where docs/semantics.md says it applies.
 type Trip struct {
 	Name                  string
 	Rule                  Rule
@@ -337,6 +349,7 @@ var (
 	rate100    = Rule{Timed: true, WindowSize: 10, MinimumNumberOfCalls: 1, FailureRateThreshold: 100}
 )
 
+// Trips are the Trip cases, each worked out by hand from the rule text.
 var Trips = []Trip{
 	{"rate: exactly at the threshold trips", rate50, 10, 5, 0, 0, true},
 	{"rate: one failure short", rate50, 10, 4, 0, 0, false},
