@@ -269,11 +269,8 @@ func (m *model) step(c *mcall) {
 		}
 		if a&present != 0 {
 			// flush's locals, computed before its first access.
-			q, lap := a>>r.posShift&r.field, a>>r.lapShift&r.lapMask
-			if q == 0 {
-				q, lap = r.size, lap-1
-			}
-			c.q, c.lap, c.want = q-1, lap, a&(genMask|pendMask)
+			c.q, c.lap = r.pendSlot(a)
+			c.want = a & (genMask | pendMask)
 			c.pc = pcFlushLoad
 			return
 		}
@@ -335,14 +332,8 @@ func (m *model) step(c *mcall) {
 		} else {
 			next += 1 << r.nShift
 		}
-		next += r.delta[c.out]
-		if pos+1 < r.size {
-			next += 1 << r.posShift
-		} else {
-			lap := r.lapMask << r.lapShift
-			next = next&^(r.field<<r.posShift|lap) | (next+1<<r.lapShift)&lap
-		}
-		c.tripped = c.rule != nil && next&r.bad != 0 && c.rule.Trips(r.counts(next))
+		next = r.advancePos(next+r.delta[c.out], pos)
+		c.tripped = c.rule != nil && next&r.uncleanMask != 0 && c.rule.Trips(r.counts(next))
 		if c.tripped {
 			next |= closedBit
 		}

@@ -122,7 +122,7 @@ func TestLayout_EveryFieldFits(t *testing.T) {
 
 		// The ring's own word arithmetic reads and adds the same fields.
 		require.Equal(t, window.Counts{Calls: w, Failures: w, Slow: w, SlowFailures: w}, r.counts(r.pack(full)), "size %d", size)
-		require.Equal(t, r.pack(state{f: m})|r.pack(state{s: m}), r.bad, "size %d", size)
+		require.Equal(t, r.pack(state{f: m})|r.pack(state{s: m}), r.uncleanMask, "size %d", size)
 		for out := range uint64(8) {
 			f, s := out>>1&1, out>>2&1
 			require.Equal(t, r.pack(state{f: f, s: s, sf: f & s}), r.delta[out], "size %d, out %03b", size, out)

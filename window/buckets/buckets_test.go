@@ -76,7 +76,7 @@ func TestLayout(t *testing.T) {
 		require.Zero(t, uintptr(unsafe.Pointer(&w.head))%cacheLine, "Window %d: head is off a line", i)
 	}
 	runtime.KeepAlive(keep) // every object stays allocated, so none is placed where another was
-	assert.Equal(t, uintptr(8), unsafe.Offsetof(paddedHead{}.bad))
+	assert.Equal(t, uintptr(8), unsafe.Offsetof(paddedHead{}.lastUnclean))
 	assert.Equal(t, uintptr(16), unsafe.Offsetof(paddedHead{}.swept))
 
 	for _, c := range []struct {
