@@ -1,6 +1,7 @@
 // Package atomicring is a lock-free, allocation-free count-based sliding
-// window: the aggregate of the last W counted outcomes (calls), W in 1..255
-// (R2 in docs/semantics.md).
+// window: the aggregate of the last W counted outcomes (calls), W in
+// 1..255, exact sums that are never negative (the window membership rule of
+// https://github.com/casbreaker/casbreaker/blob/main/docs/semantics.md).
 //
 // The whole aggregate, the write cursor and the generation live in one
 // 64-bit word advanced by compare-and-swap, so every value a Ring returns is
@@ -31,9 +32,10 @@ const MaxSize = 255
 var ErrSize = errors.New("atomicring: window size must be between 1 and 255 calls")
 
 // Ring is a count-based sliding window over the last W calls. Outcomes are
-// tagged with a breaker generation (R8): a ring holds one generation at a
-// time, an outcome of a newer generation starts an empty window (R11), and
-// an outcome of an older one is dropped.
+// tagged with a breaker generation: a ring holds one generation at a time,
+// an outcome of a newer generation starts an empty window (the breaker's
+// new state starts fresh), and an outcome of an older one is stale and
+// dropped.
 //
 // Only the low 16 bits of a generation are kept. Newer and older are decided
 // by serial-number arithmetic on them: a generation 1..2^15-1 ahead of the
@@ -181,15 +183,16 @@ const (
 	Stale
 )
 
-// RecordTrip is Record with the trip rule decided in the same
-// compare-and-swap that adds the outcome (R1): when rule trips on the window
+// RecordTrip is Record with the trip rule, which a closed breaker judges
+// after every counted outcome, decided in the same compare-and-swap that
+// adds the outcome: when rule trips on the window
 // with this outcome in it, the window of gen is closed at once, so the
 // outcome that warranted the trip is the last one it holds and every
 // snapshot shows it closed. That is what lets a breaker make a record and
 // its trip one linearizable step. A nil rule never trips, as in Record.
 // The returned Counts are the window with the outcome in it (Recorded,
-// Tripped) or zero (AfterTrip, Stale). It may run concurrently with every other
-// call on r.
+// Tripped) or zero (AfterTrip, Stale). It may run concurrently with every
+// other call on r.
 func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (window.Counts, Verdict) {
 	g := uint16(gen)
 	out := outBits(failure, slow)

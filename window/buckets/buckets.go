@@ -2,12 +2,13 @@
 // per-second buckets (1 <= B <= 3600) that hold the outcomes of the last B
 // seconds, lock-free and allocation-free.
 //
-// Membership follows R2 in docs/semantics.md: at time now the window holds
-// the outcomes whose completion second falls in floor(now)-B+1 ..
-// floor(now), however long the window was idle. Every bucket is tagged with
-// the breaker generation of its outcomes (R8), so a newer generation starts
-// an empty window (R11) without a clear step, and a late outcome of an older
-// generation is dropped.
+// At time now the window holds the outcomes whose completion second falls
+// in floor(now)-B+1 .. floor(now), however long the window was idle (the
+// window membership rule of
+// https://github.com/casbreaker/casbreaker/blob/main/docs/semantics.md). Every bucket is tagged with the breaker
+// generation of its outcomes, so a newer generation starts an empty window
+// without a clear step, and a late outcome of an older generation is stale
+// and dropped.
 package buckets
 
 import (
@@ -45,7 +46,7 @@ var ErrSize = errors.New("buckets: window size must be between 1 and 3600 second
 // past 2^32-1 seconds (136 years) count as that second. The window keeps
 // the newest second any call has seen (head) and uses max(floor(now), head)
 // as the current second, so when the clock goes backwards elapsed time is
-// zero and nothing evicted comes back (R14); an outcome reported with an
+// zero and nothing evicted comes back; an outcome reported with an
 // older time is counted in the head second.
 //
 // Cost. In the steady state (the bucket of the current second already holds
@@ -72,7 +73,7 @@ var ErrSize = errors.New("buckets: window size must be between 1 and 3600 second
 // incarnation.
 //
 // Loss. None within the bounds below: an outcome is dropped only when its
-// generation is older than its bucket's (stale, R8) or its second left the
+// generation is older than its bucket's (stale) or its second left the
 // window while it was being recorded, and Record reports both.
 //   - The 8-bit incarnation (see bucket): no loss unless a goroutine stays
 //     paused, inside one Record call, while its bucket is recycled 128 times
@@ -368,7 +369,7 @@ func (w *Window) Advance(gen uint32) {
 // Snapshot returns the sums of the outcomes of generation gen (low 24 bits)
 // inside the window at now. It also moves the window's current second
 // forward to floor(now) if that is newer, so it never reports an outcome
-// that had left the window before now (R2).
+// that had left the window before now.
 //
 // The sums are one state of the window: while gen is current, there is an
 // order of the outcomes recorded, consistent with real time, such that the
@@ -398,7 +399,8 @@ func (w *Window) Snapshot(gen uint32, now time.Duration) window.Counts {
 // holds an outcome of its current second. Every outcome is counted in the
 // current second, and a second evicts nothing once it is current, so then
 // the state is the window as its newest outcome left it: if it trips the
-// rule, R1 owes that outcome (or an earlier one) a trip. Otherwise eviction
+// rule, the trip rule, judged after every outcome, owes that outcome (or an
+// earlier one) a trip. Otherwise eviction
 // may have raised a rate since the last outcome, and no trip is owed until
 // the next outcome is judged.
 func (w *Window) SnapshotOwed(gen uint32, now time.Duration) (c window.Counts, owed bool) {
