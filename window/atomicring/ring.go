@@ -185,10 +185,9 @@ const (
 
 // RecordTrip is Record with the trip rule, which a closed breaker judges
 // after every counted outcome, decided in the same compare-and-swap that
-// adds the outcome: when rule trips on the window
-// with this outcome in it, the window of gen is closed at once, so the
-// outcome that warranted the trip is the last one it holds and every
-// snapshot shows it closed. That is what lets a breaker make a record and
+// adds the outcome: when rule trips on the window with this outcome in it,
+// the window of gen is closed at once, so the outcome that warranted the
+// trip is the last one it holds and every snapshot shows it closed. That is what lets a breaker make a record and
 // its trip one linearizable step. A nil rule never trips, as in Record.
 // The returned Counts are the window with the outcome in it (Recorded,
 // Tripped) or zero (AfterTrip, Stale). It may run concurrently with every
@@ -241,6 +240,8 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 			}
 			return r.counts(next), Recorded
 		}
+		// Lost to another claim: back off before the next load (see
+		// backoffFirst).
 		procyield(backoff)
 		backoff = min(2*backoff, backoffMax)
 	}
