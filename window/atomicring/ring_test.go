@@ -447,7 +447,13 @@ func TestRecordAndSnapshot_DoNotAllocate(t *testing.T) {
 		r.Record(i/300, i%3 == 0, i%5 == 0) // crosses generations and laps
 		r.Snapshot(i / 300)
 	})
-	assert.Zero(t, allocs)
+	assert.Zero(t, allocs, "Record, Snapshot")
+	rule := window.Rule{FailureRateThreshold: 30, MinimumNumberOfCalls: 10}
+	allocs = testing.AllocsPerRun(1000, func() {
+		i++
+		r.RecordTrip(i/300, i%3 == 0, i%5 == 0, &rule) // trips, closes and reopens with the generations
+	})
+	assert.Zero(t, allocs, "RecordTrip with a rule")
 }
 
 func BenchmarkRecord(b *testing.B) {
