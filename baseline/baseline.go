@@ -1,6 +1,7 @@
 // Package baseline is the mutex circuit breaker: the same public behaviour as
 // core.Breaker, written the plain way around one sync.Mutex. It is the
-// executable reference model of the rules R1-R15 (docs/semantics.md) that
+// executable reference model of the rules R1-R15 of
+// https://github.com/casbreaker/casbreaker/blob/main/docs/semantics.md that
 // the differential tests, race tests and fuzz targets compare the lock-free
 // core against, and the baseline its benchmarks are measured against.
 //
@@ -487,7 +488,9 @@ func (b *Breaker) unlockAndNotify() {
 // as zero, as in the lock-free word's unsigned milliseconds.
 func (b *Breaker) now() time.Duration { return max(b.s.Clock.Now(), 0) }
 
-// State returns the current state, time-aware (R5).
+// State returns the current state, time-aware: an open breaker whose open
+// duration has elapsed reports half-open before any call commits the
+// transition.
 func (b *Breaker) State() core.State {
 	b.mustBeNew()
 	b.mu.Lock()

@@ -3,10 +3,12 @@
 // (count-based: the last W calls) and window/buckets (time-based: per-second
 // buckets over the last B seconds).
 //
-// Both windows tag what they hold with the breaker generation (R8 in
-// docs/semantics.md): an outcome recorded under an older generation than the
-// window holds is dropped, and a newer generation starts an empty window
-// (R11) without a separate clear step that could race with writers.
+// Both windows tag what they hold with the breaker generation, which every
+// committed transition of the breaker advances: an outcome recorded under an
+// older generation than the window holds is stale and dropped, and a newer
+// generation starts an empty window, as every state a breaker enters starts
+// fresh, without a separate clear step that could race with writers. The rules both windows keep are written out in
+// https://github.com/casbreaker/casbreaker/blob/main/docs/semantics.md.
 package window
 
 // Counts is the aggregate of the outcomes in a window.
@@ -28,8 +30,10 @@ type Counts struct {
 	SlowFailures uint64
 }
 
-// Rule is the part of the trip rule (R1) that reads a window: whether a
-// closed breaker whose window holds c must trip. A window that is given a
+// Rule is the part of the trip rule that reads a window: whether a closed
+// breaker whose window holds c must trip, judged after every counted
+// outcome. (The rest of the trip rule, the run of consecutive failures, is
+// the breaker's.) A window that is given a
 // Rule can decide the trip in the same atomic step that records the
 // outcome (atomicring.Ring.RecordTrip), which is what makes the record and
 // its trip one linearizable step. Thresholds are in calls or percent; a

@@ -253,36 +253,62 @@ func (m *model) step(c *mcall) {
 		}
 		c.pc = pcLoad
 	case pcLoad:
-		c.a, c.at, c.spans = r.hot.a.Load(), m.commits, false
-		a, g := c.a, c.g
-		if uint16(a>>genShift) != g {
-			if g-uint16(a>>genShift) >= 1<<15 {
-				c.done, c.verdict = true, Stale
-				return
-			}
-			c.pc = pcMoveCAS
-			return
-		}
-		if a&closedBit != 0 {
-			c.done, c.verdict = true, AfterTrip
-			return
-		}
-		if a&present != 0 {
-			// flush's locals, computed before its first access.
-			q, lap := a>>r.posShift&r.field, a>>r.lapShift&r.lapMask
-			if q == 0 {
-				q, lap = r.size, lap-1
-			}
-			c.q, c.lap, c.want = q-1, lap, a&(genMask|pendMask)
-			c.pc = pcFlushLoad
-			return
-		}
-		c.pc = pcLeaving
+		m.stepLoad(c)
 	case pcMoveCAS:
 		if r.hot.a.CompareAndSwap(c.a, uint64(c.g)<<genShift) {
 			m.moved(c.g)
 		}
 		c.pc = pcLoad
+	case pcFlushLoad, pcFlushCheck, pcFlushCAS:
+		m.stepFlush(c)
+	case pcLeaving:
+		m.stepLeaving(c)
+	case pcClaimCAS:
+		if !r.hot.a.CompareAndSwap(c.a, c.next) {
+			c.pc = pcLoad
+			return
+		}
+		m.claimed(c)
+		c.done, c.verdict = true, Recorded
+		if c.tripped {
+			c.verdict = Tripped
+		}
+	}
+}
+
+// stepLoad is RecordTrip's load of A and what it decides from it: stale,
+// a newer generation to move to, closed, a pend to flush, or the claim.
+func (m *model) stepLoad(c *mcall) {
+	r := m.r
+	c.a, c.at, c.spans = r.hot.a.Load(), m.commits, false
+	a, g := c.a, c.g
+	if uint16(a>>genShift) != g {
+		if g-uint16(a>>genShift) >= 1<<15 {
+			c.done, c.verdict = true, Stale
+			return
+		}
+		c.pc = pcMoveCAS
+		return
+	}
+	if a&closedBit != 0 {
+		c.done, c.verdict = true, AfterTrip
+		return
+	}
+	if a&present != 0 {
+		// flush's locals, computed before its first access.
+		c.q, c.lap = r.pendSlot(a)
+		c.want = a & (genMask | pendMask)
+		c.pc = pcFlushLoad
+		return
+	}
+	c.pc = pcLeaving
+}
+
+// stepFlush is one access of flush: the slot's load, the check of A, or
+// the slot's swap, which also notes who wrote the slot.
+func (m *model) stepFlush(c *mcall) {
+	r := m.r
+	switch c.pc {
 	case pcFlushLoad:
 		c.s = r.slots[c.q].Load()
 		if c.lap != 0 && c.s&(genMask|pendMask) == c.want {
@@ -324,41 +350,30 @@ func (m *model) step(c *mcall) {
 			}
 		}
 		c.pc = pcLeaving
-	case pcLeaving:
-		a := c.a
-		next := a&^pendMask | c.out
-		pos := a >> r.posShift & r.field
-		c.full, c.left, c.leftBy = a>>r.nShift&r.field == r.size, 0, byFlush
-		if c.full {
-			c.left, c.leftBy = r.slots[pos].Load()&pendMask, m.by[pos]
-			next -= r.delta[c.left]
-		} else {
-			next += 1 << r.nShift
-		}
-		next += r.delta[c.out]
-		if pos+1 < r.size {
-			next += 1 << r.posShift
-		} else {
-			lap := r.lapMask << r.lapShift
-			next = next&^(r.field<<r.posShift|lap) | (next+1<<r.lapShift)&lap
-		}
-		c.tripped = c.rule != nil && next&r.bad != 0 && c.rule.Trips(r.counts(next))
-		if c.tripped {
-			next |= closedBit
-		}
-		c.next = next
-		c.pc = pcClaimCAS
-	case pcClaimCAS:
-		if !r.hot.a.CompareAndSwap(c.a, c.next) {
-			c.pc = pcLoad
-			return
-		}
-		m.claimed(c)
-		c.done, c.verdict = true, Recorded
-		if c.tripped {
-			c.verdict = Tripped
-		}
 	}
+}
+
+// stepLeaving is the claim's read of the leaving outcome, when the window
+// is full, and the word it will swap in.
+func (m *model) stepLeaving(c *mcall) {
+	r := m.r
+	a := c.a
+	next := a&^pendMask | c.out
+	pos := a >> r.posShift & r.field
+	c.full, c.left, c.leftBy = a>>r.nShift&r.field == r.size, 0, byFlush
+	if c.full {
+		c.left, c.leftBy = r.slots[pos].Load()&pendMask, m.by[pos]
+		next -= r.delta[c.left]
+	} else {
+		next += 1 << r.nShift
+	}
+	next = r.advancePos(next+r.delta[c.out], pos)
+	c.tripped = c.rule != nil && next&r.uncleanMask != 0 && c.rule.Trips(r.counts(next))
+	if c.tripped {
+		next |= closedBit
+	}
+	c.next = next
+	c.pc = pcClaimCAS
 }
 
 // stepMove is moveTo: Advance (onlyForward) or Reset.
@@ -417,32 +432,7 @@ func randomRun(t testing.TB, seed uint64, back bool, steps int) modelStats {
 	var calls []*mcall
 	for i := 0; i < steps && !m.broken; i++ {
 		if len(calls) < 4 && rng.IntN(3) == 0 {
-			// Mostly successes and failures: a flush skips, or a stalled
-			// one changes a slot, only when outcomes repeat or differ.
-			c := &mcall{op: opRecord, g: cur, out: present | rng.Uint64N(2)<<1}
-			if rng.IntN(8) == 0 {
-				c.out |= rng.Uint64N(2) << 2
-			}
-			if rng.IntN(8) == 0 {
-				c.rule = rule
-			}
-			switch x := rng.IntN(24); {
-			case x == 0:
-				cur++
-				c.op, c.g = opAdvance, cur
-			case x == 1:
-				cur++
-				c.g = cur
-			case x == 2: // a late Advance, of a generation already passed
-				c.op, c.g = opAdvance, cur-uint16(rng.IntN(3))
-			case x <= 6 && back:
-				c.op, c.g = opReset, cur-uint16(rng.IntN(3))
-			case x <= 4: // stale in forward mode, a revisit's in back mode
-				c.g = cur - 1 - uint16(rng.IntN(2))
-			case x <= 12 && back:
-				c.g = cur - 1
-			}
-			calls = append(calls, c)
+			calls = append(calls, randomCall(rng, &cur, back, rule))
 			continue
 		}
 		if len(calls) == 0 {
@@ -464,6 +454,38 @@ func randomRun(t testing.TB, seed uint64, back bool, steps int) modelStats {
 	}
 	m.stats.runs = 1
 	return m.stats
+}
+
+// randomCall is randomRun's next call: a Record of the current generation
+// cur, or an Advance, a Reset or a Record of another generation (which may
+// move cur on), as randomRun describes.
+func randomCall(rng *rand.Rand, cur *uint16, back bool, rule *window.Rule) *mcall {
+	// Mostly successes and failures: a flush skips, or a stalled one
+	// changes a slot, only when outcomes repeat or differ.
+	c := &mcall{op: opRecord, g: *cur, out: present | rng.Uint64N(2)<<1}
+	if rng.IntN(8) == 0 {
+		c.out |= rng.Uint64N(2) << 2
+	}
+	if rng.IntN(8) == 0 {
+		c.rule = rule
+	}
+	switch x := rng.IntN(24); {
+	case x == 0:
+		*cur++
+		c.op, c.g = opAdvance, *cur
+	case x == 1:
+		*cur++
+		c.g = *cur
+	case x == 2: // a late Advance, of a generation already passed
+		c.op, c.g = opAdvance, *cur-uint16(rng.IntN(3))
+	case x <= 6 && back:
+		c.op, c.g = opReset, *cur-uint16(rng.IntN(3))
+	case x <= 4: // stale in forward mode, a revisit's in back mode
+		c.g = *cur - 1 - uint16(rng.IntN(2))
+	case x <= 12 && back:
+		c.g = *cur - 1
+	}
+	return c
 }
 
 func modelRuns(t testing.TB, back bool, runs int) modelStats {

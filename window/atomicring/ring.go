@@ -1,6 +1,7 @@
 // Package atomicring is a lock-free, allocation-free count-based sliding
-// window: the aggregate of the last W counted outcomes (calls), W in 1..255
-// (R2 in docs/semantics.md).
+// window: the aggregate of the last W counted outcomes (calls), W in
+// 1..255, exact sums that are never negative (the window membership rule of
+// https://github.com/casbreaker/casbreaker/blob/main/docs/semantics.md).
 //
 // The whole aggregate, the write cursor and the generation live in one
 // 64-bit word advanced by compare-and-swap, so every value a Ring returns is
@@ -31,9 +32,10 @@ const MaxSize = 255
 var ErrSize = errors.New("atomicring: window size must be between 1 and 255 calls")
 
 // Ring is a count-based sliding window over the last W calls. Outcomes are
-// tagged with a breaker generation (R8): a ring holds one generation at a
-// time, an outcome of a newer generation starts an empty window (R11), and
-// an outcome of an older one is dropped.
+// tagged with a breaker generation: a ring holds one generation at a time,
+// an outcome of a newer generation starts an empty window (the breaker's
+// new state starts fresh), and an outcome of an older one is stale and
+// dropped.
 //
 // Only the low 16 bits of a generation are kept. Newer and older are decided
 // by serial-number arithmetic on them: a generation 1..2^15-1 ahead of the
@@ -70,15 +72,15 @@ type geometry struct {
 	slots []atomic.Uint64
 
 	// The geometry of the packed words for this W.
-	size     uint64 // W
-	field    uint64 // mask of one k-bit count field, k = bits.Len(W)
-	sShift   uint
-	fShift   uint
-	nShift   uint
-	posShift uint
-	lapShift uint   // 3 + 5k
-	lapMask  uint64 // 2^L - 1, L = 44 - 5k
-	bad      uint64 // A's failure and slow counts: zero in a healthy window
+	size        uint64 // W
+	field       uint64 // mask of one k-bit count field, k = bits.Len(W)
+	sShift      uint
+	fShift      uint
+	nShift      uint
+	posShift    uint
+	lapShift    uint   // 3 + 5k
+	lapMask     uint64 // 2^L - 1, L = 44 - 5k
+	uncleanMask uint64 // A's failure and slow counts: zero in a clean window (no failure, no slow call)
 	// delta[out] is what an outcome with bits out adds to A's counts: one
 	// addition counts it in, one subtraction counts it out.
 	delta [8]uint64
@@ -110,18 +112,18 @@ func New(size int) (*Ring, error) {
 	k := uint(bits.Len(uint(size)))
 	l := 44 - 5*k
 	r := &Ring{geometry: geometry{
-		slots:    make([]atomic.Uint64, size),
-		size:     uint64(size),
-		field:    1<<k - 1,
-		sShift:   3 + k,
-		fShift:   3 + 2*k,
-		nShift:   3 + 3*k,
-		posShift: 3 + 4*k,
-		lapShift: 3 + 5*k,
-		lapMask:  1<<l - 1,
-		bad:      (1<<k-1)<<(3+k) | (1<<k-1)<<(3+2*k),
+		slots:       make([]atomic.Uint64, size),
+		size:        uint64(size),
+		field:       1<<k - 1,
+		sShift:      3 + k,
+		fShift:      3 + 2*k,
+		nShift:      3 + 3*k,
+		posShift:    3 + 4*k,
+		lapShift:    3 + 5*k,
+		lapMask:     1<<l - 1,
+		uncleanMask: (1<<k-1)<<(3+k) | (1<<k-1)<<(3+2*k),
 	}}
-	r.hot.healthyMask = genMask | closedBit | r.bad | r.field<<r.nShift
+	r.hot.healthyMask = genMask | closedBit | r.uncleanMask | r.field<<r.nShift
 	r.hot.healthy = uint64(size) << r.nShift
 	for out := range r.delta {
 		f, s := uint64(out)>>1&1, uint64(out)>>2&1
@@ -181,24 +183,18 @@ const (
 	Stale
 )
 
-// RecordTrip is Record with the trip rule decided in the same
-// compare-and-swap that adds the outcome (R1): when rule trips on the window
-// with this outcome in it, the window of gen is closed at once, so the
-// outcome that warranted the trip is the last one it holds and every
-// snapshot shows it closed. That is what lets a breaker make a record and
+// RecordTrip is Record with the trip rule, which a closed breaker judges
+// after every counted outcome, decided in the same compare-and-swap that
+// adds the outcome: when rule trips on the window with this outcome in it,
+// the window of gen is closed at once, so the outcome that warranted the
+// trip is the last one it holds and every snapshot shows it closed. That is what lets a breaker make a record and
 // its trip one linearizable step. A nil rule never trips, as in Record.
 // The returned Counts are the window with the outcome in it (Recorded,
-// Tripped) or zero (AfterTrip, Stale). It may run concurrently with every other
-// call on r.
+// Tripped) or zero (AfterTrip, Stale). It may run concurrently with every
+// other call on r.
 func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (window.Counts, Verdict) {
 	g := uint16(gen)
-	out := uint64(present)
-	if failure {
-		out |= failBit
-	}
-	if slow {
-		out |= slowBit
-	}
+	out := outBits(failure, slow)
 	if out == present && r.RecordFastSuccess(gen) {
 		return r.counts(r.hot.healthy), Recorded
 	}
@@ -206,7 +202,7 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 	// more than four fields lives in memory, and its copies cost more than
 	// both atomics together (docs/benchmarks.md, countrate).
 	in := r.delta[out]
-	backoff := uint32(16) // PAUSE instructions after a lost swap
+	backoff := uint32(backoffFirst)
 	for {
 		a := r.hot.a.Load()
 		if uint16(a>>genShift) != g {
@@ -231,18 +227,10 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 		} else {
 			next += 1 << r.nShift
 		}
-		next += in
-		if pos+1 < r.size {
-			next += 1 << r.posShift
-		} else {
-			// pos wraps to 0 and lap counts the wrap, mod 2^L: the carry
-			// out of lap must not reach the closed bit above it.
-			lap := r.lapMask << r.lapShift
-			next = next&^(r.field<<r.posShift|lap) | (next+1<<r.lapShift)&lap
-		}
+		next = r.advancePos(next+in, pos)
 		// A window with no failure and no slow call trips no rule (every
-		// threshold needs one): the healthy case skips the rule's arithmetic.
-		tripped := rule != nil && next&r.bad != 0 && rule.Trips(r.counts(next))
+		// threshold needs one): a clean window skips the rule's arithmetic.
+		tripped := rule != nil && next&r.uncleanMask != 0 && rule.Trips(r.counts(next))
 		if tripped {
 			next |= closedBit
 		}
@@ -252,21 +240,53 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 			}
 			return r.counts(next), Recorded
 		}
-		// Lost to another claim: back off before the next load. Every
-		// claim must be ordered against every other, so two cores on one
-		// ring take turns on A's cache line; retrying at once makes each
-		// load and swap a transfer of that line, and the loser's retry
-		// steals it back mid-claim. A short spin, doubled on every loss up
-		// to a cap, lets the winner run a few claims on a hot line: at
-		// -cpu 2 with a failure in every 10 calls it took a record from
-		// 162 to 43-62 ns (docs/benchmarks.md), and one goroutine never
-		// loses, so it costs nothing there. The cap bounds what one
-		// record can spin: 512 PAUSEs, tens of microseconds on CPUs whose
-		// PAUSE is slow, reached after five losses in a row.
+		// Lost to another claim: back off before the next load (see
+		// backoffFirst).
 		procyield(backoff)
-		backoff = min(2*backoff, 512)
+		backoff = min(2*backoff, backoffMax)
 	}
 }
+
+// outBits is the out bits of one counted outcome: present, and failBit
+// and slowBit as flagged.
+func outBits(failure, slow bool) uint64 {
+	out := uint64(present)
+	if failure {
+		out |= failBit
+	}
+	if slow {
+		out |= slowBit
+	}
+	return out
+}
+
+// advancePos is next with pos moved on from pos, the position its claim
+// takes: to pos+1, or to 0 with one more lap when pos is the last.
+func (r *Ring) advancePos(next, pos uint64) uint64 {
+	if pos+1 < r.size {
+		return next + 1<<r.posShift
+	}
+	// lap counts the wrap mod 2^L: the carry out of lap must not reach the
+	// closed bit above it.
+	lap := r.lapMask << r.lapShift
+	return next&^(r.field<<r.posShift|lap) | (next+1<<r.lapShift)&lap
+}
+
+// backoffFirst and backoffMax bound the PAUSE instructions a claim spins
+// after a lost swap, before its next load. Every claim must be ordered
+// against every other, so two cores on one ring take turns on A's cache
+// line; retrying at once makes each load and swap a transfer of that
+// line, and the loser's retry steals it back mid-claim. A short spin,
+// doubled on every loss up to a cap, lets the winner run a few claims on a
+// hot line: at -cpu 2 with a failure in every 10 calls it took a record
+// from 162 to 43-62 ns (docs/benchmarks.md), and one goroutine never
+// loses, so it costs nothing there. The cap bounds what one record can
+// spin: 512 PAUSEs, tens of microseconds on CPUs whose PAUSE is slow,
+// reached after five losses in a row.
+const (
+	backoffFirst = 16
+	backoffMax   = 512
+)
 
 // procyield spins for cycles PAUSE instructions, as the runtime's own
 // spinning does; the runtime keeps it reachable by linkname.
@@ -484,11 +504,7 @@ func (r *Ring) counts(a uint64) window.Counts {
 // replacing a success writes nothing. In lap 0 every flush writes, so that
 // each slot's ver moves once the ring (re)starts a generation.
 func (r *Ring) flush(a uint64) bool {
-	q, lap := a>>r.posShift&r.field, a>>r.lapShift&r.lapMask
-	if q == 0 {
-		q, lap = r.size, lap-1
-	}
-	q--
+	q, lap := r.pendSlot(a)
 	want := a & (genMask | pendMask)
 	slot := &r.slots[q]
 	for {
@@ -503,4 +519,14 @@ func (r *Ring) flush(a uint64) bool {
 			return true
 		}
 	}
+}
+
+// pendSlot is where the outcome pending in A, loaded as a, belongs: q, the
+// position before pos, and the lap in which its claim took q.
+func (r *Ring) pendSlot(a uint64) (q, lap uint64) {
+	q, lap = a>>r.posShift&r.field, a>>r.lapShift&r.lapMask
+	if q == 0 {
+		q, lap = r.size, lap-1
+	}
+	return q - 1, lap
 }

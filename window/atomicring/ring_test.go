@@ -122,7 +122,7 @@ func TestLayout_EveryFieldFits(t *testing.T) {
 
 		// The ring's own word arithmetic reads and adds the same fields.
 		require.Equal(t, window.Counts{Calls: w, Failures: w, Slow: w, SlowFailures: w}, r.counts(r.pack(full)), "size %d", size)
-		require.Equal(t, r.pack(state{f: m})|r.pack(state{s: m}), r.bad, "size %d", size)
+		require.Equal(t, r.pack(state{f: m})|r.pack(state{s: m}), r.uncleanMask, "size %d", size)
 		for out := range uint64(8) {
 			f, s := out>>1&1, out>>2&1
 			require.Equal(t, r.pack(state{f: f, s: s, sf: f & s}), r.delta[out], "size %d, out %03b", size, out)
@@ -447,7 +447,13 @@ func TestRecordAndSnapshot_DoNotAllocate(t *testing.T) {
 		r.Record(i/300, i%3 == 0, i%5 == 0) // crosses generations and laps
 		r.Snapshot(i / 300)
 	})
-	assert.Zero(t, allocs)
+	assert.Zero(t, allocs, "Record, Snapshot")
+	rule := window.Rule{FailureRateThreshold: 30, MinimumNumberOfCalls: 10}
+	allocs = testing.AllocsPerRun(1000, func() {
+		i++
+		r.RecordTrip(i/300, i%3 == 0, i%5 == 0, &rule) // trips, closes and reopens with the generations
+	})
+	assert.Zero(t, allocs, "RecordTrip with a rule")
 }
 
 func BenchmarkRecord(b *testing.B) {

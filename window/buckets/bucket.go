@@ -285,16 +285,16 @@ func (b bucket) retire(gen uint32) {
 	}
 }
 
-// readBad returns the failed and slow outcomes of incarnation inc: every
+// readFailedOrSlow returns the failed and slow outcomes of incarnation inc: every
 // count but the fast successes, which readFast adds. The caller must check
 // that id still names inc afterwards; only then are all three from inc.
-func (b bucket) readBad(inc uint8) window.Counts {
+func (b bucket) readFailedOrSlow(inc uint8) window.Counts {
 	ff, ss, sf := countIn(b.ff.Load(), inc), countIn(b.ss.Load(), inc), countIn(b.sf.Load(), inc)
 	return window.Counts{Calls: ff + ss + sf, Failures: ff + sf, Slow: ss + sf, SlowFailures: sf}
 }
 
 // readFast returns the fast successes of incarnation inc, summed over the
-// stripes, with the same proviso as readBad.
+// stripes, with the same proviso as readFailedOrSlow.
 func (b bucket) readFast(inc uint8) uint64 {
 	var n uint64
 	for k := range b.stripes() {
@@ -303,9 +303,9 @@ func (b bucket) readFast(inc uint8) uint64 {
 	return n
 }
 
-// read is readBad and readFast together: the bucket's counts.
+// read is readFailedOrSlow and readFast together: the bucket's counts.
 func (b bucket) read(inc uint8) window.Counts {
-	c := b.readBad(inc)
+	c := b.readFailedOrSlow(inc)
 	c.Calls += b.readFast(inc)
 	return c
 }

@@ -2,12 +2,13 @@
 // per-second buckets (1 <= B <= 3600) that hold the outcomes of the last B
 // seconds, lock-free and allocation-free.
 //
-// Membership follows R2 in docs/semantics.md: at time now the window holds
-// the outcomes whose completion second falls in floor(now)-B+1 ..
-// floor(now), however long the window was idle. Every bucket is tagged with
-// the breaker generation of its outcomes (R8), so a newer generation starts
-// an empty window (R11) without a clear step, and a late outcome of an older
-// generation is dropped.
+// At time now the window holds the outcomes whose completion second falls
+// in floor(now)-B+1 .. floor(now), however long the window was idle (the
+// window membership rule of
+// https://github.com/casbreaker/casbreaker/blob/main/docs/semantics.md). Every bucket is tagged with the breaker
+// generation of its outcomes, so a newer generation starts an empty window
+// without a clear step, and a late outcome of an older generation is stale
+// and dropped.
 package buckets
 
 import (
@@ -45,7 +46,7 @@ var ErrSize = errors.New("buckets: window size must be between 1 and 3600 second
 // past 2^32-1 seconds (136 years) count as that second. The window keeps
 // the newest second any call has seen (head) and uses max(floor(now), head)
 // as the current second, so when the clock goes backwards elapsed time is
-// zero and nothing evicted comes back (R14); an outcome reported with an
+// zero and nothing evicted comes back; an outcome reported with an
 // older time is counted in the head second.
 //
 // Cost. In the steady state (the bucket of the current second already holds
@@ -72,7 +73,7 @@ var ErrSize = errors.New("buckets: window size must be between 1 and 3600 second
 // incarnation.
 //
 // Loss. None within the bounds below: an outcome is dropped only when its
-// generation is older than its bucket's (stale, R8) or its second left the
+// generation is older than its bucket's (stale) or its second left the
 // window while it was being recorded, and Record reports both.
 //   - The 8-bit incarnation (see bucket): no loss unless a goroutine stays
 //     paused, inside one Record call, while its bucket is recycled 128 times
@@ -150,11 +151,12 @@ func (w *Window) bucket(i uint64) bucket {
 type paddedHead struct {
 	// second is the largest whole second any call has seen; it only grows.
 	second atomic.Uint64
-	// bad is 1 + the largest second in which a failure or a slow call was
-	// offered to Record (0: never); it only grows. Clean reads it so that a
-	// success in a healthy window skips Snapshot. It shares head's line:
-	// both are read together and each is written at most once a second.
-	bad atomic.Uint64
+	// lastUnclean is 1 + the largest second in which a failure or a slow
+	// call was offered to Record (0: never); it only grows. Clean reads it
+	// so that a success in a clean window skips Snapshot. It shares head's
+	// line: both are read together and each is written at most once a
+	// second.
+	lastUnclean atomic.Uint64
 	// swept is the generation (low 24 bits) of the last sweep (Advance).
 	// It is loaded once per breaker transition and stored once per 2^22.
 	swept atomic.Uint64
@@ -266,7 +268,7 @@ func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bo
 	if failure || slow {
 		// Before the bucket, so that a Snapshot that sees the outcome also
 		// sees the window marked unclean.
-		w.markBad(sec)
+		w.markUnclean(sec)
 	}
 	b := w.bucket(w.slot(sec))
 	for {
@@ -290,7 +292,7 @@ func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bo
 			// start of a later call, sees seq move and reads again.
 			w.seq.n.Inc()
 			return sec, true
-		case newerGen(gen, idGen) || (current && idGen != gen) || (idGen == gen && sec > idSec):
+		case recycles(gen, idGen, sec, idSec, current):
 			// Recycle: the bucket holds an expired second or a dead
 			// generation. Only one CAS wins; it then owes the reset. Losers
 			// and the winner alike retry and find the bucket holding
@@ -305,6 +307,14 @@ func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bo
 			return 0, false
 		}
 	}
+}
+
+// recycles reports whether a record of second sec of generation gen (with
+// current as in RecordCurrent) takes over a bucket that holds second idSec
+// of generation idGen: the bucket holds a dead generation (an older one,
+// or for current any other), or an expired second of gen.
+func recycles(gen, idGen uint32, sec, idSec uint64, current bool) bool {
+	return newerGen(gen, idGen) || (current && idGen != gen) || (idGen == gen && sec > idSec)
 }
 
 // sweepEvery is how many generations apart Advance sweeps the window (2^22,
@@ -359,7 +369,7 @@ func (w *Window) Advance(gen uint32) {
 // Snapshot returns the sums of the outcomes of generation gen (low 24 bits)
 // inside the window at now. It also moves the window's current second
 // forward to floor(now) if that is newer, so it never reports an outcome
-// that had left the window before now (R2).
+// that had left the window before now.
 //
 // The sums are one state of the window: while gen is current, there is an
 // order of the outcomes recorded, consistent with real time, such that the
@@ -389,7 +399,8 @@ func (w *Window) Snapshot(gen uint32, now time.Duration) window.Counts {
 // holds an outcome of its current second. Every outcome is counted in the
 // current second, and a second evicts nothing once it is current, so then
 // the state is the window as its newest outcome left it: if it trips the
-// rule, R1 owes that outcome (or an earlier one) a trip. Otherwise eviction
+// rule, the trip rule, judged after every outcome, owes that outcome (or an
+// earlier one) a trip. Otherwise eviction
 // may have raised a rate since the last outcome, and no trip is owed until
 // the next outcome is judged.
 func (w *Window) SnapshotOwed(gen uint32, now time.Duration) (c window.Counts, owed bool) {
@@ -443,11 +454,11 @@ func (w *Window) sum(gen uint32, now time.Duration, covered *judging) (c window.
 	sec = w.advance(now)
 	for {
 		seq := w.seq.n.Load()
-		sum, members, headBad := w.collect(gen, sec, true)
+		sum, members, headFailedOrSlow := w.collect(gen, sec, true)
 		fast, again, headFast := w.collect(gen, sec, false)
 		if again == members && w.seq.n.Load() == seq && w.head.second.Load() == sec {
 			sum.Calls += fast.Calls
-			return sum, headBad+headFast > 0, false, sec
+			return sum, headFailedOrSlow+headFast > 0, false, sec
 		}
 		if covered != nil && covered.now() {
 			return window.Counts{}, false, true, sec
@@ -465,10 +476,10 @@ func (w *Window) member(gen, idGen uint32, sec, idSec uint64) bool {
 }
 
 // collect sums, over the buckets of gen in the window at second sec, their
-// failed and slow outcomes (bad) or their fast successes (!bad, in Calls),
-// counts the buckets it read, and returns the calls it found in second
-// sec's.
-func (w *Window) collect(gen uint32, sec uint64, bad bool) (sum window.Counts, members int, head uint64) {
+// failed and slow outcomes (failedOrSlow) or their fast successes (in
+// Calls), counts the buckets it read, and returns the calls it found in
+// second sec's.
+func (w *Window) collect(gen uint32, sec uint64, failedOrSlow bool) (sum window.Counts, members int, head uint64) {
 	for i := range uint64(len(w.ids)) {
 		b := w.bucket(i)
 		for {
@@ -478,8 +489,8 @@ func (w *Window) collect(gen uint32, sec uint64, bad bool) (sum window.Counts, m
 				break
 			}
 			var c window.Counts
-			if bad {
-				c = b.readBad(inc)
+			if failedOrSlow {
+				c = b.readFailedOrSlow(inc)
 			} else {
 				c.Calls = b.readFast(inc)
 			}
@@ -534,14 +545,14 @@ func (w *Window) current(now time.Duration) uint64 {
 // than the current one can only answer "unclean" where Clean would say
 // clean, which costs a judgement, never a trip missed.
 func (w *Window) cleanAt(sec uint64) bool {
-	bad := w.head.bad.Load()
-	return bad == 0 || bad+uint64(len(w.ids)) <= sec+1
+	last := w.head.lastUnclean.Load()
+	return last == 0 || last+uint64(len(w.ids)) <= sec+1
 }
 
-// markBad raises bad to 1 + sec; the CAS runs at most once per second
+// markUnclean raises lastUnclean to 1 + sec; the CAS runs at most once per second
 // that sees a failure or a slow call. Success transfers: the unclean span,
 // to sec + B - 1.
-func (w *Window) markBad(sec uint64) { raise(&w.head.bad, sec+1) }
+func (w *Window) markUnclean(sec uint64) { raise(&w.head.lastUnclean, sec+1) }
 
 // advance returns the current second, max(second(now), head), and raises
 // head to it. The CAS only runs on the first call of a new second. Success

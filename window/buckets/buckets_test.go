@@ -76,7 +76,7 @@ func TestLayout(t *testing.T) {
 		require.Zero(t, uintptr(unsafe.Pointer(&w.head))%cacheLine, "Window %d: head is off a line", i)
 	}
 	runtime.KeepAlive(keep) // every object stays allocated, so none is placed where another was
-	assert.Equal(t, uintptr(8), unsafe.Offsetof(paddedHead{}.bad))
+	assert.Equal(t, uintptr(8), unsafe.Offsetof(paddedHead{}.lastUnclean))
 	assert.Equal(t, uintptr(16), unsafe.Offsetof(paddedHead{}.swept))
 
 	for _, c := range []struct {
@@ -439,9 +439,9 @@ type oracle struct {
 	b    uint64
 	head uint64
 	kept []oracleOutcome
-	// bad lists the second of every failure or slow call offered, kept or
+	// unclean lists the second of every failure or slow call offered, kept or
 	// not: what Clean answers for.
-	bad []uint64
+	unclean []uint64
 }
 
 type oracleOutcome struct {
@@ -470,7 +470,7 @@ func genAfter(a, b uint32) bool { return int32((a-b)<<8) > 0 }
 func (o *oracle) record(gen uint32, now time.Duration, failure, slow bool) bool {
 	s := o.current(now)
 	if failure || slow {
-		o.bad = append(o.bad, s)
+		o.unclean = append(o.unclean, s)
 	}
 	newer := func(g uint32, gs uint64) bool { return genAfter(g, gen) || (g == gen && gs > s) }
 	if newer(0, 0) {
@@ -487,7 +487,7 @@ func (o *oracle) record(gen uint32, now time.Duration, failure, slow bool) bool 
 
 // clean: no failure or slow call offered in a second the window covers.
 func (o *oracle) clean() bool {
-	for _, b := range o.bad {
+	for _, b := range o.unclean {
 		if b+o.b > o.head {
 			return false
 		}

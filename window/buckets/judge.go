@@ -85,7 +85,7 @@ const (
 // a second that began after the record was read began after the outcome
 // was added, so its judgements' Snapshots hold it.
 func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) bool {
-	bad := failure || slow
+	failureOrSlow := failure || slow
 	sec := w.current(now)
 	b := w.bucket(w.slot(sec))
 	id := b.id.Load()
@@ -98,7 +98,7 @@ func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *
 		j = b.judge.Load()
 		tag, _ := unpackCount(j)
 		if tag == inc && j&judgeSafe != 0 {
-			if !bad {
+			if !failureOrSlow {
 				if j&judgeFull != 0 {
 					return false
 				}
@@ -111,7 +111,7 @@ func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *
 				continue
 			}
 		}
-		if !bad {
+		if !failureOrSlow {
 			break
 		}
 		if tag != inc && (!olderInc(tag, inc) || b.id.Load() != id) {
@@ -125,7 +125,14 @@ func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *
 			break
 		}
 	}
-	c, _, stopped, summed := w.sum(gen, now, &judging{b: b, id: id, j: j, inc: inc, bad: bad, ours: ours})
+	return w.sumAndJudge(&judging{b: b, id: id, j: j, inc: inc, sec: sec, failureOrSlow: failureOrSlow, ours: ours}, gen, now, rule)
+}
+
+// sumAndJudge is judge for an outcome that no judgement covered: it sums
+// the window, reports whether rule trips on it, and leaves in g's bucket
+// the judgement the sum supports, or none.
+func (w *Window) sumAndJudge(g *judging, gen uint32, now time.Duration, rule *window.Rule) bool {
+	c, _, stopped, summed := w.sum(gen, now, g)
 	if stopped {
 		return false
 	}
@@ -133,40 +140,46 @@ func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *
 		testHookJudged()
 	}
 	if rule.Trips(c) {
-		// The rule holds, and goes on holding for every outcome after
-		// this one until the window changes: no judgement made before
-		// may cover another outcome. One installed since our load may be
-		// of a window with successes that ours lacks, so ours replaces it.
-		for ours && b.id.Load() == id {
-			if tag, _ := unpackCount(j); tag == inc && j&judgeSafe == 0 && b.judge.Load() == j {
-				break
-			}
-			if b.judge.CompareAndSwap(j, nextJudgement(j, inc, 0)) {
-				break
-			}
-			j = b.judge.Load()
-		}
+		g.revoke()
 		return true
 	}
 	// Install our judgement unless judge moved while we summed. Our
 	// Snapshot has shown its state (no trip) to our caller either way, so
 	// unless our judgement is the current second's, retract whatever was
 	// summed before it (see retract).
-	installed := ours && summed == sec && b.id.Load() == id && b.judge.CompareAndSwap(j, nextJudgement(j, inc, margin(rule, c)))
-	if !installed || w.current(now) != sec {
+	installed := g.ours && summed == g.sec && g.b.id.Load() == g.id && g.b.judge.CompareAndSwap(g.j, nextJudgement(g.j, g.inc, margin(rule, c)))
+	if !installed || w.current(now) != g.sec {
 		w.retract(gen, now)
 	}
 	return false
 }
 
 // judging is what a judge that is summing the window knows of its bucket:
-// b held id when it loaded j, the judge word it will install over (for a
-// failure or slow call, the word its own move left).
+// b, the bucket of second sec, held id when it loaded j, the judge word it
+// will install over (for a failure or slow call, the word its own move
+// left).
 type judging struct {
-	b         bucket
-	id, j     uint64
-	inc       uint8
-	bad, ours bool
+	b                   bucket
+	id, j, sec          uint64
+	inc                 uint8
+	failureOrSlow, ours bool
+}
+
+// revoke is for a judge whose sum trips the rule. The rule goes on holding
+// for every outcome after this one until the window changes, so no
+// judgement made before may cover another outcome; one installed since the
+// judge loaded j may be of a window with successes that its sum lacks, so
+// revoke replaces it too.
+func (g *judging) revoke() {
+	for g.ours && g.b.id.Load() == g.id {
+		if tag, _ := unpackCount(g.j); tag == g.inc && g.j&judgeSafe == 0 && g.b.judge.Load() == g.j {
+			return
+		}
+		if g.b.judge.CompareAndSwap(g.j, nextJudgement(g.j, g.inc, 0)) {
+			return
+		}
+		g.j = g.b.judge.Load()
+	}
 }
 
 // now reports whether a judgement installed since the judge loaded j
@@ -187,7 +200,7 @@ func (g *judging) now() bool {
 	if tag, _ := unpackCount(cur); tag != g.inc || cur&judgeSafe == 0 || g.b.id.Load() != g.id {
 		return false
 	}
-	if g.bad {
+	if g.failureOrSlow {
 		return cur != g.j
 	}
 	return cur&judgeFull != 0

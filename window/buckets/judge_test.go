@@ -111,7 +111,7 @@ func TestJudge_StopsSummingOnlyWhenCovered(t *testing.T) {
 
 	moved := nextJudgement(belowMinimum, inc, 0) // a failure's move before its sum
 	require.True(t, b.judge.CompareAndSwap(belowMinimum, moved))
-	failure := judging{b: b, id: id, j: moved, inc: inc, bad: true, ours: true}
+	failure := judging{b: b, id: id, j: moved, inc: inc, failureOrSlow: true, ours: true}
 	require.False(t, failure.now(), "its own move: nobody has judged since")
 
 	other := nextJudgement(moved, inc, 0) // another failure moved it on
@@ -123,9 +123,9 @@ func TestJudge_StopsSummingOnlyWhenCovered(t *testing.T) {
 	require.True(t, b.judge.CompareAndSwap(other, full))
 	require.True(t, failure.now(), "installed over its move: summed with it")
 	require.True(t, success.now(), "a full judgement covers a success")
-	require.False(t, (&judging{b: b, id: id, j: full, inc: inc, bad: true, ours: true}).now(),
+	require.False(t, (&judging{b: b, id: id, j: full, inc: inc, failureOrSlow: true, ours: true}).now(),
 		"a failure that moved nothing of this judgement's")
-	require.False(t, (&judging{b: b, id: id, j: moved, inc: inc, bad: true}).now(),
+	require.False(t, (&judging{b: b, id: id, j: moved, inc: inc, failureOrSlow: true}).now(),
 		"a judge whose bucket moved on before its sum")
 
 	_, ok := w.record(gen, 10*time.Second+now, false, false, false) // second 10 recycles the bucket
