@@ -1,0 +1,317 @@
+package difftest
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
+)
+
+// Seen is one notification a side's listener received and, when the
+// Differ reads back, what State, Counts and Metrics said inside the
+// listener (a listener may call back into its breaker).
+type Seen struct {
+	core.Transition
+	State   core.State
+	Counts  core.Counts
+	Metrics core.Metrics
+}
+
+// Side is one implementation under test: its breaker, its own manual
+// clock, and the notifications its listener received.
+type Side struct {
+	Name  string
+	B     core.CircuitBreaker
+	Clock *core.ManualClock
+
+	mu   sync.Mutex
+	seen []Seen
+}
+
+// Seen returns a copy of the notifications so far, in delivery order.
+func (s *Side) Seen() []Seen {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Seen(nil), s.seen...)
+}
+
+// Differ runs every Op on each implementation of internal/breakers, built
+// from one config, each on its own manual clock, and checks after each
+// step that they agree and that the observations keep the rules below.
+// Make one with New; it is for one goroutine.
+type Differ struct {
+	Sides []*Side
+	cfg   core.Config
+	log   []string
+	// The Differ's own tally of what the calls observed, which Metrics
+	// must equal (with CollectMetrics).
+	admitted, outcomes uint64
+	rejected           [4]uint64 // by reason, in Sentinels order
+	transitions        [core.NumStates][core.NumStates]uint64
+	seen               int // the notifications of Sides[0] already checked
+}
+
+// New builds one side per implementation from cfg (its Clock and
+// OnStateChange are the Differ's), each clock reading start. With
+// readBack every listener reads State, Counts and Metrics inside the
+// notification, and those readings are compared too. The error is the
+// first implementation's refusal of cfg, naming it.
+func New(cfg core.Config, start time.Duration, readBack bool) (*Differ, error) {
+	d := &Differ{cfg: cfg}
+	for _, im := range breakers.All {
+		s := &Side{Name: im.Name, Clock: core.NewManualClock(start)}
+		c := cfg
+		c.Clock = s.Clock
+		c.OnStateChange = func(tr core.Transition) {
+			v := Seen{Transition: tr}
+			if readBack {
+				v.State, v.Counts, v.Metrics = s.B.State(), s.B.Counts(), s.B.Metrics()
+			}
+			s.mu.Lock()
+			s.seen = append(s.seen, v)
+			s.mu.Unlock()
+		}
+		b, err := im.New(c)
+		if err != nil {
+			return nil, fmt.Errorf("difftest.New: %s refuses the config: %w", im.Name, err)
+		}
+		s.B = b
+		d.Sides = append(d.Sides, s)
+	}
+	return d, nil
+}
+
+// Now is the clock reading, the same on every side.
+func (d *Differ) Now() time.Duration { return d.Sides[0].Clock.Now() }
+
+// Note adds a line to the history a failure prints.
+func (d *Differ) Note(format string, args ...any) {
+	d.log = append(d.log, fmt.Sprintf(format, args...))
+}
+
+// Step runs op on every side and returns the first side's observation.
+// The error, which prints the config and the history, says what broke:
+//
+//   - the sides observed op differently (permit, error by sentinel, wait
+//     and text, value, panic, or what a read returned);
+//   - after op, State, Counts, Metrics or the notifications (with what
+//     the listeners read inside them) differ between the sides;
+//   - a notification does not follow the one before it (its From is the
+//     last one's To, from closed at first, and its generation the next);
+//   - without CollectMetrics Metrics is not zero; with it, Metrics do not
+//     count what the calls observed: each grant and each rejection by
+//     reason, one outcome per Record, RecordHint, Done and admitted Do,
+//     each transition by from and to;
+//   - a manual control did not land where it says: a ForceOpen that
+//     failed did not match core.ErrInvalidArgument exactly when its
+//     duration is outside 0..core.MaxOpenDurationLimit, or changed
+//     something; one that succeeded, or Disable, MetricsOnly or Reset,
+//     did not make one transition to its state at the next generation
+//     with nothing counted.
+func (d *Differ) Step(op Op) (Obs, error) {
+	d.log = append(d.log, op.String())
+	before := d.Sides[0].B.Counts()
+	beforeM, beforeN := d.Sides[0].B.Metrics(), len(d.Sides[0].Seen())
+	obs := Apply(d.Sides[0].B, d.Sides[0].Clock, op)
+	for _, s := range d.Sides[1:] {
+		if o := Apply(s.B, s.Clock, op); o != obs {
+			return obs, d.fail("%v: %s %+v, %s %+v", op, d.Sides[0].Name, obs, s.Name, o)
+		}
+	}
+	d.log[len(d.log)-1] += " = " + summary(op, obs)
+	d.tally(op, obs)
+	if err := d.agree(); err != nil {
+		return obs, err
+	}
+	if err := d.chain(); err != nil {
+		return obs, err
+	}
+	if err := d.control(op, obs, before, beforeM, beforeN); err != nil {
+		return obs, err
+	}
+	return obs, d.metrics()
+}
+
+// MustStep is Step for a caller with nowhere to return the error: it
+// reports it through fatal (testing.TB's Fatal) and returns the
+// observation.
+func (d *Differ) MustStep(fatal func(...any), op Op) Obs {
+	obs, err := d.Step(op)
+	if err != nil {
+		fatal(err)
+	}
+	return obs
+}
+
+func summary(op Op, o Obs) string {
+	switch op.Kind {
+	case Allow:
+		if o.Err.Nil() {
+			return fmt.Sprintf("%+v", o.Permit)
+		}
+		return o.Err.String()
+	case Do:
+		return fmt.Sprintf("%d, %v%s", o.Value, o.Err, panicked(o))
+	case ForceOpen:
+		return o.Err.String()
+	case State:
+		return o.State.String()
+	case Counts:
+		return fmt.Sprintf("%+v", o.Counts)
+	}
+	return "ok" + panicked(o)
+}
+
+func panicked(o Obs) string {
+	if o.Panic != "" {
+		return ", panic " + o.Panic
+	}
+	return ""
+}
+
+func (d *Differ) fail(format string, args ...any) error {
+	return fmt.Errorf("%s\nconfig %+v\nhistory:\n  %s", fmt.Sprintf(format, args...), d.cfg, strings.Join(d.log, "\n  "))
+}
+
+// tally counts what op observed, as Metrics must.
+func (d *Differ) tally(op Op, o Obs) {
+	switch op.Kind {
+	case Allow:
+		d.grant(o.Err)
+	case Record, RecordHint, Done:
+		d.outcomes++
+	case Do:
+		if !op.Cancelled {
+			d.grant(o.Err)
+			if !o.Err.Matches(core.ErrRejected) {
+				d.outcomes++
+			}
+		}
+	}
+}
+
+func (d *Differ) grant(e Err) {
+	if !e.Matches(core.ErrRejected) {
+		d.admitted++
+		return
+	}
+	for i, r := range Sentinels[:4] {
+		if e.Matches(r) {
+			d.rejected[i]++
+		}
+	}
+}
+
+// agree compares what every side reads after a step.
+func (d *Differ) agree() error {
+	s0 := d.Sides[0]
+	c0, st0, m0, n0 := s0.B.Counts(), s0.B.State(), s0.B.Metrics(), s0.Seen()
+	for _, s := range d.Sides[1:] {
+		c, st, m, n := s.B.Counts(), s.B.State(), s.B.Metrics(), s.Seen()
+		switch {
+		case c != c0:
+			return d.fail("Counts: %s %+v, %s %+v", s0.Name, c0, s.Name, c)
+		case st != st0:
+			return d.fail("State: %s %v, %s %v", s0.Name, st0, s.Name, st)
+		case m != m0:
+			return d.fail("Metrics: %s %+v, %s %+v", s0.Name, m0, s.Name, m)
+		}
+		for i := range max(len(n), len(n0)) {
+			if i >= len(n) || i >= len(n0) || n[i] != n0[i] {
+				return d.fail("notification %d (%d and %d in all): %s %+v, %s %+v", i, len(n0), len(n), s0.Name, at(n0, i), s.Name, at(n, i))
+			}
+		}
+	}
+	return nil
+}
+
+func at(s []Seen, i int) Seen {
+	if i < len(s) {
+		return s[i]
+	}
+	return Seen{}
+}
+
+// chain checks the notifications that came since the last step.
+func (d *Differ) chain() error {
+	seen := d.Sides[0].Seen()
+	for i := d.seen; i < len(seen); i++ {
+		from, gen := core.Closed, uint64(0)
+		if i > 0 {
+			from, gen = seen[i-1].To, seen[i-1].Generation
+		}
+		tr := seen[i].Transition
+		if tr.From != from || tr.Generation != gen+1 {
+			return d.fail("notification %d %+v does not follow %v at generation %d", i, tr, from, gen)
+		}
+		d.transitions[tr.From][tr.To]++
+	}
+	d.seen = len(seen)
+	return nil
+}
+
+// control checks where a manual control landed.
+func (d *Differ) control(op Op, o Obs, before core.Counts, beforeM core.Metrics, beforeN int) error {
+	var want core.State
+	switch op.Kind {
+	case ForceOpen:
+		invalid := op.D < 0 || op.D > core.MaxOpenDurationLimit
+		if invalid != o.Err.Matches(core.ErrInvalidArgument) || invalid != !o.Err.Nil() {
+			return d.fail("ForceOpen(%v) = %v; want core.ErrInvalidArgument: %v", op.D, o.Err, invalid)
+		}
+		if invalid {
+			s := d.Sides[0]
+			if c, m, n := s.B.Counts(), s.B.Metrics(), len(s.Seen()); c != before || m != beforeM || n != beforeN {
+				return d.fail("ForceOpen(%v) failed but changed the breaker: %+v -> %+v, metrics %+v -> %+v, %d -> %d notifications",
+					op.D, before, c, beforeM, m, beforeN, n)
+			}
+			return nil
+		}
+		want = core.Open
+		if op.D == 0 {
+			want = core.ForcedOpen
+		}
+	case Disable:
+		want = core.Disabled
+	case MetricsOnly:
+		want = core.MetricsOnly
+	case Reset:
+		want = core.Closed
+	default:
+		return nil
+	}
+	c := d.Sides[0].B.Counts()
+	if c.Generation != before.Generation+1 || c.State != want ||
+		c.Calls != 0 || c.ConsecutiveFailures != 0 || c.ProbesInFlight != 0 || c.ProbeSuccesses != 0 {
+		return d.fail("%v to %v: counts %+v -> %+v", op, want, before, c)
+	}
+	if seen := d.Sides[0].Seen(); len(seen) == 0 || seen[len(seen)-1].To != want || seen[len(seen)-1].Generation != c.Generation {
+		return d.fail("%v to %v: notifications %+v", op, want, seen)
+	}
+	return nil
+}
+
+// metrics checks Metrics against the Differ's own tally.
+func (d *Differ) metrics() error {
+	m := d.Sides[0].B.Metrics()
+	if !d.cfg.CollectMetrics {
+		if m != (core.Metrics{}) {
+			return d.fail("Metrics without CollectMetrics: %+v", m)
+		}
+		return nil
+	}
+	want := core.Metrics{Admitted: d.admitted, RejectedOpen: d.rejected[0], RejectedHalfOpenFull: d.rejected[1],
+		RejectedForcedOpen: d.rejected[2], RejectedRampUp: d.rejected[3], Transitions: d.transitions}
+	got := m
+	got.Successes, got.Failures, got.Ignored, got.SlowCalls, got.Dropped = 0, 0, 0, 0, 0
+	if got != want {
+		return d.fail("Metrics disagree with what the calls observed:\ngot  %+v\nwant %+v", m, want)
+	}
+	if n := m.Successes + m.Failures + m.Ignored + m.Dropped; n != d.outcomes || m.SlowCalls > m.Successes+m.Failures {
+		return d.fail("Metrics count %d outcomes (%+v); the calls handed over %d", n, m, d.outcomes)
+	}
+	return nil
+}
