@@ -239,18 +239,25 @@ func at(s []Seen, i int) Seen {
 func (d *Differ) chain() error {
 	seen := d.Sides[0].Seen()
 	for i := d.seen; i < len(seen); i++ {
-		from, gen := core.Closed, uint64(0)
+		var last core.Transition
 		if i > 0 {
-			from, gen = seen[i-1].To, seen[i-1].Generation
+			last = seen[i-1].Transition
 		}
 		tr := seen[i].Transition
-		if tr.From != from || tr.Generation != gen+1 {
-			return d.fail("notification %d %+v does not follow %v at generation %d", i, tr, from, gen)
+		if !Follows(last, tr) {
+			return d.fail("notification %d %+v does not follow %+v", i, tr, last)
 		}
 		d.transitions[tr.From][tr.To]++
 	}
 	d.seen = len(seen)
 	return nil
+}
+
+// Follows reports whether notification tr may come right after last: it
+// starts where last ended, at the next generation. The zero Transition
+// stands for "none yet": a breaker starts closed at generation 0.
+func Follows(last, tr core.Transition) bool {
+	return tr.From == last.To && tr.Generation == last.Generation+1
 }
 
 // control checks where a manual control landed.
