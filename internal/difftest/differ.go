@@ -97,6 +97,8 @@ func (d *Differ) Note(format string, args ...any) {
 //
 //   - the sides observed op differently (permit, error by sentinel, wait
 //     and text, value, panic, or what a read returned);
+//   - Allow refused for none of the four reasons, or with a rejection
+//     whose wait (core.RetryAfterOf) is not the permit's Wait;
 //   - after op, State, Counts, Metrics or the notifications (with what
 //     the listeners read inside them) differ between the sides;
 //   - a notification does not follow the one before it (its From is the
@@ -122,6 +124,9 @@ func (d *Differ) Step(op Op) (Obs, error) {
 		}
 	}
 	d.log[len(d.log)-1] += " = " + summary(op, obs)
+	if op.Kind == Allow && !obs.Err.Nil() && (obs.Err.Reason() == nil || obs.Err.Wait != obs.Permit.Wait) {
+		return obs, d.fail("Allow refused with %v and %+v: want one of the four reasons, asking for the permit's Wait", obs.Err, obs.Permit)
+	}
 	d.tally(op, obs)
 	if err := d.agree(); err != nil {
 		return obs, err
