@@ -60,6 +60,9 @@ var (
 	// No window, one failure trips, 28 ms open, three probes, two
 	// successes close; max wait 3.25 s (units of 4 ms).
 	cfgMaxWaitLong = enc{0x82, 0x10, 0, 3, 0, 3, 2, 0x01, 51}
+	// Count window of 4, one failure in a row trips, 70 ms open, one
+	// probe though three successes close.
+	cfgOneProbe = enc{0x80, 3, 0x10, 4, 0, 9, 0, 1, 3, 0x00}
 	// Count window of 8 at 50 % after 8 calls, 70 ms open, one probe;
 	// hints bounded by 2 s.
 	cfgHints = enc{0x80, 7, 0x00, 8, 9, 0, 1, 1, 0x04, 158}
@@ -87,6 +90,9 @@ var differentialSeeds = [][]byte{
 	{0, 0x8d, 6, 60, 1, 90, 20, 3, 40, 2, 2, 2, 0, 0, 5, 2, 0, 1, 0, 1, 0, 11, 0, 0, 5, 7, 0, 0, 0, 1},
 	{1, 0xff, 3, 40, 2, 50, 60, 4, 2, 100, 1, 30, 1, 4, 4, 0, 0, 0, 0, 1, 0, 5, 90, 0, 1, 0, 0, 3, 6, 0},
 
+	// The probe limit: of two calls in half-open only the first is a
+	// probe (PermittedCallsInHalfOpen binds before SuccessesToClose).
+	with(cfgOneProbe).call(core.Failure).step(stepOpen, 0).allows(2).state(),
 	// Ramp-up: trip, probe, close; shed at the instant of closing, then
 	// through the ramp's shares; a nanosecond before its end and at it;
 	// then a success and a trip from closed.
