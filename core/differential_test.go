@@ -332,7 +332,7 @@ func TestAdv_WideDifferential(t *testing.T) {
 }
 
 // wideErrs are the errors of TestAdv_WideDifferential's Done and Do calls.
-var wideErrs = []error{nil, errFail, context.Canceled, context.DeadlineExceeded, errIgnored, errAdvGood, errAdvPanic}
+var wideErrs = []error{nil, errFail, context.Canceled, context.DeadlineExceeded, difftest.ErrIgnored, difftest.ErrSuccess, difftest.ErrClassifierPanics}
 
 // wideOp is TestAdv_WideDifferential's next operation: Allow, Record or
 // Done of a held permit, Do of a call that takes up to 3 s (and panics a
@@ -369,29 +369,12 @@ func wideOp(h *history) difftest.Op {
 	return difftest.Op{Kind: difftest.State}
 }
 
-var (
-	errAdvGood  = errors.New("success for the classifier")
-	errAdvPanic = errors.New("classifier panics")
-)
-
-func advClassify(err error) core.Outcome {
-	switch {
-	case errors.Is(err, errAdvPanic):
-		panic(errAdvPanic)
-	case errors.Is(err, errAdvGood):
-		return core.Success
-	case errors.Is(err, errIgnored):
-		return core.Ignored
-	}
-	return core.DefaultClassifier(err)
-}
-
 func advRandomConfig(rng *rand.Rand) core.Config {
 	for {
 		c := core.Config{
 			WindowType:   core.WindowType(rng.IntN(2)),
 			OpenDuration: time.Duration(1+rng.IntN(3000)) * time.Millisecond,
-			Classifier:   advClassify,
+			Classifier:   difftest.Classify,
 		}
 		switch rng.IntN(4) {
 		case 0:

@@ -12,30 +12,9 @@ import (
 	"github.com/casbreaker/casbreaker/internal/difftest"
 )
 
-var (
-	errFail    = errors.New("dependency failed")
-	errIgnored = errors.New("ignored by the classifier")
-	errGood    = errors.New("not found: a success for the classifier")
-	errPanic   = errors.New("the classifier panics on this one")
-)
-
 // doneErrs are the errors a Done or Do may report.
-var doneErrs = []error{nil, errFail, context.Canceled, context.DeadlineExceeded, errIgnored, errGood, errPanic,
-	fmt.Errorf("wrapped: %w", context.Canceled)}
-
-// customClassify maps errGood to Success and errIgnored to Ignored, and
-// panics on errPanic (R10: the permit is then released as Ignored).
-func customClassify(err error) core.Outcome {
-	switch {
-	case errors.Is(err, errPanic):
-		panic(errPanic)
-	case errors.Is(err, errGood):
-		return core.Success
-	case errors.Is(err, errIgnored):
-		return core.Ignored
-	}
-	return core.DefaultClassifier(err)
-}
+var doneErrs = []error{nil, difftest.ErrFail, context.Canceled, context.DeadlineExceeded, difftest.ErrIgnored,
+	difftest.ErrSuccess, difftest.ErrClassifierPanics, fmt.Errorf("wrapped: %w", context.Canceled)}
 
 // decoded is a fuzz input's head: the config and how the input is read.
 type decoded struct {
@@ -105,7 +84,7 @@ func decodeConfig(r *input) (d decoded, ok bool) {
 	c.PermittedCallsInHalfOpen = r.intn(5)
 	c.SuccessesToClose = r.intn(5)
 	if rules&64 != 0 {
-		c.Classifier = customClassify
+		c.Classifier = difftest.Classify
 	}
 	d.listenerReads = rules&128 != 0
 	if d.extended {
@@ -277,9 +256,6 @@ var reachKeys = []string{
 	"ramp:shed", "ramp:admit", "ramp:end", "maxwait:refused", "tr:H>H", "tr:M>M", "tr:H>C+ramp",
 	"hint:trip", "hint:reopen", "hint:metrics-only", "metrics:dropped", "metrics:slow", "step:ramp-end", "step:expiry",
 }
-
-// rejections are the four rejection errors, in Metrics field order.
-var rejections = [4]error{core.ErrOpen, core.ErrHalfOpenFull, core.ErrForcedOpen, core.ErrRampingUp}
 
 // differential is one run of FuzzDifferential: the decoder's state (the
 // held permits, the last announced wait, and its own reading of the
@@ -613,7 +589,7 @@ func (x *differential) hintedErr(r *input) error {
 			err = fmt.Errorf("wrapped: %w", err)
 		}
 	case 2:
-		err = errors.Join(errFail, err)
+		err = errors.Join(difftest.ErrFail, err)
 	case 3:
 		err = core.WithRetryAfter(err, hintDuration(r, x.d.cfg))
 	}
