@@ -20,16 +20,8 @@ var doneErrs = []error{nil, difftest.ErrFail, context.Canceled, context.Deadline
 type decoded struct {
 	cfg core.Config
 	// listenerReads: the listener calls back into the breaker (State,
-	// Counts and, in the extended layout, Metrics) and the answers are
-	// compared too.
+	// Counts and Metrics) and the answers are compared too.
 	listenerReads bool
-	// extended: the layout of issue 5, chosen by the high bit of the first
-	// byte. It adds a features byte to the config (half-open max wait,
-	// ramp-up, retry-after hints, metrics) and eight operations (the
-	// manual controls, hints), and more kinds of clock step. Without the
-	// bit an input decodes exactly as before issue 5, so the committed
-	// corpus keeps its meaning.
-	extended bool
 }
 
 // decodeConfig turns the head of a fuzz input into a config with small
@@ -38,10 +30,8 @@ type decoded struct {
 // seconds), so that short inputs reach every state. ok is false when the
 // decoded config is invalid: the target then has nothing to compare.
 func decodeConfig(r *input) (d decoded, ok bool) {
-	head := r.byte()
-	d.extended = head&0x80 != 0
 	c := &d.cfg
-	switch int(head&0x7f) % 3 { // before issue 5: r.intn(3), the same for head < 0x80
+	switch r.intn(3) {
 	case 0:
 		c.WindowType, c.WindowSize = core.CountBased, 1+r.intn(8)
 	case 1:
@@ -87,25 +77,23 @@ func decodeConfig(r *input) (d decoded, ok bool) {
 		c.Classifier = difftest.Classify
 	}
 	d.listenerReads = rules&128 != 0
-	if d.extended {
-		features := r.byte()
-		switch {
-		case features&1 != 0:
-			c.MaxWaitInHalfOpen = featureDuration(r)
-		case features&16 != 0:
-			c.MaxWaitInHalfOpen = core.WaitForever
-		} // otherwise the default, max(OpenDuration, 1 min)
-		if features&2 != 0 {
-			c.RampUpDuration = featureDuration(r)
-			if p := int(r.byte()); p < 202 {
-				c.RampUpStartPercent = p % 101
-			}
+	features := r.byte()
+	switch {
+	case features&1 != 0:
+		c.MaxWaitInHalfOpen = featureDuration(r)
+	case features&16 != 0:
+		c.MaxWaitInHalfOpen = core.WaitForever
+	} // otherwise the default, max(OpenDuration, 1 min)
+	if features&2 != 0 {
+		c.RampUpDuration = featureDuration(r)
+		if p := int(r.byte()); p < 202 {
+			c.RampUpStartPercent = p % 101
 		}
-		if features&4 != 0 {
-			c.MaxRetryAfter = featureDuration(r)
-		}
-		c.CollectMetrics = features&8 == 0
 	}
+	if features&4 != 0 {
+		c.MaxRetryAfter = featureDuration(r)
+	}
+	c.CollectMetrics = features&8 == 0
 	if _, err := c.Validate(); err != nil {
 		c.OpenDurationBackoff, c.MaxOpenDuration = 0, 0
 		if _, err := c.Validate(); err != nil {
@@ -134,13 +122,12 @@ func featureDuration(r *input) time.Duration {
 	return n*time.Second/4 + 1
 }
 
-// The operations, by op byte mod 10 (the layout before issue 5) or mod 18
-// (the extended layout, which keeps the first ten).
+// The operations, by op byte mod numOps.
 const (
-	opAllow      = 0 // and 1, and 15 in the extended layout
+	opAllow      = 0 // and 1, and 15
 	opRecord     = 2
 	opDone       = 3
-	opClock      = 4 // and 5, and 17 in the extended layout
+	opClock      = 4 // and 5, and 17
 	opDo         = 6
 	opForged     = 7
 	opState      = 8
@@ -152,11 +139,9 @@ const (
 	opCallHint   = 14 // Do, or Allow and Done, with a hinted error
 	opForgedHint = 16
 	numOps       = 18
-	numOldOps    = 10
 )
 
-// The clock-step kinds: the twelve of clockStep, then those of the
-// extended layout.
+// The clock-step kinds (clockStep), by kind byte mod numSteps.
 const (
 	stepZero        = 0
 	stepNano        = 1
@@ -181,14 +166,15 @@ const (
 	numSteps        = 20
 )
 
-// FuzzDifferential: the lock-free core and the mutex baseline, built from
-// the same decoded config and sharing one manual clock, run the same
-// decoded sequence of operations, and must agree at every step (R1-R15 as
-// the baseline implements them):
+// FuzzDifferential: the bytes decode into a config (decodeConfig) and a
+// sequence of operations (differential.decode), which difftest.Differ
+// runs on the lock-free core and the mutex baseline, each on its own
+// manual clock; they must agree at every step (R1-R15 as the baseline
+// implements them). The operations:
 //
 //   - Allow: the same permit (generation, probe flag, start) or the same
 //     rejection (ErrOpen, ErrHalfOpenFull, ErrForcedOpen or ErrRampingUp,
-//     by identity and errors.Is) with the same Permit.Wait;
+//     by errors.Is) with the same Permit.Wait;
 //   - Done with every kind of error (nil, a failure, context.Canceled,
 //     context.DeadlineExceeded, a wrapped cancellation, and with the custom
 //     classifier an ignored error, a success-mapped error and a panicking
@@ -198,33 +184,28 @@ const (
 //     generations;
 //   - Do with a result, an error, a panic or a cancelled context: the same
 //     value, error and panic;
-//   - clock steps forwards (including zero, one nanosecond, exactly to the
-//     deadline a rejection announced, and idle gaps of many windows) and
-//     backwards (R14), below zero included;
-//   - in the extended layout (first byte >= 0x80) the config may also set
-//     MaxWaitInHalfOpen, RampUpDuration and RampUpStartPercent,
-//     MaxRetryAfter and CollectMetrics, and the operations add
-//     ForceOpen(d) (0, small, the open duration, the limit, and invalid
+//   - ForceOpen(d) (0, small, the open duration, the limit, and invalid
 //     negative and huge values, which must fail with ErrInvalidArgument on
-//     both sides and change nothing), Disable, MetricsOnly, Reset,
-//     RecordHint(p, d) on held and hand-built permits with hints zero,
+//     both sides and change nothing), Disable, MetricsOnly, Reset;
+//   - RecordHint(p, d) on held and hand-built permits with hints zero,
 //     negative, small, at and past MaxRetryAfter and huge, Done and Do with
 //     errors that carry hints (core.WithRetryAfter, wrapped, joined,
-//     nested), and clock steps of a ramp-up, a max wait, a hint bound,
-//     through the ramp's shares, and exactly to (and a nanosecond short
-//     of) the end of the current ramp-up and the current half-open max
-//     wait;
-//   - after every operation: State, Counts (state, generation, window
-//     counts, consecutive failures, probes), Metrics field by field, and
-//     the full list of notifications (from, to, generation, time; and what
-//     State, Counts and Metrics said inside the listener) are identical.
-//     The notifications chain (each one's From is the last one's To, the
-//     generation advances by one), and Metrics agree with what the test
-//     saw on its own: admissions and rejections by kind, one outcome
-//     (acted on or dropped) per Record, Done, RecordHint and admitted Do,
-//     and transitions by [from][to]. Inside a listener the lock-free
-//     breaker may not yet count the failure that caused a re-open or a
-//     hinted trip (sameSeen says exactly when), which core.Metrics allows.
+//     nested);
+//   - clock steps forwards (including zero, one nanosecond, exactly to the
+//     deadline a rejection announced, and idle gaps of many windows),
+//     backwards (R14), below zero included, of a ramp-up, a max wait, a
+//     hint bound, through the ramp's shares, and exactly to (and a
+//     nanosecond short of) the end of the current ramp-up and the current
+//     half-open max wait.
+//
+// The config may set every rule, backoff, the probe limits, the custom
+// classifier, a listener that reads back, MaxWaitInHalfOpen,
+// RampUpDuration and RampUpStartPercent, MaxRetryAfter and CollectMetrics.
+// After every operation the Differ compares State, Counts, Metrics and
+// the notifications (with what State, Counts and Metrics said inside the
+// listener), and holds them to the chain of notifications and to Metrics
+// counting what the calls observed (difftest.Differ.Step lists every
+// check).
 //
 // Not covered: hand-built probe permits (see TestForgedProbePermit); clock
 // gaps past the documented exact range of the deadlines (2^35 ms of the
@@ -245,7 +226,7 @@ func FuzzDifferential(f *testing.F) {
 }
 
 // reachKeys are what TestDifferentialSeedsReach requires the seeds to
-// reach: every new operation and each of its argument classes, every state,
+// reach: every operation and each of its argument classes, every state,
 // and the new transitions and rejections.
 var reachKeys = []string{
 	"op:ForceOpen(0)", "op:ForceOpen(d)", "op:ForceOpen(invalid)", "op:Disable", "op:MetricsOnly", "op:Reset",
@@ -297,12 +278,8 @@ func runDifferential(t testing.TB, data []byte, reach map[string]int) {
 	if x.x, err = difftest.New(x.d.cfg, 0, d.listenerReads); err != nil {
 		t.Fatalf("%v, though Validate accepted it", err)
 	}
-	ops := numOldOps
-	if d.extended {
-		ops = numOps
-	}
 	for step := 0; r.more() && step < 400; step++ {
-		x.decode(r, int(r.byte())%ops)
+		x.decode(r, int(r.byte())%numOps)
 		x.follow()
 	}
 }
@@ -355,7 +332,7 @@ func (x *differential) forged(r *input) core.Permit {
 func (x *differential) decode(r *input, op int) {
 	switch op {
 	case 0, 1, 15:
-		if p, ok := x.allow(true); ok {
+		if p, ok := x.allow(); ok {
 			x.held = append(x.held, p)
 		}
 	case opRecord, opDone, opRecordHint, opDoneHint:
@@ -363,13 +340,7 @@ func (x *differential) decode(r *input, op int) {
 			x.finish(r, op, p)
 		}
 	case 4, 5, 17:
-		var d time.Duration
-		if x.d.extended {
-			d = x.extClockStep(r)
-		} else {
-			d = clockStep(r, x.d.cfg, x.lastWait)
-		}
-		x.step(difftest.Op{Kind: difftest.Advance, D: d})
+		x.step(difftest.Op{Kind: difftest.Advance, D: x.clockStep(r)})
 	case opDo:
 		kind := r.intn(8)
 		x.step(difftest.Op{Kind: difftest.Do, Value: kind, Err: doneErrs[kind], Panic: kind == 6, Cancelled: kind == 7})
@@ -379,7 +350,7 @@ func (x *differential) decode(r *input, op int) {
 		x.step(difftest.Op{Kind: difftest.State})
 	case opCall: // a whole call: Allow, then Record at once
 		o := core.Outcome(r.intn(3))
-		if p, ok := x.allow(false); ok {
+		if p, ok := x.allow(); ok {
 			x.step(difftest.Op{Kind: difftest.Record, Permit: p, Outcome: o})
 		}
 	case opForceOpen:
@@ -422,16 +393,15 @@ func (x *differential) callHint(r *input) {
 	}
 	x.hit("op:CallHint(Done)")
 	err := x.hintedErr(r)
-	if p, ok := x.allow(false); ok {
+	if p, ok := x.allow(); ok {
 		x.hinted(difftest.Op{Kind: difftest.Done, Permit: p, Err: err})
 	}
 }
 
 // allow runs Allow and reports whether it granted the permit. The Wait of
-// a rejection (ErrOpen, and since issue 11 ErrHalfOpenFull with a max
-// wait) is kept for the next clock step when wait is set (before issue 5
-// only a plain Allow kept it; the extended layout keeps every one).
-func (x *differential) allow(wait bool) (core.Permit, bool) {
+// a rejection (ErrOpen, and ErrHalfOpenFull with a max wait) is kept for
+// the clock steps that go to the announced deadline.
+func (x *differential) allow() (core.Permit, bool) {
 	before := x.x.Sides[0].B.Counts()
 	now := x.x.Now()
 	o := x.step(difftest.Op{Kind: difftest.Allow})
@@ -439,7 +409,7 @@ func (x *differential) allow(wait bool) (core.Permit, bool) {
 	if !granted {
 		x.hit("reject:" + map[error]string{core.ErrOpen: "open", core.ErrHalfOpenFull: "half-open-full",
 			core.ErrForcedOpen: "forced-open", core.ErrRampingUp: "ramping-up"}[o.Err.Reason()])
-		if o.Permit.Wait > 0 && (wait || x.d.extended) {
+		if o.Permit.Wait > 0 {
 			x.lastWait = o.Permit.Wait
 		}
 	}
@@ -625,9 +595,14 @@ func forceOpenDuration(r *input, cfg core.Config) time.Duration {
 	return math.MinInt64
 }
 
-// extClockStep is clockStep with the steps of the extended layout, kept in
+// clockStep decodes a clock step: the edges (zero, a nanosecond, the exact
+// deadline of the last rejection and a nanosecond short of it, the open
+// duration, whole and almost-whole seconds), ordinary steps, idle gaps of
+// many windows, steps backwards (R14), a ramp-up, a max wait, a hint bound,
+// through the ramp's shares, and exactly to (and a nanosecond short of) the
+// end of the current ramp-up and the current half-open max wait; kept in
 // the exact range of the coarse deadlines.
-func (x *differential) extClockStep(r *input) time.Duration {
+func (x *differential) clockStep(r *input) time.Duration {
 	arg := time.Duration(r.byte())
 	cfg := &x.d.cfg
 	now := x.x.Now()
@@ -756,15 +731,6 @@ func letter(s core.State) string {
 	return s.String()
 }
 
-// clockStep decodes a clock step: the edges (zero, a nanosecond, the exact
-// deadline of the last rejection and a nanosecond short of it, the open
-// duration, whole and almost-whole seconds), ordinary steps, idle gaps of
-// many windows, and steps backwards (R14).
-func clockStep(r *input, cfg core.Config, lastWait time.Duration) time.Duration {
-	arg := time.Duration(r.byte())
-	return stepOf(arg, r.intn(12), cfg, lastWait)
-}
-
 // stepOf is clock step kind k (0..11) with argument arg.
 func stepOf(arg time.Duration, k int, cfg core.Config, lastWait time.Duration) time.Duration {
 	switch k {
@@ -795,8 +761,9 @@ func stepOf(arg time.Duration, k int, cfg core.Config, lastWait time.Duration) t
 }
 
 // TestDifferentialSeedsReach: the seeds of FuzzDifferential reach every
-// new operation and argument class, every state, and the transitions and
-// rejections of issue 5, so that a fuzz run starts from inputs that
+// operation and argument class, every state, and the transitions and
+// rejections of the manual controls, the ramp-up, the max wait and the
+// hints, so that a fuzz run starts from inputs that
 // exercise them (and the committed corpus replays them too).
 func TestDifferentialSeedsReach(t *testing.T) {
 	reach := map[string]int{}
