@@ -126,58 +126,8 @@ var plainErrs = []error{nil, errors.New("failed"), context.Canceled}
 func (in stateWordInput) check(t *testing.T) string {
 	t.Helper()
 	roundTrip(t, in.raw)
-
-	cfg := stateWordConfigs[int(in.cfgSel)%len(stateWordConfigs)]
-	now := time.Duration(in.nowMs%(1<<42))*time.Millisecond + time.Duration(in.extra)*7*time.Microsecond
-	clock := NewManualClock(now)
-	var got []Transition
-	cfg.Clock = clock
-	cfg.OnStateChange = func(tr Transition) { got = append(got, tr) }
-	b, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := reachable(in.raw, &b.s)
-	if in.extra&2 != 0 {
-		before = nearNow(before, &b.s, now)
-	}
-	u := unpack(before)
-	if b.buckets != nil {
-		// The buckets as a breaker that committed its way to the word's
-		// generation left them: swept every 2^22 generations on the way
-		// (Window.Advance), so that none reads as newer than it.
-		g, _ := fuzzGenerations(u.gen, in.seed)
-		for at := uint32(0); (uint32(g)-at)&(1<<24-1) >= 1<<22; {
-			at = (at + 1<<22) & (1<<24 - 1)
-			b.buckets.Advance(at)
-		}
-	}
-	// Some outcomes already in the window of the word's generation, all
-	// in the current second for a time window.
-	var seeded []seededOutcome
-	for i := range int(in.seed % 6) {
-		o := seededOutcome{fail: in.seed>>(8+i)&1 != 0, slow: in.seed>>(16+i)&1 != 0}
-		switch {
-		case b.ring != nil:
-			g, _ := fuzzGenerations(u.gen, in.seed)
-			b.ring.Reset(uint32(g))
-			b.ring.Record(uint32(g), o.fail, o.slow)
-		case b.buckets != nil:
-			g, _ := fuzzGenerations(u.gen, in.seed)
-			b.buckets.RecordCurrent(uint32(g), now, o.fail, o.slow)
-		}
-		seeded = append(seeded, o)
-	}
-	// The breaker generation: any 64-bit value with the word's low bits,
-	// named by a base that trails it by any lag below 2^20 (state.go).
-	gen, base := fuzzGenerations(u.gen, in.seed)
-	b.state.Store(before)
-	b.base.Store(base)
-	// Notifications are delivered in generation order from the one
-	// after the word's: a breaker that got here by transitions would
-	// have delivered all the earlier ones.
-	b.dispatch.next.Store((gen + 1) & seqMask << 1)
-
+	w := in.inject(t)
+	b, u, gen := w.b, w.u, w.gen
 	p := Permit{Generation: gen, Probe: in.probe, Start: time.Duration(int64(in.seed>>24)%int64(time.Second)) - 300*time.Millisecond}
 	if in.extra&1 != 0 {
 		p.Generation = otherGeneration(gen, in.pgen) // most of the time a current permit
@@ -185,32 +135,128 @@ func (in stateWordInput) check(t *testing.T) string {
 	o := Outcome(in.outcome % 3)
 	arg := argument{hint: fuzzHint(in.outcome, &b.s, in.seed), force: fuzzForceOpen(in.outcome, in.seed)}
 	op := in.op % numWordOps
-	want := expectTransition(b, u, gen, p, o, arg, op, now, seeded)
+	want := expectTransition(b, u, gen, p, o, arg, op, w.now, w.seeded)
+	got := applyWordOp(b, op, p, o, arg)
+	after := b.state.Load()
+	if after != want.word {
+		t.Fatalf("op %d [%s] on %+v (permit %+v, outcome %v, %+v, now %v): word %+v, want %+v",
+			op, want.label, u, p, o, arg, w.now, unpack(after), unpack(want.word))
+	}
+	if got.permit != want.permit || !errors.Is(got.err, want.err) || (errors.Is(want.err, ErrRejected) && RetryAfterOf(got.err) != want.permit.Wait) ||
+		(got.err == nil) != (want.err == nil) || got.state != want.state || got.counts != want.counts || got.metrics != (Metrics{}) {
+		t.Fatalf("op %d [%s] on %+v (permit %+v, %+v, now %v): returned %+v, want %+v %v %v %+v",
+			op, want.label, u, p, arg, w.now, got, want.permit, want.err, want.state, want.counts)
+	}
+	if m := b.Metrics(); m != want.metrics {
+		t.Fatalf("op %d [%s] on %+v (permit %+v, outcome %v, %+v, now %v): metrics %+v, want %+v",
+			op, want.label, u, p, o, arg, w.now, m, want.metrics)
+	}
+	w.notified(t, want)
+	if reachable(after, &b.s) != after {
+		t.Fatalf("[%s] word after %+v is not a reachable word", want.label, unpack(after))
+	}
+	return want.label
+}
 
-	var (
-		gotP   Permit
-		gotErr error
-		gotSt  State
-		gotC   Counts
-		gotM   Metrics
-	)
+// injected is a breaker FuzzStateWord put in a state: the word u (with
+// the 64-bit generation gen, named by base), the clock reading now, the
+// outcomes seeded in its window, and the notifications it delivers.
+type injected struct {
+	b         *Breaker
+	u         word
+	gen, base uint64
+	now       time.Duration
+	seeded    []seededOutcome
+	got       *[]Transition
+}
+
+// inject builds the input's breaker and puts it in a reachable word with
+// a window holding some outcomes of the word's generation.
+func (in stateWordInput) inject(t *testing.T) injected {
+	t.Helper()
+	cfg := stateWordConfigs[int(in.cfgSel)%len(stateWordConfigs)]
+	w := injected{now: time.Duration(in.nowMs%(1<<42))*time.Millisecond + time.Duration(in.extra)*7*time.Microsecond, got: new([]Transition)}
+	cfg.Clock = NewManualClock(w.now)
+	cfg.OnStateChange = func(tr Transition) { *w.got = append(*w.got, tr) }
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.b = b
+	before := reachable(in.raw, &b.s)
+	if in.extra&2 != 0 {
+		before = nearNow(before, &b.s, w.now)
+	}
+	w.u = unpack(before)
+	// The breaker generation: any 64-bit value with the word's low bits,
+	// named by a base that trails it by any lag below 2^20 (state.go).
+	w.gen, w.base = fuzzGenerations(w.u.gen, in.seed)
+	w.seeded = in.seedWindow(b, uint32(w.gen), w.now)
+	b.state.Store(before)
+	b.base.Store(w.base)
+	// Notifications are delivered in generation order from the one
+	// after the word's: a breaker that got here by transitions would
+	// have delivered all the earlier ones.
+	b.dispatch.next.Store((w.gen + 1) & seqMask << 1)
+	return w
+}
+
+// seedWindow puts some outcomes in b's window, of the generation whose
+// low bits are g, all in the current second for a time window, and
+// returns them.
+func (in stateWordInput) seedWindow(b *Breaker, g uint32, now time.Duration) []seededOutcome {
+	if b.buckets != nil {
+		// The buckets as a breaker that committed its way to the word's
+		// generation left them: swept every 2^22 generations on the way
+		// (Window.Advance), so that none reads as newer than it.
+		for at := uint32(0); (g-at)&(1<<24-1) >= 1<<22; {
+			at = (at + 1<<22) & (1<<24 - 1)
+			b.buckets.Advance(at)
+		}
+	}
+	var seeded []seededOutcome
+	for i := range int(in.seed % 6) {
+		o := seededOutcome{fail: in.seed>>(8+i)&1 != 0, slow: in.seed>>(16+i)&1 != 0}
+		switch {
+		case b.ring != nil:
+			b.ring.Reset(g)
+			b.ring.Record(g, o.fail, o.slow)
+		case b.buckets != nil:
+			b.buckets.RecordCurrent(g, now, o.fail, o.slow)
+		}
+		seeded = append(seeded, o)
+	}
+	return seeded
+}
+
+// returned is what one of FuzzStateWord's operations returned.
+type returned struct {
+	permit  Permit
+	err     error
+	state   State
+	counts  Counts
+	metrics Metrics
+}
+
+// applyWordOp runs operation op on b.
+func applyWordOp(b *Breaker, op uint8, p Permit, o Outcome, arg argument) (r returned) {
 	switch op {
 	case wordAllow:
-		gotP, gotErr = b.Allow()
+		r.permit, r.err = b.Allow()
 	case wordRecord:
 		b.Record(p, o)
 	case wordDone: // nil, a failure and a cancellation classify to o by default
 		b.Done(p, plainErrs[o])
 	case wordState:
-		gotSt = b.State()
+		r.state = b.State()
 	case wordCounts:
-		gotC = b.Counts()
+		r.counts = b.Counts()
 	case wordRecordHint:
 		b.RecordHint(p, arg.hint)
 	case wordDoneHint:
 		b.Done(p, WithRetryAfter(plainErrs[o], arg.hint))
 	case wordForceOpen:
-		gotErr = b.ForceOpen(arg.force)
+		r.err = b.ForceOpen(arg.force)
 	case wordDisable:
 		b.Disable()
 	case wordMetricsOnly:
@@ -218,22 +264,19 @@ func (in stateWordInput) check(t *testing.T) string {
 	case wordReset:
 		b.Reset()
 	default:
-		gotM = b.Metrics()
+		r.metrics = b.Metrics()
 	}
+	return r
+}
+
+// notified checks the notifications and the generation after the
+// operation: as many notifications as generations advanced (0 or 1), with
+// the right from, to, generation, time and open deadline, and base
+// raised only as a committer raises it.
+func (w injected) notified(t *testing.T, want expected) {
+	t.Helper()
+	b, u, gen, got := w.b, w.u, w.gen, *w.got
 	after := b.state.Load()
-	if after != want.word {
-		t.Fatalf("op %d [%s] on %+v (permit %+v, outcome %v, %+v, now %v): word %+v, want %+v",
-			op, want.label, u, p, o, arg, now, unpack(after), unpack(want.word))
-	}
-	if gotP != want.permit || !errors.Is(gotErr, want.err) || (errors.Is(want.err, ErrRejected) && RetryAfterOf(gotErr) != want.permit.Wait) || (gotErr == nil) != (want.err == nil) || gotSt != want.state ||
-		gotC != want.counts || gotM != (Metrics{}) {
-		t.Fatalf("op %d [%s] on %+v (permit %+v, %+v, now %v): returned %+v %v %v %+v %+v, want %+v %v %v %+v",
-			op, want.label, u, p, arg, now, gotP, gotErr, gotSt, gotC, gotM, want.permit, want.err, want.state, want.counts)
-	}
-	if m := b.Metrics(); m != want.metrics {
-		t.Fatalf("op %d [%s] on %+v (permit %+v, outcome %v, %+v, now %v): metrics %+v, want %+v",
-			op, want.label, u, p, o, arg, now, m, want.metrics)
-	}
 	a := unpack(after)
 	if advanced := (a.gen - u.gen) & genMask; advanced > 1 || int(advanced) != len(got) {
 		t.Fatalf("[%s] generation advanced by %d with %d notifications", want.label, advanced, len(got))
@@ -253,17 +296,13 @@ func (in stateWordInput) check(t *testing.T) string {
 	}
 	// A transition's committer raises base to its generation once base
 	// trails that by 2^16; nothing else moves it.
-	wantGen, wantBase := gen+uint64(len(got)), base
-	if len(got) == 1 && wantGen-base >= baseStep {
+	wantGen, wantBase := gen+uint64(len(got)), w.base
+	if len(got) == 1 && wantGen-w.base >= baseStep {
 		wantBase = wantGen
 	}
 	if g := b.genOf(after); g != wantGen || b.base.Load() != wantBase {
 		t.Fatalf("[%s] generation %d, base %d after the operation, want %d, %d", want.label, g, b.base.Load(), wantGen, wantBase)
 	}
-	if reachable(after, &b.s) != after {
-		t.Fatalf("[%s] word after %+v is not a reachable word", want.label, a)
-	}
-	return want.label
 }
 
 // fuzzGenerations is the breaker generation FuzzStateWord puts under a word
@@ -507,15 +546,12 @@ func expectTransition(b *Breaker, u word, gen uint64, p Permit, o Outcome, arg a
 		x.counts()
 	case wordForceOpen:
 		x.forceOpen(arg.force)
-	case wordDisable:
-		x.e.label = "disable/from-" + u.state.String()
-		x.to(word{state: Disabled, gen: lowGen(gen + 1)}, now)
-	case wordMetricsOnly:
-		x.e.label = "metrics-only/from-" + u.state.String()
-		x.to(word{state: MetricsOnly, gen: lowGen(gen + 1)}, now)
-	case wordReset:
-		x.e.label = "reset/from-" + u.state.String()
-		x.to(word{state: Closed, gen: lowGen(gen + 1)}, now) // no ramp-up
+	case wordDisable, wordMetricsOnly, wordReset:
+		// A fresh word of the control's state at the next generation
+		// (Reset: closed with no ramp-up).
+		to := map[uint8]State{wordDisable: Disabled, wordMetricsOnly: MetricsOnly, wordReset: Closed}[op]
+		x.e.label = map[uint8]string{wordDisable: "disable", wordMetricsOnly: "metrics-only", wordReset: "reset"}[op] + "/from-" + u.state.String()
+		x.to(word{state: to, gen: lowGen(gen + 1)}, now)
 	default:
 		x.e.label = "metrics"
 	}
