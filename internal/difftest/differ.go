@@ -60,8 +60,14 @@ type Differ struct {
 // notification, and those readings are compared too. The error is the
 // first implementation's refusal of cfg, naming it.
 func New(cfg core.Config, start time.Duration, readBack bool) (*Differ, error) {
+	return NewOf(breakers.All, cfg, start, readBack)
+}
+
+// NewOf is New over the implementations impls instead of every one (a
+// test of the Differ itself hands it a broken one).
+func NewOf(impls []breakers.Impl, cfg core.Config, start time.Duration, readBack bool) (*Differ, error) {
 	d := &Differ{cfg: cfg}
-	for _, im := range breakers.All {
+	for _, im := range impls {
 		s := &Side{Name: im.Name, Clock: core.NewManualClock(start)}
 		c := cfg
 		c.Clock = s.Clock
@@ -120,7 +126,7 @@ func (d *Differ) Step(op Op) (Obs, error) {
 	obs := Apply(d.Sides[0].B, d.Sides[0].Clock, op)
 	for _, s := range d.Sides[1:] {
 		if o := Apply(s.B, s.Clock, op); o != obs {
-			return obs, d.fail("%v: %s %+v, %s %+v", op, d.Sides[0].Name, obs, s.Name, o)
+			return obs, d.fail("%v: %s %s, %s %s", op, d.Sides[0].Name, summary(op, obs), s.Name, summary(op, o))
 		}
 	}
 	d.log[len(d.log)-1] += " = " + summary(op, obs)
@@ -151,13 +157,16 @@ func (d *Differ) MustStep(fatal func(...any), op Op) Obs {
 	return obs
 }
 
+// summary is what op observed: every field Apply sets for its kind.
 func summary(op Op, o Obs) string {
 	switch op.Kind {
 	case Allow:
 		if o.Err.Nil() {
 			return fmt.Sprintf("%+v", o.Permit)
 		}
-		return o.Err.String()
+		return fmt.Sprintf("%v (permit %+v)", o.Err, o.Permit)
+	case Metrics:
+		return fmt.Sprintf("%+v", o.Metrics)
 	case Do:
 		return fmt.Sprintf("%d, %v%s", o.Value, o.Err, panicked(o))
 	case ForceOpen:
@@ -275,12 +284,7 @@ func (d *Differ) control(op Op, o Obs, before core.Counts, beforeM core.Metrics,
 			return d.fail("ForceOpen(%v) = %v; want core.ErrInvalidArgument: %v", op.D, o.Err, invalid)
 		}
 		if invalid {
-			s := d.Sides[0]
-			if c, m, n := s.B.Counts(), s.B.Metrics(), len(s.Seen()); c != before || m != beforeM || n != beforeN {
-				return d.fail("ForceOpen(%v) failed but changed the breaker: %+v -> %+v, metrics %+v -> %+v, %d -> %d notifications",
-					op.D, before, c, beforeM, m, beforeN, n)
-			}
-			return nil
+			return d.unchanged(op, before, beforeM, beforeN)
 		}
 		want = core.Open
 		if op.D == 0 {
@@ -295,6 +299,23 @@ func (d *Differ) control(op Op, o Obs, before core.Counts, beforeM core.Metrics,
 	default:
 		return nil
 	}
+	return d.landed(op, want, before)
+}
+
+// unchanged checks that a failed op changed neither the counts, nor the
+// metrics, nor the notifications.
+func (d *Differ) unchanged(op Op, before core.Counts, beforeM core.Metrics, beforeN int) error {
+	s := d.Sides[0]
+	if c, m, n := s.B.Counts(), s.B.Metrics(), len(s.Seen()); c != before || m != beforeM || n != beforeN {
+		return d.fail("%v failed but changed the breaker: %+v -> %+v, metrics %+v -> %+v, %d -> %d notifications",
+			op, before, c, beforeM, m, beforeN, n)
+	}
+	return nil
+}
+
+// landed checks that a manual control made one transition to want at the
+// next generation, with nothing counted.
+func (d *Differ) landed(op Op, want core.State, before core.Counts) error {
 	c := d.Sides[0].B.Counts()
 	if c.Generation != before.Generation+1 || c.State != want ||
 		c.Calls != 0 || c.ConsecutiveFailures != 0 || c.ProbesInFlight != 0 || c.ProbeSuccesses != 0 {

@@ -113,8 +113,16 @@ type Obs struct {
 // Apply runs op on b, whose clock is clk, and returns what it observed. A
 // panic of the call is recovered into Obs.Panic. It is safe to call from
 // many goroutines at once on one breaker, as the breaker's own methods
-// are; clk is only read or moved by the clock operations and Do.
-func Apply(b core.CircuitBreaker, clk *core.ManualClock, op Op) (obs Obs) {
+// are; clk is only read or moved by the clock operations and Do. It
+// panics, naming the kind, when op.Kind is none of the operations.
+func Apply(b core.CircuitBreaker, clk *core.ManualClock, op Op) Obs {
+	if op.Kind >= numKinds {
+		panic(fmt.Sprintf("difftest.Apply: unknown operation %v", op.Kind))
+	}
+	return apply(b, clk, op)
+}
+
+func apply(b core.CircuitBreaker, clk *core.ManualClock, op Op) (obs Obs) {
 	defer func() {
 		if v := recover(); v != nil {
 			obs.Panic = fmt.Sprint(v)
@@ -144,16 +152,21 @@ func Apply(b core.CircuitBreaker, clk *core.ManualClock, op Op) (obs Obs) {
 		b.MetricsOnly()
 	case Reset:
 		b.Reset()
+	default:
+		return read(b, op.Kind)
+	}
+	return Obs{}
+}
+
+// read is Apply's State, Counts and Metrics.
+func read(b core.CircuitBreaker, k Kind) Obs {
+	switch k {
 	case State:
 		return Obs{State: b.State()}
 	case Counts:
 		return Obs{Counts: b.Counts()}
-	case Metrics:
-		return Obs{Metrics: b.Metrics()}
-	default:
-		panic(fmt.Sprintf("difftest: unknown operation %v", op.Kind))
 	}
-	return Obs{}
+	return Obs{Metrics: b.Metrics()}
 }
 
 // do is Apply's Do: the panic, if any, is recovered by Apply after Do has
