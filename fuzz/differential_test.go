@@ -438,9 +438,9 @@ func (x *differential) allow() (core.Permit, bool) {
 // hinted runs op, an operation that may record a hint, and notes whether
 // it tripped, re-opened or "would have opened".
 func (x *differential) hinted(op difftest.Op) {
-	n := len(x.x.Sides[0].Seen())
+	n := x.x.Sides[0].Count()
 	x.step(op)
-	for _, tr := range x.x.Sides[0].Seen()[n:] {
+	for _, tr := range x.x.Sides[0].Since(n) {
 		switch {
 		case x.s.MaxRetryAfter == 0:
 		case tr.From == core.Closed && tr.To == core.Open:
@@ -481,8 +481,8 @@ func (x *differential) forceOpen(d time.Duration) {
 func (x *differential) follow() {
 	s0 := x.x.Sides[0]
 	x.hit("state:" + s0.B.Counts().State.String())
-	seen := s0.Seen()
-	for _, s := range seen[x.notifications:] {
+	seen := s0.Since(x.notifications)
+	for _, s := range seen {
 		tr := s.Transition
 		x.hit(fmt.Sprintf("tr:%s>%s", letter(tr.From), letter(tr.To)))
 		x.open, x.openAt = tr.To == core.Open, tr.At
@@ -494,7 +494,7 @@ func (x *differential) follow() {
 			x.ramping, x.rampGen, x.rampEnd = true, tr.Generation, x.ramp.deadline(tr.At)
 		}
 	}
-	x.notifications = len(seen)
+	x.notifications += len(seen)
 	if m := s0.B.Metrics(); m.Dropped > 0 {
 		x.hit("metrics:dropped")
 	}

@@ -32,10 +32,21 @@ type Side struct {
 }
 
 // Seen returns a copy of the notifications so far, in delivery order.
-func (s *Side) Seen() []Seen {
+func (s *Side) Seen() []Seen { return s.Since(0) }
+
+// Since returns a copy of the notifications from the i-th on (none when
+// i is past the last).
+func (s *Side) Since(i int) []Seen {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Seen(nil), s.seen...)
+	return append([]Seen(nil), s.seen[min(i, len(s.seen)):]...)
+}
+
+// Count is the number of notifications so far.
+func (s *Side) Count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.seen)
 }
 
 // Differ runs every Op on each implementation of internal/breakers, built
@@ -45,13 +56,14 @@ func (s *Side) Seen() []Seen {
 type Differ struct {
 	Sides []*Side
 	cfg   core.Config
-	log   []string
+	hist  []entry // the steps so far, rendered only for a failure
 	// The Differ's own tally of what the calls observed, which Metrics
 	// must equal (with CollectMetrics).
 	admitted, outcomes uint64
 	rejected           [4]uint64 // by reason, in Sentinels order
 	transitions        [core.NumStates][core.NumStates]uint64
-	seen               int // the notifications of Sides[0] already checked
+	seen               int             // the notifications of Sides[0] already checked
+	last               core.Transition // the last of them
 }
 
 // New builds one side per implementation from cfg (its Clock and
@@ -93,9 +105,11 @@ func NewOf(impls []breakers.Impl, cfg core.Config, start time.Duration, readBack
 // Now is the clock reading, the same on every side.
 func (d *Differ) Now() time.Duration { return d.Sides[0].Clock.Now() }
 
-// Note adds a line to the history a failure prints.
-func (d *Differ) Note(format string, args ...any) {
-	d.log = append(d.log, fmt.Sprintf(format, args...))
+// entry is one step of the history: the operation and what the first
+// side observed.
+type entry struct {
+	op  Op
+	obs Obs
 }
 
 // Step runs op on every side and returns the first side's observation.
@@ -120,16 +134,20 @@ func (d *Differ) Note(format string, args ...any) {
 //     did not make one transition to its state at the next generation
 //     with nothing counted.
 func (d *Differ) Step(op Op) (Obs, error) {
-	d.log = append(d.log, op.String())
-	before := d.Sides[0].B.Counts()
-	beforeM, beforeN := d.Sides[0].B.Metrics(), len(d.Sides[0].Seen())
+	var before core.Counts
+	var beforeM core.Metrics
+	var beforeN int
+	switch op.Kind {
+	case ForceOpen, Disable, MetricsOnly, Reset: // control compares with before
+		before, beforeM, beforeN = d.Sides[0].B.Counts(), d.Sides[0].B.Metrics(), d.Sides[0].Count()
+	}
 	obs := Apply(d.Sides[0].B, d.Sides[0].Clock, op)
 	for _, s := range d.Sides[1:] {
 		if o := Apply(s.B, s.Clock, op); o != obs {
 			return obs, d.fail("%v: %s %s, %s %s", op, d.Sides[0].Name, summary(op, obs), s.Name, summary(op, o))
 		}
 	}
-	d.log[len(d.log)-1] += " = " + summary(op, obs)
+	d.hist = append(d.hist, entry{op, obs})
 	if op.Kind == Allow && !obs.Err.Nil() && (obs.Err.Reason() == nil || obs.Err.Wait != obs.Permit.Wait) {
 		return obs, d.fail("Allow refused with %v and %+v: want one of the four reasons, asking for the permit's Wait", obs.Err, obs.Permit)
 	}
@@ -187,7 +205,11 @@ func panicked(o Obs) string {
 }
 
 func (d *Differ) fail(format string, args ...any) error {
-	return fmt.Errorf("%s\nconfig %+v\nhistory:\n  %s", fmt.Sprintf(format, args...), d.cfg, strings.Join(d.log, "\n  "))
+	var sb strings.Builder
+	for _, e := range d.hist {
+		fmt.Fprintf(&sb, "\n  %v = %s", e.op, summary(e.op, e.obs))
+	}
+	return fmt.Errorf("%s\nconfig %+v\nhistory:%s", fmt.Sprintf(format, args...), d.cfg, sb.String())
 }
 
 // tally counts what op observed, as Metrics must.
@@ -219,12 +241,14 @@ func (d *Differ) grant(e Err) {
 	}
 }
 
-// agree compares what every side reads after a step.
+// agree compares what every side reads after a step: the notifications
+// from the first one not yet checked on (earlier ones agreed and do not
+// change).
 func (d *Differ) agree() error {
 	s0 := d.Sides[0]
-	c0, st0, m0, n0 := s0.B.Counts(), s0.B.State(), s0.B.Metrics(), s0.Seen()
+	c0, st0, m0, n0 := s0.B.Counts(), s0.B.State(), s0.B.Metrics(), s0.Since(d.seen)
 	for _, s := range d.Sides[1:] {
-		c, st, m, n := s.B.Counts(), s.B.State(), s.B.Metrics(), s.Seen()
+		c, st, m, n := s.B.Counts(), s.B.State(), s.B.Metrics(), s.Since(d.seen)
 		switch {
 		case c != c0:
 			return d.fail("Counts: %s %+v, %s %+v", s0.Name, c0, s.Name, c)
@@ -235,7 +259,7 @@ func (d *Differ) agree() error {
 		}
 		for i := range max(len(n), len(n0)) {
 			if i >= len(n) || i >= len(n0) || n[i] != n0[i] {
-				return d.fail("notification %d (%d and %d in all): %s %+v, %s %+v", i, len(n0), len(n), s0.Name, at(n0, i), s.Name, at(n, i))
+				return d.fail("notification %d (%d and %d in all): %s %+v, %s %+v", d.seen+i, d.seen+len(n0), d.seen+len(n), s0.Name, at(n0, i), s.Name, at(n, i))
 			}
 		}
 	}
@@ -251,19 +275,14 @@ func at(s []Seen, i int) Seen {
 
 // chain checks the notifications that came since the last step.
 func (d *Differ) chain() error {
-	seen := d.Sides[0].Seen()
-	for i := d.seen; i < len(seen); i++ {
-		var last core.Transition
-		if i > 0 {
-			last = seen[i-1].Transition
+	for _, s := range d.Sides[0].Since(d.seen) {
+		if !Follows(d.last, s.Transition) {
+			return d.fail("notification %d %+v does not follow %+v", d.seen, s.Transition, d.last)
 		}
-		tr := seen[i].Transition
-		if !Follows(last, tr) {
-			return d.fail("notification %d %+v does not follow %+v", i, tr, last)
-		}
-		d.transitions[tr.From][tr.To]++
+		d.transitions[s.From][s.To]++
+		d.last = s.Transition
+		d.seen++
 	}
-	d.seen = len(seen)
 	return nil
 }
 
@@ -306,7 +325,7 @@ func (d *Differ) control(op Op, o Obs, before core.Counts, beforeM core.Metrics,
 // metrics, nor the notifications.
 func (d *Differ) unchanged(op Op, before core.Counts, beforeM core.Metrics, beforeN int) error {
 	s := d.Sides[0]
-	if c, m, n := s.B.Counts(), s.B.Metrics(), len(s.Seen()); c != before || m != beforeM || n != beforeN {
+	if c, m, n := s.B.Counts(), s.B.Metrics(), s.Count(); c != before || m != beforeM || n != beforeN {
 		return d.fail("%v failed but changed the breaker: %+v -> %+v, metrics %+v -> %+v, %d -> %d notifications",
 			op, before, c, beforeM, m, beforeN, n)
 	}
@@ -321,8 +340,8 @@ func (d *Differ) landed(op Op, want core.State, before core.Counts) error {
 		c.Calls != 0 || c.ConsecutiveFailures != 0 || c.ProbesInFlight != 0 || c.ProbeSuccesses != 0 {
 		return d.fail("%v to %v: counts %+v -> %+v", op, want, before, c)
 	}
-	if seen := d.Sides[0].Seen(); len(seen) == 0 || seen[len(seen)-1].To != want || seen[len(seen)-1].Generation != c.Generation {
-		return d.fail("%v to %v: notifications %+v", op, want, seen)
+	if d.last.To != want || d.last.Generation != c.Generation {
+		return d.fail("%v to %v: the last notification is %+v", op, want, d.last)
 	}
 	return nil
 }
