@@ -328,7 +328,7 @@ func TestAdv_WideDifferential(t *testing.T) {
 		base := bases[rng.IntN(len(bases))]
 		runHistory(t, fmt.Sprintf("seed %d base %v", seed, base), cfg, base, rng, 400, kinds, wideOp)
 	}
-	t.Logf("transitions reached: %v", kinds)
+	t.Logf("transitions and rejections reached: %v", kinds)
 }
 
 // wideErrs are the errors of TestAdv_WideDifferential's Done and Do calls.
