@@ -21,7 +21,9 @@ type Seen struct {
 }
 
 // Side is one implementation under test: its breaker, its own manual
-// clock, and the notifications its listener received.
+// clock, and the notifications its listener received. Its methods are
+// safe to call while the breaker notifies; on a zero Side they report no
+// notifications.
 type Side struct {
 	Name  string
 	B     core.CircuitBreaker
@@ -52,7 +54,8 @@ func (s *Side) Count() int {
 // Differ runs every Op on each implementation of internal/breakers, built
 // from one config, each on its own manual clock, and checks after each
 // step that they agree and that the observations keep the rules below.
-// Make one with New; it is for one goroutine.
+// Make one with New or NewOf (Step on a zero Differ returns an error
+// that says so); it is for one goroutine.
 type Differ struct {
 	Sides []*Side
 	cfg   core.Config
@@ -77,7 +80,11 @@ func New(cfg core.Config, start time.Duration, readBack bool) (*Differ, error) {
 
 // NewOf is New over the implementations impls instead of every one (a
 // test of the Differ itself hands it a broken one).
+// Fewer than two implementations compare nothing: the error says so.
 func NewOf(impls []breakers.Impl, cfg core.Config, start time.Duration, readBack bool) (*Differ, error) {
+	if len(impls) < 2 {
+		return nil, fmt.Errorf("difftest.NewOf: %d implementations; a Differ compares two or more", len(impls))
+	}
 	d := &Differ{cfg: cfg}
 	for _, im := range impls {
 		s := &Side{Name: im.Name, Clock: core.NewManualClock(start)}
@@ -102,7 +109,8 @@ func NewOf(impls []breakers.Impl, cfg core.Config, start time.Duration, readBack
 	return d, nil
 }
 
-// Now is the clock reading, the same on every side.
+// Now is the clock reading, the same on every side. It panics on a zero
+// Differ.
 func (d *Differ) Now() time.Duration { return d.Sides[0].Clock.Now() }
 
 // entry is one step of the history: the operation and what the first
@@ -134,6 +142,9 @@ type entry struct {
 //     did not make one transition to its state at the next generation
 //     with nothing counted.
 func (d *Differ) Step(op Op) (Obs, error) {
+	if len(d.Sides) == 0 {
+		return Obs{}, fmt.Errorf("difftest: Step on a zero Differ; make one with difftest.New")
+	}
 	var before core.Counts
 	var beforeM core.Metrics
 	var beforeN int
@@ -162,17 +173,6 @@ func (d *Differ) Step(op Op) (Obs, error) {
 		return obs, err
 	}
 	return obs, d.metrics()
-}
-
-// MustStep is Step for a caller with nowhere to return the error: it
-// reports it through fatal (testing.TB's Fatal) and returns the
-// observation.
-func (d *Differ) MustStep(fatal func(...any), op Op) Obs {
-	obs, err := d.Step(op)
-	if err != nil {
-		fatal(err)
-	}
-	return obs
 }
 
 // summary is what op observed: every field Apply sets for its kind.

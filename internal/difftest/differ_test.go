@@ -99,3 +99,14 @@ func TestFollows(t *testing.T) {
 	require.True(t, difftest.Follows(first, core.Transition{From: core.Open, To: core.HalfOpen, Generation: 2}))
 	require.False(t, difftest.Follows(first, core.Transition{From: core.Open, To: core.HalfOpen, Generation: 3}))
 }
+
+// A zero Differ and one over a single implementation refuse to run,
+// saying why.
+func TestDifferMisuse(t *testing.T) {
+	_, err := (&difftest.Differ{}).Step(difftest.Op{})
+	require.ErrorContains(t, err, "difftest.New")
+	_, err = difftest.NewOf(breakers.All[:1], tripOnOne, 0, false)
+	require.ErrorContains(t, err, "two or more")
+	_, err = difftest.New(core.Config{WindowSize: -1}, 0, false)
+	require.ErrorIs(t, err, core.ErrInvalidConfig)
+}

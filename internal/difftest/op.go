@@ -47,6 +47,8 @@ const (
 var kindNames = [numKinds]string{"Allow", "Record", "RecordHint", "Done", "Do", "Advance", "SetClock",
 	"ForceOpen", "Disable", "MetricsOnly", "Reset", "State", "Counts", "Metrics"}
 
+// String names the operation ("Allow"), or gives the number of an
+// unknown one.
 func (k Kind) String() string {
 	if k < numKinds {
 		return kindNames[k]
@@ -74,6 +76,7 @@ type Op struct {
 // set.
 const PanicValue = "the protected function panics"
 
+// String writes op as a call with its arguments, for a failure's history.
 func (op Op) String() string {
 	switch op.Kind {
 	case Record:
@@ -250,6 +253,8 @@ func (e Err) Reason() error {
 	return nil
 }
 
+// String is "<nil>", the text of an error that is no rejection, or the
+// rejection's reason and wait.
 func (e Err) String() string {
 	switch {
 	case e.Nil():
