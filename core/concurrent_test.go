@@ -17,161 +17,167 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casbreaker/casbreaker/core"
-	"github.com/casbreaker/casbreaker/internal/breakers"
+	"github.com/casbreaker/casbreaker/internal/difftest"
 )
 
 // Retry-after hints, the half-open max wait, manual control and metrics keep
 // their one-winner rules under contention.
 func TestFeaturesConcurrent(t *testing.T) {
-	const workers = 16
+	t.Run("hinted failures racing: one trip, the rest stale", func(t *testing.T) { forEachImpl(t, concurrentHintedFailures) })
+	t.Run("max-wait restart racing: one new generation, one probe", func(t *testing.T) { forEachImpl(t, concurrentMaxWaitRestart) })
+	t.Run("controls racing: one notification each, in order", func(t *testing.T) { forEachImpl(t, concurrentControls) })
+	t.Run("metrics exact under contention", func(t *testing.T) { forEachImpl(t, concurrentMetrics) })
+}
 
-	t.Run("hinted failures racing: one trip, the rest stale", func(t *testing.T) {
-		forEachImpl(t, func(t *testing.T, mk maker) {
-			for range rounds(50, 10) {
-				r := mk.build(t, core.Config{ConsecutiveFailures: 1000, OpenDuration: time.Second,
-					MaxRetryAfter: time.Minute, CollectMetrics: true})
-				permits := make([]core.Permit, workers)
-				for i := range permits {
-					permits[i] = r.A()
-				}
-				parallel(workers, func(i int) {
-					r.B.Done(permits[i], core.WithRetryAfter(errFail, time.Duration(i+10)*time.Second))
-				})
-				require.Len(t, r.CBs(), 1)
-				require.Equal(t, "C>O@0", r.CBs()[0])
-				m := r.B.Metrics()
-				require.Equal(t, [3]uint64{workers, 1, workers - 1}, [3]uint64{m.Admitted, m.Failures, m.Dropped})
-				// The winner's hint, whichever it was: 10 s .. 25 s.
+// featureWorkers is how many goroutines each of those races runs.
+const featureWorkers = 16
+
+// concurrentHintedFailures: one of the hinted failures racing trips the
+// breaker; the rest are stale and dropped.
+func concurrentHintedFailures(t *testing.T, mk maker) {
+	for range rounds(50, 10) {
+		r := mk.build(t, core.Config{ConsecutiveFailures: 1000, OpenDuration: time.Second,
+			MaxRetryAfter: time.Minute, CollectMetrics: true})
+		permits := make([]core.Permit, featureWorkers)
+		for i := range permits {
+			permits[i] = r.A()
+		}
+		parallel(featureWorkers, func(i int) {
+			r.B.Done(permits[i], core.WithRetryAfter(errFail, time.Duration(i+10)*time.Second))
+		})
+		require.Len(t, r.CBs(), 1)
+		require.Equal(t, "C>O@0", r.CBs()[0])
+		m := r.B.Metrics()
+		require.Equal(t, [3]uint64{featureWorkers, 1, featureWorkers - 1}, [3]uint64{m.Admitted, m.Failures, m.Dropped})
+		// The winner's hint, whichever it was: 10 s .. 25 s.
+		p, err := r.B.Allow()
+		require.ErrorIs(t, err, core.ErrOpen)
+		require.GreaterOrEqual(t, p.Wait, 10*time.Second)
+		require.LessOrEqual(t, p.Wait, 25*time.Second)
+	}
+}
+
+// concurrentMaxWaitRestart: callers racing the max-wait restart of a full
+// half-open breaker: one new generation, whose slots they share.
+func concurrentMaxWaitRestart(t *testing.T, mk maker) {
+	for range rounds(50, 10) {
+		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: 5 * time.Second,
+			MaxWaitInHalfOpen: 2 * time.Second, PermittedCallsInHalfOpen: 3, CollectMetrics: true})
+		r.X(core.Failure)
+		r.At(5)
+		lost := []core.Permit{r.A(), r.A(), r.A()}
+		r.At(7)
+		var admitted, odd atomic.Int64
+		parallel(featureWorkers, func(int) {
+			switch p, err := r.B.Allow(); {
+			case err == nil && p.Probe:
+				admitted.Add(1)
+			case !errors.Is(err, core.ErrHalfOpenFull):
+				odd.Add(1)
+			}
+		})
+		require.Zero(t, odd.Load(), "a non-probe permit or another rejection")
+		require.EqualValues(t, 3, admitted.Load(), "the new generation's three slots")
+		require.Equal(t, []string{"C>O@0", "O>H@5", "H>H@7"}, r.CBs())
+		require.Equal(t, 3, r.B.Counts().ProbesInFlight)
+		for _, p := range lost {
+			r.D(p, core.Success)
+		}
+		require.Equal(t, 3, r.B.Counts().ProbesInFlight)
+		m := r.B.Metrics()
+		require.Equal(t, [3]uint64{1 + 3 + 3, featureWorkers - 3, 3}, [3]uint64{m.Admitted, m.RejectedHalfOpenFull, m.Dropped})
+	}
+}
+
+// concurrentControls: featureWorkers racing every manual control: one notification per control, in one chain.
+func concurrentControls(t *testing.T, mk maker) {
+	r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, CollectMetrics: true})
+	n := rounds(200, 50)
+	parallel(featureWorkers, func(i int) {
+		for j := range n {
+			switch (i + j) % 5 {
+			case 0:
+				r.B.Reset()
+			case 1:
+				r.B.Disable()
+			case 2:
+				r.B.MetricsOnly()
+			case 3:
+				_ = r.B.ForceOpen(0)
+			default:
+				_ = r.B.ForceOpen(time.Second)
+			}
+			if p, err := r.B.Allow(); err == nil {
+				r.B.Done(p, nil)
+			}
+		}
+	})
+	tr := r.Transitions()
+	total := featureWorkers * n
+	require.Len(t, tr, total) // successes never trip; probes need the clock to move
+	var last core.Transition
+	for i, x := range tr {
+		require.True(t, difftest.Follows(last, x), "notification %d %+v after %+v", i, x, last)
+		last = x
+	}
+	require.Equal(t, last.To, r.B.Counts().State)
+	var sum uint64
+	m := r.B.Metrics()
+	for _, row := range m.Transitions {
+		for _, v := range row {
+			sum += v
+		}
+	}
+	require.EqualValues(t, total, sum)
+}
+
+// concurrentMetrics: Metrics count exactly under contention, in closed,
+// disabled and metrics-only.
+func concurrentMetrics(t *testing.T, mk maker) {
+	r := mk.build(t, core.Config{WindowSize: 100, FailureRateThreshold: 100, CollectMetrics: true, Classifier: classify})
+	n := rounds(500, 100)
+	var rejected atomic.Int64
+	run := func() {
+		parallel(featureWorkers, func(i int) {
+			for j := range n {
 				p, err := r.B.Allow()
-				require.ErrorIs(t, err, core.ErrOpen)
-				require.GreaterOrEqual(t, p.Wait, 10*time.Second)
-				require.LessOrEqual(t, p.Wait, 25*time.Second)
-			}
-		})
-	})
-
-	t.Run("max-wait restart racing: one new generation, one probe", func(t *testing.T) {
-		forEachImpl(t, func(t *testing.T, mk maker) {
-			for range rounds(50, 10) {
-				r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: 5 * time.Second,
-					MaxWaitInHalfOpen: 2 * time.Second, PermittedCallsInHalfOpen: 3, CollectMetrics: true})
-				r.X(core.Failure)
-				r.At(5)
-				lost := []core.Permit{r.A(), r.A(), r.A()}
-				r.At(7)
-				var admitted, odd atomic.Int64
-				parallel(workers, func(int) {
-					switch p, err := r.B.Allow(); {
-					case err == nil && p.Probe:
-						admitted.Add(1)
-					case !errors.Is(err, core.ErrHalfOpenFull):
-						odd.Add(1)
-					}
-				})
-				require.Zero(t, odd.Load(), "a non-probe permit or another rejection")
-				require.EqualValues(t, 3, admitted.Load(), "the new generation's three slots")
-				require.Equal(t, []string{"C>O@0", "O>H@5", "H>H@7"}, r.CBs())
-				require.Equal(t, 3, r.B.Counts().ProbesInFlight)
-				for _, p := range lost {
-					r.D(p, core.Success)
+				if err != nil {
+					rejected.Add(1)
 				}
-				require.Equal(t, 3, r.B.Counts().ProbesInFlight)
-				m := r.B.Metrics()
-				require.Equal(t, [3]uint64{1 + 3 + 3, workers - 3, 3}, [3]uint64{m.Admitted, m.RejectedHalfOpenFull, m.Dropped})
-			}
-		})
-	})
-
-	t.Run("controls racing: one notification each, in order", func(t *testing.T) {
-		forEachImpl(t, func(t *testing.T, mk maker) {
-			r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, CollectMetrics: true})
-			n := rounds(200, 50)
-			parallel(workers, func(i int) {
-				for j := range n {
-					switch (i + j) % 5 {
-					case 0:
-						r.B.Reset()
-					case 1:
-						r.B.Disable()
-					case 2:
-						r.B.MetricsOnly()
-					case 3:
-						_ = r.B.ForceOpen(0)
-					default:
-						_ = r.B.ForceOpen(time.Second)
-					}
-					if p, err := r.B.Allow(); err == nil {
-						r.B.Done(p, nil)
-					}
-				}
-			})
-			tr := r.Transitions()
-			total := workers * n
-			require.Len(t, tr, total) // successes never trip; probes need the clock to move
-			prev := core.Closed
-			for i, x := range tr {
-				require.Equal(t, uint64(i+1), x.Generation)
-				require.Equal(t, prev, x.From, "notification %d", i)
-				prev = x.To
-			}
-			require.Equal(t, prev, r.B.Counts().State)
-			var sum uint64
-			m := r.B.Metrics()
-			for _, row := range m.Transitions {
-				for _, v := range row {
-					sum += v
+				if (i+j)%4 == 0 {
+					r.B.Done(p, errIgnored)
+				} else {
+					r.B.Done(p, nil)
 				}
 			}
-			require.EqualValues(t, total, sum)
 		})
-	})
-
-	t.Run("metrics exact under contention", func(t *testing.T) {
-		forEachImpl(t, func(t *testing.T, mk maker) {
-			r := mk.build(t, core.Config{WindowSize: 100, FailureRateThreshold: 100, CollectMetrics: true, Classifier: classify})
-			n := rounds(500, 100)
-			var rejected atomic.Int64
-			run := func() {
-				parallel(workers, func(i int) {
-					for j := range n {
-						p, err := r.B.Allow()
-						if err != nil {
-							rejected.Add(1)
-						}
-						if (i+j)%4 == 0 {
-							r.B.Done(p, errIgnored)
-						} else {
-							r.B.Done(p, nil)
-						}
-					}
-				})
-			}
-			total := uint64(workers * n)
-			run()
-			r.B.Disable()
-			run()
-			r.B.MetricsOnly()
-			run()
-			require.Zero(t, rejected.Load())
-			m := r.B.Metrics()
-			ign := total / 4
-			require.Equal(t, 3*total, m.Admitted)
-			require.Equal(t, 2*(total-ign), m.Successes)
-			require.Equal(t, 2*ign, m.Ignored)
-			require.Equal(t, total, m.Dropped)
-			require.Zero(t, m.Failures)
-		})
-	})
+	}
+	total := uint64(featureWorkers * n)
+	run()
+	r.B.Disable()
+	run()
+	r.B.MetricsOnly()
+	run()
+	require.Zero(t, rejected.Load())
+	m := r.B.Metrics()
+	ign := total / 4
+	require.Equal(t, 3*total, m.Admitted)
+	require.Equal(t, 2*(total-ign), m.Successes)
+	require.Equal(t, 2*ign, m.Ignored)
+	require.Equal(t, total, m.Dropped)
+	require.Zero(t, m.Failures)
 }
 
 // Regression (concurrency): callers, a controller issuing every manual
 // control, and a clock that jumps, all at once, with max wait, ramp-up,
-// hints and metrics on. Guards: probes in flight per half-open generation
-// never exceed PermittedCallsInHalfOpen (R6) even across max-wait restarts
-// and controls; notifications form one chain (each from is the previous to,
+// hints and metrics on, every operation run through the shared
+// interpreter (difftest.Apply) and checked on what it observed. Guards:
+// probes in flight per half-open generation never exceed
+// PermittedCallsInHalfOpen (R6) even across max-wait restarts and
+// controls; notifications form one chain (each from is the previous to,
 // generations consecutive, R12); Counts snapshots are possible ones (a
-// closed count window never shows a window that trips, Failures <= Calls <=
-// W, probe counts within bounds); and once everything returned, every
+// closed count window never shows a window that trips, Failures <= Calls
+// <= W, probe counts within bounds); and once everything returned, every
 // admitted permit was counted exactly once as acted on or dropped, the
 // transitions counted equal the notifications, and the rejections counted
 // equal the rejections returned.
@@ -179,7 +185,11 @@ func TestFeaturesConcurrent(t *testing.T) {
 // The controller is paced (a bounded number of controls per caller op);
 // TestAdv5_NotificationStormAliasesGenerations runs it unpaced.
 func TestAdv5_ConcurrentControlsTripsProbes(t *testing.T) {
-	forEachImpl(t, func(t *testing.T, mk maker) { a5ConcurrentControls(t, mk, false) })
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		for round := range rounds(6, 2) {
+			controlStorm(t, mk, uint64(round), false)
+		}
+	})
 }
 
 // Was a BUG (lock-free only, R12): the same workload with an unpaced
@@ -196,167 +206,188 @@ func TestAdv5_NotificationStormAliasesGenerations(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an unpaced storm of controls: full runs only")
 	}
-	a5ConcurrentControls(t, maker{new: impls[0].New}, true)
+	controlStorm(t, maker{new: impls[0].New}, 0, true)
 }
 
-func a5ConcurrentControls(t *testing.T, mk maker, storm bool) {
-	const permitted = 2
-	{
-		for round := range rounds(6, 2) {
-			if storm && round > 0 {
-				break
-			}
-			var (
-				nmu     sync.Mutex
-				chain   []core.Transition
-				chainOK = true
-				chainE  string
-			)
-			clk := core.NewManualClock(0)
-			cfg := core.Config{WindowSize: 8, MinimumNumberOfCalls: 2, FailureRateThreshold: 50, OpenDuration: time.Millisecond,
-				PermittedCallsInHalfOpen: permitted, SuccessesToClose: 3, MaxWaitInHalfOpen: 2 * time.Millisecond,
-				RampUpDuration: 5 * time.Millisecond, RampUpStartPercent: 20, MaxRetryAfter: 3 * time.Millisecond,
-				CollectMetrics: true, Classifier: classify, Clock: clk,
-				OnStateChange: func(tr core.Transition) {
-					nmu.Lock()
-					defer nmu.Unlock()
-					if n := len(chain); n > 0 && chainOK {
-						prev := chain[n-1]
-						if prev.To != tr.From || prev.Generation+1 != tr.Generation {
-							chainOK, chainE = false, fmt.Sprintf("%+v after %+v (notification %d)", tr, prev, n+1)
-						}
-					} else if n == 0 && (tr.From != core.Closed || tr.Generation != 1) {
-						chainOK, chainE = false, fmt.Sprintf("first %+v", tr)
-					}
-					chain = append(chain, tr)
-				}}
-			b, err := mk.new(cfg)
-			require.NoError(t, err)
+// stormProbes is the storm config's PermittedCallsInHalfOpen.
+const stormProbes = 2
 
-			var (
-				pmu      sync.Mutex
-				inFlight = map[uint64]int{}
-				bad      atomic.Value
-				rejected [4]atomic.Uint64
-				stop     atomic.Bool
-			)
-			report := func(s string) { bad.CompareAndSwap(nil, s) }
-			opsPer := rounds(1500, 800)
-			var callers, ctrl sync.WaitGroup
-			for w := range 3 {
-				callers.Add(1)
-				go func() {
-					defer callers.Done()
-					rng := rand.New(rand.NewPCG(uint64(round), uint64(w)))
-					for range opsPer {
-						p, err := b.Allow()
-						if err != nil {
-							switch breakers.Reason(err) {
-							case core.ErrOpen:
-								rejected[0].Add(1)
-							case core.ErrHalfOpenFull:
-								rejected[1].Add(1)
-							case core.ErrForcedOpen:
-								rejected[2].Add(1)
-							case core.ErrRampingUp:
-								rejected[3].Add(1)
-							default:
-								report("unknown rejection " + err.Error())
-							}
-							continue
-						}
-						if p.Probe {
-							pmu.Lock()
-							inFlight[p.Generation]++
-							if n := inFlight[p.Generation]; n > permitted {
-								report(fmt.Sprintf("%d probes in flight in generation %d", n, p.Generation))
-							}
-							pmu.Unlock()
-						}
-						c := b.Counts()
-						switch {
-						case c.Failures > c.Calls || c.Calls > 8 || c.SlowFailures > min(c.SlowCalls, c.Failures):
-							report(fmt.Sprintf("torn counts %+v", c))
-						case c.State == core.Closed && c.Calls >= 2 && c.Failures*100 >= 50*c.Calls:
-							report(fmt.Sprintf("closed with a window that trips %+v", c))
-						case c.ProbesInFlight > permitted || c.ProbeSuccesses >= 3:
-							report(fmt.Sprintf("probe counts %+v", c))
-						}
-						if p.Probe {
-							pmu.Lock()
-							inFlight[p.Generation]--
-							pmu.Unlock()
-						}
-						switch rng.IntN(7) {
-						case 0, 1, 2:
-							b.Done(p, nil)
-						case 3:
-							b.Done(p, errFail)
-						case 4:
-							b.Done(p, errIgnored)
-						case 5:
-							b.Done(p, core.WithRetryAfter(errFail, time.Duration(rng.IntN(5))*time.Millisecond))
-						case 6:
-							b.RecordHint(p, time.Duration(rng.IntN(3)-1))
-						}
-					}
-				}()
+// storm is one run of controlStorm: the breaker and what its callers,
+// controller and listener observed.
+type storm struct {
+	b   core.CircuitBreaker
+	clk *core.ManualClock
+
+	nmu   sync.Mutex
+	chain []core.Transition // the notifications, in delivery order
+	gap   string            // the first one that did not follow its predecessor
+
+	pmu      sync.Mutex
+	inFlight map[uint64]int // probes held, by generation
+
+	bad      atomic.Value     // the first impossible observation
+	rejected [4]atomic.Uint64 // by reason, in difftest.Sentinels order
+}
+
+// controlStorm runs three callers and a controller on one breaker from mk
+// (unpaced: the controller in a tight loop) and checks what they observed.
+func controlStorm(t *testing.T, mk maker, round uint64, unpaced bool) {
+	s := &storm{clk: core.NewManualClock(0), inFlight: map[uint64]int{}}
+	b, err := mk.new(core.Config{WindowSize: 8, MinimumNumberOfCalls: 2, FailureRateThreshold: 50, OpenDuration: time.Millisecond,
+		PermittedCallsInHalfOpen: stormProbes, SuccessesToClose: 3, MaxWaitInHalfOpen: 2 * time.Millisecond,
+		RampUpDuration: 5 * time.Millisecond, RampUpStartPercent: 20, MaxRetryAfter: 3 * time.Millisecond,
+		CollectMetrics: true, Classifier: classify, Clock: s.clk, OnStateChange: s.listen})
+	require.NoError(t, err)
+	s.b = b
+	opsPer := rounds(1500, 800)
+	var stop atomic.Bool
+	var callers, ctrl sync.WaitGroup
+	for w := range 3 {
+		callers.Go(func() { s.caller(rand.New(rand.NewPCG(round, uint64(w))), opsPer) })
+	}
+	ctrl.Go(func() {
+		rng := rand.New(rand.NewPCG(round, 99))
+		for i := 0; !stop.Load() && (unpaced || i < 3*opsPer); i++ {
+			if !unpaced {
+				runtime.Gosched()
 			}
-			ctrl.Add(1)
-			go func() {
-				defer ctrl.Done()
-				rng := rand.New(rand.NewPCG(uint64(round), 99))
-				for i := 0; !stop.Load() && (storm || i < 3*opsPer); i++ {
-					if !storm {
-						runtime.Gosched()
-					}
-					switch rng.IntN(12) {
-					case 0:
-						_ = b.ForceOpen(time.Duration(rng.IntN(3)) * time.Millisecond)
-					case 1:
-						b.Disable()
-					case 2:
-						b.MetricsOnly()
-					case 3, 4:
-						b.Reset()
-					case 5:
-						clk.Advance(-time.Millisecond)
-					default:
-						clk.Advance(time.Duration(rng.IntN(1500)) * time.Microsecond)
-					}
-					_ = b.State()
-					_ = b.Metrics()
-				}
-			}()
-			callers.Wait()
-			stop.Store(true)
-			ctrl.Wait()
-			if v := bad.Load(); v != nil {
-				t.Fatal(v)
-			}
-			nmu.Lock()
-			ok, e, n := chainOK, chainE, len(chain)
-			last := core.Transition{}
-			if n > 0 {
-				last = chain[n-1]
-			}
-			nmu.Unlock()
-			require.True(t, ok, e)
-			c := b.Counts()
-			require.Equal(t, last.Generation, c.Generation, "generation vs last notification")
-			m := b.Metrics()
-			require.Equal(t, m.Admitted, m.Successes+m.Failures+m.Ignored+m.Dropped, "conservation %+v", m)
-			var trans uint64
-			for i := range m.Transitions {
-				for j := range m.Transitions[i] {
-					trans += m.Transitions[i][j]
-				}
-			}
-			require.Equal(t, uint64(n), trans, "transitions counted vs notified")
-			require.Equal(t, [4]uint64{rejected[0].Load(), rejected[1].Load(), rejected[2].Load(), rejected[3].Load()},
-				[4]uint64{m.RejectedOpen, m.RejectedHalfOpenFull, m.RejectedForcedOpen, m.RejectedRampUp})
+			s.apply(stormControl(rng))
+			s.apply(difftest.Op{Kind: difftest.State})
+			s.apply(difftest.Op{Kind: difftest.Metrics})
+		}
+	})
+	callers.Wait()
+	stop.Store(true)
+	ctrl.Wait()
+	s.check(t)
+}
+
+func (s *storm) apply(op difftest.Op) difftest.Obs { return difftest.Apply(s.b, s.clk, op) }
+
+func (s *storm) report(msg string) { s.bad.CompareAndSwap(nil, msg) }
+
+// listen is the breaker's OnStateChange: it keeps the chain.
+func (s *storm) listen(tr core.Transition) {
+	s.nmu.Lock()
+	defer s.nmu.Unlock()
+	var last core.Transition
+	if n := len(s.chain); n > 0 {
+		last = s.chain[n-1]
+	}
+	if s.gap == "" && !difftest.Follows(last, tr) {
+		s.gap = fmt.Sprintf("%+v after %+v (notification %d)", tr, last, len(s.chain)+1)
+	}
+	s.chain = append(s.chain, tr)
+}
+
+// caller runs n calls: Allow, a Counts while the permit is held, and an
+// outcome drawn by rng.
+func (s *storm) caller(rng *rand.Rand, n int) {
+	for range n {
+		o := s.apply(difftest.Op{Kind: difftest.Allow})
+		if !o.Err.Nil() {
+			s.rejection(o.Err)
+			continue
+		}
+		p := o.Permit
+		if p.Probe {
+			s.probe(p.Generation, 1)
+		}
+		s.possible(s.apply(difftest.Op{Kind: difftest.Counts}).Counts)
+		if p.Probe {
+			s.probe(p.Generation, -1)
+		}
+		switch rng.IntN(7) {
+		case 0, 1, 2:
+			s.apply(difftest.Op{Kind: difftest.Done, Permit: p})
+		case 3:
+			s.apply(difftest.Op{Kind: difftest.Done, Permit: p, Err: errFail})
+		case 4:
+			s.apply(difftest.Op{Kind: difftest.Done, Permit: p, Err: errIgnored})
+		case 5:
+			s.apply(difftest.Op{Kind: difftest.Done, Permit: p, Err: core.WithRetryAfter(errFail, time.Duration(rng.IntN(5))*time.Millisecond)})
+		case 6:
+			s.apply(difftest.Op{Kind: difftest.RecordHint, Permit: p, D: time.Duration(rng.IntN(3) - 1)})
 		}
 	}
+}
+
+// stormControl is the controller's next operation: a manual control or a
+// clock jump (back a millisecond, or ahead up to 1.5 ms).
+func stormControl(rng *rand.Rand) difftest.Op {
+	switch rng.IntN(12) {
+	case 0:
+		return difftest.Op{Kind: difftest.ForceOpen, D: time.Duration(rng.IntN(3)) * time.Millisecond}
+	case 1:
+		return difftest.Op{Kind: difftest.Disable}
+	case 2:
+		return difftest.Op{Kind: difftest.MetricsOnly}
+	case 3, 4:
+		return difftest.Op{Kind: difftest.Reset}
+	case 5:
+		return difftest.Op{Kind: difftest.Advance, D: -time.Millisecond}
+	}
+	return difftest.Op{Kind: difftest.Advance, D: time.Duration(rng.IntN(1500)) * time.Microsecond}
+}
+
+// rejection counts a refusal by its reason.
+func (s *storm) rejection(e difftest.Err) {
+	for i, r := range difftest.Sentinels[:4] {
+		if e.Reason() == r {
+			s.rejected[i].Add(1)
+			return
+		}
+	}
+	s.report("unknown rejection " + e.String())
+}
+
+// probe moves the count of probes held in generation gen by delta.
+func (s *storm) probe(gen uint64, delta int) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	s.inFlight[gen] += delta
+	if n := s.inFlight[gen]; n > stormProbes {
+		s.report(fmt.Sprintf("%d probes in flight in generation %d", n, gen))
+	}
+}
+
+// possible reports a Counts snapshot no sequence of calls could produce.
+func (s *storm) possible(c core.Counts) {
+	switch {
+	case c.Failures > c.Calls || c.Calls > 8 || c.SlowFailures > min(c.SlowCalls, c.Failures):
+		s.report(fmt.Sprintf("torn counts %+v", c))
+	case c.State == core.Closed && c.Calls >= 2 && c.Failures*100 >= 50*c.Calls:
+		s.report(fmt.Sprintf("closed with a window that trips %+v", c))
+	case c.ProbesInFlight > stormProbes || c.ProbeSuccesses >= 3:
+		s.report(fmt.Sprintf("probe counts %+v", c))
+	}
+}
+
+// check holds the storm, once everything returned, to its guards.
+func (s *storm) check(t *testing.T) {
+	if v := s.bad.Load(); v != nil {
+		t.Fatal(v)
+	}
+	s.nmu.Lock()
+	gap, n := s.gap, len(s.chain)
+	var last core.Transition
+	if n > 0 {
+		last = s.chain[n-1]
+	}
+	s.nmu.Unlock()
+	require.Empty(t, gap)
+	require.Equal(t, last.Generation, s.b.Counts().Generation, "generation vs last notification")
+	m := s.b.Metrics()
+	require.Equal(t, m.Admitted, m.Successes+m.Failures+m.Ignored+m.Dropped, "conservation %+v", m)
+	var trans uint64
+	for i := range m.Transitions {
+		for j := range m.Transitions[i] {
+			trans += m.Transitions[i][j]
+		}
+	}
+	require.Equal(t, uint64(n), trans, "transitions counted vs notified")
+	require.Equal(t, [4]uint64{s.rejected[0].Load(), s.rejected[1].Load(), s.rejected[2].Load(), s.rejected[3].Load()},
+		[4]uint64{m.RejectedOpen, m.RejectedHalfOpenFull, m.RejectedForcedOpen, m.RejectedRampUp})
 }
 
 // Fixed (lock-free only, Counts not linearizable): Counts must not report a

@@ -8,15 +8,68 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/casbreaker/casbreaker/core"
-	"github.com/casbreaker/casbreaker/internal/breakers"
+	"github.com/casbreaker/casbreaker/internal/difftest"
 )
+
+// history is one random sequential history on every implementation
+// (difftest.Differ): the generator draws each operation from rng and the
+// permits the breakers granted and nobody has finished yet.
+type history struct {
+	rng  *rand.Rand
+	d    *difftest.Differ
+	held []core.Permit
+}
+
+// runHistory runs steps operations drawn by next on a Differ built from cfg
+// at clock base, and adds to kinds the rejections (by reason) and the
+// transitions (as "C>O" and the like) the history reached; any
+// disagreement or broken rule (difftest.Differ.Step) fails t with the
+// history.
+func runHistory(t *testing.T, what string, cfg core.Config, base time.Duration, rng *rand.Rand, steps int,
+	kinds map[string]int, next func(*history) difftest.Op) {
+	t.Helper()
+	d, err := difftest.New(cfg, base, false)
+	require.NoError(t, err)
+	h := &history{rng: rng, d: d}
+	for range steps {
+		op := next(h)
+		obs, err := d.Step(op)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		switch {
+		case op.Kind != difftest.Allow:
+		case obs.Err.Nil():
+			h.held = append(h.held, obs.Permit)
+		default:
+			kinds[obs.Err.Reason().Error()]++
+		}
+	}
+	for _, s := range d.Sides[0].Seen() {
+		kinds[letter(s.From)+">"+letter(s.To)]++
+	}
+}
+
+// holds reports whether a permit is held.
+func (h *history) holds() bool { return len(h.held) > 0 }
+
+// take hands out a held permit chosen at random and, unless keep, forgets
+// it (keep: the same permit is finished again later, a stale or double
+// Done).
+func (h *history) take(keep bool) core.Permit {
+	i := h.rng.IntN(len(h.held))
+	p := h.held[i]
+	if !keep {
+		h.held = append(h.held[:i], h.held[i+1:]...)
+	}
+	return p
+}
 
 // The lock-free breaker and the mutex baseline agree at every step of random
 // sequential histories: admission, rejection kind and wait, state, counts,
@@ -32,74 +85,7 @@ func TestDifferentialRandomHistories(t *testing.T) {
 	for seed := range n {
 		rng := rand.New(rand.NewPCG(uint64(seed), 7))
 		cfg := randomConfig(rng)
-		lf := maker{new: impls[0].New}.build(t, cfg)
-		mu := maker{new: impls[1].New}.build(t, cfg)
-		var held []core.Permit // the same permits for both: the generations agree
-		take := func() core.Permit {
-			i := rng.IntN(len(held))
-			p := held[i]
-			held = append(held[:i], held[i+1:]...)
-			return p
-		}
-		for step := range 300 {
-			where := fmt.Sprintf("seed %d step %d cfg %+v", seed, step, cfg)
-			switch op := rng.IntN(20); {
-			case op < 8:
-				p1, e1 := lf.B.Allow()
-				p2, e2 := mu.B.Allow()
-				require.True(t, breakers.SameError(e1, e2), "%s: lock-free %v, mutex %v", where, e1, e2)
-				require.Equal(t, p1, p2, where)
-				if e1 == nil {
-					held = append(held, p1)
-				} else {
-					kinds[e1.Error()]++
-				}
-			case op < 12 && len(held) > 0:
-				p := take()
-				o := core.Outcome(rng.IntN(3))
-				lf.B.Record(p, o)
-				mu.B.Record(p, o)
-			case op < 13 && len(held) > 0:
-				p, d := take(), randomHint(rng, cfg)
-				lf.B.RecordHint(p, d)
-				mu.B.RecordHint(p, d)
-			case op < 14 && len(held) > 0:
-				// The classifier says Failure, so a positive hint is acted on.
-				p, err := take(), core.WithRetryAfter(errFail, randomHint(rng, cfg))
-				lf.B.Done(p, err)
-				mu.B.Done(p, err)
-			case op < 17:
-				var d time.Duration
-				switch rng.IntN(4) {
-				case 0: // small steps: through ramps and max waits
-					d = time.Duration(rng.IntN(200)) * time.Millisecond
-				case 1:
-					d = time.Duration(rng.IntN(4000)) * time.Millisecond
-				case 2: // a feature's own duration, give or take a nanosecond
-					d = []time.Duration{cfg.RampUpDuration, cfg.MaxWaitInHalfOpen, cfg.OpenDuration}[rng.IntN(3)] + time.Duration(rng.IntN(3)-1)
-				default:
-					d = time.Duration(rng.IntN(4000)) * time.Millisecond
-					if rng.IntN(3) == 0 {
-						d = -d / 4 // backwards (R14)
-					}
-				}
-				lf.Clock.Advance(d)
-				mu.Clock.Advance(d)
-			case op < 18 && rng.IntN(3) == 0:
-				manualControl(t, rng, lf, mu, where)
-			default:
-				require.Equal(t, lf.B.State(), mu.B.State(), where)
-			}
-			require.Equal(t, lf.B.Counts(), mu.B.Counts(), where)
-			require.Equal(t, lf.Transitions(), mu.Transitions(), where)
-			require.Equal(t, lf.B.Metrics(), mu.B.Metrics(), where)
-			if !cfg.CollectMetrics {
-				require.Zero(t, lf.B.Metrics(), where)
-			}
-		}
-		for _, tr := range lf.Transitions() {
-			kinds[letter(tr.From)+">"+letter(tr.To)]++
-		}
+		runHistory(t, fmt.Sprintf("seed %d", seed), cfg, 0, rng, 300, kinds, func(h *history) difftest.Op { return randomOp(h, cfg) })
 	}
 	t.Logf("transitions and rejections reached: %v", kinds)
 	for _, k := range []string{"C>O", "O>H", "H>O", "H>C"} {
@@ -111,34 +97,59 @@ func TestDifferentialRandomHistories(t *testing.T) {
 	}
 }
 
-// manualControl runs one manual control on both: ForceOpen with a valid or
-// an invalid duration (which must fail alike, matching ErrInvalidArgument,
-// and change nothing), Disable, MetricsOnly or Reset.
-func manualControl(t *testing.T, rng *rand.Rand, lf, mu *rig, where string) {
+// randomOp is TestDifferentialRandomHistories' next operation: Allow,
+// Record, RecordHint or Done with a hinted failure of a held permit, a
+// clock step, a manual control, or State.
+func randomOp(h *history, cfg core.Config) difftest.Op {
+	rng := h.rng
+	switch op := rng.IntN(20); {
+	case op < 8:
+		return difftest.Op{Kind: difftest.Allow}
+	case op < 12 && h.holds():
+		return difftest.Op{Kind: difftest.Record, Permit: h.take(false), Outcome: core.Outcome(rng.IntN(3))}
+	case op < 13 && h.holds():
+		return difftest.Op{Kind: difftest.RecordHint, Permit: h.take(false), D: randomHint(rng, cfg)}
+	case op < 14 && h.holds():
+		// The classifier says Failure, so a positive hint is acted on.
+		p := h.take(false)
+		return difftest.Op{Kind: difftest.Done, Permit: p, Err: core.WithRetryAfter(errFail, randomHint(rng, cfg))}
+	case op < 17:
+		var d time.Duration
+		switch rng.IntN(4) {
+		case 0: // small steps: through ramps and max waits
+			d = time.Duration(rng.IntN(200)) * time.Millisecond
+		case 1:
+			d = time.Duration(rng.IntN(4000)) * time.Millisecond
+		case 2: // a feature's own duration, give or take a nanosecond
+			d = []time.Duration{cfg.RampUpDuration, cfg.MaxWaitInHalfOpen, cfg.OpenDuration}[rng.IntN(3)] + time.Duration(rng.IntN(3)-1)
+		default:
+			d = time.Duration(rng.IntN(4000)) * time.Millisecond
+			if rng.IntN(3) == 0 {
+				d = -d / 4 // backwards (R14)
+			}
+		}
+		return difftest.Op{Kind: difftest.Advance, D: d}
+	case op < 18 && rng.IntN(3) == 0:
+		return manualControl(rng)
+	}
+	return difftest.Op{Kind: difftest.State}
+}
+
+// manualControl is one manual control: ForceOpen with a valid or an
+// invalid duration (the Differ holds a failed one to
+// core.ErrInvalidArgument and no change), Disable, MetricsOnly or Reset.
+func manualControl(rng *rand.Rand) difftest.Op {
 	switch rng.IntN(5) {
 	case 0:
 		d := []time.Duration{0, 0, 1, time.Duration(rng.IntN(3000)) * time.Millisecond, core.MaxOpenDurationLimit,
 			-1, core.MaxOpenDurationLimit + 1, math.MinInt64, math.MaxInt64}[rng.IntN(9)]
-		before := lf.B.Counts()
-		e1, e2 := lf.B.ForceOpen(d), mu.B.ForceOpen(d)
-		invalid := d < 0 || d > core.MaxOpenDurationLimit
-		require.Equal(t, invalid, errors.Is(e1, core.ErrInvalidArgument), "%s ForceOpen(%v) = %v", where, d, e1)
-		require.Equal(t, invalid, errors.Is(e2, core.ErrInvalidArgument), "%s ForceOpen(%v) = %v", where, d, e2)
-		require.Equal(t, e1 == nil, !invalid, where)
-		require.Equal(t, e1, e2, where)
-		if invalid {
-			require.Equal(t, before, lf.B.Counts(), "%s: a failed ForceOpen(%v) changed the breaker", where, d)
-		}
+		return difftest.Op{Kind: difftest.ForceOpen, D: d}
 	case 1:
-		lf.B.Disable()
-		mu.B.Disable()
+		return difftest.Op{Kind: difftest.Disable}
 	case 2:
-		lf.B.MetricsOnly()
-		mu.B.MetricsOnly()
-	default:
-		lf.B.Reset()
-		mu.B.Reset()
+		return difftest.Op{Kind: difftest.MetricsOnly}
 	}
+	return difftest.Op{Kind: difftest.Reset}
 }
 
 // randomHint is a retry-after hint: zero, negative, small, around the open
@@ -296,11 +307,11 @@ func requireRecoversWithinOneMore(t *testing.T, r *rig, wrap, unit time.Duration
 }
 
 // Wide differential: random sequential histories over wider configs than
-// differential_test.go (large windows, 255 probes, successes above permits,
-// slow calls through Done, Do with panics, backoff, clocks at negative,
-// zero, 2^36 ms and 2^62 ns bases, idle gaps of hours), avoiding the inputs
-// of the bugs above (unknown outcomes, double Done, clocks within a year of
-// MaxInt64, idles of 397 days).
+// TestDifferentialRandomHistories (large windows, 255 probes, successes
+// above permits, slow calls through Done, Do with panics, backoff, clocks
+// at negative, zero, 2^36 ms and 2^62 ns bases, idle gaps of hours),
+// avoiding the inputs of the known limits (unknown outcomes, double Done,
+// clocks within a year of MaxInt64, idles of 397 days).
 func TestAdv_WideDifferential(t *testing.T) {
 	seeds := 300
 	if v, err := strconv.Atoi(os.Getenv("ADV_SEEDS")); err == nil {
@@ -311,107 +322,51 @@ func TestAdv_WideDifferential(t *testing.T) {
 	}
 	bases := []time.Duration{0, -time.Hour, -1, 1, time.Duration(1<<36-5) * time.Millisecond, 1 << 61, 999 * time.Millisecond}
 	kinds := map[string]int{}
-	errs := []error{nil, errFail, context.Canceled, context.DeadlineExceeded, errIgnored, errAdvGood, errAdvPanic}
 	for seed := range seeds {
 		rng := rand.New(rand.NewPCG(uint64(seed), 99))
 		cfg := advRandomConfig(rng)
 		base := bases[rng.IntN(len(bases))]
-		lf, mu := advPair(t, cfg, base)
-		var hold []core.Permit
-		steps := 400
-		for step := range steps {
-			where := fmt.Sprintf("seed %d step %d base %v cfg %+v", seed, step, base, cfg)
-			switch op := rng.IntN(20); {
-			case op < 7:
-				p1, e1 := lf.B.Allow()
-				p2, e2 := mu.B.Allow()
-				require.True(t, breakers.SameError(e1, e2), "%s: lock-free %v, mutex %v", where, e1, e2)
-				require.Equal(t, p2, p1, where)
-				if e1 == nil {
-					hold = append(hold, p1)
-				}
-			case op < 12 && len(hold) > 0:
-				i := rng.IntN(len(hold))
-				p := hold[i]
-				hold = append(hold[:i], hold[i+1:]...)
-				if rng.IntN(3) == 0 {
-					o := core.Outcome(rng.IntN(3))
-					lf.B.Record(p, o)
-					mu.B.Record(p, o)
-				} else {
-					err := errs[rng.IntN(len(errs))]
-					pan1 := advCatch(func() { lf.B.Done(p, err) })
-					pan2 := advCatch(func() { mu.B.Done(p, err) })
-					require.Equal(t, pan2, pan1, where)
-				}
-			case op < 14:
-				err := errs[rng.IntN(len(errs))]
-				mode := rng.IntN(3)
-				d := time.Duration(rng.IntN(3000)) * time.Millisecond
-				var res [2]any
-				for k, r := range []*rig{lf, mu} {
-					res[k] = advCatch(func() {
-						_, e := core.Do(context.Background(), r.B, func(context.Context) (int, error) {
-							r.Clock.Advance(d) // the call takes d
-							if mode == 0 {
-								panic("fn panics")
-							}
-							return 1, err
-						})
-						if e != nil {
-							panic(e.Error())
-						}
-					})
-				}
-				require.Equal(t, res[1], res[0], where)
-			case op < 18:
-				var d time.Duration
-				switch rng.IntN(6) {
-				case 0:
-					d = -time.Duration(rng.IntN(5000)) * time.Millisecond
-				case 1:
-					d = time.Duration(rng.IntN(5)) * time.Hour
-				case 2:
-					d = time.Duration(rng.IntN(2000)) * time.Microsecond
-				default:
-					d = time.Duration(rng.IntN(5000)) * time.Millisecond
-				}
-				lf.Clock.Advance(d)
-				mu.Clock.Advance(d)
-			default:
-				require.Equal(t, mu.B.State(), lf.B.State(), where)
-			}
-			require.Equal(t, mu.B.Counts(), lf.B.Counts(), where)
-			require.Equal(t, mu.Transitions(), lf.Transitions(), where)
-		}
-		for _, tr := range lf.Transitions() {
-			kinds[letter(tr.From)+">"+letter(tr.To)]++
-		}
+		runHistory(t, fmt.Sprintf("seed %d base %v", seed, base), cfg, base, rng, 400, kinds, wideOp)
 	}
-	t.Logf("transitions reached: %v", kinds)
+	t.Logf("transitions and rejections reached: %v", kinds)
 }
 
-var (
-	errAdvGood  = errors.New("success for the classifier")
-	errAdvPanic = errors.New("classifier panics")
-)
+// wideErrs are the errors of TestAdv_WideDifferential's Done and Do calls.
+var wideErrs = []error{nil, errFail, context.Canceled, context.DeadlineExceeded, difftest.ErrIgnored, difftest.ErrSuccess, difftest.ErrClassifierPanics}
 
-func advClassify(err error) core.Outcome {
-	switch {
-	case errors.Is(err, errAdvPanic):
-		panic(errAdvPanic)
-	case errors.Is(err, errAdvGood):
-		return core.Success
-	case errors.Is(err, errIgnored):
-		return core.Ignored
+// wideOp is TestAdv_WideDifferential's next operation: Allow, Record or
+// Done of a held permit, Do of a call that takes up to 3 s (and panics a
+// third of the time), a clock step, or State.
+func wideOp(h *history) difftest.Op {
+	rng := h.rng
+	switch op := rng.IntN(20); {
+	case op < 7:
+		return difftest.Op{Kind: difftest.Allow}
+	case op < 12 && h.holds():
+		p := h.take(false)
+		if rng.IntN(3) == 0 {
+			return difftest.Op{Kind: difftest.Record, Permit: p, Outcome: core.Outcome(rng.IntN(3))}
+		}
+		return difftest.Op{Kind: difftest.Done, Permit: p, Err: wideErrs[rng.IntN(len(wideErrs))]}
+	case op < 14:
+		err := wideErrs[rng.IntN(len(wideErrs))]
+		panics := rng.IntN(3) == 0
+		return difftest.Op{Kind: difftest.Do, Err: err, Panic: panics, Value: 1, D: time.Duration(rng.IntN(3000)) * time.Millisecond}
+	case op < 18:
+		var d time.Duration
+		switch rng.IntN(6) {
+		case 0:
+			d = -time.Duration(rng.IntN(5000)) * time.Millisecond
+		case 1:
+			d = time.Duration(rng.IntN(5)) * time.Hour
+		case 2:
+			d = time.Duration(rng.IntN(2000)) * time.Microsecond
+		default:
+			d = time.Duration(rng.IntN(5000)) * time.Millisecond
+		}
+		return difftest.Op{Kind: difftest.Advance, D: d}
 	}
-	return core.DefaultClassifier(err)
-}
-
-func advCatch(fn func()) (v any) {
-	defer func() { v = recover() }()
-	fn()
-	return nil
+	return difftest.Op{Kind: difftest.State}
 }
 
 func advRandomConfig(rng *rand.Rand) core.Config {
@@ -419,7 +374,7 @@ func advRandomConfig(rng *rand.Rand) core.Config {
 		c := core.Config{
 			WindowType:   core.WindowType(rng.IntN(2)),
 			OpenDuration: time.Duration(1+rng.IntN(3000)) * time.Millisecond,
-			Classifier:   advClassify,
+			Classifier:   difftest.Classify,
 		}
 		switch rng.IntN(4) {
 		case 0:
@@ -507,158 +462,79 @@ func TestAdv5_SequentialDifferential(t *testing.T) {
 			if seed%3 == 1 && cfg.WindowType != core.TimeBased {
 				base = math.MaxInt64 - 250*time.Second
 			}
-			a5Differential(t, cfg, ci, uint64(seed), base, ops)
-			if t.Failed() {
-				return
+			lo, hi := base-5*time.Second, base+250*time.Second
+			if base > 0 {
+				hi = math.MaxInt64
 			}
+			rng := rand.New(rand.NewPCG(uint64(seed), uint64(ci)))
+			runHistory(t, fmt.Sprintf("config %d seed %d base %d", ci, seed, base), cfg, base, rng, ops, map[string]int{},
+				func(h *history) difftest.Op { return sequentialOp(h, lo, hi) })
 		}
 	}
 }
 
-func equalTransitions(a, b []core.Transition) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+// sequentialHints are TestAdv5_SequentialDifferential's retry-after hints.
+var sequentialHints = []time.Duration{math.MinInt64, -1, 0, 1, time.Millisecond, 999 * time.Microsecond, 2 * time.Second,
+	3 * time.Second, 200 * time.Second, core.MaxOpenDurationLimit + 1, math.MaxInt64}
 
-func a5Differential(t *testing.T, cfg core.Config, ci int, seed uint64, base time.Duration, ops int) {
-	t.Helper()
-	rng := rand.New(rand.NewPCG(seed, uint64(ci)))
-	lf, mu := advPair(t, cfg, base)
-	rs := [2]*rig{lf, mu}
-	var permits [2][]core.Permit
-	var log []string
-	seen := 0
-	lo, hi := base-5*time.Second, base+250*time.Second
-	if base > 0 {
-		lo, hi = base-5*time.Second, math.MaxInt64
-	}
-	hintOf := func() time.Duration {
-		hs := []time.Duration{math.MinInt64, -1, 0, 1, time.Millisecond, 999 * time.Microsecond, 2 * time.Second,
-			3 * time.Second, 200 * time.Second, core.MaxOpenDurationLimit + 1, math.MaxInt64}
-		return hs[rng.IntN(len(hs))]
-	}
-	fail := func(format string, args ...any) {
-		t.Helper()
-		t.Fatalf("config %d seed %d base %d: %s\nhistory:\n%s", ci, seed, base, fmt.Sprintf(format, args...), strings.Join(log, "\n"))
-	}
-	for range ops {
-		op := rng.IntN(100)
+// sequentialOp is TestAdv5_SequentialDifferential's next operation:
+// Allow; Done, Record or RecordHint of a held permit (one time in eight
+// finished again later); the clock set within lo..hi; or a manual control.
+func sequentialOp(h *history, lo, hi time.Duration) difftest.Op {
+	rng := h.rng
+	switch op := rng.IntN(100); {
+	case op < 30:
+		return difftest.Op{Kind: difftest.Allow}
+	case op < 60 && h.holds():
+		kind, hint := rng.IntN(6), sequentialHints[rng.IntN(len(sequentialHints))]
+		var err error
+		switch kind {
+		case 1:
+			err = errFail
+		case 2:
+			err = context.Canceled
+		case 3:
+			err = errIgnored
+		case 4:
+			err = core.WithRetryAfter(errFail, hint)
+		case 5:
+			err = fmt.Errorf("wrapped: %w", errors.Join(errIgnored, core.WithRetryAfter(errFail, hint)))
+		}
+		p := h.take(rng.IntN(8) == 0)
+		switch rng.IntN(3) {
+		case 0:
+			return difftest.Op{Kind: difftest.Done, Permit: p, Err: err}
+		case 1:
+			return difftest.Op{Kind: difftest.Record, Permit: p, Outcome: core.Outcome(kind % 3)}
+		}
+		return difftest.Op{Kind: difftest.RecordHint, Permit: p, D: hint}
+	case op < 80:
+		var d time.Duration
+		switch rng.IntN(6) {
+		case 0:
+			d = time.Duration(rng.IntN(3)) * time.Millisecond
+		case 1:
+			d = time.Duration(rng.IntN(2000)) * time.Microsecond
+		case 2:
+			d = time.Duration(rng.Int64N(int64(3 * time.Second)))
+		case 3:
+			d = -time.Duration(rng.Int64N(int64(2 * time.Second)))
+		case 4:
+			d = time.Duration(rng.IntN(3) - 1)
+		case 5:
+			d = time.Duration(rng.Int64N(int64(20 * time.Second)))
+		}
+		now := h.d.Now()
 		switch {
-		case op < 30:
-			log = append(log, "allow")
-			var ps [2]core.Permit
-			var es [2]error
-			for i, r := range rs {
-				ps[i], es[i] = r.B.Allow()
-				if es[i] == nil {
-					permits[i] = append(permits[i], ps[i])
-				}
-			}
-			if ps[0] != ps[1] || !breakers.SameError(es[0], es[1]) {
-				fail("Allow: lockfree %+v %v, mutex %+v %v", ps[0], es[0], ps[1], es[1])
-			}
-		case op < 60 && len(permits[0]) > 0:
-			i := rng.IntN(len(permits[0]))
-			kind := rng.IntN(6)
-			var err error
-			h := hintOf()
-			switch kind {
-			case 0:
-			case 1:
-				err = errFail
-			case 2:
-				err = context.Canceled
-			case 3:
-				err = errIgnored
-			case 4:
-				err = core.WithRetryAfter(errFail, h)
-			case 5:
-				err = fmt.Errorf("wrapped: %w", errors.Join(errIgnored, core.WithRetryAfter(errFail, h)))
-			}
-			keep := rng.IntN(8) == 0 // sometimes record the same permit twice (a stale or double Done)
-			how := rng.IntN(3)
-			log = append(log, fmt.Sprintf("finish permit %d %+v how=%d kind=%d hint=%d keep=%v", i, permits[0][i], how, kind, h, keep))
-			for j, r := range rs {
-				p := permits[j][i]
-				switch how {
-				case 0:
-					r.B.Done(p, err)
-				case 1:
-					r.B.Record(p, core.Outcome(rng.IntN(3)*0+kind%3))
-				case 2:
-					r.B.RecordHint(p, h)
-				}
-				if !keep {
-					permits[j] = append(permits[j][:i], permits[j][i+1:]...)
-				}
-			}
-		case op < 80:
-			var d time.Duration
-			switch rng.IntN(6) {
-			case 0:
-				d = time.Duration(rng.IntN(3)) * time.Millisecond
-			case 1:
-				d = time.Duration(rng.IntN(2000)) * time.Microsecond
-			case 2:
-				d = time.Duration(rng.Int64N(int64(3 * time.Second)))
-			case 3:
-				d = -time.Duration(rng.Int64N(int64(2 * time.Second)))
-			case 4:
-				d = time.Duration(rng.IntN(3) - 1)
-			case 5:
-				d = time.Duration(rng.Int64N(int64(20 * time.Second)))
-			}
-			now := lf.Clock.Now()
-			switch {
-			case d > 0 && now > hi-d:
-				d = hi - now
-			case d < 0 && now < lo-d:
-				d = lo - now
-			}
-			log = append(log, fmt.Sprintf("clock %+d -> %d", d, now+d))
-			for _, r := range rs {
-				r.Clock.Set(now + d)
-			}
-		default:
-			k := rng.IntN(5)
-			ds := []time.Duration{-1, 0, 1, time.Millisecond, 1500 * time.Microsecond, 3 * time.Second, core.MaxOpenDurationLimit + 1}
-			d := ds[rng.IntN(len(ds))]
-			log = append(log, fmt.Sprintf("control %d d=%d", k, d))
-			var e [2]error
-			for j, r := range rs {
-				switch k {
-				case 0, 1:
-					e[j] = r.B.ForceOpen(d)
-				case 2:
-					r.B.Disable()
-				case 3:
-					r.B.MetricsOnly()
-				case 4:
-					r.B.Reset()
-				}
-			}
-			if (e[0] == nil) != (e[1] == nil) {
-				fail("ForceOpen: %v vs %v", e[0], e[1])
-			}
+		case d > 0 && now > hi-d:
+			d = hi - now
+		case d < 0 && now < lo-d:
+			d = lo - now
 		}
-		if s0, s1 := lf.B.State(), mu.B.State(); s0 != s1 {
-			fail("State: lockfree %v, mutex %v", s0, s1)
-		}
-		if c0, c1 := lf.B.Counts(), mu.B.Counts(); c0 != c1 {
-			fail("Counts: lockfree %+v, mutex %+v", c0, c1)
-		}
-		if m0, m1 := lf.B.Metrics(), mu.B.Metrics(); m0 != m1 {
-			fail("Metrics: lockfree %+v, mutex %+v", m0, m1)
-		}
-		if n0, n1 := lf.Transitions(), mu.Transitions(); len(n0) != seen || len(n1) != seen {
-			if len(n0) != len(n1) || !equalTransitions(n0[seen:], n1[seen:]) {
-				fail("notifications: lockfree %v, mutex %v", n0[seen:], n1[seen:])
-			}
-			seen = len(n0)
-		}
+		return difftest.Op{Kind: difftest.SetClock, D: now + d}
 	}
+	ds := []time.Duration{-1, 0, 1, time.Millisecond, 1500 * time.Microsecond, 3 * time.Second, core.MaxOpenDurationLimit + 1}
+	d := ds[rng.IntN(len(ds))]
+	return []difftest.Op{{Kind: difftest.ForceOpen, D: d}, {Kind: difftest.ForceOpen, D: d}, {Kind: difftest.Disable},
+		{Kind: difftest.MetricsOnly}, {Kind: difftest.Reset}}[rng.IntN(5)]
 }

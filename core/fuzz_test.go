@@ -126,58 +126,8 @@ var plainErrs = []error{nil, errors.New("failed"), context.Canceled}
 func (in stateWordInput) check(t *testing.T) string {
 	t.Helper()
 	roundTrip(t, in.raw)
-
-	cfg := stateWordConfigs[int(in.cfgSel)%len(stateWordConfigs)]
-	now := time.Duration(in.nowMs%(1<<42))*time.Millisecond + time.Duration(in.extra)*7*time.Microsecond
-	clock := NewManualClock(now)
-	var got []Transition
-	cfg.Clock = clock
-	cfg.OnStateChange = func(tr Transition) { got = append(got, tr) }
-	b, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := reachable(in.raw, &b.s)
-	if in.extra&2 != 0 {
-		before = nearNow(before, &b.s, now)
-	}
-	u := unpack(before)
-	if b.buckets != nil {
-		// The buckets as a breaker that committed its way to the word's
-		// generation left them: swept every 2^22 generations on the way
-		// (Window.Advance), so that none reads as newer than it.
-		g, _ := fuzzGenerations(u.gen, in.seed)
-		for at := uint32(0); (uint32(g)-at)&(1<<24-1) >= 1<<22; {
-			at = (at + 1<<22) & (1<<24 - 1)
-			b.buckets.Advance(at)
-		}
-	}
-	// Some outcomes already in the window of the word's generation, all
-	// in the current second for a time window.
-	var seeded []seededOutcome
-	for i := range int(in.seed % 6) {
-		o := seededOutcome{fail: in.seed>>(8+i)&1 != 0, slow: in.seed>>(16+i)&1 != 0}
-		switch {
-		case b.ring != nil:
-			g, _ := fuzzGenerations(u.gen, in.seed)
-			b.ring.Reset(uint32(g))
-			b.ring.Record(uint32(g), o.fail, o.slow)
-		case b.buckets != nil:
-			g, _ := fuzzGenerations(u.gen, in.seed)
-			b.buckets.RecordCurrent(uint32(g), now, o.fail, o.slow)
-		}
-		seeded = append(seeded, o)
-	}
-	// The breaker generation: any 64-bit value with the word's low bits,
-	// named by a base that trails it by any lag below 2^20 (state.go).
-	gen, base := fuzzGenerations(u.gen, in.seed)
-	b.state.Store(before)
-	b.base.Store(base)
-	// Notifications are delivered in generation order from the one
-	// after the word's: a breaker that got here by transitions would
-	// have delivered all the earlier ones.
-	b.dispatch.next.Store((gen + 1) & seqMask << 1)
-
+	w := in.inject(t)
+	b, u, gen := w.b, w.u, w.gen
 	p := Permit{Generation: gen, Probe: in.probe, Start: time.Duration(int64(in.seed>>24)%int64(time.Second)) - 300*time.Millisecond}
 	if in.extra&1 != 0 {
 		p.Generation = otherGeneration(gen, in.pgen) // most of the time a current permit
@@ -185,32 +135,128 @@ func (in stateWordInput) check(t *testing.T) string {
 	o := Outcome(in.outcome % 3)
 	arg := argument{hint: fuzzHint(in.outcome, &b.s, in.seed), force: fuzzForceOpen(in.outcome, in.seed)}
 	op := in.op % numWordOps
-	want := expectTransition(b, u, gen, p, o, arg, op, now, seeded)
+	want := expectTransition(b, u, gen, p, o, arg, op, w.now, w.seeded)
+	got := applyWordOp(b, op, p, o, arg)
+	after := b.state.Load()
+	if after != want.word {
+		t.Fatalf("op %d [%s] on %+v (permit %+v, outcome %v, %+v, now %v): word %+v, want %+v",
+			op, want.label, u, p, o, arg, w.now, unpack(after), unpack(want.word))
+	}
+	if got.permit != want.permit || !errors.Is(got.err, want.err) || (errors.Is(want.err, ErrRejected) && RetryAfterOf(got.err) != want.permit.Wait) ||
+		(got.err == nil) != (want.err == nil) || got.state != want.state || got.counts != want.counts || got.metrics != (Metrics{}) {
+		t.Fatalf("op %d [%s] on %+v (permit %+v, %+v, now %v): returned %+v, want %+v %v %v %+v",
+			op, want.label, u, p, arg, w.now, got, want.permit, want.err, want.state, want.counts)
+	}
+	if m := b.Metrics(); m != want.metrics {
+		t.Fatalf("op %d [%s] on %+v (permit %+v, outcome %v, %+v, now %v): metrics %+v, want %+v",
+			op, want.label, u, p, o, arg, w.now, m, want.metrics)
+	}
+	w.notified(t, want)
+	if reachable(after, &b.s) != after {
+		t.Fatalf("[%s] word after %+v is not a reachable word", want.label, unpack(after))
+	}
+	return want.label
+}
 
-	var (
-		gotP   Permit
-		gotErr error
-		gotSt  State
-		gotC   Counts
-		gotM   Metrics
-	)
+// injected is a breaker FuzzStateWord put in a state: the word u (with
+// the 64-bit generation gen, named by base), the clock reading now, the
+// outcomes seeded in its window, and the notifications it delivers.
+type injected struct {
+	b         *Breaker
+	u         word
+	gen, base uint64
+	now       time.Duration
+	seeded    []seededOutcome
+	got       *[]Transition
+}
+
+// inject builds the input's breaker and puts it in a reachable word with
+// a window holding some outcomes of the word's generation.
+func (in stateWordInput) inject(t *testing.T) injected {
+	t.Helper()
+	cfg := stateWordConfigs[int(in.cfgSel)%len(stateWordConfigs)]
+	w := injected{now: time.Duration(in.nowMs%(1<<42))*time.Millisecond + time.Duration(in.extra)*7*time.Microsecond, got: new([]Transition)}
+	cfg.Clock = NewManualClock(w.now)
+	cfg.OnStateChange = func(tr Transition) { *w.got = append(*w.got, tr) }
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.b = b
+	before := reachable(in.raw, &b.s)
+	if in.extra&2 != 0 {
+		before = nearNow(before, &b.s, w.now)
+	}
+	w.u = unpack(before)
+	// The breaker generation: any 64-bit value with the word's low bits,
+	// named by a base that trails it by any lag below 2^20 (state.go).
+	w.gen, w.base = fuzzGenerations(w.u.gen, in.seed)
+	w.seeded = in.seedWindow(b, uint32(w.gen), w.now)
+	b.state.Store(before)
+	b.base.Store(w.base)
+	// Notifications are delivered in generation order from the one
+	// after the word's: a breaker that got here by transitions would
+	// have delivered all the earlier ones.
+	b.dispatch.next.Store((w.gen + 1) & seqMask << 1)
+	return w
+}
+
+// seedWindow puts some outcomes in b's window, of the generation whose
+// low bits are g, all in the current second for a time window, and
+// returns them.
+func (in stateWordInput) seedWindow(b *Breaker, g uint32, now time.Duration) []seededOutcome {
+	if b.buckets != nil {
+		// The buckets as a breaker that committed its way to the word's
+		// generation left them: swept every 2^22 generations on the way
+		// (Window.Advance), so that none reads as newer than it.
+		for at := uint32(0); (g-at)&(1<<24-1) >= 1<<22; {
+			at = (at + 1<<22) & (1<<24 - 1)
+			b.buckets.Advance(at)
+		}
+	}
+	var seeded []seededOutcome
+	for i := range int(in.seed % 6) {
+		o := seededOutcome{fail: in.seed>>(8+i)&1 != 0, slow: in.seed>>(16+i)&1 != 0}
+		switch {
+		case b.ring != nil:
+			b.ring.Reset(g)
+			b.ring.Record(g, o.fail, o.slow)
+		case b.buckets != nil:
+			b.buckets.RecordCurrent(g, now, o.fail, o.slow)
+		}
+		seeded = append(seeded, o)
+	}
+	return seeded
+}
+
+// returned is what one of FuzzStateWord's operations returned.
+type returned struct {
+	permit  Permit
+	err     error
+	state   State
+	counts  Counts
+	metrics Metrics
+}
+
+// applyWordOp runs operation op on b.
+func applyWordOp(b *Breaker, op uint8, p Permit, o Outcome, arg argument) (r returned) {
 	switch op {
 	case wordAllow:
-		gotP, gotErr = b.Allow()
+		r.permit, r.err = b.Allow()
 	case wordRecord:
 		b.Record(p, o)
 	case wordDone: // nil, a failure and a cancellation classify to o by default
 		b.Done(p, plainErrs[o])
 	case wordState:
-		gotSt = b.State()
+		r.state = b.State()
 	case wordCounts:
-		gotC = b.Counts()
+		r.counts = b.Counts()
 	case wordRecordHint:
 		b.RecordHint(p, arg.hint)
 	case wordDoneHint:
 		b.Done(p, WithRetryAfter(plainErrs[o], arg.hint))
 	case wordForceOpen:
-		gotErr = b.ForceOpen(arg.force)
+		r.err = b.ForceOpen(arg.force)
 	case wordDisable:
 		b.Disable()
 	case wordMetricsOnly:
@@ -218,22 +264,19 @@ func (in stateWordInput) check(t *testing.T) string {
 	case wordReset:
 		b.Reset()
 	default:
-		gotM = b.Metrics()
+		r.metrics = b.Metrics()
 	}
+	return r
+}
+
+// notified checks the notifications and the generation after the
+// operation: as many notifications as generations advanced (0 or 1), with
+// the right from, to, generation, time and open deadline, and base
+// raised only as a committer raises it.
+func (w injected) notified(t *testing.T, want expected) {
+	t.Helper()
+	b, u, gen, got := w.b, w.u, w.gen, *w.got
 	after := b.state.Load()
-	if after != want.word {
-		t.Fatalf("op %d [%s] on %+v (permit %+v, outcome %v, %+v, now %v): word %+v, want %+v",
-			op, want.label, u, p, o, arg, now, unpack(after), unpack(want.word))
-	}
-	if gotP != want.permit || !errors.Is(gotErr, want.err) || (errors.Is(want.err, ErrRejected) && RetryAfterOf(gotErr) != want.permit.Wait) || (gotErr == nil) != (want.err == nil) || gotSt != want.state ||
-		gotC != want.counts || gotM != (Metrics{}) {
-		t.Fatalf("op %d [%s] on %+v (permit %+v, %+v, now %v): returned %+v %v %v %+v %+v, want %+v %v %v %+v",
-			op, want.label, u, p, arg, now, gotP, gotErr, gotSt, gotC, gotM, want.permit, want.err, want.state, want.counts)
-	}
-	if m := b.Metrics(); m != want.metrics {
-		t.Fatalf("op %d [%s] on %+v (permit %+v, outcome %v, %+v, now %v): metrics %+v, want %+v",
-			op, want.label, u, p, o, arg, now, m, want.metrics)
-	}
 	a := unpack(after)
 	if advanced := (a.gen - u.gen) & genMask; advanced > 1 || int(advanced) != len(got) {
 		t.Fatalf("[%s] generation advanced by %d with %d notifications", want.label, advanced, len(got))
@@ -253,17 +296,13 @@ func (in stateWordInput) check(t *testing.T) string {
 	}
 	// A transition's committer raises base to its generation once base
 	// trails that by 2^16; nothing else moves it.
-	wantGen, wantBase := gen+uint64(len(got)), base
-	if len(got) == 1 && wantGen-base >= baseStep {
+	wantGen, wantBase := gen+uint64(len(got)), w.base
+	if len(got) == 1 && wantGen-w.base >= baseStep {
 		wantBase = wantGen
 	}
 	if g := b.genOf(after); g != wantGen || b.base.Load() != wantBase {
 		t.Fatalf("[%s] generation %d, base %d after the operation, want %d, %d", want.label, g, b.base.Load(), wantGen, wantBase)
 	}
-	if reachable(after, &b.s) != after {
-		t.Fatalf("[%s] word after %+v is not a reachable word", want.label, a)
-	}
-	return want.label
 }
 
 // fuzzGenerations is the breaker generation FuzzStateWord puts under a word
@@ -481,303 +520,366 @@ func passed(remaining int64, span uint64) bool {
 // out: what op does to a breaker holding word u at clock now, and what
 // the metrics count for it.
 func expectTransition(b *Breaker, u word, gen uint64, p Permit, o Outcome, arg argument, op uint8, now time.Duration, seeded []seededOutcome) expected {
-	s := &b.s
-	w := pack(u)
-	e := expected{word: w}
-	m := &e.metrics
-	nz := max(now, 0) // deadlines count a negative reading as zero
-	start := func(t time.Duration) time.Duration {
-		if s.slowEnabled() {
-			return t
-		}
-		return 0
-	}
-	admit := func(label string, p Permit) {
-		e.label, e.permit = label, p
-		m.Admitted++
-	}
-	reject := func(label string, p Permit, err error) {
-		e.label, e.permit, e.err = label, p, err
-		switch err {
-		case ErrOpen:
-			m.RejectedOpen++
-		case ErrHalfOpenFull:
-			m.RejectedHalfOpenFull++
-		case ErrForcedOpen:
-			m.RejectedForcedOpen++
-		case ErrRampingUp:
-			m.RejectedRampUp++
-		}
-	}
-	// to commits the transition to n at the time at.
-	to := func(n word, at time.Duration) {
-		e.word, e.at = pack(n), at
-		m.Transitions[u.state][n.state]++
-	}
-	acted := func(o Outcome, slow bool) {
-		switch o {
-		case Success:
-			m.Successes++
-		case Failure:
-			m.Failures++
-		default:
-			m.Ignored++
-		}
-		if slow {
-			m.SlowCalls++
-		}
-	}
-	dropped := func(label string) {
-		e.label = label
-		m.Dropped++
-	}
-	counting := u.state == Closed || u.state == MetricsOnly
-	// A hint is kept in whole milliseconds, rounded up, like ForceOpen's d.
-	openFor := func(step uint8, hint time.Duration) time.Duration {
-		return max(s.openDuration(step), (hint+time.Millisecond-1)/time.Millisecond*time.Millisecond)
-	}
-
-	// record is Record(p, o).
-	record := func(o Outcome) {
-		if p.Probe {
-			if u.state != HalfOpen || gen != p.Generation || u.inFlight == 0 {
-				dropped("record/probe-stale")
-				return
-			}
-			u.inFlight--
-			acted(o, false) // probes are not judged slow (R7)
-			switch {
-			case o == Ignored:
-				e.label, e.word = "record/probe-ignored", pack(u)
-			case o == Success && int(u.success)+1 < s.SuccessesToClose:
-				u.success++
-				e.label, e.word = "record/probe-success", pack(u)
-			case o == Success:
-				closed := word{state: Closed, gen: lowGen(gen + 1)}
-				e.label = "record/close"
-				if s.RampUpDuration > 0 {
-					e.label = "record/close-ramp"
-					closed.ramping, closed.rampEnd = true, uint32(s.rampDeadline(now)&rampMask)
-				}
-				to(closed, now)
-			default:
-				step := s.nextStep(u.step)
-				e.label = "record/reopen"
-				to(word{state: Open, step: step, gen: lowGen(gen + 1), deadline: deadline(now, s.openDuration(step))}, now)
-			}
-			return
-		}
-		if !counting || gen != p.Generation {
-			dropped("record/stale-" + u.state.String())
-			return
-		}
-		if o == Ignored {
-			e.label = "record/ignored"
-			acted(Ignored, false)
-			return
-		}
-		fail := o == Failure
-		slow := s.isSlow(now - p.Start)
-		acted(o, slow)
-		var c window.Counts
-		if b.ring != nil || b.buckets != nil {
-			all := append(append([]seededOutcome(nil), seeded...), seededOutcome{fail: fail, slow: slow})
-			if b.ring != nil && len(all) > b.ring.Size() {
-				all = all[len(all)-b.ring.Size():]
-			}
-			c = sumOutcomes(all)
-		}
-		consec := uint64(u.consec)
-		switch {
-		case s.ConsecutiveFailures == 0: // not tracked: the word keeps what it had
-		case !fail:
-			consec = 0
-		case consec < maxConsec:
-			consec++
-		}
-		switch {
-		case !s.shouldTrip(c, consec):
-			e.label = "record/count-" + u.state.String()
-			u.consec = uint32(consec) // the ramp-up bits ride along
-			e.word = pack(u)
-		case u.state == MetricsOnly: // "would have opened"
-			e.label = "record/metrics-only-trip"
-			to(word{state: MetricsOnly, gen: lowGen(gen + 1)}, now)
-		default:
-			e.label = "record/trip"
-			to(word{state: Open, gen: lowGen(gen + 1), deadline: deadline(now, s.openDuration(0))}, now)
-		}
-	}
-
-	// recordHint is RecordHint(p, d).
-	recordHint := func(d time.Duration) {
-		var h time.Duration // bounded by MaxRetryAfter; zero: no hint
-		if s.MaxRetryAfter > 0 && d > 0 {
-			h = min(d, s.MaxRetryAfter)
-		}
-		switch {
-		case h == 0:
-			record(Failure)
-			e.label = "hint/plain:" + e.label
-		case gen != p.Generation:
-			dropped("hint/stale")
-		case !p.Probe && u.state == Closed:
-			acted(Failure, false)
-			e.label = "hint/trip"
-			to(word{state: Open, gen: lowGen(gen + 1), deadline: deadline(now, openFor(0, h))}, now)
-		case !p.Probe && u.state == MetricsOnly:
-			acted(Failure, false)
-			e.label = "hint/metrics-only-trip"
-			to(word{state: MetricsOnly, gen: lowGen(gen + 1)}, now)
-		case p.Probe && u.state == HalfOpen && u.inFlight > 0:
-			acted(Failure, false)
-			step := s.nextStep(u.step)
-			e.label = "hint/reopen"
-			to(word{state: Open, step: step, gen: lowGen(gen + 1), deadline: deadline(now, openFor(step, h))}, now)
-		default: // a current generation, but no call of it to fail
-			dropped("hint/drop-" + u.state.String())
-		}
-	}
-
+	x := &table{b: b, s: &b.s, u: u, gen: gen, p: p, now: now, nz: max(now, 0), seeded: seeded, e: expected{word: pack(u)}}
 	switch op {
 	case wordAllow:
-		switch u.state {
-		case Closed:
-			if !u.ramping {
-				admit("allow/closed", Permit{Generation: gen, Start: start(now)})
-				break
-			}
-			left := wrapped(uint64(u.rampEnd), s.rampUnits(now), rampBits)
-			switch {
-			case passed(left, s.rampUp.span): // the ramp is over: the flag is cleared, same generation
-				u.ramping, u.rampEnd = false, 0
-				e.word = pack(u)
-				admit("allow/ramp-end", Permit{Generation: gen, Start: start(now)})
-			case s.rampAdmits(uint64(left), now):
-				admit("allow/ramp-admit", Permit{Generation: gen, Start: start(now)})
-			default:
-				reject("allow/ramp-shed", Permit{}, ErrRampingUp)
-			}
-		case Open:
-			if wait := untilDeadline(u.deadline, nz); wait > 0 {
-				reject("allow/open", Permit{Wait: wait}, ErrOpen)
-				break
-			}
-			to(word{state: HalfOpen, step: u.step, gen: lowGen(gen + 1), inFlight: 1, expiry: uint32(s.halfOpenDeadline(nz) & expiryMask)}, nz)
-			admit("allow/open->half-open", Permit{Generation: gen + 1, Probe: true}) // a probe carries no Start
-		case HalfOpen:
-			if int(u.inFlight) < s.PermittedCallsInHalfOpen && int(u.inFlight)+int(u.success) < s.SuccessesToClose {
-				u.inFlight++
-				e.word = pack(u)
-				admit("allow/probe", Permit{Generation: gen, Probe: true})
-				break
-			}
-			if s.MaxWaitInHalfOpen == WaitForever {
-				reject("allow/half-open-full", Permit{Wait: s.HalfOpenFullWait}, ErrHalfOpenFull)
-				break
-			}
-			if left := wrapped(uint64(u.expiry), s.halfOpenUnits(nz), expiryBits); !passed(left, s.halfOpenWait.span) {
-				// The wait to the expiry boundary: left whole units from
-				// the start of the current one.
-				unit := s.halfOpenWait.unit
-				reject("allow/half-open-full", Permit{Wait: min(time.Duration(left)*unit-nz%unit, s.HalfOpenFullWait)}, ErrHalfOpenFull)
-				break
-			}
-			// The max wait has passed: a new generation, whose first probe
-			// this call is.
-			to(word{state: HalfOpen, step: u.step, gen: lowGen(gen + 1), inFlight: 1, expiry: uint32(s.halfOpenDeadline(nz) & expiryMask)}, nz)
-			admit("allow/half-open-restart", Permit{Generation: gen + 1, Probe: true})
-		case ForcedOpen:
-			reject("allow/forced-open", Permit{}, ErrForcedOpen)
-		case Disabled:
-			admit("allow/disabled", Permit{Generation: gen}) // no clock read
-		case MetricsOnly:
-			admit("allow/metrics-only", Permit{Generation: gen, Start: start(now)})
-		}
+		x.allow()
 	case wordRecord, wordDone: // the plain errors map to the same outcomes
-		record(o)
+		x.record(o)
 	case wordRecordHint:
-		recordHint(arg.hint)
+		x.recordHint(arg.hint)
 	case wordDoneHint:
 		// WithRetryAfter(nil, d) is nil: a success. A failure's hint is read
 		// only with hints on, and only when positive.
-		if o == Failure && s.MaxRetryAfter > 0 && arg.hint > 0 {
-			recordHint(arg.hint)
+		if o == Failure && x.s.MaxRetryAfter > 0 && arg.hint > 0 {
+			x.recordHint(arg.hint)
 		} else {
-			record(o)
+			x.record(o)
 		}
-		e.label = "done-hint/" + e.label
+		x.e.label = "done-hint/" + x.e.label
 	case wordState:
-		e.label, e.state = "state/"+u.state.String(), u.state
+		x.e.label, x.e.state = "state/"+u.state.String(), u.state
 		if u.state == Open && untilDeadline(u.deadline, now) == 0 {
-			e.state = HalfOpen
+			x.e.state = HalfOpen
 		}
 	case wordCounts:
-		e.label = "counts/" + u.state.String()
-		c := &e.counts
-		c.State, c.Generation = u.state, gen
-		switch u.state {
-		case Open:
-			if untilDeadline(u.deadline, now) == 0 {
+		x.counts()
+	case wordForceOpen:
+		x.forceOpen(arg.force)
+	case wordDisable, wordMetricsOnly, wordReset:
+		// A fresh word of the control's state at the next generation
+		// (Reset: closed with no ramp-up).
+		to := map[uint8]State{wordDisable: Disabled, wordMetricsOnly: MetricsOnly, wordReset: Closed}[op]
+		x.e.label = map[uint8]string{wordDisable: "disable", wordMetricsOnly: "metrics-only", wordReset: "reset"}[op] + "/from-" + u.state.String()
+		x.to(word{state: to, gen: lowGen(gen + 1)}, now)
+	default:
+		x.e.label = "metrics"
+	}
+	if !x.s.CollectMetrics {
+		x.e.metrics = Metrics{}
+	}
+	return x.e
+}
+
+// table is expectTransition's working state: the breaker and its
+// settings, the word before the operation (changed as the row is worked
+// out) and its generation, the permit, the clock (nz: a negative reading
+// counts as zero for deadlines), the outcomes already in the window, and
+// the expectation so far.
+type table struct {
+	b       *Breaker
+	s       *Settings
+	u       word
+	gen     uint64
+	p       Permit
+	now, nz time.Duration
+	seeded  []seededOutcome
+	e       expected
+}
+
+// start is a permit's Start at t: the reading, when slow calls are judged.
+func (x *table) start(t time.Duration) time.Duration {
+	if x.s.slowEnabled() {
+		return t
+	}
+	return 0
+}
+
+func (x *table) admit(label string, p Permit) {
+	x.e.label, x.e.permit = label, p
+	x.e.metrics.Admitted++
+}
+
+func (x *table) reject(label string, p Permit, err error) {
+	x.e.label, x.e.permit, x.e.err = label, p, err
+	m := &x.e.metrics
+	switch err {
+	case ErrOpen:
+		m.RejectedOpen++
+	case ErrHalfOpenFull:
+		m.RejectedHalfOpenFull++
+	case ErrForcedOpen:
+		m.RejectedForcedOpen++
+	case ErrRampingUp:
+		m.RejectedRampUp++
+	}
+}
+
+// to commits the transition to n at the time at.
+func (x *table) to(n word, at time.Duration) {
+	x.e.word, x.e.at = pack(n), at
+	x.e.metrics.Transitions[x.u.state][n.state]++
+}
+
+func (x *table) acted(o Outcome, slow bool) {
+	m := &x.e.metrics
+	switch o {
+	case Success:
+		m.Successes++
+	case Failure:
+		m.Failures++
+	default:
+		m.Ignored++
+	}
+	if slow {
+		m.SlowCalls++
+	}
+}
+
+func (x *table) dropped(label string) {
+	x.e.label = label
+	x.e.metrics.Dropped++
+}
+
+// openFor is the open duration at backoff step with a hint, which is kept
+// in whole milliseconds, rounded up, like ForceOpen's d.
+func (x *table) openFor(step uint8, hint time.Duration) time.Duration {
+	return max(x.s.openDuration(step), (hint+time.Millisecond-1)/time.Millisecond*time.Millisecond)
+}
+
+// trip is the transition to open at the first backoff step, for d.
+func (x *table) trip(d time.Duration) {
+	x.to(word{state: Open, gen: lowGen(x.gen + 1), deadline: deadline(x.now, d)}, x.now)
+}
+
+// window is the window's counts with the seeded outcomes and then more,
+// as many of the last as a count window holds; zero without a window.
+func (x *table) window(more ...seededOutcome) window.Counts {
+	if x.b.ring == nil && x.b.buckets == nil {
+		return window.Counts{}
+	}
+	all := append(append([]seededOutcome(nil), x.seeded...), more...)
+	if x.b.ring != nil && len(all) > x.b.ring.Size() {
+		all = all[len(all)-x.b.ring.Size():]
+	}
+	return sumOutcomes(all)
+}
+
+// record is Record(p, o).
+func (x *table) record(o Outcome) {
+	u, s := &x.u, x.s
+	if x.p.Probe {
+		x.recordProbe(o)
+		return
+	}
+	if (u.state != Closed && u.state != MetricsOnly) || x.gen != x.p.Generation {
+		x.dropped("record/stale-" + u.state.String())
+		return
+	}
+	if o == Ignored {
+		x.e.label = "record/ignored"
+		x.acted(Ignored, false)
+		return
+	}
+	fail := o == Failure
+	slow := s.isSlow(x.now - x.p.Start)
+	x.acted(o, slow)
+	c := x.window(seededOutcome{fail: fail, slow: slow})
+	consec := uint64(u.consec)
+	switch {
+	case s.ConsecutiveFailures == 0: // not tracked: the word keeps what it had
+	case !fail:
+		consec = 0
+	case consec < maxConsec:
+		consec++
+	}
+	switch {
+	case !s.shouldTrip(c, consec):
+		x.e.label = "record/count-" + u.state.String()
+		u.consec = uint32(consec) // the ramp-up bits ride along
+		x.e.word = pack(*u)
+	case u.state == MetricsOnly: // "would have opened"
+		x.e.label = "record/metrics-only-trip"
+		x.to(word{state: MetricsOnly, gen: lowGen(x.gen + 1)}, x.now)
+	default:
+		x.e.label = "record/trip"
+		x.trip(s.openDuration(0))
+	}
+}
+
+// recordProbe is Record(p, o) of a probe permit.
+func (x *table) recordProbe(o Outcome) {
+	u, s := &x.u, x.s
+	if u.state != HalfOpen || x.gen != x.p.Generation || u.inFlight == 0 {
+		x.dropped("record/probe-stale")
+		return
+	}
+	u.inFlight--
+	x.acted(o, false) // probes are not judged slow (R7)
+	switch {
+	case o == Ignored:
+		x.e.label, x.e.word = "record/probe-ignored", pack(*u)
+	case o == Success && int(u.success)+1 < s.SuccessesToClose:
+		u.success++
+		x.e.label, x.e.word = "record/probe-success", pack(*u)
+	case o == Success:
+		closed := word{state: Closed, gen: lowGen(x.gen + 1)}
+		x.e.label = "record/close"
+		if s.RampUpDuration > 0 {
+			x.e.label = "record/close-ramp"
+			closed.ramping, closed.rampEnd = true, uint32(s.rampDeadline(x.now)&rampMask)
+		}
+		x.to(closed, x.now)
+	default:
+		step := s.nextStep(u.step)
+		x.e.label = "record/reopen"
+		x.to(word{state: Open, step: step, gen: lowGen(x.gen + 1), deadline: deadline(x.now, s.openDuration(step))}, x.now)
+	}
+}
+
+// recordHint is RecordHint(p, d).
+func (x *table) recordHint(d time.Duration) {
+	u, s, p := &x.u, x.s, x.p
+	var h time.Duration // bounded by MaxRetryAfter; zero: no hint
+	if s.MaxRetryAfter > 0 && d > 0 {
+		h = min(d, s.MaxRetryAfter)
+	}
+	switch {
+	case h == 0:
+		x.record(Failure)
+		x.e.label = "hint/plain:" + x.e.label
+	case x.gen != p.Generation:
+		x.dropped("hint/stale")
+	case !p.Probe && u.state == Closed:
+		x.acted(Failure, false)
+		x.e.label = "hint/trip"
+		x.trip(x.openFor(0, h))
+	case !p.Probe && u.state == MetricsOnly:
+		x.acted(Failure, false)
+		x.e.label = "hint/metrics-only-trip"
+		x.to(word{state: MetricsOnly, gen: lowGen(x.gen + 1)}, x.now)
+	case p.Probe && u.state == HalfOpen && u.inFlight > 0:
+		x.acted(Failure, false)
+		step := s.nextStep(u.step)
+		x.e.label = "hint/reopen"
+		x.to(word{state: Open, step: step, gen: lowGen(x.gen + 1), deadline: deadline(x.now, x.openFor(step, h))}, x.now)
+	default: // a current generation, but no call of it to fail
+		x.dropped("hint/drop-" + u.state.String())
+	}
+}
+
+// allow is Allow().
+func (x *table) allow() {
+	u, s, gen, nz := &x.u, x.s, x.gen, x.nz
+	switch u.state {
+	case Closed:
+		x.allowClosed()
+	case Open:
+		if wait := untilDeadline(u.deadline, nz); wait > 0 {
+			x.reject("allow/open", Permit{Wait: wait}, ErrOpen)
+			return
+		}
+		x.to(word{state: HalfOpen, step: u.step, gen: lowGen(gen + 1), inFlight: 1, expiry: uint32(s.halfOpenDeadline(nz) & expiryMask)}, nz)
+		x.admit("allow/open->half-open", Permit{Generation: gen + 1, Probe: true}) // a probe carries no Start
+	case HalfOpen:
+		x.allowHalfOpen()
+	case ForcedOpen:
+		x.reject("allow/forced-open", Permit{}, ErrForcedOpen)
+	case Disabled:
+		x.admit("allow/disabled", Permit{Generation: gen}) // no clock read
+	case MetricsOnly:
+		x.admit("allow/metrics-only", Permit{Generation: gen, Start: x.start(x.now)})
+	}
+}
+
+// allowClosed is Allow() in closed: admitted, or by share while ramping
+// up.
+func (x *table) allowClosed() {
+	u, s, now := &x.u, x.s, x.now
+	if !u.ramping {
+		x.admit("allow/closed", Permit{Generation: x.gen, Start: x.start(now)})
+		return
+	}
+	left := wrapped(uint64(u.rampEnd), s.rampUnits(now), rampBits)
+	switch {
+	case passed(left, s.rampUp.span): // the ramp is over: the flag is cleared, same generation
+		u.ramping, u.rampEnd = false, 0
+		x.e.word = pack(*u)
+		x.admit("allow/ramp-end", Permit{Generation: x.gen, Start: x.start(now)})
+	case s.rampAdmits(uint64(left), now):
+		x.admit("allow/ramp-admit", Permit{Generation: x.gen, Start: x.start(now)})
+	default:
+		x.reject("allow/ramp-shed", Permit{}, ErrRampingUp)
+	}
+}
+
+// allowHalfOpen is Allow() in half-open: a probe while slots are left,
+// else refused until the max wait passes, then a new generation.
+func (x *table) allowHalfOpen() {
+	u, s, gen, nz := &x.u, x.s, x.gen, x.nz
+	if int(u.inFlight) < s.PermittedCallsInHalfOpen && int(u.inFlight)+int(u.success) < s.SuccessesToClose {
+		u.inFlight++
+		x.e.word = pack(*u)
+		x.admit("allow/probe", Permit{Generation: gen, Probe: true})
+		return
+	}
+	if s.MaxWaitInHalfOpen == WaitForever {
+		x.reject("allow/half-open-full", Permit{Wait: s.HalfOpenFullWait}, ErrHalfOpenFull)
+		return
+	}
+	if left := wrapped(uint64(u.expiry), s.halfOpenUnits(nz), expiryBits); !passed(left, s.halfOpenWait.span) {
+		// The wait to the expiry boundary: left whole units from the
+		// start of the current one.
+		unit := s.halfOpenWait.unit
+		x.reject("allow/half-open-full", Permit{Wait: min(time.Duration(left)*unit-nz%unit, s.HalfOpenFullWait)}, ErrHalfOpenFull)
+		return
+	}
+	// The max wait has passed: a new generation, whose first probe this
+	// call is.
+	x.to(word{state: HalfOpen, step: u.step, gen: lowGen(gen + 1), inFlight: 1, expiry: uint32(s.halfOpenDeadline(nz) & expiryMask)}, nz)
+	x.admit("allow/half-open-restart", Permit{Generation: gen + 1, Probe: true})
+}
+
+// counts is Counts(), which commits a trip the seeded outcomes owe first.
+func (x *table) counts() {
+	u, s, gen, now := &x.u, x.s, x.gen, x.now
+	x.e.label = "counts/" + u.state.String()
+	c := &x.e.counts
+	c.State, c.Generation = u.state, gen
+	switch u.state {
+	case Open:
+		if untilDeadline(u.deadline, now) == 0 {
+			c.State = HalfOpen
+		}
+	case HalfOpen:
+		c.ProbesInFlight, c.ProbeSuccesses = int(u.inFlight), int(u.success)
+	case Closed, MetricsOnly:
+		c.ConsecutiveFailures = uint64(u.consec)
+		if x.b.buckets != nil && len(x.seeded) > 0 && s.rule.Trips(sumOutcomes(x.seeded)) {
+			// The seeded outcomes, all of the current second, trip the
+			// rule: the trip is owed, and Counts commits it before it
+			// reads (Breaker.Counts).
+			x.e.label = "counts/owed-trip-" + u.state.String()
+			c.Generation, c.ConsecutiveFailures = gen+1, 0
+			if u.state == MetricsOnly {
+				x.to(word{state: MetricsOnly, gen: lowGen(gen + 1)}, now)
+				return
+			}
+			x.trip(s.openDuration(0))
+			c.State = Open
+			if untilDeadline(deadline(now, s.openDuration(0)), now) == 0 {
 				c.State = HalfOpen
 			}
-		case HalfOpen:
-			c.ProbesInFlight, c.ProbeSuccesses = int(u.inFlight), int(u.success)
-		case Closed, MetricsOnly:
-			c.ConsecutiveFailures = uint64(u.consec)
-			if b.buckets != nil && len(seeded) > 0 && s.rule.Trips(sumOutcomes(seeded)) {
-				// The seeded outcomes, all of the current second, trip
-				// the rule: the trip is owed, and Counts commits it
-				// before it reads (Breaker.Counts).
-				e.label = "counts/owed-trip-" + u.state.String()
-				c.Generation, c.ConsecutiveFailures = gen+1, 0
-				if u.state == MetricsOnly {
-					to(word{state: MetricsOnly, gen: lowGen(gen + 1)}, now)
-					break
-				}
-				to(word{state: Open, gen: lowGen(gen + 1), deadline: deadline(now, s.openDuration(0))}, now)
-				c.State = Open
-				if untilDeadline(deadline(now, s.openDuration(0)), now) == 0 {
-					c.State = HalfOpen
-				}
-				break
-			}
-			if b.ring != nil || b.buckets != nil {
-				all := seeded
-				if b.ring != nil && len(all) > b.ring.Size() {
-					all = all[len(all)-b.ring.Size():]
-				}
-				wc := sumOutcomes(all)
-				c.Calls, c.Failures, c.SlowCalls, c.SlowFailures = wc.Calls, wc.Failures, wc.Slow, wc.SlowFailures
-			}
+			return
 		}
-	case wordForceOpen:
-		switch d := arg.force; {
-		case d < 0 || d > MaxOpenDurationLimit:
-			e.label, e.err = "force-open/invalid", ErrInvalidArgument
-		case d == 0:
-			e.label = "force-open/0-from-" + u.state.String()
-			to(word{state: ForcedOpen, gen: lowGen(gen + 1)}, now)
-		default:
-			e.label = "force-open/d-from-" + u.state.String()
-			to(word{state: Open, gen: lowGen(gen + 1), deadline: deadline(now, (d+time.Millisecond-1)/time.Millisecond*time.Millisecond)}, now) // d kept in whole ms, rounded up
-		}
-	case wordDisable:
-		e.label = "disable/from-" + u.state.String()
-		to(word{state: Disabled, gen: lowGen(gen + 1)}, now)
-	case wordMetricsOnly:
-		e.label = "metrics-only/from-" + u.state.String()
-		to(word{state: MetricsOnly, gen: lowGen(gen + 1)}, now)
-	case wordReset:
-		e.label = "reset/from-" + u.state.String()
-		to(word{state: Closed, gen: lowGen(gen + 1)}, now) // no ramp-up
+		wc := x.window()
+		c.Calls, c.Failures, c.SlowCalls, c.SlowFailures = wc.Calls, wc.Failures, wc.Slow, wc.SlowFailures
+	}
+}
+
+// forceOpen is ForceOpen(d).
+func (x *table) forceOpen(d time.Duration) {
+	from := x.u.state.String()
+	switch {
+	case d < 0 || d > MaxOpenDurationLimit:
+		x.e.label, x.e.err = "force-open/invalid", ErrInvalidArgument
+	case d == 0:
+		x.e.label = "force-open/0-from-" + from
+		x.to(word{state: ForcedOpen, gen: lowGen(x.gen + 1)}, x.now)
 	default:
-		e.label = "metrics"
+		x.e.label = "force-open/d-from-" + from
+		x.trip((d + time.Millisecond - 1) / time.Millisecond * time.Millisecond) // d kept in whole ms, rounded up
 	}
-	if !s.CollectMetrics {
-		e.metrics = Metrics{}
-	}
-	return e
 }
 
 // seededOutcome is one outcome put in a window before the operation.

@@ -2,7 +2,7 @@ package fuzz_test
 
 import "github.com/casbreaker/casbreaker/core"
 
-// enc builds an extended-layout FuzzDifferential input: config bytes, then
+// enc builds a FuzzDifferential input: config bytes, then
 // one method per operation, each appending the bytes runDifferential reads
 // for it.
 type enc []byte
@@ -45,48 +45,56 @@ const (
 // Indexes in doneErrs.
 const errNil, errFailIdx = 0, 1
 
-// The configs of the seeds (decodeConfig, extended layout).
+// The configs of the seeds (decodeConfig).
 var (
 	// Count window of 4, one failure in a row trips, 70 ms open, one
 	// probe; ramp-up 200 ms from 0 %; metrics on; the listener reads back.
-	cfgRamp = enc{0x80, 3, 0x90, 4, 0, 9, 0, 1, 1, 0x02, 14, 0}
+	cfgRamp = enc{0x00, 3, 0x90, 4, 0, 9, 0, 1, 1, 0x02, 14, 0}
 	// Time window of 3 s, slow above 217 ms, one failure in a row trips,
 	// 147.333 ms open, two probes, one success closes; ramp-up 750 ms from
 	// 50 %.
-	cfgRampSlow = enc{0x81, 2, 0x18, 30, 0, 0, 20, 1, 2, 1, 0x02, 58, 50}
+	cfgRampSlow = enc{0x01, 2, 0x18, 30, 0, 0, 20, 1, 2, 1, 0x02, 58, 50}
 	// Count window of 4, one failure in a row trips, 70 ms open, one
 	// probe; max wait 11 ms.
-	cfgMaxWait = enc{0x80, 3, 0x10, 4, 0, 9, 0, 1, 1, 0x01, 40}
+	cfgMaxWait = enc{0x00, 3, 0x10, 4, 0, 9, 0, 1, 1, 0x01, 40}
 	// No window, one failure trips, 28 ms open, three probes, two
 	// successes close; max wait 3.25 s (units of 4 ms).
-	cfgMaxWaitLong = enc{0x82, 0x10, 0, 3, 0, 3, 2, 0x01, 51}
+	cfgMaxWaitLong = enc{0x02, 0x10, 0, 3, 0, 3, 2, 0x01, 51}
+	// Count window of 4, one failure in a row trips, 70 ms open, one
+	// probe though three successes close.
+	cfgOneProbe = enc{0x00, 3, 0x10, 4, 0, 9, 0, 1, 3, 0x00}
 	// Count window of 8 at 50 % after 8 calls, 70 ms open, one probe;
 	// hints bounded by 2 s.
-	cfgHints = enc{0x80, 7, 0x00, 8, 9, 0, 1, 1, 0x04, 158}
+	cfgHints = enc{0x00, 7, 0x00, 8, 9, 0, 1, 1, 0x04, 158}
 	// Count window of 4, one failure in a row trips, 70 ms open, one
 	// probe; hints bounded by 2 s; metrics on.
-	cfgManual = enc{0x80, 3, 0x10, 4, 0, 9, 0, 1, 1, 0x04, 158}
+	cfgManual = enc{0x00, 3, 0x10, 4, 0, 9, 0, 1, 1, 0x04, 158}
 	// Everything: time window of 4 s, failure count 3 and rate 61 % after
 	// one call, backoff, the custom classifier, the listener reading back,
 	// two probes; max wait 11 ms, ramp-up 500 ms from 40 %, hints bounded
 	// by 2 s, metrics on.
-	cfgAll = enc{0x81, 3, 0xe3, 60, 2, 1, 9, 2, 9, 0, 2, 1, 0x07, 40, 38, 40, 158}
+	cfgAll = enc{0x01, 3, 0xe3, 60, 2, 1, 9, 2, 9, 0, 2, 1, 0x07, 40, 38, 40, 158}
 )
 
 func with(cfg enc) enc { return append(enc(nil), cfg...) }
 
-// differentialSeeds are FuzzDifferential's seeds: the seven of issue 3 in
-// the old layout, then extended-layout inputs that reach each feature of
-// issue 5 (TestDifferentialSeedsReach checks that they do).
+// differentialSeeds are FuzzDifferential's seeds: seven small histories of
+// the plain rules (trips, probes, backoff, time windows, slow calls, the
+// custom classifier), then inputs that reach each manual control, the
+// ramp-up, the max wait and the hints (TestDifferentialSeedsReach checks
+// that they do).
 var differentialSeeds = [][]byte{
 	{},
-	{0, 1, 4, 0, 1, 10, 0, 0, 0, 0, 1, 0, 1, 0, 1, 0, 5, 200, 0, 0, 1, 0},
-	{0, 0x21, 3, 50, 2, 20, 2, 3, 2, 4, 0, 1, 1, 0, 1, 1, 0, 1, 1, 5, 40, 0, 0, 0, 3, 1, 0, 2, 1, 0},
-	{1, 0x03, 5, 30, 2, 2, 12, 0, 3, 2, 0, 2, 1, 5, 100, 0, 2, 1, 0, 2, 1, 5, 255, 0, 4, 0, 0, 0},
-	{2, 0x50, 2, 1, 3, 3, 0, 1, 0, 1, 1, 6, 0, 1, 5, 3, 0, 0, 0, 1, 9, 0, 0, 0, 10, 2},
-	{0, 0x8d, 6, 60, 1, 90, 20, 3, 40, 2, 2, 2, 0, 0, 5, 2, 0, 1, 0, 1, 0, 11, 0, 0, 5, 7, 0, 0, 0, 1},
-	{1, 0xff, 3, 40, 2, 50, 60, 4, 2, 100, 1, 30, 1, 4, 4, 0, 0, 0, 0, 1, 0, 5, 90, 0, 1, 0, 0, 3, 6, 0},
+	{0, 1, 4, 0, 1, 10, 0, 0, 0, 0, 8, 1, 0, 1, 0, 1, 0, 5, 200, 0, 0, 1, 0},
+	{0, 33, 3, 50, 2, 20, 2, 3, 2, 4, 0, 8, 1, 1, 0, 1, 1, 0, 1, 1, 5, 40, 0, 0, 0, 3, 1, 0, 2, 1, 0},
+	{1, 3, 5, 30, 2, 2, 12, 0, 3, 2, 0, 8, 2, 1, 5, 100, 0, 2, 1, 0, 2, 1, 5, 255, 0, 4, 0, 0, 0},
+	{2, 80, 2, 1, 3, 3, 0, 8, 1, 0, 1, 1, 6, 0, 1, 5, 3, 0, 0, 0, 1, 9, 0, 0, 0, 0, 2},
+	{0, 141, 6, 60, 1, 90, 20, 3, 40, 2, 2, 2, 8, 0, 0, 5, 2, 0, 1, 0, 1, 0, 1, 0, 0, 5, 7, 0, 0, 0, 1},
+	{1, 255, 3, 40, 2, 50, 60, 4, 2, 100, 8, 1, 0, 1, 4, 4, 0, 0, 0, 0, 1, 0, 5, 90, 0, 1, 0, 0, 3, 6, 0},
 
+	// The probe limit: of two calls in half-open only the first is a
+	// probe (PermittedCallsInHalfOpen binds before SuccessesToClose).
+	with(cfgOneProbe).call(core.Failure).step(stepOpen, 0).allows(2).state(),
 	// Ramp-up: trip, probe, close; shed at the instant of closing, then
 	// through the ramp's shares; a nanosecond before its end and at it;
 	// then a success and a trip from closed.

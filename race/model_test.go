@@ -2,7 +2,6 @@ package race_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"reflect"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/casbreaker/casbreaker/baseline"
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/difftest"
 )
 
 // The sequential specification for the linearizability checks is the mutex
@@ -37,16 +37,16 @@ import (
 // factorial of its concurrency. Sound: equal fingerprints replay to
 // breakers that answer every later operation alike.
 
-// linKind is the operation of one history entry.
-type linKind uint8
+// linKind is the operation of one history entry: one of difftest's.
+type linKind = difftest.Kind
 
 const (
-	linAllow linKind = iota
-	linDone
-	linState
-	linCounts
-	linAdvance
-	linForceOpen
+	linAllow     = difftest.Allow
+	linDone      = difftest.Done
+	linState     = difftest.State
+	linCounts    = difftest.Counts
+	linAdvance   = difftest.Advance
+	linForceOpen = difftest.ForceOpen
 )
 
 // linErrs are the errors a Done may report: success, a failure, a
@@ -83,13 +83,13 @@ type linOut struct {
 	c   core.Counts // linCounts
 }
 
-func rejKind(err error) int {
+func rejKind(err difftest.Err) int {
 	switch {
-	case err == nil:
+	case err.Nil():
 		return rejNone
-	case errors.Is(err, core.ErrOpen):
+	case err.Matches(core.ErrOpen):
 		return rejOpen
-	case errors.Is(err, core.ErrHalfOpenFull):
+	case err.Matches(core.ErrHalfOpenFull):
 		return rejHalfOpenFull
 	}
 	return rejOther
@@ -112,27 +112,25 @@ func wordCounts(c core.Counts) core.Counts {
 	return c
 }
 
-// apply runs one operation on b (whose clock is clk) and returns its output,
-// with a Counts result passed through view.
-func apply(b core.CircuitBreaker, clk *core.ManualClock, in linIn, view countsView) linOut {
-	switch in.kind {
-	case linAllow:
-		p, err := b.Allow()
-		return linOut{p: p, rej: rejKind(err)}
-	case linDone:
-		b.Done(in.p, linErrs[in.err])
-	case linState:
-		return linOut{st: b.State()}
-	case linCounts:
-		return linOut{c: view(b.Counts())}
-	case linAdvance:
-		clk.Advance(in.d)
-	case linForceOpen:
-		if err := b.ForceOpen(in.d); err != nil {
-			panic(err)
-		}
+// op is in as the shared interpreter's operation.
+func (in linIn) op() difftest.Op {
+	op := difftest.Op{Kind: in.kind, Permit: in.p, D: in.d}
+	if in.kind == linDone {
+		op.Err = linErrs[in.err]
 	}
-	return linOut{}
+	return op
+}
+
+// apply runs one operation on b (whose clock is clk) through the shared
+// interpreter, difftest.Apply, and returns its output, with a Counts
+// result passed through view. A history holds no failing ForceOpen and
+// no panicking call: apply panics on either, naming it.
+func apply(b core.CircuitBreaker, clk *core.ManualClock, in linIn, view countsView) linOut {
+	o := difftest.Apply(b, clk, in.op())
+	if o.Panic != "" || (in.kind == linForceOpen && !o.Err.Nil()) {
+		panic(fmt.Sprintf("%v: %v%s", in, o.Err, o.Panic))
+	}
+	return linOut{p: o.Permit, rej: rejKind(o.Err), st: o.State, c: view(o.Counts)}
 }
 
 // mutates reports whether the operation can change the baseline's state.
@@ -146,25 +144,7 @@ func mutates(in linIn, out linOut) bool {
 	return false
 }
 
-func (in linIn) String() string {
-	switch in.kind {
-	case linAllow:
-		return "Allow()"
-	case linDone:
-		e := fmt.Sprint(linErrs[in.err])
-		if h := core.RetryAfterOf(linErrs[in.err]); h > 0 {
-			e += fmt.Sprintf(" (retry after %v)", h)
-		}
-		return fmt.Sprintf("Done(g%d probe=%v start=%v, %s)", in.p.Generation, in.p.Probe, in.p.Start, e)
-	case linState:
-		return "State()"
-	case linCounts:
-		return "Counts()"
-	case linForceOpen:
-		return fmt.Sprintf("ForceOpen(%v)", in.d)
-	}
-	return fmt.Sprintf("Advance(%v)", in.d)
-}
+func (in linIn) String() string { return in.op().String() }
 
 func describe(in linIn, out linOut) string {
 	switch in.kind {

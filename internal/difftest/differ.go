@@ -1,0 +1,369 @@
+package difftest
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
+)
+
+// Seen is one notification a side's listener received and, when the
+// Differ reads back, what State, Counts and Metrics said inside the
+// listener (a listener may call back into its breaker).
+type Seen struct {
+	core.Transition
+	State   core.State
+	Counts  core.Counts
+	Metrics core.Metrics
+}
+
+// Side is one implementation under test: its breaker, its own manual
+// clock, and the notifications its listener received. Its methods are
+// safe to call while the breaker notifies; on a zero Side they report no
+// notifications.
+type Side struct {
+	Name  string
+	B     core.CircuitBreaker
+	Clock *core.ManualClock
+
+	mu   sync.Mutex
+	seen []Seen
+}
+
+// Seen returns a copy of the notifications so far, in delivery order.
+func (s *Side) Seen() []Seen { return s.Since(0) }
+
+// Since returns a copy of the notifications from the i-th on (none when
+// i is past the last).
+func (s *Side) Since(i int) []Seen {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Seen(nil), s.seen[min(i, len(s.seen)):]...)
+}
+
+// Count is the number of notifications so far.
+func (s *Side) Count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.seen)
+}
+
+// Differ runs every Op on each implementation of internal/breakers, built
+// from one config, each on its own manual clock, and checks after each
+// step that they agree and that the observations keep the rules below.
+// Make one with New or NewOf (Step on a zero Differ returns an error
+// that says so); it is for one goroutine.
+type Differ struct {
+	Sides []*Side
+	cfg   core.Config
+	hist  []entry // the steps so far, rendered only for a failure
+	// The Differ's own tally of what the calls observed, which Metrics
+	// must equal (with CollectMetrics).
+	admitted, outcomes uint64
+	rejected           [4]uint64 // by reason, in Sentinels order
+	transitions        [core.NumStates][core.NumStates]uint64
+	seen               int             // the notifications of Sides[0] already checked
+	last               core.Transition // the last of them
+}
+
+// New builds one side per implementation from cfg (its Clock and
+// OnStateChange are the Differ's), each clock reading start. With
+// readBack every listener reads State, Counts and Metrics inside the
+// notification, and those readings are compared too. The error is the
+// first implementation's refusal of cfg, naming it.
+func New(cfg core.Config, start time.Duration, readBack bool) (*Differ, error) {
+	return NewOf(breakers.All, cfg, start, readBack)
+}
+
+// NewOf is New over the implementations impls instead of every one (a
+// test of the Differ itself hands it a broken one).
+// Fewer than two implementations compare nothing: the error says so.
+func NewOf(impls []breakers.Impl, cfg core.Config, start time.Duration, readBack bool) (*Differ, error) {
+	if len(impls) < 2 {
+		return nil, fmt.Errorf("difftest.NewOf: %d implementations; a Differ compares two or more", len(impls))
+	}
+	d := &Differ{cfg: cfg}
+	for _, im := range impls {
+		s := &Side{Name: im.Name, Clock: core.NewManualClock(start)}
+		c := cfg
+		c.Clock = s.Clock
+		c.OnStateChange = func(tr core.Transition) {
+			v := Seen{Transition: tr}
+			if readBack {
+				v.State, v.Counts, v.Metrics = s.B.State(), s.B.Counts(), s.B.Metrics()
+			}
+			s.mu.Lock()
+			s.seen = append(s.seen, v)
+			s.mu.Unlock()
+		}
+		b, err := im.New(c)
+		if err != nil {
+			return nil, fmt.Errorf("difftest.New: %s refuses the config: %w", im.Name, err)
+		}
+		s.B = b
+		d.Sides = append(d.Sides, s)
+	}
+	return d, nil
+}
+
+// Now is the clock reading, the same on every side. It panics on a zero
+// Differ.
+func (d *Differ) Now() time.Duration { return d.Sides[0].Clock.Now() }
+
+// entry is one step of the history: the operation and what the first
+// side observed.
+type entry struct {
+	op  Op
+	obs Obs
+}
+
+// Step runs op on every side and returns the first side's observation.
+// The error, which prints the config and the history, says what broke:
+//
+//   - the sides observed op differently (permit, error by sentinel, wait
+//     and text, value, panic, or what a read returned);
+//   - Allow refused for none of the four reasons, or with a rejection
+//     whose wait (core.RetryAfterOf) is not the permit's Wait;
+//   - after op, State, Counts, Metrics or the notifications (with what
+//     the listeners read inside them) differ between the sides;
+//   - a notification does not follow the one before it (its From is the
+//     last one's To, from closed at first, and its generation the next);
+//   - without CollectMetrics Metrics is not zero; with it, Metrics do not
+//     count what the calls observed: each grant and each rejection by
+//     reason, one outcome per Record, RecordHint, Done and admitted Do,
+//     each transition by from and to;
+//   - a manual control did not land where it says: a ForceOpen that
+//     failed did not match core.ErrInvalidArgument exactly when its
+//     duration is outside 0..core.MaxOpenDurationLimit, or changed
+//     something; one that succeeded, or Disable, MetricsOnly or Reset,
+//     did not make one transition to its state at the next generation
+//     with nothing counted.
+func (d *Differ) Step(op Op) (Obs, error) {
+	if len(d.Sides) == 0 {
+		return Obs{}, fmt.Errorf("difftest: Step on a zero Differ; make one with difftest.New")
+	}
+	var before core.Counts
+	var beforeM core.Metrics
+	var beforeN int
+	switch op.Kind {
+	case ForceOpen, Disable, MetricsOnly, Reset: // control compares with before
+		before, beforeM, beforeN = d.Sides[0].B.Counts(), d.Sides[0].B.Metrics(), d.Sides[0].Count()
+	}
+	obs := Apply(d.Sides[0].B, d.Sides[0].Clock, op)
+	for _, s := range d.Sides[1:] {
+		if o := Apply(s.B, s.Clock, op); o != obs {
+			return obs, d.fail("%v: %s %s, %s %s", op, d.Sides[0].Name, summary(op, obs), s.Name, summary(op, o))
+		}
+	}
+	d.hist = append(d.hist, entry{op, obs})
+	if op.Kind == Allow && !obs.Err.Nil() && (obs.Err.Reason() == nil || obs.Err.Wait != obs.Permit.Wait) {
+		return obs, d.fail("Allow refused with %v and %+v: want one of the four reasons, asking for the permit's Wait", obs.Err, obs.Permit)
+	}
+	d.tally(op, obs)
+	if err := d.agree(); err != nil {
+		return obs, err
+	}
+	if err := d.chain(); err != nil {
+		return obs, err
+	}
+	if err := d.control(op, obs, before, beforeM, beforeN); err != nil {
+		return obs, err
+	}
+	return obs, d.metrics()
+}
+
+// summary is what op observed: every field Apply sets for its kind.
+func summary(op Op, o Obs) string {
+	switch op.Kind {
+	case Allow:
+		if o.Err.Nil() {
+			return fmt.Sprintf("%+v", o.Permit)
+		}
+		return fmt.Sprintf("%v (permit %+v)", o.Err, o.Permit)
+	case Metrics:
+		return fmt.Sprintf("%+v", o.Metrics)
+	case Do:
+		return fmt.Sprintf("%d, %v%s", o.Value, o.Err, panicked(o))
+	case ForceOpen:
+		return o.Err.String()
+	case State:
+		return o.State.String()
+	case Counts:
+		return fmt.Sprintf("%+v", o.Counts)
+	}
+	return "ok" + panicked(o)
+}
+
+func panicked(o Obs) string {
+	if o.Panic != "" {
+		return ", panic " + o.Panic
+	}
+	return ""
+}
+
+func (d *Differ) fail(format string, args ...any) error {
+	var sb strings.Builder
+	for _, e := range d.hist {
+		fmt.Fprintf(&sb, "\n  %v = %s", e.op, summary(e.op, e.obs))
+	}
+	return fmt.Errorf("%s\nconfig %+v\nhistory:%s", fmt.Sprintf(format, args...), d.cfg, sb.String())
+}
+
+// tally counts what op observed, as Metrics must.
+func (d *Differ) tally(op Op, o Obs) {
+	switch op.Kind {
+	case Allow:
+		d.grant(o.Err)
+	case Record, RecordHint, Done:
+		d.outcomes++
+	case Do:
+		if !op.Cancelled {
+			d.grant(o.Err)
+			if !o.Err.Matches(core.ErrRejected) {
+				d.outcomes++
+			}
+		}
+	}
+}
+
+func (d *Differ) grant(e Err) {
+	if !e.Matches(core.ErrRejected) {
+		d.admitted++
+		return
+	}
+	for i, r := range Sentinels[:4] {
+		if e.Matches(r) {
+			d.rejected[i]++
+		}
+	}
+}
+
+// agree compares what every side reads after a step: the notifications
+// from the first one not yet checked on (earlier ones agreed and do not
+// change).
+func (d *Differ) agree() error {
+	s0 := d.Sides[0]
+	c0, st0, m0, n0 := s0.B.Counts(), s0.B.State(), s0.B.Metrics(), s0.Since(d.seen)
+	for _, s := range d.Sides[1:] {
+		c, st, m, n := s.B.Counts(), s.B.State(), s.B.Metrics(), s.Since(d.seen)
+		switch {
+		case c != c0:
+			return d.fail("Counts: %s %+v, %s %+v", s0.Name, c0, s.Name, c)
+		case st != st0:
+			return d.fail("State: %s %v, %s %v", s0.Name, st0, s.Name, st)
+		case m != m0:
+			return d.fail("Metrics: %s %+v, %s %+v", s0.Name, m0, s.Name, m)
+		}
+		for i := range max(len(n), len(n0)) {
+			if i >= len(n) || i >= len(n0) || n[i] != n0[i] {
+				return d.fail("notification %d (%d and %d in all): %s %+v, %s %+v", d.seen+i, d.seen+len(n0), d.seen+len(n), s0.Name, at(n0, i), s.Name, at(n, i))
+			}
+		}
+	}
+	return nil
+}
+
+func at(s []Seen, i int) Seen {
+	if i < len(s) {
+		return s[i]
+	}
+	return Seen{}
+}
+
+// chain checks the notifications that came since the last step.
+func (d *Differ) chain() error {
+	for _, s := range d.Sides[0].Since(d.seen) {
+		if !Follows(d.last, s.Transition) {
+			return d.fail("notification %d %+v does not follow %+v", d.seen, s.Transition, d.last)
+		}
+		d.transitions[s.From][s.To]++
+		d.last = s.Transition
+		d.seen++
+	}
+	return nil
+}
+
+// Follows reports whether notification tr may come right after last: it
+// starts where last ended, at the next generation. The zero Transition
+// stands for "none yet": a breaker starts closed at generation 0.
+func Follows(last, tr core.Transition) bool {
+	return tr.From == last.To && tr.Generation == last.Generation+1
+}
+
+// control checks where a manual control landed.
+func (d *Differ) control(op Op, o Obs, before core.Counts, beforeM core.Metrics, beforeN int) error {
+	var want core.State
+	switch op.Kind {
+	case ForceOpen:
+		invalid := op.D < 0 || op.D > core.MaxOpenDurationLimit
+		if invalid != o.Err.Matches(core.ErrInvalidArgument) || invalid != !o.Err.Nil() {
+			return d.fail("ForceOpen(%v) = %v; want core.ErrInvalidArgument: %v", op.D, o.Err, invalid)
+		}
+		if invalid {
+			return d.unchanged(op, before, beforeM, beforeN)
+		}
+		want = core.Open
+		if op.D == 0 {
+			want = core.ForcedOpen
+		}
+	case Disable:
+		want = core.Disabled
+	case MetricsOnly:
+		want = core.MetricsOnly
+	case Reset:
+		want = core.Closed
+	default:
+		return nil
+	}
+	return d.landed(op, want, before)
+}
+
+// unchanged checks that a failed op changed neither the counts, nor the
+// metrics, nor the notifications.
+func (d *Differ) unchanged(op Op, before core.Counts, beforeM core.Metrics, beforeN int) error {
+	s := d.Sides[0]
+	if c, m, n := s.B.Counts(), s.B.Metrics(), s.Count(); c != before || m != beforeM || n != beforeN {
+		return d.fail("%v failed but changed the breaker: %+v -> %+v, metrics %+v -> %+v, %d -> %d notifications",
+			op, before, c, beforeM, m, beforeN, n)
+	}
+	return nil
+}
+
+// landed checks that a manual control made one transition to want at the
+// next generation, with nothing counted.
+func (d *Differ) landed(op Op, want core.State, before core.Counts) error {
+	c := d.Sides[0].B.Counts()
+	if c.Generation != before.Generation+1 || c.State != want ||
+		c.Calls != 0 || c.ConsecutiveFailures != 0 || c.ProbesInFlight != 0 || c.ProbeSuccesses != 0 {
+		return d.fail("%v to %v: counts %+v -> %+v", op, want, before, c)
+	}
+	if d.last.To != want || d.last.Generation != c.Generation {
+		return d.fail("%v to %v: the last notification is %+v", op, want, d.last)
+	}
+	return nil
+}
+
+// metrics checks Metrics against the Differ's own tally.
+func (d *Differ) metrics() error {
+	m := d.Sides[0].B.Metrics()
+	if !d.cfg.CollectMetrics {
+		if m != (core.Metrics{}) {
+			return d.fail("Metrics without CollectMetrics: %+v", m)
+		}
+		return nil
+	}
+	want := core.Metrics{Admitted: d.admitted, RejectedOpen: d.rejected[0], RejectedHalfOpenFull: d.rejected[1],
+		RejectedForcedOpen: d.rejected[2], RejectedRampUp: d.rejected[3], Transitions: d.transitions}
+	got := m
+	got.Successes, got.Failures, got.Ignored, got.SlowCalls, got.Dropped = 0, 0, 0, 0, 0
+	if got != want {
+		return d.fail("Metrics disagree with what the calls observed:\ngot  %+v\nwant %+v", m, want)
+	}
+	if n := m.Successes + m.Failures + m.Ignored + m.Dropped; n != d.outcomes || m.SlowCalls > m.Successes+m.Failures {
+		return d.fail("Metrics count %d outcomes (%+v); the calls handed over %d", n, m, d.outcomes)
+	}
+	return nil
+}
