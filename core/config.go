@@ -336,12 +336,7 @@ func (c Config) validateRules(errs *problems) (needWindow bool) {
 			errs.add(r.field, "%d is outside 0..100 percent", r.v)
 		}
 	}
-	if c.SlowCallDurationThreshold < 0 {
-		errs.add("SlowCallDurationThreshold", "%v is negative", c.SlowCallDurationThreshold)
-	}
-	if c.SlowCallRateThreshold > 0 && c.SlowCallDurationThreshold == 0 {
-		errs.add("SlowCallRateThreshold", "%d%% needs SlowCallDurationThreshold to say what is slow", c.SlowCallRateThreshold)
-	}
+	c.validateSlowCalls(errs)
 	if c.FailureCountThreshold < 0 {
 		errs.add("FailureCountThreshold", "%d is negative", c.FailureCountThreshold)
 	}
@@ -355,9 +350,19 @@ func (c Config) validateRules(errs *problems) (needWindow bool) {
 	return needWindow
 }
 
-// resolveWindow checks and resolves the sliding window's size and the
-// minimum number of calls into s, and checks the failure count against a
-// count window's size.
+// validateSlowCalls checks the slow-call duration threshold and that the
+// slow-call rate threshold has one.
+func (c Config) validateSlowCalls(errs *problems) {
+	if c.SlowCallDurationThreshold < 0 {
+		errs.add("SlowCallDurationThreshold", "%v is negative", c.SlowCallDurationThreshold)
+	}
+	if c.SlowCallRateThreshold > 0 && c.SlowCallDurationThreshold == 0 {
+		errs.add("SlowCallRateThreshold", "%d%% needs SlowCallDurationThreshold to say what is slow", c.SlowCallRateThreshold)
+	}
+}
+
+// resolveWindow checks and resolves the sliding window's size and then
+// the minimum number of calls into s.
 func (c Config) resolveWindow(s *Settings, needWindow bool, errs *problems) {
 	s.WindowSize = c.WindowSize
 	maxWindow, unit := MaxCountWindow, "calls"
@@ -370,7 +375,13 @@ func (c Config) resolveWindow(s *Settings, needWindow bool, errs *problems) {
 	case c.WindowSize == 0 && needWindow:
 		s.WindowSize = defaultWindowSize
 	}
+	c.resolveMinimumCalls(s, errs)
+}
 
+// resolveMinimumCalls checks and resolves the minimum number of calls into
+// s, whose window size is resolved, and checks the failure count against a
+// count window's size.
+func (c Config) resolveMinimumCalls(s *Settings, errs *problems) {
 	s.MinimumNumberOfCalls = c.MinimumNumberOfCalls
 	s.MinimumAppliesToCount = c.MinimumNumberOfCalls != 0
 	switch {
