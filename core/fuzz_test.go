@@ -137,9 +137,9 @@ func (in stateWordInput) check(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := reachable(in.raw, &b.s)
+	before := reachable(in.raw, &b.cfg)
 	if in.extra&2 != 0 {
-		before = nearNow(before, &b.s, now)
+		before = nearNow(before, &b.cfg, now)
 	}
 	u := unpack(before)
 	if b.buckets != nil {
@@ -183,7 +183,7 @@ func (in stateWordInput) check(t *testing.T) string {
 		p.Generation = otherGeneration(gen, in.pgen) // most of the time a current permit
 	}
 	o := Outcome(in.outcome % 3)
-	arg := argument{hint: fuzzHint(in.outcome, &b.s, in.seed), force: fuzzForceOpen(in.outcome, in.seed)}
+	arg := argument{hint: fuzzHint(in.outcome, &b.cfg, in.seed), force: fuzzForceOpen(in.outcome, in.seed)}
 	op := in.op % numWordOps
 	want := expectTransition(b, u, gen, p, o, arg, op, now, seeded)
 
@@ -257,10 +257,10 @@ func (in stateWordInput) check(t *testing.T) string {
 	if len(got) == 1 && wantGen-base >= baseStep {
 		wantBase = wantGen
 	}
-	if g := b.genOf(after); g != wantGen || b.base.Load() != wantBase {
+	if g := b.genOf(stateWord(after)); g != wantGen || b.base.Load() != wantBase {
 		t.Fatalf("[%s] generation %d, base %d after the operation, want %d, %d", want.label, g, b.base.Load(), wantGen, wantBase)
 	}
-	if reachable(after, &b.s) != after {
+	if reachable(after, &b.cfg) != after {
 		t.Fatalf("[%s] word after %+v is not a reachable word", want.label, a)
 	}
 	return want.label
@@ -481,7 +481,7 @@ func passed(remaining int64, span uint64) bool {
 // out: what op does to a breaker holding word u at clock now, and what
 // the metrics count for it.
 func expectTransition(b *Breaker, u word, gen uint64, p Permit, o Outcome, arg argument, op uint8, now time.Duration, seeded []seededOutcome) expected {
-	s := &b.s
+	s := &b.cfg
 	w := pack(u)
 	e := expected{word: w}
 	m := &e.metrics
