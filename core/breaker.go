@@ -15,8 +15,8 @@ import (
 // backoff step, half-open probe counts and the low 20 bits of its 64-bit
 // generation live in one uint64 that only compare-and-swap changes; a
 // second word on the same cache line names the generation's other bits
-// (state.go has the layout; docs/design.md the proof). Its window is a lock-free atomic ring (count-based) or per-second
-// buckets (time-based).
+// (docs/design.md has the layout and the proof). Its window is a
+// lock-free atomic ring (count-based) or per-second buckets (time-based).
 //
 // All methods are safe for concurrent use and none blocks: no lock, no
 // goroutine, no timer. Transitions happen lazily inside Allow, Done, Record
