@@ -157,11 +157,12 @@ func New(c Config) (*Breaker, error) {
 		b.metrics = new(counters)
 	}
 	b.plainAllow = !b.slow && b.metrics == nil
+	windowed := b.ring != nil || b.buckets != nil
 	switch {
-	case !b.plainAllow:
-	case b.ring == nil && b.buckets == nil:
+	case !b.plainAllow, windowed && s.ConsecutiveFailures != 0:
+		b.success = successRecorded
+	case !windowed:
 		b.success = successIgnored
-	case s.ConsecutiveFailures != 0:
 	case b.ring != nil:
 		b.success = successInRing
 	default:
@@ -181,8 +182,9 @@ const noNew = "core: Breaker used without New: a zero Breaker has no configurati
 
 // mustBeNew panics with noNew when b is a zero Breaker: every Breaker that
 // New returns has the clock of its validated Settings. The hot paths do not
-// call it: a zero Breaker is neither untimed nor bare nor windowOnly, so it
-// never takes them, and the paths it does take check.
+// call it: a zero Breaker has neither plainAllow nor a success path other
+// than successRecorded, so it never takes them, and the paths it does take
+// check.
 func (b *Breaker) mustBeNew() {
 	if b.cfg.Clock == nil {
 		panic(noNew)
