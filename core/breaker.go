@@ -357,7 +357,7 @@ func (b *Breaker) startProbing(w stateWord, u word, gen uint64, now time.Duratio
 // and ramp-up flag of w: a closed or metrics-only Allow that read the clock
 // after loading w then decided on w at that reading.
 func (b *Breaker) unmoved(w stateWord) bool {
-	return (b.peek()^w)&stateRampAndGen == 0
+	return b.peek().sameIn(w, stateRampAndGen)
 }
 
 // allowRamping is Allow in closed state during the ramp-up after closing,
@@ -1259,7 +1259,7 @@ func (b *Breaker) Counts() Counts {
 			case b.buckets != nil:
 				wc, owed = b.buckets.SnapshotOwed(uint32(c.Generation), b.cfg.Clock.Now())
 			}
-			if (b.peek()^w)&stateAndGen != 0 {
+			if !b.peek().sameIn(w, stateAndGen) {
 				// A transition committed between the two reads: the window
 				// may already be the next generation's, so the snapshot
 				// could miss outcomes that had returned. Read again.

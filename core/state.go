@@ -192,11 +192,14 @@ func pack(u word) uint64 {
 // that does not carry the field is meaningless.
 type stateWord uint64
 
-// The fields a comparison of two words looks at.
+// The fields a comparison of two words (sameIn) looks at.
 const (
 	stateAndGen     = stateMask | genMask<<genShift
 	stateRampAndGen = stateAndGen | rampFlag
 )
+
+// sameIn reports whether w and v agree in the fields that mask selects.
+func (w stateWord) sameIn(v, mask stateWord) bool { return (w^v)&mask == 0 }
 
 // state is the word's state, or a claim's kind (claimOpen, claimOther).
 func (w stateWord) state() State { return State(w & stateMask) }
