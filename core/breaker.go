@@ -345,7 +345,7 @@ func (b *Breaker) startProbing(w stateWord, u word, gen uint64, now time.Duratio
 		}
 	} else {
 		var ok bool
-		if now, ok = b.commit(w, claimWord(claimOther, u.step, lowGen(g), 0)); !ok {
+		if now, ok = b.commit(w, claimHalfOpen(u.step, lowGen(g))); !ok {
 			return Permit{}, false
 		}
 		now = max(now, 0) // as the caller's reading: a negative one counts as zero
@@ -878,7 +878,7 @@ func (b *Breaker) claimOpen(step uint8, gen uint32, h time.Duration) stateWord {
 	if h = wholeMillis(h); h > b.cfg.openDuration(step) {
 		return b.claimOpenFor(step, gen, h)
 	}
-	return claimWord(claimOpen, step, gen, 0)
+	return claimOpenStep(step, gen)
 }
 
 // claimOpenFor is the claim of a transition to Open at step and generation
@@ -886,7 +886,7 @@ func (b *Breaker) claimOpen(step uint8, gen uint32, h time.Duration) stateWord {
 // milliseconds.
 func (b *Breaker) claimOpenFor(step uint8, gen uint32, d time.Duration) stateWord {
 	ms := uint64(wholeMillis(d) / time.Millisecond)
-	return claimWord(claimOpen, step, gen, ms<<1|1)
+	return claimOpenMillis(step, gen, ms)
 }
 
 // RecordHint records a failure for p that carries the dependency's
@@ -1001,7 +1001,7 @@ func (b *Breaker) recordProbe(p Permit, o Outcome) {
 			// A ramp-up's deadline comes from the clock: claimed first,
 			// read after the claim.
 			if b.cfg.RampUpDuration > 0 {
-				if t, ok := b.commit(w, claimWord(claimOther, 0, lowGen(g), claimFlag>>payShift)); ok {
+				if t, ok := b.commit(w, claimRampUp(lowGen(g))); ok {
 					b.countOutcome(Success, false)
 					b.notify(HalfOpen, Closed, g, t, ReasonProbesPassed)
 					return

@@ -315,7 +315,22 @@ const (
 const _ = uint64(explicitMask - uint64(MaxOpenDurationLimit/time.Millisecond))
 
 // claimWord packs a claim of kind (claimOpen or claimOther) to step and
-// generation gen, with the payload's low bits pay.
+// generation gen, with the payload's low bits pay. The four claims below
+// are the ones the table above names.
 func claimWord(kind uint64, step uint8, gen uint32, pay uint64) stateWord {
 	return stateWord(kind | uint64(step&stepMask)<<stepShift | pay&payMask<<payShift | uint64(gen&genMask)<<genShift)
 }
+
+// claimOpenStep claims open at step for the step's open duration.
+func claimOpenStep(step uint8, gen uint32) stateWord { return claimWord(claimOpen, step, gen, 0) }
+
+// claimOpenMillis claims open at step for ms milliseconds.
+func claimOpenMillis(step uint8, gen uint32, ms uint64) stateWord {
+	return claimWord(claimOpen, step, gen, ms<<(explicitShift-payShift)|claimFlag>>payShift)
+}
+
+// claimHalfOpen claims half-open at step, the claimer's probe in flight.
+func claimHalfOpen(step uint8, gen uint32) stateWord { return claimWord(claimOther, step, gen, 0) }
+
+// claimRampUp claims closed, ramping up.
+func claimRampUp(gen uint32) stateWord { return claimWord(claimOther, 0, gen, claimFlag>>payShift) }
