@@ -214,9 +214,8 @@ func (b *Breaker) Allow() (Permit, error) {
 
 // allow is Allow past its fast path. A closed admission and an open
 // rejection stay inline here, a call cheaper than in functions of their
-// own (an open rejection measured 3% slower in one), which is why its
-// cyclomatic complexity is 16, one above the rest of core's bound;
-// half-open and the manual states have their own.
+// own (an open rejection measured 3% slower in one); half-open, and
+// metrics-only and disabled admissions, have their own.
 func (b *Breaker) allow() (Permit, error) {
 	for {
 		// base before the word, as in Allow: the paths that admit without
@@ -267,7 +266,7 @@ func (b *Breaker) allow() (Permit, error) {
 		case claimOpen, claimOther:
 			b.help(w)
 		default: // Disabled, MetricsOnly
-			if p, ok := b.admitUnchanged(w, gen, b.slow && w.state() == MetricsOnly); ok {
+			if p, ok := b.admitUnchanged(w, gen); ok {
 				return p, nil
 			}
 		}
@@ -275,12 +274,13 @@ func (b *Breaker) allow() (Permit, error) {
 }
 
 // admitUnchanged admits a call on the metrics-only or disabled word w of
-// generation gen, with no write to the word. With stamp (slow calls are
-// measured in w's state) it reads the clock for Permit.Start and reports
-// false, admitting nothing, if the word moved before the reading.
-func (b *Breaker) admitUnchanged(w stateWord, gen uint64, stamp bool) (Permit, bool) {
+// generation gen, with no write to the word. Where slow calls are measured
+// (metrics-only, with a slow-call threshold) it reads the clock for
+// Permit.Start and reports false, admitting nothing, if the word moved
+// before the reading.
+func (b *Breaker) admitUnchanged(w stateWord, gen uint64) (Permit, bool) {
 	p := Permit{Generation: gen}
-	if stamp {
+	if b.slow && w.state() == MetricsOnly {
 		if p.Start = b.cfg.Clock.Now(); !b.unmoved(w) {
 			return Permit{}, false
 		}
