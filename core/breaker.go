@@ -387,7 +387,7 @@ func (b *Breaker) allowRamping(w stateWord, gen uint64) (Permit, error) {
 	return Permit{Generation: gen, Start: b.startIf(now)}, nil
 }
 
-// admit counts an admitted call.
+// countAdmitted counts an admitted call in Metrics.
 func (b *Breaker) countAdmitted() {
 	if b.metrics != nil {
 		b.metrics.admitted.Inc()
@@ -744,6 +744,7 @@ type deferredCount struct {
 	due  bool
 }
 
+// countDeferred counts c if it is due; its caller's swap has won.
 func (b *Breaker) countDeferred(c deferredCount) {
 	if c.due {
 		b.countOutcome(c.o, c.slow)
@@ -948,13 +949,14 @@ func (b *Breaker) reopen(w stateWord, u word, gen uint64, hint time.Duration) bo
 	return true
 }
 
+// countDropped counts a stale outcome, which changed nothing, in Metrics.
 func (b *Breaker) countDropped() {
 	if b.metrics != nil {
 		b.metrics.dropped.Inc()
 	}
 }
 
-// count counts an outcome the breaker acted on (slow: a slow window call).
+// countOutcome counts an outcome the breaker acted on (slow: a slow window call).
 func (b *Breaker) countOutcome(o Outcome, slow bool) {
 	if b.metrics != nil {
 		b.metrics.outcome(o, slow)
