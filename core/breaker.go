@@ -584,32 +584,23 @@ func (b *Breaker) recordBucketsSuccess(p Permit) {
 	}
 }
 
-// record is Record past its fast paths.
+// record is Record past its fast paths. A success or failure outside
+// half-open is recorded in the sliding window, if there is one, then in the
+// run of consecutive failures (recordRun), either of which may trip the
+// breaker; those two steps share this frame because every call between
+// them costs the consecutive-failures path measurably.
 func (b *Breaker) record(p Permit, o Outcome) {
 	if o > Ignored {
 		o = Failure // an Outcome no classifier should return: the safe side
 	}
-	switch {
-	case p.Probe:
+	if p.Probe {
 		b.recordProbe(p, o)
-	case o == Ignored:
-		// Nothing to record but the metrics' count of it.
-		if b.metrics != nil {
-			if b.current(p.Generation) {
-				b.countOutcome(Ignored, false)
-			} else {
-				b.countDropped()
-			}
-		}
-	default:
-		b.recordCounted(p, o)
+		return
 	}
-}
-
-// recordCounted records the success or failure o of a call admitted
-// outside half-open: in the sliding window, if there is one, then in the
-// run of consecutive failures, either of which may trip the breaker.
-func (b *Breaker) recordCounted(p Permit, o Outcome) {
+	if o == Ignored {
+		b.recordIgnored(p.Generation)
+		return
+	}
 	w := b.load()
 	if !w.counting() || !b.ofWord(w, p.Generation) {
 		b.countDropped()
@@ -642,6 +633,19 @@ func (b *Breaker) recordCounted(p Permit, o Outcome) {
 		}
 	}
 	b.recordRun(w, p.Generation, trips, deferredCount{o: o, slow: slow, due: !windowed})
+}
+
+// recordIgnored takes an Ignored outcome of generation gen outside
+// half-open: nothing to record, but the metrics' count of it.
+func (b *Breaker) recordIgnored(gen uint64) {
+	if b.metrics == nil {
+		return
+	}
+	if b.current(gen) {
+		b.countOutcome(Ignored, false)
+	} else {
+		b.countDropped()
+	}
 }
 
 // recordInRing writes an outcome of generation gen to the count window
