@@ -15,8 +15,8 @@ import (
 // backoff step, half-open probe counts and the low 20 bits of its 64-bit
 // generation live in one uint64 that only compare-and-swap changes; a
 // second word on the same cache line names the generation's other bits
-// (state.go has the layout; docs/design.md the proof). Its window is a lock-free atomic ring (count-based) or per-second
-// buckets (time-based).
+// (docs/design.md has the layout and the proof). Its window is a
+// lock-free atomic ring (count-based) or per-second buckets (time-based).
 //
 // All methods are safe for concurrent use and none blocks: no lock, no
 // goroutine, no timer. Transitions happen lazily inside Allow, Done, Record
@@ -40,11 +40,33 @@ import (
 // into open or into a ramp-up. With a count-based window and no slow
 // threshold, the closed-state Allow/Done path reads no clock.
 type Breaker struct {
-	// state is the one word of the state machine. First field, padded to its
-	// own cache line (8 + 8 bytes + the rest of cacheline.Size), so it is 64-bit aligned for
-	// go.uber.org/atomic on 32-bit platforms and shares its line only with
-	// base, which a reader of the word loads beside it and which is written
-	// once per 2^16 transitions.
+	// state is the state word: the whole state machine in one uint64 that
+	// only compare-and-swap changes (state.go says why). stateWord's
+	// accessors read its fields, pack writes them:
+	//
+	//	bits    width  field       meaning
+	//	 0..2     3    state       Closed .. MetricsOnly; 6, 7: a claimed transition (state.go)
+	//	 3..7     5    step        open-duration backoff step, 0..31; reset on close
+	//	 8..43   36    payload     depends on state, see below
+	//	44..63   20    generation  the breaker generation mod 2^20 (base
+	//	                            holds what names the rest: state.go)
+	//
+	//	Closed:      bits 8..23 consecutive failures (saturating at 2^16-1);
+	//	             bit 24 ramping up; bits 25..43 ramp-up deadline in coarse
+	//	             units mod 2^19 (zero unless ramping)
+	//	MetricsOnly: bits 8..23 consecutive failures; bits 24..43 zero
+	//	Open:        deadline: the first millisecond of the breaker clock at
+	//	             which a call may probe, mod 2^36
+	//	HalfOpen:    bits 8..15 probes in flight, bits 16..23 probe successes,
+	//	             bits 24..43 max-wait deadline in coarse units mod 2^20
+	//	             (zero when MaxWaitInHalfOpen is WaitForever)
+	//	ForcedOpen, Disabled: zero
+	//
+	// First field, padded to its own cache line (8 + 8 bytes + the rest of
+	// cacheline.Size), so it is 64-bit aligned for go.uber.org/atomic on
+	// 32-bit platforms and shares its line only with base, which a reader
+	// of the word loads beside it and which is written once per 2^16
+	// transitions.
 	state atomic.Uint64
 	// base names the generation's bits above the word's 20 (state.go): a
 	// generation that was current at some time, at most the current one and
@@ -52,21 +74,36 @@ type Breaker struct {
 	base atomic.Uint64
 	_    [cacheline.Size - 16]byte
 
-	s        Settings
-	slow     bool
+	cfg      Settings
+	slow     bool // slow calls are measured: permits carry Start
 	ring     *atomicring.Ring
 	buckets  *buckets.Window
 	dispatch *dispatcher
-	m        *counters // nil unless Config.CollectMetrics
-	// untimed: no slow calls and no metrics, so a closed-state Allow has
-	// nothing to do but read the word (Allow's fast path). bare: untimed
-	// and no window, so a closed-state success that ends no run of
-	// failures has nothing to do (Record's fast path). windowOnly:
-	// untimed, a window and no consecutive-failures rule, so a
-	// closed-state success only has the window to record in (Record's
-	// other fast path).
-	untimed, bare, windowOnly bool
+	metrics  *counters // nil unless Config.CollectMetrics
+	// plainAllow: no slow calls and no metrics, so a closed-state Allow
+	// has nothing to do but read the word (Allow's fast path).
+	plainAllow bool
+	// success is how Record takes a closed-state success (Record's fast
+	// paths), chosen in New.
+	success successPath
 }
+
+// successPath is the way Record takes a success outside half-open.
+type successPath uint8
+
+const (
+	// successRecorded: record decides; the only path with slow calls,
+	// metrics or a run of consecutive failures to keep, and a zero
+	// Breaker's, which record's mustBeNew stops.
+	successRecorded successPath = iota
+	// successIgnored: no window and nothing to time or count, so a success
+	// that ends no run of failures changes nothing.
+	successIgnored
+	// successInRing and successInBuckets: a count or a time window is all
+	// there is to record a success in.
+	successInRing
+	successInBuckets
+)
 
 // Counts is a snapshot of a breaker. Calls, Failures, SlowCalls and
 // SlowFailures are the current window's (zero when no window is configured,
@@ -102,7 +139,7 @@ func New(c Config) (*Breaker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Breaker{s: s, slow: s.slowEnabled()}
+	b := &Breaker{cfg: s, slow: s.slowEnabled()}
 	switch {
 	case s.WindowSize == 0:
 	case s.WindowType == TimeBased:
@@ -117,18 +154,27 @@ func New(c Config) (*Breaker, error) {
 		b.dispatch = newDispatcher(s.Name, s.Clock, s.OnStateChange)
 	}
 	if s.CollectMetrics {
-		b.m = new(counters)
+		b.metrics = new(counters)
 	}
-	b.untimed = !b.slow && b.m == nil
-	b.bare = b.untimed && b.ring == nil && b.buckets == nil
-	b.windowOnly = b.untimed && (b.ring != nil || b.buckets != nil) && s.ConsecutiveFailures == 0
+	b.plainAllow = !b.slow && b.metrics == nil
+	windowed := b.ring != nil || b.buckets != nil
+	switch {
+	case !b.plainAllow, windowed && s.ConsecutiveFailures != 0:
+		b.success = successRecorded
+	case !windowed:
+		b.success = successIgnored
+	case b.ring != nil:
+		b.success = successInRing
+	default:
+		b.success = successInBuckets
+	}
 	return b, nil
 }
 
 // Settings returns the validated settings the breaker runs with.
 func (b *Breaker) Settings() Settings {
 	b.mustBeNew()
-	return b.s
+	return b.cfg
 }
 
 // noNew is what every method of a zero Breaker panics with.
@@ -136,10 +182,11 @@ const noNew = "core: Breaker used without New: a zero Breaker has no configurati
 
 // mustBeNew panics with noNew when b is a zero Breaker: every Breaker that
 // New returns has the clock of its validated Settings. The hot paths do not
-// call it: a zero Breaker is neither untimed nor bare nor windowOnly, so it
-// never takes them, and the paths it does take check.
+// call it: a zero Breaker has neither plainAllow nor a success path other
+// than successRecorded, so it never takes them, and the paths it does take
+// check.
 func (b *Breaker) mustBeNew() {
-	if b.s.Clock == nil {
+	if b.cfg.Clock == nil {
 		panic(noNew)
 	}
 }
@@ -154,47 +201,49 @@ func (b *Breaker) mustBeNew() {
 func (b *Breaker) Allow() (Permit, error) {
 	// Closed, not ramping up, nothing to time or count: the hot path, kept
 	// apart from the rest of Allow's frame: base and the word (one cache
-	// line), the untimed flag, no write. base is loaded first: a permit
+	// line), the plainAllow flag, no write. base is loaded first: a permit
 	// granted on a word is then named by a base no newer than the word
 	// (docs/design.md). Naming it costs the load of base and three ALU
 	// operations (fullGen): 4 of about 24 instructions.
 	base := b.base.Load()
-	if w := b.state.Load(); w&(stateMask|rampFlag) == 0 && b.untimed {
+	if w := b.peek(); w.plainClosed() && b.plainAllow {
 		return Permit{Generation: fullGen(base, w)}, nil
 	}
 	return b.allow()
 }
 
+// allow is Allow past its fast path. A closed admission and an open
+// rejection stay inline here, a call cheaper than in functions of their
+// own (an open rejection measured 3% slower in one); half-open, and
+// metrics-only and disabled admissions, have their own.
 func (b *Breaker) allow() (Permit, error) {
 	for {
 		// base before the word, as in Allow: the paths that admit without
 		// a swap name the permit from them.
 		base := b.base.Load()
-		w := b.state.Load()
+		w := b.peek()
 		gen := fullGen(base, w)
-		switch State(w & stateMask) {
+		switch w.state() {
 		case Closed:
-			if w&rampFlag != 0 {
+			if w.ramping() {
 				return b.allowRamping(w, gen)
 			}
 			// A zero Breaker, never built by New, fails the fast path's
-			// untimed test and always arrives here.
+			// plainAllow test and always arrives here.
 			b.mustBeNew()
 			// The hot path: no write, no clock unless slow calls are measured.
 			p := Permit{Generation: gen}
 			if b.slow {
-				if p.Start = b.s.Clock.Now(); !b.unmoved(w) {
+				if p.Start = b.cfg.Clock.Now(); !b.unmoved(w) {
 					continue
 				}
 			}
-			b.admit()
+			b.countAdmitted()
 			return p, nil
 		case Open:
-			now := max(b.s.Clock.Now(), 0)
-			// The deadline straight from the word: unpacking all of it
-			// would cost a rejection more than its own arithmetic.
-			if wait := untilDeadline(w>>payShift&payMask, now); wait > 0 {
-				if b.state.Load() != w {
+			now := max(b.cfg.Clock.Now(), 0)
+			if wait := untilDeadline(w.deadline(), now); wait > 0 {
+				if b.peek() != w {
 					// A transition (a manual control) came between the
 					// load and the reading: the rejection and its wait
 					// must come from one word at one reading.
@@ -205,59 +254,79 @@ func (b *Breaker) allow() (Permit, error) {
 			// open -> half-open: a successful swap hands this caller the
 			// first probe slot of the new generation; losers reload and
 			// compete for the remaining slots.
-			if p, ok := b.startProbing(w, unpack(w), gen, now); ok {
+			if p, ok := b.startProbing(w, w.fields(), gen, now); ok {
 				return p, nil
 			}
 		case HalfOpen:
-			u := unpack(w)
-			if int(u.inFlight) >= b.s.PermittedCallsInHalfOpen ||
-				int(u.inFlight)+int(u.success) >= b.s.SuccessesToClose {
-				if b.s.MaxWaitInHalfOpen == WaitForever {
-					return b.reject(Permit{Wait: b.s.HalfOpenFullWait}, rejectHalfOpenFull)
-				}
-				now := max(b.s.Clock.Now(), 0)
-				if wait, expired := b.halfOpenFullWait(u, now); !expired {
-					if b.state.Load() != w {
-						// A probe's outcome (or any transition) came
-						// between the load and the clock reading: the
-						// rejection and its wait must come from one word
-						// at one reading, so decide again.
-						continue
-					}
-					return b.reject(Permit{Wait: wait}, rejectHalfOpenFull)
-				}
-				// half-open -> half-open: the max wait passed without a
-				// verdict. A successful swap starts a new generation, whose
-				// first probe this caller holds; the lost probes' permits
-				// are stale from here on (R8).
-				if p, ok := b.startProbing(w, u, gen, now); ok {
-					return p, nil
-				}
-				continue
-			}
-			u.inFlight++
-			// half-open -> half-open with one more probe in flight: a
-			// successful swap is the caller's probe slot (R6). A probe
-			// carries no Start: nothing measures its duration.
-			if b.state.CompareAndSwap(w, pack(u)) {
-				b.admit()
-				return Permit{Generation: gen, Probe: true}, nil
+			if p, decided, err := b.allowHalfOpen(w, gen); decided {
+				return p, err
 			}
 		case ForcedOpen:
 			return b.reject(Permit{}, rejectForcedOpen)
 		case claimOpen, claimOther:
 			b.help(w)
 		default: // Disabled, MetricsOnly
-			p := Permit{Generation: gen}
-			if b.slow && State(w&stateMask) == MetricsOnly {
-				if p.Start = b.s.Clock.Now(); !b.unmoved(w) {
-					continue
-				}
+			if p, ok := b.admitUnchanged(w, gen); ok {
+				return p, nil
 			}
-			b.admit()
-			return p, nil
 		}
 	}
+}
+
+// admitUnchanged admits a call on the metrics-only or disabled word w of
+// generation gen, with no write to the word. Where slow calls are measured
+// (metrics-only, with a slow-call threshold) it reads the clock for
+// Permit.Start and reports false, admitting nothing, if the word moved
+// before the reading.
+func (b *Breaker) admitUnchanged(w stateWord, gen uint64) (Permit, bool) {
+	p := Permit{Generation: gen}
+	if b.slow && w.state() == MetricsOnly {
+		if p.Start = b.cfg.Clock.Now(); !b.unmoved(w) {
+			return Permit{}, false
+		}
+	}
+	b.countAdmitted()
+	return p, true
+}
+
+// allowHalfOpen is Allow on the half-open word w of generation gen: a
+// probe slot while one is free, else a rejection until the max wait has
+// passed, then the first probe of a new half-open generation. decided is
+// false when the word moved and the caller reloads.
+func (b *Breaker) allowHalfOpen(w stateWord, gen uint64) (p Permit, decided bool, err error) {
+	u := w.fields()
+	if int(u.inFlight) < b.cfg.PermittedCallsInHalfOpen &&
+		int(u.inFlight)+int(u.success) < b.cfg.SuccessesToClose {
+		u.inFlight++
+		// half-open -> half-open with one more probe in flight: a
+		// successful swap is the caller's probe slot (R6). A probe carries
+		// no Start: nothing measures its duration.
+		if !b.cas(w, u.packed()) {
+			return Permit{}, false, nil
+		}
+		b.countAdmitted()
+		return Permit{Generation: gen, Probe: true}, true, nil
+	}
+	if b.cfg.MaxWaitInHalfOpen == WaitForever {
+		p, err = b.reject(Permit{Wait: b.cfg.HalfOpenFullWait}, rejectHalfOpenFull)
+		return p, true, err
+	}
+	now := max(b.cfg.Clock.Now(), 0)
+	if wait, expired := b.halfOpenFullWait(u, now); !expired {
+		if b.peek() != w {
+			// A probe's outcome (or any transition) came between the load
+			// and the clock reading: the rejection and its wait must come
+			// from one word at one reading, so decide again.
+			return Permit{}, false, nil
+		}
+		p, err = b.reject(Permit{Wait: wait}, rejectHalfOpenFull)
+		return p, true, err
+	}
+	// half-open -> half-open: the max wait passed without a verdict. A
+	// successful swap starts a new generation, whose first probe this
+	// caller holds; the lost probes' permits are stale from here on (R8).
+	p, decided = b.startProbing(w, u, gen, now)
+	return p, decided, nil
 }
 
 // startProbing commits the word w (unpacked u, open or half-open, of
@@ -268,15 +337,15 @@ func (b *Breaker) allow() (Permit, error) {
 // transition is claimed first and the deadline read after the claim
 // (commit); without one nothing in the new word depends on the reading and
 // one swap does.
-func (b *Breaker) startProbing(w uint64, u word, gen uint64, now time.Duration) (Permit, bool) {
+func (b *Breaker) startProbing(w stateWord, u word, gen uint64, now time.Duration) (Permit, bool) {
 	g := gen + 1
-	if b.s.halfOpenWait.unit == 0 {
-		if !b.state.CompareAndSwap(w, pack(word{state: HalfOpen, step: u.step, gen: lowGen(g), inFlight: 1})) {
+	if b.cfg.halfOpenWait.unit == 0 {
+		if !b.cas(w, word{state: HalfOpen, step: u.step, gen: lowGen(g), inFlight: 1}.packed()) {
 			return Permit{}, false
 		}
 	} else {
 		var ok bool
-		if now, ok = b.commit(w, claimWord(claimOther, u.step, lowGen(g), 0)); !ok {
+		if now, ok = b.commit(w, claimHalfOpen(u.step, lowGen(g))); !ok {
 			return Permit{}, false
 		}
 		now = max(now, 0) // as the caller's reading: a negative one counts as zero
@@ -287,22 +356,22 @@ func (b *Breaker) startProbing(w uint64, u word, gen uint64, now time.Duration) 
 // unmoved reports whether the state word still has the state, generation
 // and ramp-up flag of w: a closed or metrics-only Allow that read the clock
 // after loading w then decided on w at that reading.
-func (b *Breaker) unmoved(w uint64) bool {
-	return (b.state.Load()^w)&(stateMask|rampFlag|genMask<<genShift) == 0
+func (b *Breaker) unmoved(w stateWord) bool {
+	return b.peek().sameIn(w, stateRampAndGen)
 }
 
 // allowRamping is Allow in closed state during the ramp-up after closing,
 // on word w of generation gen.
-func (b *Breaker) allowRamping(w, gen uint64) (Permit, error) {
-	now := b.s.Clock.Now()
-	u := unpack(w)
-	if left := signedDiff(uint64(u.rampEnd), b.s.rampUnits(now), rampBits); !b.s.rampOver(left) {
+func (b *Breaker) allowRamping(w stateWord, gen uint64) (Permit, error) {
+	now := b.cfg.Clock.Now()
+	u := w.fields()
+	if left := signedDiff(uint64(u.rampEnd), b.cfg.rampUnits(now), rampBits); !b.cfg.rampOver(left) {
 		if !b.unmoved(w) {
 			// A transition came between the load and the reading: decide
 			// again, so the decision is one word's at one reading.
 			return b.Allow()
 		}
-		if !b.s.rampAdmits(uint64(left), now) {
+		if !b.cfg.rampAdmits(uint64(left), now) {
 			return b.reject(Permit{}, rejectRampingUp)
 		}
 	} else {
@@ -310,26 +379,26 @@ func (b *Breaker) allowRamping(w, gen uint64) (Permit, error) {
 		// generation) lets later calls skip the clock; a lost swap means the
 		// word moved, and the call decides again from the new one.
 		u.ramping, u.rampEnd = false, 0
-		if !b.state.CompareAndSwap(w, pack(u)) {
+		if !b.cas(w, u.packed()) {
 			return b.Allow()
 		}
 	}
-	b.admit()
+	b.countAdmitted()
 	return Permit{Generation: gen, Start: b.startIf(now)}, nil
 }
 
-// admit counts an admitted call.
-func (b *Breaker) admit() {
-	if b.m != nil {
-		b.m.admitted.Inc()
+// countAdmitted counts an admitted call in Metrics.
+func (b *Breaker) countAdmitted() {
+	if b.metrics != nil {
+		b.metrics.admitted.Inc()
 	}
 }
 
 // reject counts a rejection for reason (rejectOpen and the rest) and
 // returns it.
 func (b *Breaker) reject(p Permit, reason int) (Permit, error) {
-	if b.m != nil {
-		b.m.rejected(reason)
+	if b.metrics != nil {
+		b.metrics.rejected(reason)
 	}
 	var err error
 	switch reason {
@@ -351,13 +420,13 @@ func (b *Breaker) reject(p Permit, reason int) (Permit, error) {
 // expired reports that the max wait has passed instead (the caller may
 // start a new probe generation).
 func (b *Breaker) halfOpenFullWait(u word, now time.Duration) (wait time.Duration, expired bool) {
-	left := signedDiff(uint64(u.expiry), b.s.halfOpenUnits(now), expiryBits)
-	if b.s.halfOpenExpired(left) {
+	left := signedDiff(uint64(u.expiry), b.cfg.halfOpenUnits(now), expiryBits)
+	if b.cfg.halfOpenExpired(left) {
 		return 0, true
 	}
 	// left is 1 .. span+1 units: the wait is positive.
-	unit := b.s.halfOpenWait.unit
-	return min(time.Duration(left)*unit-now%unit, b.s.HalfOpenFullWait), false
+	unit := b.cfg.halfOpenWait.unit
+	return min(time.Duration(left)*unit-now%unit, b.cfg.HalfOpenFullWait), false
 }
 
 // retryAfter is what a rejection's RetryAfter reports: how long from now
@@ -366,22 +435,22 @@ func (b *Breaker) retryAfter() time.Duration {
 	for {
 		w := b.load()
 		var wait time.Duration
-		switch State(w & stateMask) {
+		switch w.state() {
 		case Open:
-			wait = untilDeadline(w>>payShift&payMask, b.s.Clock.Now())
+			wait = untilDeadline(w.deadline(), b.cfg.Clock.Now())
 		case HalfOpen:
-			u := unpack(w)
-			if int(u.inFlight) < b.s.PermittedCallsInHalfOpen && int(u.inFlight)+int(u.success) < b.s.SuccessesToClose {
+			u := w.fields()
+			if int(u.inFlight) < b.cfg.PermittedCallsInHalfOpen && int(u.inFlight)+int(u.success) < b.cfg.SuccessesToClose {
 				return 0 // a probe slot is free
 			}
-			if b.s.MaxWaitInHalfOpen == WaitForever {
-				return b.s.HalfOpenFullWait
+			if b.cfg.MaxWaitInHalfOpen == WaitForever {
+				return b.cfg.HalfOpenFullWait
 			}
-			wait, _ = b.halfOpenFullWait(u, max(b.s.Clock.Now(), 0))
+			wait, _ = b.halfOpenFullWait(u, max(b.cfg.Clock.Now(), 0))
 		default:
 			return 0
 		}
-		if b.state.Load() == w {
+		if b.peek() == w {
 			return wait
 		}
 	}
@@ -390,7 +459,7 @@ func (b *Breaker) retryAfter() time.Duration {
 // expiry is the half-open max-wait deadline of a generation starting at now
 // (zero when the max wait is off: WaitForever).
 func (b *Breaker) expiry(now time.Duration) uint32 {
-	return uint32(b.s.halfOpenDeadline(now) & expiryMask)
+	return uint32(b.cfg.halfOpenDeadline(now) & expiryMask)
 }
 
 func (b *Breaker) startIf(now time.Duration) time.Duration {
@@ -423,41 +492,33 @@ func counting(s State) bool { return s == Closed || s == MetricsOnly }
 // recorded while Disabled. An Outcome value other than Success, Failure and
 // Ignored counts as Failure.
 func (b *Breaker) Record(p Permit, o Outcome) {
-	// Two fast paths for a success in closed state, kept apart from the
+	// The fast paths for a success outside half-open, kept apart from the
 	// rest of record's frame and spills.
 	if o == Success && !p.Probe {
-		switch {
-		case b.bare:
+		switch b.success {
+		case successIgnored:
 			// The word's low generation bits suffice: a stale success here
 			// would change nothing either, so base is not loaded.
-			if closedRun0(b.state.Load(), p.Generation) {
+			if b.peek().closedNoRun(p.Generation) {
 				return // no window, no slow calls, no metrics: nothing to do
 			}
-		case b.windowOnly:
+		case successInRing:
 			// A count window full of fast successes stays as it is: two
 			// loads, no write, no call (atomicring.Ring.RecordFastSuccess).
 			// As above, a stale success would change nothing either.
-			if b.ring != nil && closedRun0(b.state.Load(), p.Generation) && b.ring.RecordFastSuccess(uint32(p.Generation)) {
-				return
+			if !b.peek().closedNoRun(p.Generation) || !b.ring.RecordFastSuccess(uint32(p.Generation)) {
+				// A tail call: with nothing to restore after it, p and o
+				// need no spill on the path above.
+				b.recordRingSuccess(p)
 			}
-			if b.recordWindowSuccess(p) {
-				return
-			}
+			return
+		case successInBuckets:
+			b.recordBucketsSuccess(p)
+			return
 		}
 	}
-	b.mustBeNew() // a zero Breaker is neither bare nor windowOnly
+	b.mustBeNew() // a zero Breaker takes successRecorded
 	b.record(p, o)
-}
-
-// closedRun0 reports whether word w is closed, with the low 20 bits of
-// generation gen, and no run of failures that a success would have to end:
-// what both of Record's fast paths need. It does not consult base, so it
-// cannot tell gen from a generation 2^20 away; where that matters the
-// caller asks ofWord too.
-func closedRun0(w, gen uint64) bool {
-	// gen<<genShift keeps only gen's low 20 bits, in the field's place, so
-	// one XOR and one mask test state, run and generation together.
-	return (w^gen<<genShift)&(stateMask|consecMask<<consecShift|genMask<<genShift) == 0
 }
 
 // ofWord reports whether breaker generation gen is the generation of word
@@ -468,55 +529,75 @@ func closedRun0(w, gen uint64) bool {
 // base, and one k*2^20 newer is 2^20 or more above it, so neither does
 // (docs/design.md). A caller that acts on the answer does so with a swap on
 // w, which fails if the word moved.
-func (b *Breaker) ofWord(w, gen uint64) bool {
-	return w>>genShift == gen&genMask && gen-b.base.Load() < genSpan
+func (b *Breaker) ofWord(w stateWord, gen uint64) bool {
+	return w.genField() == gen&genMask && gen-b.base.Load() < genSpan
 }
 
 // genOf is the breaker generation of word w, which the caller loaded before
 // this call and will swap: exact whenever that swap succeeds, because the
 // word, and so base's bound on it, did not move in between.
-func (b *Breaker) genOf(w uint64) uint64 { return fullGen(b.base.Load(), w) }
+func (b *Breaker) genOf(w stateWord) uint64 { return fullGen(b.base.Load(), w) }
 
-// recordWindowSuccess records a success on a breaker whose only state to
-// keep is its window (windowOnly), and reports whether it dealt with it;
-// false leaves the success to record, with nothing recorded and no clock
-// read.
+// recordRingSuccess records a success on a breaker whose only state to
+// keep is its count window (successInRing); what it cannot take (a run of
+// failures to end, a stale or a very old generation) it leaves to record,
+// with nothing recorded.
 //
-// It repeats record's window write (the ring's verdicts, the buckets'
-// clean check) on purpose: one shared function for both,
-// called from here, measured 7% slower on a count window and 5.5% on a
-// time window (pinned A/B runs, 10 each, p=0.000), the cost of the extra
-// call this path exists to avoid.
-func (b *Breaker) recordWindowSuccess(p Permit) bool {
-	if w := b.state.Load(); !closedRun0(w, p.Generation) || !b.ofWord(w, p.Generation) {
-		return false
+// It and recordBucketsSuccess repeat recordInRing's and recordInBuckets'
+// window writes on purpose: one shared function for both, called from
+// here, measured 7% slower on a count window and 5.5% on a time window
+// (pinned A/B runs, 10 each, p=0.000), the cost of the extra call this path
+// exists to avoid.
+func (b *Breaker) recordRingSuccess(p Permit) {
+	if w := b.peek(); !w.closedNoRun(p.Generation) || !b.ofWord(w, p.Generation) {
+		b.record(p, Success)
+		return
 	}
-	if b.ring != nil {
-		switch _, v := b.ring.RecordTrip(uint32(p.Generation), false, false, &b.s.rule); v {
-		case atomicring.Recorded:
-		case atomicring.Tripped, atomicring.AfterTrip:
-			// This outcome's trip, or another's that came first (then this
-			// one is stale): commit it, as record does.
-			b.finishTrip(p.Generation)
-		default:
-			return false // Stale: nothing was recorded; record decides
-		}
-		return true
+	switch _, v := b.ring.RecordTrip(uint32(p.Generation), false, false, &b.cfg.rule); v {
+	case atomicring.Recorded:
+	case atomicring.Tripped, atomicring.AfterTrip:
+		// This outcome's trip, or another's that came first (then this
+		// one is stale): commit it, as record does.
+		b.finishTrip(p.Generation)
+	default:
+		b.record(p, Success) // Stale: nothing was recorded; record decides
 	}
-	now := b.s.Clock.Now()
-	ok, trips := b.buckets.RecordTrip(uint32(p.Generation), now, false, false, &b.s.rule)
+}
+
+// recordBucketsSuccess is recordRingSuccess for a time window
+// (successInBuckets); what it leaves to record has no clock read yet.
+func (b *Breaker) recordBucketsSuccess(p Permit) {
+	if w := b.peek(); !w.closedNoRun(p.Generation) || !b.ofWord(w, p.Generation) {
+		b.record(p, Success)
+		return
+	}
+	now := b.cfg.Clock.Now()
+	ok, trips := b.buckets.RecordTrip(uint32(p.Generation), now, false, false, &b.cfg.rule)
 	if !ok {
-		// As in record, and with the same reading of the clock: one per
-		// outcome (docs/design.md).
-		b.drop()
-		return true
+		// As in recordInBuckets, and with the same reading of the clock:
+		// one per outcome (docs/design.md).
+		b.countDropped()
+		return
 	}
 	if trips {
 		b.finishTrip(p.Generation) // as record does on a time window
 	}
-	return true
 }
 
+// record is Record past its fast paths. A success or failure outside
+// half-open is recorded in the sliding window, if there is one, then in the
+// run of consecutive failures, and trips the breaker when the window rule
+// fired or the run reached Config.ConsecutiveFailures. The run's loop stays
+// in this frame because in a function of its own it made a failure-heavy
+// consecutive-failures breaker 10 to 18% slower (ClosedMixed, 80 A/B
+// rounds, p < 0.03).
+//
+// With a count window, the ring closed this generation's window in the
+// swap that added the outcome, so the record and the trip are one step to
+// every observer (Counts, other recorders help commit it). With a time
+// window, the rule was judged on the window as this outcome's own write
+// left it: the outcome that made the rule hold trips the breaker (R1), even
+// if records that landed since would not (docs/design.md, Known limits).
 func (b *Breaker) record(p Permit, o Outcome) {
 	if o > Ignored {
 		o = Failure // an Outcome no classifier should return: the safe side
@@ -526,128 +607,136 @@ func (b *Breaker) record(p Permit, o Outcome) {
 		return
 	}
 	if o == Ignored {
-		if b.m != nil {
-			if b.current(p.Generation) {
-				b.count(Ignored, false)
-			} else {
-				b.drop()
-			}
-		}
+		b.recordIgnored(p.Generation)
 		return
 	}
 	w := b.load()
-	if !counting(State(w&stateMask)) || !b.ofWord(w, p.Generation) {
-		b.drop()
+	if !w.counting() || !b.ofWord(w, p.Generation) {
+		b.countDropped()
 		return
 	}
-	fail := o == Failure
-	var now time.Duration
-	if b.slow || b.buckets != nil {
-		now = b.s.Clock.Now()
-	}
-	slow := b.slow && b.s.isSlow(now-p.Start)
-	trips := false // the window rule trips with this outcome in it
+	trips, more := false, true
+	var c deferredCount // counted by the window write, if there is one
 	switch {
 	case b.ring != nil:
-		_, v := b.ring.RecordTrip(uint32(p.Generation), fail, slow, &b.s.rule)
-		for ; v == atomicring.Stale; _, v = b.ring.RecordTrip(uint32(p.Generation), fail, slow, &b.s.rule) {
-			if !b.current(p.Generation) {
-				b.drop()
-				return // stale (R8)
-			}
-			// Current, yet the ring judged it old: the ring saw no outcome
-			// while 2^15 or more generations passed (a long outage).
-			b.ring.Reset(uint32(p.Generation))
-		}
-		if v == atomicring.AfterTrip {
-			// Another outcome closed this generation's window with the trip
-			// it warranted: this one comes after that trip, so it is stale.
-			// Commit the trip in case its owner has not yet, so that no
-			// call returns while the breaker still looks closed.
-			b.drop()
-			b.finishTrip(p.Generation)
-			return
-		}
-		trips = v == atomicring.Tripped
+		trips, more = b.recordInRing(p, o)
 	case b.buckets != nil:
-		// The judgement is O(1) but for about one outcome a second
-		// (buckets.Window.RecordTrip).
-		var ok bool
-		// A drop is final: the outcome's generation is stale, or its second
-		// left the window while it was recorded. (Taking the bucket over
-		// for a generation that was current a moment before would wipe a
-		// successor's second; Advance's sweeps keep any current bucket from
-		// reading as newer, so no takeover is needed.)
-		if ok, trips = b.buckets.RecordTrip(uint32(p.Generation), now, fail, slow, &b.s.rule); !ok {
-			b.drop()
-			return
-		}
+		trips, more = b.recordInBuckets(p, o)
+	default:
+		// No window: counted at the swap of the state word.
+		c = deferredCount{o: o, slow: b.slow && b.cfg.isSlow(b.cfg.Clock.Now()-p.Start), due: true}
 	}
-	// The outcome is counted in Metrics where it takes effect: at the
-	// window write (a write that closed the count window always ends in
-	// its trip: every other transition out of the generation commits that
-	// trip first), or, without a window, at the swap of the state word.
-	counted := b.buckets != nil || b.ring != nil
-	if counted {
-		b.count(o, slow)
-		if !trips && b.s.ConsecutiveFailures == 0 {
-			return // no rule fired, and no run of failures to keep
-		}
-	}
-	for {
-		consec := uint32(w >> consecShift & consecMask)
+	for more {
+		run := w.consec()
 		switch {
-		case b.s.ConsecutiveFailures == 0:
+		case b.cfg.ConsecutiveFailures == 0:
 			// Not tracked: a success then costs no write to the state word.
-		case !fail:
-			consec = 0
-		case consec < maxConsec:
-			consec++
+		case o != Failure:
+			run = 0
+		case run < maxConsec:
+			run++
 		}
-		if trips || b.s.consecutiveTrips(uint64(consec)) {
-			// With a count window, the ring closed this generation's window
-			// in the swap that added the outcome, so the record and the trip
-			// are one step to every observer (Counts, other recorders help
-			// commit it). With a time window, the rule was judged on the
-			// window as this outcome's own write left it: the outcome that
-			// made the rule hold trips the breaker (R1), even if records that
-			// landed since would not (docs/design.md, Known limits).
-			if b.trip(w, p.Generation, 0, tally{o: o, slow: slow, count: !counted}) {
+		if trips || b.cfg.consecutiveTrips(uint64(run)) {
+			if b.trip(w, p.Generation, 0, c) {
 				return
 			}
 		} else {
-			if uint64(consec) == w>>consecShift&consecMask {
-				b.tally(tally{o: o, slow: slow, count: !counted})
+			if run == w.consec() {
+				b.countDeferred(c)
 				return // a success after a success: nothing to write
 			}
 			// closed -> closed with the new run of failures; the ramp-up
 			// bits ride along unchanged.
-			if b.state.CompareAndSwap(w, w&^(consecMask<<consecShift)|uint64(consec)<<consecShift) {
-				b.tally(tally{o: o, slow: slow, count: !counted})
+			if b.cas(w, w.withConsec(run)) {
+				b.countDeferred(c)
 				return
 			}
 		}
 		w = b.load()
-		if !counting(State(w&stateMask)) || !b.ofWord(w, p.Generation) {
-			if !counted {
-				b.drop() // the generation passed before the outcome took effect
-			}
-			return
+		if more = w.counting() && b.ofWord(w, p.Generation); !more && c.due {
+			b.countDropped() // the generation passed before the outcome took effect
 		}
 	}
 }
 
-// tally is an outcome to count in Metrics once the swap that gives it
-// effect wins (count false: counted already, or nothing to count).
-type tally struct {
-	o     Outcome
-	slow  bool
-	count bool
+// recordIgnored takes an Ignored outcome of generation gen outside
+// half-open: nothing to record, but the metrics' count of it.
+func (b *Breaker) recordIgnored(gen uint64) {
+	if b.metrics == nil {
+		return
+	}
+	if b.current(gen) {
+		b.countOutcome(Ignored, false)
+	} else {
+		b.countDropped()
+	}
 }
 
-func (b *Breaker) tally(t tally) {
-	if t.count {
-		b.count(t.o, t.slow)
+// recordInRing writes the success or failure o of p to the count window
+// and counts it in Metrics there, where it takes effect (a write that
+// closed the window always ends in its trip: every other transition out of
+// the generation commits that trip first). It reports whether the window
+// rule trips with it in, and whether record has more to do: a trip, or a
+// run of failures to keep; a stale outcome is counted as dropped instead.
+func (b *Breaker) recordInRing(p Permit, o Outcome) (trips, more bool) {
+	gen, fail := uint32(p.Generation), o == Failure
+	slow := b.slow && b.cfg.isSlow(b.cfg.Clock.Now()-p.Start)
+	_, v := b.ring.RecordTrip(gen, fail, slow, &b.cfg.rule)
+	for ; v == atomicring.Stale; _, v = b.ring.RecordTrip(gen, fail, slow, &b.cfg.rule) {
+		if !b.current(p.Generation) {
+			b.countDropped()
+			return false, false // stale (R8)
+		}
+		// Current, yet the ring judged it old: the ring saw no outcome
+		// while 2^15 or more generations passed (a long outage).
+		b.ring.Reset(gen)
+	}
+	if v == atomicring.AfterTrip {
+		// Another outcome closed this generation's window with the trip
+		// it warranted: this one comes after that trip, so it is stale.
+		// Commit the trip in case its owner has not yet, so that no call
+		// returns while the breaker still looks closed.
+		b.countDropped()
+		b.finishTrip(p.Generation)
+		return false, false
+	}
+	b.countOutcome(o, slow)
+	trips = v == atomicring.Tripped
+	return trips, trips || b.cfg.ConsecutiveFailures != 0
+}
+
+// recordInBuckets is recordInRing for the time window, with one clock
+// reading for the outcome's second and its duration. The judgement is O(1)
+// but for about one outcome a second (buckets.Window.RecordTrip).
+func (b *Breaker) recordInBuckets(p Permit, o Outcome) (trips, more bool) {
+	now := b.cfg.Clock.Now()
+	slow := b.slow && b.cfg.isSlow(now-p.Start)
+	// A drop is final: the outcome's generation is stale, or its second
+	// left the window while it was recorded. (Taking the bucket over for
+	// a generation that was current a moment before would wipe a
+	// successor's second; Advance's sweeps keep any current bucket from
+	// reading as newer, so no takeover is needed.)
+	recorded, trips := b.buckets.RecordTrip(uint32(p.Generation), now, o == Failure, slow, &b.cfg.rule)
+	if !recorded {
+		b.countDropped()
+		return false, false
+	}
+	b.countOutcome(o, slow)
+	return trips, trips || b.cfg.ConsecutiveFailures != 0
+}
+
+// deferredCount is an outcome to count in Metrics once the swap that gives
+// it effect wins (due false: counted already, or nothing to count).
+type deferredCount struct {
+	o    Outcome
+	slow bool
+	due  bool
+}
+
+// countDeferred counts c if it is due; its caller's swap has won.
+func (b *Breaker) countDeferred(c deferredCount) {
+	if c.due {
+		b.countOutcome(c.o, c.slow)
 	}
 }
 
@@ -675,7 +764,7 @@ func (b *Breaker) tripPending(u word, gen uint64) bool {
 func (b *Breaker) finishTrip(gen uint64) {
 	for {
 		w := b.load()
-		if !counting(State(w&stateMask)) || !b.ofWord(w, gen) || b.trip(w, gen, 0, tally{}) {
+		if !w.counting() || !b.ofWord(w, gen) || b.trip(w, gen, 0, deferredCount{}) {
 			return
 		}
 	}
@@ -688,16 +777,16 @@ func (b *Breaker) finishTrip(gen uint64) {
 // generation and window, and nothing rejected). It reports whether the swap
 // won; a lost swap means the caller reloads.
 //
-// t is the outcome to count once the swap wins, before the notification
+// c is the outcome to count once the swap wins, before the notification
 // goes out, so a listener never sees a transition without the outcome that
 // caused it.
-func (b *Breaker) trip(w, gen uint64, hint time.Duration, t tally) bool {
+func (b *Breaker) trip(w stateWord, gen uint64, hint time.Duration, c deferredCount) bool {
 	g := gen + 1
-	if State(w&stateMask) == MetricsOnly {
-		if !b.state.CompareAndSwap(w, pack(word{state: MetricsOnly, gen: lowGen(g)})) {
+	if w.state() == MetricsOnly {
+		if !b.cas(w, word{state: MetricsOnly, gen: lowGen(g)}.packed()) {
 			return false
 		}
-		b.tally(t)
+		b.countDeferred(c)
 		b.notify(MetricsOnly, MetricsOnly, g, b.clockIfListening(), b.tripReasonIfListening(gen, hint))
 		return true
 	}
@@ -708,17 +797,26 @@ func (b *Breaker) trip(w, gen uint64, hint time.Duration, t tally) bool {
 	if !ok {
 		return false
 	}
-	b.tally(t)
-	b.notifyOpen(Closed, g, now, b.tripReasonIfListening(gen, hint), b.s.openDurationHinted(0, hint))
+	b.countDeferred(c)
+	b.notifyOpen(Closed, g, now, b.tripReasonIfListening(gen, hint), b.cfg.openDurationHinted(0, hint))
 	return true
+}
+
+// peek returns the state word as it is, claimed or not; load is for a
+// caller that decides on it.
+func (b *Breaker) peek() stateWord { return stateWord(b.state.Load()) }
+
+// cas swaps the state word from old to n, and reports whether it did.
+func (b *Breaker) cas(old, n stateWord) bool {
+	return b.state.CompareAndSwap(uint64(old), uint64(n))
 }
 
 // load returns the state word, first completing any transition that
 // another call has claimed (help): no decision is made on a claimed word.
-func (b *Breaker) load() uint64 {
+func (b *Breaker) load() stateWord {
 	for {
-		w := b.state.Load()
-		if !claimed(w) {
+		w := b.peek()
+		if !w.claimed() {
 			return w
 		}
 		b.help(w)
@@ -730,56 +828,55 @@ func (b *Breaker) load() uint64 {
 // reports the reading and true once the claim won, whether its own commit
 // or another call's help completed it; false when the claim lost (the word
 // moved), and the caller reloads.
-func (b *Breaker) commit(w, c uint64) (time.Duration, bool) {
-	if !b.state.CompareAndSwap(w, c) {
+func (b *Breaker) commit(w, c stateWord) (time.Duration, bool) {
+	if !b.cas(w, c) {
 		return 0, false
 	}
-	now := b.s.Clock.Now()
-	b.state.CompareAndSwap(c, b.settle(c, now))
+	now := b.cfg.Clock.Now()
+	b.cas(c, b.settle(c, now))
 	return now, true
 }
 
 // help completes the transition claimed in c with a reading of the clock
 // taken now, after the claim, unless another call completed it first.
-func (b *Breaker) help(c uint64) {
-	b.state.CompareAndSwap(c, b.settle(c, b.s.Clock.Now()))
+func (b *Breaker) help(c stateWord) {
+	b.cas(c, b.settle(c, b.cfg.Clock.Now()))
 }
 
 // settle is the word that the claim c commits at clock reading now.
-func (b *Breaker) settle(c uint64, now time.Duration) uint64 {
-	step := uint8(c >> stepShift & stepMask)
-	gen := uint32(c >> genShift & genMask)
-	explicit := c&claimFlag != 0
-	if c&stateMask == claimOpen {
-		d := b.s.openDuration(step)
+func (b *Breaker) settle(c stateWord, now time.Duration) stateWord {
+	step, gen := c.step(), uint32(c.genField())
+	ms, explicit := c.explicitMillis()
+	if c.state() == claimOpen {
+		d := b.cfg.openDuration(step)
 		if explicit {
-			d = time.Duration(c>>explicitShift&explicitMask) * time.Millisecond
+			d = time.Duration(ms) * time.Millisecond
 		}
-		return pack(word{state: Open, step: step, gen: gen, deadline: deadline(now, d)})
+		return word{state: Open, step: step, gen: gen, deadline: deadline(now, d)}.packed()
 	}
 	if explicit {
-		return pack(word{state: Closed, gen: gen, ramping: true, rampEnd: uint32(b.s.rampDeadline(now) & rampMask)})
+		return word{state: Closed, gen: gen, ramping: true, rampEnd: uint32(b.cfg.rampDeadline(now) & rampMask)}.packed()
 	}
-	return pack(word{state: HalfOpen, step: step, gen: gen, inFlight: 1, expiry: b.expiry(now)})
+	return word{state: HalfOpen, step: step, gen: gen, inFlight: 1, expiry: b.expiry(now)}.packed()
 }
 
 // claimOpen is the claim of a trip or re-open to generation gen at backoff
 // step with the bounded hint h: for the step's open duration, or for the
 // hint, rounded up to whole milliseconds, if that is longer
 // (openDurationHinted).
-func (b *Breaker) claimOpen(step uint8, gen uint32, h time.Duration) uint64 {
-	if h = wholeMillis(h); h > b.s.openDuration(step) {
+func (b *Breaker) claimOpen(step uint8, gen uint32, h time.Duration) stateWord {
+	if h = wholeMillis(h); h > b.cfg.openDuration(step) {
 		return b.claimOpenFor(step, gen, h)
 	}
-	return claimWord(claimOpen, step, gen, 0)
+	return claimOpenStep(step, gen)
 }
 
 // claimOpenFor is the claim of a transition to Open at step and generation
 // gen for d (at most MaxOpenDurationLimit), rounded up to whole
 // milliseconds.
-func (b *Breaker) claimOpenFor(step uint8, gen uint32, d time.Duration) uint64 {
+func (b *Breaker) claimOpenFor(step uint8, gen uint32, d time.Duration) stateWord {
 	ms := uint64(wholeMillis(d) / time.Millisecond)
-	return claimWord(claimOpen, step, gen, ms<<1|1)
+	return claimOpenMillis(step, gen, ms)
 }
 
 // RecordHint records a failure for p that carries the dependency's
@@ -790,21 +887,21 @@ func (b *Breaker) claimOpenFor(step uint8, gen uint32, d time.Duration) uint64 {
 // duration). With hints off or a hint of zero or less it is
 // Record(p, Failure). A stale permit changes nothing.
 func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
-	h := b.s.hint(retryAfter)
+	h := b.cfg.hint(retryAfter)
 	if h == 0 {
 		b.Record(p, Failure)
 		return
 	}
 	for {
 		w := b.load()
-		u := unpack(w)
+		u := w.fields()
 		switch {
 		case !b.ofWord(w, p.Generation):
 		case !p.Probe && counting(u.state):
 			if b.tripPending(u, p.Generation) {
 				continue // this hint comes after that trip: stale
 			}
-			if b.trip(w, p.Generation, h, tally{o: Failure, count: true}) {
+			if b.trip(w, p.Generation, h, deferredCount{o: Failure, due: true}) {
 				return
 			}
 			continue
@@ -814,7 +911,7 @@ func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 			}
 			continue
 		}
-		b.drop()
+		b.countDropped()
 		return
 	}
 }
@@ -825,32 +922,33 @@ func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 // for at least hint; later failures of the same generation are stale (R7,
 // B12, B29). It reports whether the swap won, and counts the failure before
 // notifying.
-func (b *Breaker) reopen(w uint64, u word, gen uint64, hint time.Duration) bool {
+func (b *Breaker) reopen(w stateWord, u word, gen uint64, hint time.Duration) bool {
 	g := gen + 1
-	step := b.s.nextStep(u.step)
+	step := b.cfg.nextStep(u.step)
 	t, ok := b.commit(w, b.claimOpen(step, lowGen(g), hint))
 	if !ok {
 		return false
 	}
-	b.count(Failure, false)
+	b.countOutcome(Failure, false)
 	why := ReasonProbeFailed
 	if hint > 0 {
 		why = ReasonRetryAfter // the dependency's own word is the more telling reason
 	}
-	b.notifyOpen(HalfOpen, g, t, why, b.s.openDurationHinted(step, hint))
+	b.notifyOpen(HalfOpen, g, t, why, b.cfg.openDurationHinted(step, hint))
 	return true
 }
 
-func (b *Breaker) drop() {
-	if b.m != nil {
-		b.m.dropped.Inc()
+// countDropped counts a stale outcome, which changed nothing, in Metrics.
+func (b *Breaker) countDropped() {
+	if b.metrics != nil {
+		b.metrics.dropped.Inc()
 	}
 }
 
-// count counts an outcome the breaker acted on (slow: a slow window call).
-func (b *Breaker) count(o Outcome, slow bool) {
-	if b.m != nil {
-		b.m.outcome(o, slow)
+// countOutcome counts an outcome the breaker acted on (slow: a slow window call).
+func (b *Breaker) countOutcome(o Outcome, slow bool) {
+	if b.metrics != nil {
+		b.metrics.outcome(o, slow)
 	}
 }
 
@@ -860,30 +958,30 @@ func (b *Breaker) count(o Outcome, slow bool) {
 // stale.
 func (b *Breaker) current(gen uint64) bool {
 	w := b.load()
-	return counting(State(w&stateMask)) && b.ofWord(w, gen)
+	return w.counting() && b.ofWord(w, gen)
 }
 
 func (b *Breaker) recordProbe(p Permit, o Outcome) {
 	for {
 		w := b.load()
-		u := unpack(w)
+		u := w.fields()
 		if u.state != HalfOpen || !b.ofWord(w, p.Generation) || u.inFlight == 0 {
-			b.drop()
+			b.countDropped()
 			return
 		}
 		u.inFlight--
 		switch o {
 		case Ignored:
 			// half-open -> half-open with the slot returned (R9, B05).
-			if b.state.CompareAndSwap(w, pack(u)) {
-				b.count(Ignored, false)
+			if b.cas(w, u.packed()) {
+				b.countOutcome(Ignored, false)
 				return
 			}
 		case Success:
-			if int(u.success)+1 < b.s.SuccessesToClose {
+			if int(u.success)+1 < b.cfg.SuccessesToClose {
 				u.success++
-				if b.state.CompareAndSwap(w, pack(u)) {
-					b.count(Success, false)
+				if b.cas(w, u.packed()) {
+					b.countOutcome(Success, false)
 					return
 				}
 				continue
@@ -893,17 +991,17 @@ func (b *Breaker) recordProbe(p Permit, o Outcome) {
 			// success; every probe still in flight becomes stale (R7, R8).
 			// A ramp-up's deadline comes from the clock: claimed first,
 			// read after the claim.
-			if b.s.RampUpDuration > 0 {
-				if t, ok := b.commit(w, claimWord(claimOther, 0, lowGen(g), claimFlag>>payShift)); ok {
-					b.count(Success, false)
+			if b.cfg.RampUpDuration > 0 {
+				if t, ok := b.commit(w, claimRampUp(lowGen(g))); ok {
+					b.countOutcome(Success, false)
 					b.notify(HalfOpen, Closed, g, t, ReasonProbesPassed)
 					return
 				}
 				continue
 			}
 			t := b.clockIfListening()
-			if b.state.CompareAndSwap(w, pack(word{state: Closed, gen: lowGen(g)})) {
-				b.count(Success, false)
+			if b.cas(w, word{state: Closed, gen: lowGen(g)}.packed()) {
+				b.countOutcome(Success, false)
 				b.notify(HalfOpen, Closed, g, t, ReasonProbesPassed)
 				return
 			}
@@ -920,7 +1018,7 @@ func (b *Breaker) clockIfListening() time.Duration {
 	if b.dispatch == nil {
 		return 0
 	}
-	return b.s.Clock.Now()
+	return b.cfg.Clock.Now()
 }
 
 // admitProbe counts and announces from -> half-open, whose caller holds
@@ -929,7 +1027,7 @@ func (b *Breaker) clockIfListening() time.Duration {
 // panic goes on.
 func (b *Breaker) admitProbe(from State, p Permit, at time.Duration) Permit {
 	b.committed(from, HalfOpen, p.Generation)
-	b.admit()
+	b.countAdmitted()
 	if b.dispatch == nil {
 		return p
 	}
@@ -988,8 +1086,8 @@ func (b *Breaker) committed(from, to State, gen uint64) {
 	if d := gen - b.base.Load(); d >= baseStep && d < 1<<63 {
 		b.raiseBase(gen)
 	}
-	if b.m != nil {
-		b.m.transitions[from][to].Inc()
+	if b.metrics != nil {
+		b.metrics.transitions[from][to].Inc()
 	}
 	switch {
 	case b.ring != nil:
@@ -1031,7 +1129,7 @@ func (b *Breaker) ForceOpen(d time.Duration) error {
 		return nil
 	}
 	// Open for d from a reading taken after the claim (commit).
-	b.control(Open, wholeMillis(d), func(w uint64, g uint32) (time.Duration, bool) {
+	b.control(Open, wholeMillis(d), func(w stateWord, g uint32) (time.Duration, bool) {
 		return b.commit(w, b.claimOpenFor(0, g, d))
 	})
 	return nil
@@ -1055,9 +1153,9 @@ func (b *Breaker) Reset() { b.command(word{state: Closed}, b.clockIfListening())
 // command commits a manual control: whatever the breaker was doing, the
 // next generation is n, notified as at.
 func (b *Breaker) command(n word, at time.Duration) {
-	b.control(n.state, 0, func(w uint64, g uint32) (time.Duration, bool) {
+	b.control(n.state, 0, func(w stateWord, g uint32) (time.Duration, bool) {
 		n.gen = g
-		return at, b.state.CompareAndSwap(w, pack(n))
+		return at, b.cas(w, n.packed())
 	})
 }
 
@@ -1065,11 +1163,11 @@ func (b *Breaker) command(n word, at time.Duration) {
 // the next generation's (g, its low bits) and reports the transition's time
 // and whether the swap won; a lost one is tried again from a new load. Every
 // permit of the old generation becomes stale (R8).
-func (b *Breaker) control(to State, openFor time.Duration, move func(w uint64, g uint32) (time.Duration, bool)) {
+func (b *Breaker) control(to State, openFor time.Duration, move func(w stateWord, g uint32) (time.Duration, bool)) {
 	b.mustBeNew()
 	for {
 		w := b.load()
-		u := unpack(w)
+		u := w.fields()
 		gen := b.genOf(w)
 		if b.tripPending(u, gen) {
 			continue // the control comes after that trip
@@ -1091,10 +1189,10 @@ func (b *Breaker) control(to State, openFor time.Duration, move func(w uint64, g
 // writers may show. It allocates nothing.
 func (b *Breaker) Metrics() Metrics {
 	b.mustBeNew()
-	if b.m == nil {
+	if b.metrics == nil {
 		return Metrics{}
 	}
-	return b.m.snapshot()
+	return b.metrics.snapshot()
 }
 
 // State returns the current state. It is time-aware: an open breaker
@@ -1109,12 +1207,11 @@ func (b *Breaker) State() State {
 	b.mustBeNew()
 	for {
 		w := b.load()
-		s := State(w & stateMask)
-		if s != Open {
+		if s := w.state(); s != Open {
 			return s
 		}
-		passed := untilDeadline(w>>payShift&payMask, b.s.Clock.Now()) == 0
-		if b.state.Load() != w {
+		passed := untilDeadline(w.deadline(), b.cfg.Clock.Now()) == 0
+		if b.peek() != w {
 			continue // a transition came between the load and the reading
 		}
 		if passed {
@@ -1136,7 +1233,7 @@ func (b *Breaker) Counts() Counts {
 	for {
 		base := b.base.Load() // before the word, as in Allow
 		w := b.load()
-		u := unpack(w)
+		u := w.fields()
 		c := Counts{State: u.state, Generation: fullGen(base, w)}
 		switch u.state {
 		case Closed, MetricsOnly:
@@ -1151,15 +1248,15 @@ func (b *Breaker) Counts() Counts {
 					continue
 				}
 			case b.buckets != nil:
-				wc, owed = b.buckets.SnapshotOwed(uint32(c.Generation), b.s.Clock.Now())
+				wc, owed = b.buckets.SnapshotOwed(uint32(c.Generation), b.cfg.Clock.Now())
 			}
-			if w2 := b.state.Load(); (w2^w)&(stateMask|genMask<<genShift) != 0 {
+			if !b.peek().sameIn(w, stateAndGen) {
 				// A transition committed between the two reads: the window
 				// may already be the next generation's, so the snapshot
 				// could miss outcomes that had returned. Read again.
 				continue
 			}
-			if owed && b.s.rule.Trips(wc) {
+			if owed && b.cfg.rule.Trips(wc) {
 				// The window as its newest outcome left it, in some order
 				// of the outcomes, trips the rule: the trip is decided, and
 				// the outcome that decided it may not have committed it
@@ -1173,10 +1270,10 @@ func (b *Breaker) Counts() Counts {
 			}
 			c.Calls, c.Failures, c.SlowCalls, c.SlowFailures = wc.Calls, wc.Failures, wc.Slow, wc.SlowFailures
 		case Open:
-			if untilDeadline(u.deadline, b.s.Clock.Now()) == 0 {
+			if untilDeadline(u.deadline, b.cfg.Clock.Now()) == 0 {
 				c.State = HalfOpen
 			}
-			if b.state.Load() != w {
+			if b.peek() != w {
 				continue // a transition came between the load and the reading
 			}
 		case HalfOpen:

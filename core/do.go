@@ -44,7 +44,7 @@ type CircuitBreaker interface {
 // RetryAfter or Unwrap method, panics, p is recorded as Ignored, so no
 // half-open slot leaks, and the panic propagates unchanged.
 func (b *Breaker) recordError(p Permit, err error) {
-	s := &b.s
+	s := &b.cfg
 	o, hint := Ignored, time.Duration(0)
 	defer func() {
 		if hint > 0 {

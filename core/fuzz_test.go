@@ -133,7 +133,7 @@ func (in stateWordInput) check(t *testing.T) string {
 		p.Generation = otherGeneration(gen, in.pgen) // most of the time a current permit
 	}
 	o := Outcome(in.outcome % 3)
-	arg := argument{hint: fuzzHint(in.outcome, &b.s, in.seed), force: fuzzForceOpen(in.outcome, in.seed)}
+	arg := argument{hint: fuzzHint(in.outcome, &b.cfg, in.seed), force: fuzzForceOpen(in.outcome, in.seed)}
 	op := in.op % numWordOps
 	want := expectTransition(b, u, gen, p, o, arg, op, w.now, w.seeded)
 	got := applyWordOp(b, op, p, o, arg)
@@ -152,7 +152,7 @@ func (in stateWordInput) check(t *testing.T) string {
 			op, want.label, u, p, o, arg, w.now, m, want.metrics)
 	}
 	w.notified(t, want)
-	if reachable(after, &b.s) != after {
+	if reachable(after, &b.cfg) != after {
 		t.Fatalf("[%s] word after %+v is not a reachable word", want.label, unpack(after))
 	}
 	return want.label
@@ -183,9 +183,9 @@ func (in stateWordInput) inject(t *testing.T) injected {
 		t.Fatal(err)
 	}
 	w.b = b
-	before := reachable(in.raw, &b.s)
+	before := reachable(in.raw, &b.cfg)
 	if in.extra&2 != 0 {
-		before = nearNow(before, &b.s, w.now)
+		before = nearNow(before, &b.cfg, w.now)
 	}
 	w.u = unpack(before)
 	// The breaker generation: any 64-bit value with the word's low bits,
@@ -300,7 +300,7 @@ func (w injected) notified(t *testing.T, want expected) {
 	if len(got) == 1 && wantGen-w.base >= baseStep {
 		wantBase = wantGen
 	}
-	if g := b.genOf(after); g != wantGen || b.base.Load() != wantBase {
+	if g := b.genOf(stateWord(after)); g != wantGen || b.base.Load() != wantBase {
 		t.Fatalf("[%s] generation %d, base %d after the operation, want %d, %d", want.label, g, b.base.Load(), wantGen, wantBase)
 	}
 }
@@ -520,7 +520,7 @@ func passed(remaining int64, span uint64) bool {
 // out: what op does to a breaker holding word u at clock now, and what
 // the metrics count for it.
 func expectTransition(b *Breaker, u word, gen uint64, p Permit, o Outcome, arg argument, op uint8, now time.Duration, seeded []seededOutcome) expected {
-	x := &table{b: b, s: &b.s, u: u, gen: gen, p: p, now: now, nz: max(now, 0), seeded: seeded, e: expected{word: pack(u)}}
+	x := &table{b: b, s: &b.cfg, u: u, gen: gen, p: p, now: now, nz: max(now, 0), seeded: seeded, e: expected{word: pack(u)}}
 	switch op {
 	case wordAllow:
 		x.allow()

@@ -57,7 +57,7 @@ func TestGenerationCrosses64BitWrap(t *testing.T) {
 			require.Equal(t, start, held.Generation)
 			for i := range genSpan {
 				b.Reset()
-				if g := b.genOf(b.state.Load()); g-b.base.Load() > baseStep || g != start+uint64(i)+1 {
+				if g := b.genOf(b.peek()); g-b.base.Load() > baseStep || g != start+uint64(i)+1 {
 					t.Fatalf("after %d Resets: generation %d, base %d", i+1, g, b.base.Load())
 				}
 			}

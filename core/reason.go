@@ -122,9 +122,9 @@ func (b *Breaker) tripReason(gen uint64, h time.Duration) Reason {
 	case b.ring != nil:
 		c, _ = b.ring.SnapshotClosed(uint32(gen))
 	case b.buckets != nil:
-		c = b.buckets.Snapshot(uint32(gen), b.s.Clock.Now())
+		c = b.buckets.Snapshot(uint32(gen), b.cfg.Clock.Now())
 	}
-	return b.s.ruleReason(c)
+	return b.cfg.ruleReason(c)
 }
 
 // WallClock is a Clock that can also tell the wall-clock time of a reading,

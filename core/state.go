@@ -59,28 +59,11 @@ func (s State) String() string {
 }
 
 // The lock-free breaker keeps its whole state machine in one uint64, the
-// state word, advanced only by compare-and-swap. A transition changes the
-// state, the generation and the payload in one CAS, so no reader can ever see
-// a state that disagrees with its deadline or its probe counts (the Hystrix
-// drift, regressions.md B25).
-//
-//	bits    width  field       meaning
-//	 0..2     3    state       Closed .. MetricsOnly; 6, 7: a claimed transition (below)
-//	 3..7     5    step        open-duration backoff step, 0..31; reset on close
-//	 8..43   36    payload     depends on state, see below
-//	44..63   20    generation  the breaker generation mod 2^20 (Breaker.base
-//	                            holds what names the rest, see below)
-//
-//	Closed:      bits 8..23 consecutive failures (saturating at 2^16-1);
-//	             bit 24 ramping up; bits 25..43 ramp-up deadline in coarse
-//	             units mod 2^19 (zero unless ramping)
-//	MetricsOnly: bits 8..23 consecutive failures; bits 24..43 zero
-//	Open:        deadline: the first millisecond of the breaker clock at
-//	             which a call may probe, mod 2^36
-//	HalfOpen:    bits 8..15 probes in flight, bits 16..23 probe successes,
-//	             bits 24..43 max-wait deadline in coarse units mod 2^20
-//	             (zero when MaxWaitInHalfOpen is WaitForever)
-//	ForcedOpen, Disabled: zero
+// state word (Breaker.state, whose comment has the layout), advanced only
+// by compare-and-swap. A transition changes the state, the generation and
+// the payload in one CAS, so no reader can ever see a state that disagrees
+// with its deadline or its probe counts (the Hystrix drift, regressions.md
+// B25).
 //
 // The generation is in the high bits so that incrementing it by adding
 // genOne can only carry out of the word, never into another field.
@@ -135,7 +118,7 @@ const (
 	consecBits  = 16
 	consecMask  = 1<<consecBits - 1
 	maxConsec   = consecMask
-	rampFlag    = uint64(1) << 24
+	rampFlag    = 1 << 24
 	rampShift   = 25
 	rampBits    = 19
 	rampMask    = 1<<rampBits - 1
@@ -144,9 +127,9 @@ const (
 	expiryMask  = 1<<expiryBits - 1
 )
 
-// word is an unpacked view of the state word. Only pack and unpack translate
-// between the two; everything else works on fields. A field that the state
-// does not carry is zero.
+// word is an unpacked view of the state word. pack and unpack translate
+// whole words; stateWord's accessors read one field in place. A field that
+// the state does not carry is zero.
 type word struct {
 	state    State
 	step     uint8
@@ -203,6 +186,79 @@ func pack(u word) uint64 {
 		uint64(u.gen&genMask)<<genShift
 }
 
+// stateWord is a value of the state word, as loaded or about to be
+// swapped in. Each accessor reads one field in place (without unpacking
+// the rest, which a hot path cannot afford); what it returns for a state
+// that does not carry the field is meaningless.
+type stateWord uint64
+
+// The fields a comparison of two words (sameIn) looks at.
+const (
+	stateAndGen     = stateMask | genMask<<genShift
+	stateRampAndGen = stateAndGen | rampFlag
+)
+
+// sameIn reports whether w and v agree in the fields that mask selects.
+func (w stateWord) sameIn(v, mask stateWord) bool { return (w^v)&mask == 0 }
+
+// state is the word's state, or a claim's kind (claimOpen, claimOther).
+func (w stateWord) state() State { return State(w & stateMask) }
+
+// claimed reports whether w holds a claimed transition rather than a state.
+func (w stateWord) claimed() bool { return w&stateMask >= claimOpen }
+
+// counting reports whether w's state counts outcomes in a window.
+func (w stateWord) counting() bool { return counting(w.state()) }
+
+// step is the open-duration backoff step (also a claim's).
+func (w stateWord) step() uint8 { return uint8(w >> stepShift & stepMask) }
+
+// genField is the generation field: the breaker generation's low 20 bits.
+func (w stateWord) genField() uint64 { return uint64(w >> genShift) }
+
+// deadline is an open word's deadline, in ms mod 2^36.
+func (w stateWord) deadline() uint64 { return uint64(w >> payShift & payMask) }
+
+// consec is a closed or metrics-only word's run of consecutive failures.
+func (w stateWord) consec() uint32 { return uint32(w >> consecShift & consecMask) }
+
+// withConsec is w with its run of consecutive failures set to n (at most
+// maxConsec); everything else, the ramp-up bits included, rides along.
+func (w stateWord) withConsec(n uint32) stateWord {
+	return w&^(consecMask<<consecShift) | stateWord(n)<<consecShift
+}
+
+// plainClosed reports whether w is closed and not ramping up: one mask
+// test, Allow's fast path.
+func (w stateWord) plainClosed() bool { return w&(stateMask|rampFlag) == 0 }
+
+// ramping reports whether a closed word is ramping up.
+func (w stateWord) ramping() bool { return w&rampFlag != 0 }
+
+// closedNoRun reports whether w is closed, with the low 20 bits of
+// generation gen, and no run of failures that a success would have to end:
+// what both of Record's fast paths need. It does not consult base, so it
+// cannot tell gen from a generation 2^20 away; where that matters the
+// caller asks Breaker.ofWord too.
+func (w stateWord) closedNoRun(gen uint64) bool {
+	// gen<<genShift keeps only gen's low 20 bits, in the field's place, so
+	// one XOR and one mask test state, run and generation together.
+	return (w^stateWord(gen<<genShift))&(stateMask|consecMask<<consecShift|genMask<<genShift) == 0
+}
+
+// explicitMillis is an open claim's explicit duration in whole
+// milliseconds, and whether it has one (else: the step's open duration).
+// For claimOther, has is the ramp-up flag.
+func (w stateWord) explicitMillis() (ms uint64, has bool) {
+	return uint64(w >> explicitShift & explicitMask), w&claimFlag != 0
+}
+
+// fields is w unpacked.
+func (w stateWord) fields() word { return unpack(uint64(w)) }
+
+// packed is u packed, as a value of the state word.
+func (u word) packed() stateWord { return stateWord(pack(u)) }
+
 // signedDiff is (a - b) mod 2^bits read as a signed number of bits bits:
 // exact whenever the true difference is within ±2^(bits-1).
 func signedDiff(a, b uint64, bits uint) int64 {
@@ -221,7 +277,7 @@ const (
 // are the word's generation field. It is exact when base was loaded while
 // the word's generation was current, or before (within less than 2^20 -
 // lag transitions), never after; see docs/design.md.
-func fullGen(base, w uint64) uint64 { return base + (w>>genShift-base)&genMask }
+func fullGen(base uint64, w stateWord) uint64 { return base + (w.genField()-base)&genMask }
 
 // lowGen is the word's generation field for breaker generation g.
 func lowGen(g uint64) uint32 { return uint32(g) & genMask }
@@ -247,7 +303,7 @@ const (
 	claimOpen  = 6
 	claimOther = 7
 
-	claimFlag     = uint64(1) << payShift // explicit duration, or ramp-up
+	claimFlag     = 1 << payShift // explicit duration, or ramp-up
 	explicitShift = payShift + 1
 	explicitBits  = payBits - 1
 	explicitMask  = 1<<explicitBits - 1
@@ -258,11 +314,23 @@ const (
 // if a change of the layout leaves the claim too few bits.
 const _ = uint64(explicitMask - uint64(MaxOpenDurationLimit/time.Millisecond))
 
-// claimed reports whether w holds a claimed transition rather than a state.
-func claimed(w uint64) bool { return w&stateMask >= claimOpen }
-
 // claimWord packs a claim of kind (claimOpen or claimOther) to step and
-// generation gen, with the payload's low bits pay.
-func claimWord(kind uint64, step uint8, gen uint32, pay uint64) uint64 {
-	return kind | uint64(step&stepMask)<<stepShift | pay&payMask<<payShift | uint64(gen&genMask)<<genShift
+// generation gen, with the payload's low bits pay. The four claims below
+// are the ones the table above names.
+func claimWord(kind uint64, step uint8, gen uint32, pay uint64) stateWord {
+	return stateWord(kind | uint64(step&stepMask)<<stepShift | pay&payMask<<payShift | uint64(gen&genMask)<<genShift)
 }
+
+// claimOpenStep claims open at step for the step's open duration.
+func claimOpenStep(step uint8, gen uint32) stateWord { return claimWord(claimOpen, step, gen, 0) }
+
+// claimOpenMillis claims open at step for ms milliseconds.
+func claimOpenMillis(step uint8, gen uint32, ms uint64) stateWord {
+	return claimWord(claimOpen, step, gen, ms<<(explicitShift-payShift)|claimFlag>>payShift)
+}
+
+// claimHalfOpen claims half-open at step, the claimer's probe in flight.
+func claimHalfOpen(step uint8, gen uint32) stateWord { return claimWord(claimOther, step, gen, 0) }
+
+// claimRampUp claims closed, ramping up.
+func claimRampUp(gen uint32) stateWord { return claimWord(claimOther, 0, gen, claimFlag>>payShift) }

@@ -67,7 +67,7 @@ func TestGenerationWraps(t *testing.T) {
 // generation 2^20 newer, which ofWord therefore rejects.
 func TestFullGen(t *testing.T) {
 	for _, g := range []uint64{0, 1, genMask, genMask + 1, 5<<genBits + 77, 1<<63 - 1, ^uint64(0) - genMask, ^uint64(0)} {
-		w := pack(word{state: Closed, gen: lowGen(g)})
+		w := word{state: Closed, gen: lowGen(g)}.packed()
 		for _, lag := range []uint64{0, 1, baseStep, genMask - 1, genMask} {
 			require.Equal(t, g, fullGen(g-lag, w), "generation %d, lag %d", g, lag)
 		}
@@ -154,6 +154,6 @@ func TestEventSlotIsAligned(t *testing.T) {
 	require.Equal(t, uintptr(40), unsafe.Sizeof(eventSlot{}))
 	require.Zero(t, unsafe.Offsetof(eventSlot{}.seq))
 	require.Equal(t, uintptr(8), unsafe.Offsetof(Breaker{}.base))
-	require.Equal(t, uintptr(cacheline.Size), unsafe.Offsetof(Breaker{}.s), "state and base alone on their cache line")
+	require.Equal(t, uintptr(cacheline.Size), unsafe.Offsetof(Breaker{}.cfg), "state and base alone on their cache line")
 	require.Equal(t, uintptr(cacheline.Size), unsafe.Offsetof(dispatcher{}.slots), "the deliverer's word alone on its line")
 }
