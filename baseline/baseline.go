@@ -32,7 +32,7 @@ import (
 // Record allocate nothing in steady state.
 type Breaker struct {
 	mu       sync.Mutex
-	s        core.Settings
+	cfg      core.Settings
 	classify func(error) core.Outcome
 	maxWait  span // the half-open max wait; zero: off
 	ramp     span // the ramp-up after closing; zero: off
@@ -46,7 +46,7 @@ type Breaker struct {
 	expiry   uint64        // half-open: max-wait deadline, in maxWait's units
 	ramping  bool          // closed: ramping up after half-open -> closed
 	rampEnd  uint64        // closed: ramp-up deadline, in ramp's units
-	m        core.Metrics
+	metrics  core.Metrics
 	count    countWindow
 	time     timeWindow
 
@@ -65,7 +65,7 @@ func New(c core.Config) (*Breaker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Breaker{s: s, classify: s.Classifier, maxWait: newSpan(s.MaxWaitInHalfOpen), ramp: newSpan(s.RampUpDuration)}
+	b := &Breaker{cfg: s, classify: s.Classifier, maxWait: newSpan(s.MaxWaitInHalfOpen), ramp: newSpan(s.RampUpDuration)}
 	if c.Classifier == nil {
 		b.classify = classify // R9's default, decided here too
 	}
@@ -88,7 +88,7 @@ const noNew = "baseline: Breaker used without New: a zero Breaker has no configu
 // mustBeNew panics with noNew when b is a zero Breaker: every Breaker that
 // New returns has the clock of its validated Settings.
 func (b *Breaker) mustBeNew() {
-	if b.s.Clock == nil {
+	if b.cfg.Clock == nil {
 		panic(noNew)
 	}
 }
@@ -101,17 +101,17 @@ func (b *Breaker) Allow() (core.Permit, error) {
 	case core.Closed, core.Disabled, core.MetricsOnly:
 		p := core.Permit{Generation: b.gen}
 		if b.ramping {
-			now := b.s.Clock.Now()
+			now := b.cfg.Clock.Now()
 			if left := b.ramp.left(b.rampEnd, now); b.ramp.over(left) {
 				b.ramping = false
-			} else if !b.ramp.admits(b.s.RampUpStartPercent, uint64(left), now) {
+			} else if !b.ramp.admits(b.cfg.RampUpStartPercent, uint64(left), now) {
 				return b.reject(core.Permit{}, rampingUp)
 			}
 			if b.timed() {
 				p.Start = now
 			}
 		} else if b.timed() && b.state != core.Disabled {
-			p.Start = b.s.Clock.Now()
+			p.Start = b.cfg.Clock.Now()
 		}
 		b.admit()
 		b.mu.Unlock()
@@ -172,26 +172,26 @@ func (b *Breaker) probe(now time.Duration) (core.Permit, error) {
 }
 
 // timed reports whether calls are timed (slow calls are configured).
-func (b *Breaker) timed() bool { return b.s.SlowCallDurationThreshold > 0 }
+func (b *Breaker) timed() bool { return b.cfg.SlowCallDurationThreshold > 0 }
 
 func (b *Breaker) admit() {
-	if b.s.CollectMetrics {
-		b.m.Admitted++
+	if b.cfg.CollectMetrics {
+		b.metrics.Admitted++
 	}
 }
 
 // reject counts a rejection for reason, unlocks and returns it.
 func (b *Breaker) reject(p core.Permit, reason int) (core.Permit, error) {
-	if b.s.CollectMetrics {
+	if b.cfg.CollectMetrics {
 		switch reason {
 		case open:
-			b.m.RejectedOpen++
+			b.metrics.RejectedOpen++
 		case halfOpenFull:
-			b.m.RejectedHalfOpenFull++
+			b.metrics.RejectedHalfOpenFull++
 		case forcedOpen:
-			b.m.RejectedForcedOpen++
+			b.metrics.RejectedForcedOpen++
 		default:
-			b.m.RejectedRampUp++
+			b.metrics.RejectedRampUp++
 		}
 	}
 	b.mu.Unlock()
@@ -205,18 +205,18 @@ func (b *Breaker) reject(p core.Permit, reason int) (core.Permit, error) {
 // holds the mutex.
 func (b *Breaker) halfOpenFullWait(now time.Duration) (wait time.Duration, expired bool) {
 	if b.maxWait.unit == 0 { // WaitForever
-		return b.s.HalfOpenFullWait, false
+		return b.cfg.HalfOpenFullWait, false
 	}
 	if b.maxWait.over(b.maxWait.left(b.expiry, now)) {
 		return 0, true
 	}
-	return min(b.maxWait.until(b.expiry, now), b.s.HalfOpenFullWait), false
+	return min(b.maxWait.until(b.expiry, now), b.cfg.HalfOpenFullWait), false
 }
 
 // full reports whether half-open has no probe slot to give (R6). The
 // caller holds the mutex.
 func (b *Breaker) full() bool {
-	return b.inFlight >= b.s.PermittedCallsInHalfOpen || b.inFlight+b.success >= b.s.SuccessesToClose
+	return b.inFlight >= b.cfg.PermittedCallsInHalfOpen || b.inFlight+b.success >= b.cfg.SuccessesToClose
 }
 
 // retryAfter is what a rejection's RetryAfter reports; see
@@ -253,7 +253,7 @@ func (b *Breaker) Done(p core.Permit, err error) {
 		}
 	}()
 	o, h := b.classify(err), time.Duration(0)
-	if o == core.Failure && b.s.MaxRetryAfter > 0 {
+	if o == core.Failure && b.cfg.MaxRetryAfter > 0 {
 		h = retryAfter(err)
 	}
 	decided = true
@@ -305,15 +305,15 @@ func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 	}
 	fail := o == core.Failure
 	var now time.Duration
-	if b.timed() || b.s.WindowType == core.TimeBased && b.s.WindowSize > 0 {
-		now = b.s.Clock.Now()
+	if b.timed() || b.cfg.WindowType == core.TimeBased && b.cfg.WindowSize > 0 {
+		now = b.cfg.Clock.Now()
 	}
-	slow := isSlow(&b.s, now-p.Start)
+	slow := isSlow(&b.cfg, now-p.Start)
 	b.tally(true, o, slow)
 	var c windowCounts
 	switch {
-	case b.s.WindowSize == 0:
-	case b.s.WindowType == core.TimeBased:
+	case b.cfg.WindowSize == 0:
+	case b.cfg.WindowType == core.TimeBased:
 		b.time.add(now, fail, slow)
 		c = b.time.sum(now)
 	default:
@@ -321,14 +321,14 @@ func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 		c = b.count.sum
 	}
 	switch {
-	case b.s.ConsecutiveFailures == 0: // not tracked, as in the lock-free word
+	case b.cfg.ConsecutiveFailures == 0: // not tracked, as in the lock-free word
 	case !fail:
 		b.consec = 0
 	case b.consec < core.MaxConsecutiveFailures:
 		b.consec++
 	}
-	if trips(&b.s, c, b.consec) {
-		b.trip(0, tripReason(&b.s, c))
+	if trips(&b.cfg, c, b.consec) {
+		b.trip(0, tripReason(&b.cfg, c))
 	}
 	b.unlockAndNotify()
 }
@@ -336,18 +336,18 @@ func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 // tally counts one outcome in the metrics: acted on, or dropped.
 func (b *Breaker) tally(acted bool, o core.Outcome, slow bool) {
 	switch {
-	case !b.s.CollectMetrics:
+	case !b.cfg.CollectMetrics:
 	case !acted:
-		b.m.Dropped++
+		b.metrics.Dropped++
 	case o == core.Success:
-		b.m.Successes++
+		b.metrics.Successes++
 	case o == core.Failure:
-		b.m.Failures++
+		b.metrics.Failures++
 	default:
-		b.m.Ignored++
+		b.metrics.Ignored++
 	}
-	if acted && slow && b.s.CollectMetrics {
-		b.m.SlowCalls++
+	if acted && slow && b.cfg.CollectMetrics {
+		b.metrics.SlowCalls++
 	}
 }
 
@@ -357,20 +357,20 @@ func (b *Breaker) tally(acted bool, o core.Outcome, slow bool) {
 func (b *Breaker) trip(h time.Duration, why core.Reason) {
 	if b.state == core.MetricsOnly {
 		var now time.Duration
-		if b.s.OnStateChange != nil {
-			now = b.s.Clock.Now()
+		if b.cfg.OnStateChange != nil {
+			now = b.cfg.Clock.Now()
 		}
 		b.transition(core.MetricsOnly, now, why)
 		return
 	}
-	b.open(b.s.OpenDuration, h, b.s.Clock.Now(), why)
+	b.open(b.cfg.OpenDuration, h, b.cfg.Clock.Now(), why)
 }
 
 // RecordHint records a failure carrying a retry-after hint; see
 // core.Breaker.RecordHint.
 func (b *Breaker) RecordHint(p core.Permit, retryAfter time.Duration) {
 	b.mustBeNew()
-	h := bound(&b.s, retryAfter)
+	h := bound(&b.cfg, retryAfter)
 	if h == 0 {
 		b.Record(p, core.Failure)
 		return
@@ -383,7 +383,7 @@ func (b *Breaker) RecordHint(p core.Permit, retryAfter time.Duration) {
 	}
 	b.tally(true, core.Failure, false)
 	if p.Probe {
-		b.open(backoff(&b.s, b.openFor), h, b.s.Clock.Now(), core.ReasonRetryAfter)
+		b.open(backoff(&b.cfg, b.openFor), h, b.cfg.Clock.Now(), core.ReasonRetryAfter)
 	} else {
 		b.trip(h, core.ReasonRetryAfter)
 	}
@@ -395,18 +395,18 @@ func (b *Breaker) recordProbe(o core.Outcome) {
 	switch o {
 	case core.Success:
 		b.success++
-		if b.success >= b.s.SuccessesToClose {
+		if b.success >= b.cfg.SuccessesToClose {
 			var now time.Duration
-			if b.s.OnStateChange != nil || b.s.RampUpDuration > 0 {
-				now = b.s.Clock.Now()
+			if b.cfg.OnStateChange != nil || b.cfg.RampUpDuration > 0 {
+				now = b.cfg.Clock.Now()
 			}
 			b.transition(core.Closed, now, core.ReasonProbesPassed)
-			if b.s.RampUpDuration > 0 {
+			if b.cfg.RampUpDuration > 0 {
 				b.ramping, b.rampEnd = true, b.ramp.deadline(now)
 			}
 		}
 	case core.Failure:
-		b.open(backoff(&b.s, b.openFor), 0, b.s.Clock.Now(), core.ReasonProbeFailed)
+		b.open(backoff(&b.cfg, b.openFor), 0, b.cfg.Clock.Now(), core.ReasonProbeFailed)
 	}
 }
 
@@ -423,7 +423,7 @@ func (b *Breaker) open(d, h time.Duration, now time.Duration, why core.Reason) {
 // announceDeadline puts the open deadline just set into the queued
 // notification of the transition into Open (Transition.OpenUntil).
 func (b *Breaker) announceDeadline() {
-	if b.s.OnStateChange != nil {
+	if b.cfg.OnStateChange != nil {
 		b.queue[len(b.queue)-1].OpenUntil = time.Duration(b.deadline) * time.Millisecond
 	}
 }
@@ -441,13 +441,13 @@ func (b *Breaker) transition(to core.State, now time.Duration, why core.Reason) 
 	b.gen++ // 64 bits: a permit is stale across any number of transitions below 2^64
 	b.inFlight, b.success, b.consec = 0, 0, 0
 	b.ramping, b.expiry = false, 0
-	if b.s.CollectMetrics {
-		b.m.Transitions[from][to]++
+	if b.cfg.CollectMetrics {
+		b.metrics.Transitions[from][to]++
 	}
 	b.count.reset()
 	b.time.reset()
-	if b.s.OnStateChange != nil {
-		b.queue = append(b.queue, core.Transition{Name: b.s.Name, From: from, To: to, Reason: why, Generation: b.gen, At: now, Time: wall(b.s.Clock, now)})
+	if b.cfg.OnStateChange != nil {
+		b.queue = append(b.queue, core.Transition{Name: b.cfg.Name, From: from, To: to, Reason: why, Generation: b.gen, At: now, Time: wall(b.cfg.Clock, now)})
 	}
 }
 
@@ -475,7 +475,7 @@ func (b *Breaker) unlockAndNotify() {
 	for ; i < len(b.queue); i++ {
 		t := b.queue[i]
 		b.mu.Unlock()
-		b.s.OnStateChange(t)
+		b.cfg.OnStateChange(t)
 		b.mu.Lock()
 	}
 	b.queue = b.queue[:0]
@@ -486,7 +486,7 @@ func (b *Breaker) unlockAndNotify() {
 
 // now reads the clock for deadline checks, where a reading below zero counts
 // as zero, as in the lock-free word's unsigned milliseconds.
-func (b *Breaker) now() time.Duration { return max(b.s.Clock.Now(), 0) }
+func (b *Breaker) now() time.Duration { return max(b.cfg.Clock.Now(), 0) }
 
 // State returns the current state, time-aware: an open breaker whose open
 // duration has elapsed reports half-open before any call commits the
@@ -511,9 +511,9 @@ func (b *Breaker) Counts() core.Counts {
 	case core.Closed, core.MetricsOnly:
 		var w windowCounts
 		switch {
-		case b.s.WindowSize == 0:
-		case b.s.WindowType == core.TimeBased:
-			w = b.time.sum(b.s.Clock.Now())
+		case b.cfg.WindowSize == 0:
+		case b.cfg.WindowType == core.TimeBased:
+			w = b.time.sum(b.cfg.Clock.Now())
 		default:
 			w = b.count.sum
 		}
@@ -535,7 +535,7 @@ func (b *Breaker) Metrics() core.Metrics {
 	b.mustBeNew()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.m
+	return b.metrics
 }
 
 // ForceOpen forces the breaker open; see core.Breaker.ForceOpen.
@@ -549,9 +549,9 @@ func (b *Breaker) ForceOpen(d time.Duration) error {
 		b.command(core.ForcedOpen)
 		return nil
 	}
-	now := b.s.Clock.Now()
+	now := b.cfg.Clock.Now()
 	b.transition(core.Open, now, core.ReasonManual)
-	b.openFor = b.s.OpenDuration // a re-open after it backs off from the open duration
+	b.openFor = b.cfg.OpenDuration // a re-open after it backs off from the open duration
 	b.deadline = openDeadline(now, wholeMillis(d))
 	b.announceDeadline()
 	b.unlockAndNotify()
@@ -582,8 +582,8 @@ func (b *Breaker) Reset() {
 // command commits a manual control to state to, and unlocks.
 func (b *Breaker) command(to core.State) {
 	var now time.Duration
-	if b.s.OnStateChange != nil {
-		now = b.s.Clock.Now()
+	if b.cfg.OnStateChange != nil {
+		now = b.cfg.Clock.Now()
 	}
 	b.transition(to, now, core.ReasonManual)
 	b.unlockAndNotify()
