@@ -157,3 +157,7 @@ func TestEventSlotIsAligned(t *testing.T) {
 	require.Equal(t, uintptr(cacheline.Size), unsafe.Offsetof(Breaker{}.cfg), "state and base alone on their cache line")
 	require.Equal(t, uintptr(cacheline.Size), unsafe.Offsetof(dispatcher{}.slots), "the deliverer's word alone on its line")
 }
+
+// unpack and pack translate raw uint64 words, for the tests that build them.
+func unpack(w uint64) word { return stateWord(w).fields() }
+func pack(u word) uint64   { return uint64(u.packed()) }
