@@ -42,7 +42,7 @@ import (
 type Breaker struct {
 	// state is the state word: the whole state machine in one uint64 that
 	// only compare-and-swap changes (state.go says why). stateWord's
-	// accessors read its fields, pack writes them:
+	// accessors read its fields, word.packed writes them:
 	//
 	//	bits    width  field       meaning
 	//	 0..2     3    state       Closed .. MetricsOnly; 6, 7: a claimed transition (state.go)
