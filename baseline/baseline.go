@@ -236,10 +236,10 @@ func (b *Breaker) retryAfter() time.Duration {
 }
 
 // Done records the call's error; see core.Breaker.Done. The classifier
-// decides the outcome (R9); a Failure whose error carries a positive
+// decides the outcome; a Failure whose error carries a positive
 // retry-after hint goes to RecordHint when hints are on. If the classifier,
 // or the error's RetryAfter or Unwrap method, panics, the permit is
-// released as Ignored and the panic goes on (R10).
+// released as Ignored and the panic goes on.
 func (b *Breaker) Done(p core.Permit, err error) {
 	b.mustBeNew()
 	if err == nil {
