@@ -364,7 +364,7 @@ func TestLongOutageKeepsWindowsCounting(t *testing.T) {
 // generations are 64 bits now, and the buckets are swept every 2^22
 // (TestTimeWindowBucketsDoNotAliasAcross2To24 has the 24-bit case). Full
 // runs only: 2^20 transitions of a 3,600-second window.
-func TestAdv_BucketWindowAliasesAcrossGenerationWrap(t *testing.T) {
+func TestBucketWindowFreshAcrossGenerationWrap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("2^20 transitions of a 3,600-second window: full runs only")
 	}
@@ -427,7 +427,7 @@ func TestAdv_BucketWindowAliasesAcrossGenerationWrap(t *testing.T) {
 // Without a trip, the old period's counts come back instead (R11).
 // docs/design.md states 2^16 for the ring only as a bound on one call in
 // flight ("during one call"); here no call is in flight across the wrap.
-func TestAdv5_RingGenerationAliasRevivesClosedWindow(t *testing.T) {
+func TestRingGenerationAliasKeepsWindowFresh(t *testing.T) {
 	cfg := core.Config{WindowSize: 10, MinimumNumberOfCalls: 1, FailureRateThreshold: 50,
 		OpenDuration: time.Millisecond, MaxWaitInHalfOpen: time.Millisecond}
 

@@ -113,7 +113,7 @@ func allocatedBy(fn func()) uint64 {
 }
 
 // Probe: transitions with a listener that allocates nothing, and Do.
-func TestAdv_NoAllocOnTransitionsAndDo(t *testing.T) {
+func TestNoAllocOnTransitionsAndDo(t *testing.T) {
 	for _, wt := range []core.WindowType{core.CountBased, core.TimeBased} {
 		forEachImpl(t, func(t *testing.T, mk maker) {
 			clock := core.NewManualClock(0)
@@ -154,7 +154,7 @@ func TestAdv_NoAllocOnTransitionsAndDo(t *testing.T) {
 // disabled and metrics-only calls (including "would have opened" trips),
 // Done with a pre-built hinted error (RecordHint's trip), the manual
 // controls, a max-wait restart, Metrics, all with metrics and a listener on.
-func TestAdv5_NoAllocsOnFeaturePaths(t *testing.T) {
+func TestNoAllocsOnFeaturePaths(t *testing.T) {
 	hintErr := core.WithRetryAfter(errFail, 2*time.Second)
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		clk := core.NewManualClock(0)

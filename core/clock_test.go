@@ -20,7 +20,7 @@ import (
 // breaker is half-open at once: open duration skipped, R4); the lock-free
 // word gets uint64(negative)%2^36, an arbitrary deadline. They disagree.
 // R14/R15: "never a huge unsigned value", "no sentinel by wrap-around".
-func TestAdv_DeadlineOverflowNearMaxClock(t *testing.T) {
+func TestDeadlineNearMaxClockDoesNotOverflow(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Minute})
 		r.Clock.Set(time.Duration(math.MaxInt64 - int64(30*time.Second)))
@@ -33,7 +33,7 @@ func TestAdv_DeadlineOverflowNearMaxClock(t *testing.T) {
 	})
 }
 
-// The realistic trigger of TestAdv_DeadlineOverflowNearMaxClock: the zero
+// The realistic trigger of TestDeadlineNearMaxClockDoesNotOverflow: the zero
 // SystemClock measured from the zero time.Time, and time.Since(time.Time{})
 // saturates at math.MaxInt64, so the clock was frozen at the overflow
 // point. A breaker built with Config{Clock: core.SystemClock{}} never stayed
@@ -41,7 +41,7 @@ func TestAdv_DeadlineOverflowNearMaxClock(t *testing.T) {
 // slid). Validate then rejected the zero SystemClock; since issue 11 it is
 // usable instead (it measures from a process-wide base, like ManualClock{}
 // it is ready to use), so both implementations must accept it and stay open.
-func TestAdv_ZeroSystemClockSkipsOpenDuration(t *testing.T) {
+func TestZeroSystemClockKeepsOpenDuration(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		b, err := mk.new(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Minute, Clock: core.SystemClock{}})
 		require.NoError(t, err)

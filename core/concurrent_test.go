@@ -183,8 +183,8 @@ func concurrentMetrics(t *testing.T, mk maker) {
 // equal the rejections returned.
 //
 // The controller is paced (a bounded number of controls per caller op);
-// TestAdv5_NotificationStormAliasesGenerations runs it unpaced.
-func TestAdv5_ConcurrentControlsTripsProbes(t *testing.T) {
+// TestNotificationStormKeepsGenerations runs it unpaced.
+func TestConcurrentControlsTripsProbes(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		for round := range rounds(6, 2) {
 			controlStorm(t, mk, uint64(round), false)
@@ -202,7 +202,7 @@ func TestAdv5_ConcurrentControlsTripsProbes(t *testing.T) {
 // are sequenced by the 64-bit generation now;
 // TestListenerFarBehindGetsEveryEventInOrder holds a backlog past 2^20
 // deterministically.
-func TestAdv5_NotificationStormAliasesGenerations(t *testing.T) {
+func TestNotificationStormKeepsGenerations(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an unpaced storm of controls: full runs only")
 	}
@@ -400,7 +400,7 @@ func (s *storm) check(t *testing.T) {
 // reader's Counts races a ForceOpen(0): it reported {State: closed,
 // Generation: G, Calls: 0}. Counts now re-reads the word after the window
 // and starts over if a transition committed in between.
-func TestAdv5_CountsNeverLosesCompletedOutcomes(t *testing.T) {
+func TestCountsNeverLosesCompletedOutcomes(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		b, err := mk.new(core.Config{WindowSize: 10, MinimumNumberOfCalls: 5, FailureRateThreshold: 50,
 			OpenDuration: time.Second, Clock: core.NewManualClock(0)})

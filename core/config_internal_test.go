@@ -10,7 +10,7 @@ import (
 // although the lock-free run of failures could never reach it (R3: nothing
 // clamped silently). It is rejected now; at the limit the breaker must still
 // trip.
-func TestAdvInternal_ConsecutiveFailuresAboveSaturationValidates(t *testing.T) {
+func TestConsecutiveFailuresAboveSaturationValidates(t *testing.T) {
 	limit := MaxConsecutiveFailures
 	_, err := New(Config{ConsecutiveFailures: limit + 1, OpenDuration: time.Second, Clock: NewManualClock(0)})
 	var ce *ConfigError

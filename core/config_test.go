@@ -268,7 +268,7 @@ func TestFeaturesConfigValidation(t *testing.T) {
 // backoff" per the Config doc) is rejected, and the error blames
 // OpenDurationBackoff, a field the user did not set: "factor 1 needs more
 // than 31 re-opens...". Not one of R3's listed rejections (core/config.go:333).
-func TestAdv_MaxOpenDurationWithoutBackoffRejected(t *testing.T) {
+func TestMaxOpenDurationWithoutBackoffRejected(t *testing.T) {
 	// A maximum without a factor would silently do nothing: rejected, naming
 	// the field the user set.
 	_, err := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, MaxOpenDuration: time.Minute}.Validate()

@@ -312,9 +312,9 @@ func requireRecoversWithinOneMore(t *testing.T, r *rig, wrap, unit time.Duration
 // at negative, zero, 2^36 ms and 2^62 ns bases, idle gaps of hours),
 // avoiding the inputs of the known limits (unknown outcomes, double Done,
 // clocks within a year of MaxInt64, idles of 397 days).
-func TestAdv_WideDifferential(t *testing.T) {
+func TestWideDifferential(t *testing.T) {
 	seeds := 300
-	if v, err := strconv.Atoi(os.Getenv("ADV_SEEDS")); err == nil {
+	if v, err := strconv.Atoi(os.Getenv("WIDE_DIFFERENTIAL_SEEDS")); err == nil {
 		seeds = v
 	}
 	if testing.Short() {
@@ -324,17 +324,17 @@ func TestAdv_WideDifferential(t *testing.T) {
 	kinds := map[string]int{}
 	for seed := range seeds {
 		rng := rand.New(rand.NewPCG(uint64(seed), 99))
-		cfg := advRandomConfig(rng)
+		cfg := wideRandomConfig(rng)
 		base := bases[rng.IntN(len(bases))]
 		runHistory(t, fmt.Sprintf("seed %d base %v", seed, base), cfg, base, rng, 400, kinds, wideOp)
 	}
 	t.Logf("transitions and rejections reached: %v", kinds)
 }
 
-// wideErrs are the errors of TestAdv_WideDifferential's Done and Do calls.
+// wideErrs are the errors of TestWideDifferential's Done and Do calls.
 var wideErrs = []error{nil, errFail, context.Canceled, context.DeadlineExceeded, difftest.ErrIgnored, difftest.ErrSuccess, difftest.ErrClassifierPanics}
 
-// wideOp is TestAdv_WideDifferential's next operation: Allow, Record or
+// wideOp is TestWideDifferential's next operation: Allow, Record or
 // Done of a held permit, Do of a call that takes up to 3 s (and panics a
 // third of the time), a clock step, or State.
 func wideOp(h *history) difftest.Op {
@@ -369,7 +369,7 @@ func wideOp(h *history) difftest.Op {
 	return difftest.Op{Kind: difftest.State}
 }
 
-func advRandomConfig(rng *rand.Rand) core.Config {
+func wideRandomConfig(rng *rand.Rand) core.Config {
 	for {
 		c := core.Config{
 			WindowType:   core.WindowType(rng.IntN(2)),
@@ -432,7 +432,7 @@ func advRandomConfig(rng *rand.Rand) core.Config {
 // stays within 250 s of its base so that the documented coarse-deadline
 // bands (2^18 units) and the 2^35 ms deadline limit are not in play; a
 // time window is not run near MaxInt64 (seconds saturate after 2^32 s).
-func TestAdv5_SequentialDifferential(t *testing.T) {
+func TestSequentialDifferential(t *testing.T) {
 	configs := []core.Config{
 		{WindowSize: 5, MinimumNumberOfCalls: 2, FailureRateThreshold: 50, OpenDuration: time.Second,
 			PermittedCallsInHalfOpen: 2, SuccessesToClose: 3, MaxWaitInHalfOpen: 1500 * time.Millisecond,
@@ -458,7 +458,7 @@ func TestAdv5_SequentialDifferential(t *testing.T) {
 		for seed := range seeds {
 			base := time.Duration(0)
 			// Near MaxInt64, except with a time window: its seconds saturate
-			// after 2^32 s (a documented limit, TestAdv_TimeWindowSaturatesAfter136Years).
+			// after 2^32 s (a documented limit, TestLimit_TimeWindowSaturatesAfter136Years).
 			if seed%3 == 1 && cfg.WindowType != core.TimeBased {
 				base = math.MaxInt64 - 250*time.Second
 			}
@@ -473,11 +473,11 @@ func TestAdv5_SequentialDifferential(t *testing.T) {
 	}
 }
 
-// sequentialHints are TestAdv5_SequentialDifferential's retry-after hints.
+// sequentialHints are TestSequentialDifferential's retry-after hints.
 var sequentialHints = []time.Duration{math.MinInt64, -1, 0, 1, time.Millisecond, 999 * time.Microsecond, 2 * time.Second,
 	3 * time.Second, 200 * time.Second, core.MaxOpenDurationLimit + 1, math.MaxInt64}
 
-// sequentialOp is TestAdv5_SequentialDifferential's next operation:
+// sequentialOp is TestSequentialDifferential's next operation:
 // Allow; Done, Record or RecordHint of a held permit (one time in eight
 // finished again later); the clock set within lo..hi; or a manual control.
 func sequentialOp(h *history, lo, hi time.Duration) difftest.Op {

@@ -280,7 +280,7 @@ func ftNoChange(r *rig, what string, fn func()) {
 
 // pair builds the lock-free and the mutex breaker from the same config, each
 // with its own manual clock at start and its own notification log.
-func advPair(t *testing.T, c core.Config, start time.Duration) (lf, mu *rig) {
+func rigPair(t *testing.T, c core.Config, start time.Duration) (lf, mu *rig) {
 	t.Helper()
 	lf = maker{new: impls[0].New}.build(t, c)
 	mu = maker{new: impls[1].New}.build(t, c)

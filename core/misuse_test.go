@@ -130,10 +130,10 @@ func TestZeroClocksWork(t *testing.T) {
 // baseline (its switch has no case for it); in closed state both count it
 // as a success. The implementations disagree on State, Counts and
 // notifications (the brief: they must agree on every observable).
-func TestAdv_UnknownOutcomeDiverges(t *testing.T) {
+func TestUnknownOutcomeAgrees(t *testing.T) {
 	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second,
 		Classifier: func(error) core.Outcome { return core.Outcome(3) }}
-	lf, mu := advPair(t, cfg, 0)
+	lf, mu := rigPair(t, cfg, 0)
 	for _, r := range []*rig{lf, mu} {
 		r.X(core.Failure)
 		r.Is(core.Open)
@@ -150,10 +150,10 @@ func TestAdv_UnknownOutcomeDiverges(t *testing.T) {
 // The lock-free breaker drops it (inFlight == 0); the baseline decrements
 // inFlight to -1 and counts a success, closing the breaker, and with inFlight
 // negative admits more than PermittedCallsInHalfOpen probes (R6).
-func TestAdv_DoubleDoneProbeDiverges(t *testing.T) {
+func TestDoubleDoneOfProbeAgrees(t *testing.T) {
 	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second,
 		PermittedCallsInHalfOpen: 1, SuccessesToClose: 2}
-	lf, mu := advPair(t, cfg, 0)
+	lf, mu := rigPair(t, cfg, 0)
 	for _, r := range []*rig{lf, mu} {
 		r.X(core.Failure)
 		r.At(1)
@@ -167,7 +167,7 @@ func TestAdv_DoubleDoneProbeDiverges(t *testing.T) {
 
 // Same root cause, R6 on the baseline alone: after a double Done of a
 // probe, more than PermittedCallsInHalfOpen probes are in flight.
-func TestAdv_BaselineDoubleDoneAdmitsExtraProbes(t *testing.T) {
+func TestDoubleDoneAdmitsNoExtraProbe(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second,
 			PermittedCallsInHalfOpen: 1, SuccessesToClose: 5})

@@ -100,7 +100,7 @@ func TestCountsInHalfOpen(t *testing.T) {
 // the 64-bit generation, not by the lock-free word's 20 bits. (Before, the
 // lock-free dispatcher named events mod 2^20 and, past a backlog of 2^20,
 // delivered a later wrap's event in place of the one it waited for: a
-// known limit, TestAdv5_NotificationStormAliasesGenerations.) The first
+// known limit, TestNotificationStormKeepsGenerations.) The first
 // event's listener blocks while another goroutine commits 2^20+300 Resets.
 // Full runs only: the backlog is a million queued events.
 func TestListenerFarBehindGetsEveryEventInOrder(t *testing.T) {
@@ -144,7 +144,7 @@ func TestListenerFarBehindGetsEveryEventInOrder(t *testing.T) {
 // (Since issue 11 the default half-open max wait would recover, and hide a
 // leak: the test waits forever explicitly, so that only the released slot
 // can admit the call.)
-func TestAdv_ListenerPanicOnHalfOpenLeaksProbeForever(t *testing.T) {
+func TestListenerPanicOnHalfOpenReleasesProbe(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		var panicOnce atomic.Bool
 		panicOnce.Store(true)
@@ -173,7 +173,7 @@ func TestAdv_ListenerPanicOnHalfOpenLeaksProbeForever(t *testing.T) {
 // from other goroutines while the listener ran (a slow listener during a
 // flapping storm, 256 transitions = 128 open durations). R12: a listener may
 // call Allow without deadlocking. The baseline's queue is unbounded.
-func TestAdv_SlowListenerCallingAllowDeadlocks(t *testing.T) {
+func TestSlowListenerMayCallAllow(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		clock := core.NewManualClock(0)
 		var (
@@ -223,7 +223,7 @@ func TestAdv_SlowListenerCallingAllowDeadlocks(t *testing.T) {
 // while 4 goroutines flap the breaker on a shared manual clock. Notifications
 // must chain (from == previous to), generations must run 1, 2, 3, ... with
 // none lost or duplicated.
-func TestAdv_ReentrantListenerChains(t *testing.T) {
+func TestReentrantListenerChains(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		for round := range rounds(200, 20) {
 			clock := core.NewManualClock(0)
@@ -279,7 +279,7 @@ func TestAdv_ReentrantListenerChains(t *testing.T) {
 // Regression (R10 for the max-wait restart): a listener that panics on the
 // half-open -> half-open restart must not strand the new generation's first
 // probe, which the caller never received.
-func TestAdv5_MaxWaitRestartListenerPanicReleasesProbe(t *testing.T) {
+func TestMaxWaitRestartListenerPanicReleasesProbe(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		var armed atomic.Bool
 		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, MaxWaitInHalfOpen: time.Second,
@@ -313,7 +313,7 @@ func TestAdv5_MaxWaitRestartListenerPanicReleasesProbe(t *testing.T) {
 // Regression (R10, R12): a listener that panics on a manual control's
 // notification propagates, the control is committed, and the next
 // transition is still delivered, in order, by both implementations.
-func TestAdv5_ControlListenerPanicKeepsOrder(t *testing.T) {
+func TestControlListenerPanicKeepsOrder(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		var armed atomic.Bool
 		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second},
