@@ -149,7 +149,7 @@ func TestNoAllocOnTransitionsAndDo(t *testing.T) {
 	}
 }
 
-// Regression (allocations): the new paths allocate nothing in either
+// The feature paths allocate nothing in either
 // implementation: ramping Allow (admitted and shed), forced-open rejection,
 // disabled and metrics-only calls (including "would have opened" trips),
 // Done with a pre-built hinted error (RecordHint's trip), the manual

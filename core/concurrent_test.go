@@ -168,7 +168,7 @@ func concurrentMetrics(t *testing.T, mk maker) {
 	require.Zero(t, m.Failures)
 }
 
-// Regression (concurrency): callers, a controller issuing every manual
+// Callers, a controller issuing every manual
 // control, and a clock that jumps, all at once, with max wait, ramp-up,
 // hints and metrics on, every operation run through the shared
 // interpreter (difftest.Apply) and checked on what it observed. Guards:
@@ -192,14 +192,13 @@ func TestConcurrentControlsTripsProbes(t *testing.T) {
 	})
 }
 
-// Was a BUG (lock-free only, R12): the same workload with an unpaced
-// controller (controls in a tight loop, full size) let the lock-free
-// dispatcher fall more than 2^20 transitions behind its listener, and
-// because it named events by generation mod 2^20, it then delivered an
-// event of the next wrap in place of the current one (observed twice: the
-// 73,478th notification was {From: disabled, To: open, Generation: 73478}
-// right after {From: closed, To: metrics-only, Generation: 73477}). Events
-// are sequenced by the 64-bit generation now;
+// R12 under an unpaced controller (controls in a tight loop, full size):
+// the lock-free dispatcher can fall more than 2^20 transitions behind its
+// listener. A dispatcher that named events by generation mod 2^20 would
+// then deliver an event of the next wrap in place of the current one (for
+// example {From: disabled, To: open, Generation: 73478} right after {From:
+// closed, To: metrics-only, Generation: 73477}). Events are sequenced by the
+// 64-bit generation, so the notifications still form one chain;
 // TestListenerFarBehindGetsEveryEventInOrder holds a backlog past 2^20
 // deterministically.
 func TestNotificationStormKeepsGenerations(t *testing.T) {
@@ -390,16 +389,16 @@ func (s *storm) check(t *testing.T) {
 		[4]uint64{m.RejectedOpen, m.RejectedHalfOpenFull, m.RejectedForcedOpen, m.RejectedRampUp})
 }
 
-// Fixed (lock-free only, Counts not linearizable): Counts must not report a
-// closed generation with fewer calls than outcomes of that generation that
-// returned before Counts started (R13; Counts' doc allows missing only
-// outcomes still in flight). Counts loaded the state word, then the ring; a
-// transition in between advanced the ring to the next generation, and
-// Counts returned the old closed generation with an empty window. Repro:
-// Reset; two failures recorded (below minimum calls) and returned; a
-// reader's Counts races a ForceOpen(0): it reported {State: closed,
-// Generation: G, Calls: 0}. Counts now re-reads the word after the window
-// and starts over if a transition committed in between.
+// Counts must not report a closed generation with fewer calls than
+// outcomes of that generation that returned before Counts started (R13;
+// Counts' doc allows missing only outcomes still in flight). The lock-free
+// Counts loads the state word, then the ring; a transition in between
+// advances the ring to the next generation, and a Counts that trusted its
+// first load would return the old closed generation with an empty window.
+// The workload: Reset; two failures recorded (below minimum calls) and
+// returned; a reader's Counts races a ForceOpen(0), and must never report
+// {State: closed, Generation: G, Calls: 0}. Counts re-reads the word after
+// the window and starts over if a transition committed in between.
 func TestCountsNeverLosesCompletedOutcomes(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		b, err := mk.new(core.Config{WindowSize: 10, MinimumNumberOfCalls: 5, FailureRateThreshold: 50,

@@ -73,12 +73,12 @@ func (h *history) take(keep bool) core.Permit {
 
 // The lock-free breaker and the mutex baseline agree at every step of random
 // sequential histories: admission, rejection kind and wait, state, counts,
-// metrics and notifications. The histories use every feature of issue 5:
-// half-open max waits, ramp-ups after closing, retry-after hints (RecordHint
-// and Done with core.WithRetryAfter, zero, negative, small and huge), the
-// manual controls (ForceOpen with valid and invalid durations, Disable,
-// MetricsOnly, Reset) and metrics. (The fuzz target of issue 3 explores
-// further; this is the quick version that runs on every `go test`.)
+// metrics and notifications. The histories use every feature: half-open
+// max waits, ramp-ups after closing, retry-after hints (RecordHint and Done
+// with core.WithRetryAfter, zero, negative, small and huge), the manual
+// controls (ForceOpen with valid and invalid durations, Disable,
+// MetricsOnly, Reset) and metrics. (FuzzDifferential explores further; this
+// is the quick version that runs on every `go test`.)
 func TestDifferentialRandomHistories(t *testing.T) {
 	n := rounds(2000, 200)
 	kinds := map[string]int{} // which transitions and rejections the histories reached
@@ -201,7 +201,7 @@ func randomConfig(rng *rand.Rand) core.Config {
 			c.OpenDurationBackoff = 1 + rng.Float64()*3
 			c.MaxOpenDuration = c.OpenDuration * time.Duration(1+rng.IntN(20))
 		}
-		// The features of issue 5, each in about half the histories, with
+		// The optional features, each in about half the histories, with
 		// durations of the order of the clock steps (fractions of a
 		// millisecond included: coarse units round them up).
 		if rng.IntN(2) == 0 {
@@ -234,12 +234,12 @@ func randomConfig(rng *rand.Rand) core.Config {
 // Past the limit docs/design.md promises that "the ramp resumes for up to
 // one more ramp-up duration, or the restart waits up to one more max wait".
 // The test holds both implementations to that promise one duration (plus a
-// unit) after the wrap. The lock-free breaker of commit 49479b2 did not
-// keep it: its deadline then read as up to 2^18 (2^19) units in the future,
-// so a ramp-up from 0 % shed every call for about 2^18 ms (4.4 minutes), and
-// a full half-open breaker refused every call for about 2^19 ms (8.7
-// minutes), instead of one second, while the baseline, whose deadlines are
-// not truncated, ended the ramp and restarted the probe at once.
+// unit) after the wrap. A word whose truncated deadline read as up to 2^18
+// (2^19) units in the future would break it: a ramp-up from 0 % would shed
+// every call for about 2^18 ms (4.4 minutes), and a full half-open breaker
+// would refuse every call for about 2^19 ms (8.7 minutes), instead of one
+// second, while the baseline, whose deadlines are not truncated, ends the
+// ramp and restarts the probe at once.
 func TestCoarseDeadlineWrap(t *testing.T) {
 	const unit = time.Millisecond // 1 s / 1024, rounded up to whole ms
 	rampEnd := 2 * time.Second    // closed at 1 s, ramp-up 1 s
@@ -423,8 +423,8 @@ func wideRandomConfig(rng *rand.Rand) core.Config {
 	}
 }
 
-// Regression (differential): random sequential histories of every operation,
-// the new ones included (hints of every size, manual controls, max wait,
+// Random sequential histories of every operation,
+// the optional ones included (hints of every size, manual controls, max wait,
 // ramp-up, metrics), with a clock that steps forwards, backwards, by
 // sub-millisecond amounts and sits near 0 or near MaxInt64, must give the
 // lock-free and the mutex breaker identical results at every step: Allow's

@@ -17,13 +17,13 @@ import (
 	"github.com/casbreaker/casbreaker/core"
 )
 
-// Fixed (it was a known limit): A's failure fills a 2-call count window with
-// failures (100% >= 100%, trip); before A commits the trip, B records a
-// success. B used to evict a failure (window [F,S], 50%) and return, a
-// Counts call then saw closed, 1 failure in 2 calls, and A tripped the
-// breaker on its stale snapshot: no sequential order of A, B and that Counts
-// ends open after such a Counts. Now A's swap closes the window with the
-// trip (atomicring.RecordTrip): B finds it closed, is stale, and commits A's
+// A's failure fills a 2-call count window with failures (100% >= 100%,
+// trip); before A commits the trip, B records a success. Were B to evict a
+// failure (window [F,S], 50%) and return, a Counts call would see closed,
+// 1 failure in 2 calls, and A would then trip the breaker on its stale
+// snapshot: no sequential order of A, B and that Counts ends open after
+// such a Counts. A's swap closes the window with the trip
+// (atomicring.RecordTrip): B finds it closed, is stale, and commits A's
 // trip before returning, so the Counts in between already sees open.
 func TestNoTripOnStaleWindowSnapshot(t *testing.T) {
 	hc := &hookClock{}
@@ -115,7 +115,7 @@ func gatedLockFree(t *testing.T, c core.Config) (*core.Breaker, *gateClock, *[]c
 	return b, clk, &log, &mu
 }
 
-// Regression (closed bit, helping): while the recorder whose outcome closed
+// The closed bit, and helping: while the recorder whose outcome closed
 // the window is held before its trip swap, every other operation sees the
 // trip: Counts commits it and reports open, a second closed permit's outcome
 // is stale (dropped, not counted) and finds it committed, Allow is rejected.
@@ -152,7 +152,7 @@ func TestClosedBitHelpersCommitOneTrip(t *testing.T) {
 	require.Equal(t, uint64(1), m.RejectedOpen)
 }
 
-// Regression (closed bit in metrics-only): the held recorder's "would have
+// The closed bit in metrics-only: the held recorder's "would have
 // opened" is committed once by whoever sees the closed bit; the next window
 // is fresh.
 func TestClosedBitMetricsOnlyCommitsOnce(t *testing.T) {
@@ -176,14 +176,15 @@ func TestClosedBitMetricsOnlyCommitsOnce(t *testing.T) {
 	require.Equal(t, core.MetricsOnly, (*log)[1].To)
 }
 
-// Regression (found here and by helper-12; fixed in 45b78f1 by tripPending;
-// lock-free only, metrics): the recorder whose outcome closed the count
-// window counts that outcome in Metrics (Failures) before its trip swap; if
-// a manual control commits first, the trip never happens. The history then
-// has Failures = 1, Dropped = 0 and only the control's notification (C>C),
-// which no sequential order explains: outcome first means a C>O trip and an
-// O>C reset (Transitions[Closed][Open] = 1); reset first means the outcome
-// is stale (Dropped = 1). The baseline always gives one of the two.
+// Lock-free only, metrics: the recorder whose outcome closed the count
+// window counts that outcome in Metrics (Failures) before its trip swap. If
+// a manual control that commits first could cancel the trip, the history
+// would have Failures = 1, Dropped = 0 and only the control's notification
+// (C>C), which no sequential order explains: outcome first means a C>O trip
+// and an O>C reset (Transitions[Closed][Open] = 1); reset first means the
+// outcome is stale (Dropped = 1). The pending trip in the state word makes
+// the control commit the trip first, so the lock-free breaker gives one of
+// the two, as the baseline always does.
 func TestWindowTripRacingResetIsOneOrder(t *testing.T) {
 	trippingFailureRacesReset(t, core.Config{WindowSize: 4, MinimumNumberOfCalls: 1, FailureRateThreshold: 100,
 		OpenDuration: time.Second, CollectMetrics: true})
@@ -235,7 +236,7 @@ func TestTripClaimOrdersARacingSuccessAfterIt(t *testing.T) {
 	}
 }
 
-// Regression (pending-trip rule, 45b78f1): a Reset racing the held trip
+// The pending-trip rule: a Reset racing the held trip
 // comes after it: the trip is committed first (C>O), then the reset (O>C),
 // so the outcome that closed the window is never superseded; the held
 // recorder's late swap changes nothing, and a stale outcome does not enter

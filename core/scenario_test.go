@@ -151,7 +151,7 @@ func TestScenario_S5_ProbeFailsThenSucceeds(t *testing.T) {
 	})
 }
 
-// R5 as issue 11 settled it: State and Counts report an elapsed open
+// R5: State and Counts report an elapsed open
 // duration as half-open without committing anything. No notification goes
 // out, the generation stays the open one, no probe is counted, however
 // often they are read; a clock that steps back before the next call
