@@ -307,9 +307,10 @@ func TestTimeWindowBucketsDoNotAliasAcross2To24(t *testing.T) {
 // than what they hold, and (full run) the state word's 20-bit generation
 // field wraps.
 // When the dependency recovers, the window must count again and the breaker
-// must be able to trip again. (The count ring used to drop every outcome
-// after 2^15 silent generations, and the buckets after the 20-bit wrap, so
-// the breaker could never trip again.)
+// must be able to trip again. (Generation arithmetic that read the current
+// generation as older would drop every outcome, in the count ring after
+// 2^15 silent generations, in the buckets after the 20-bit wrap, and the
+// breaker could never trip again.)
 func TestLongOutageKeepsWindowsCounting(t *testing.T) {
 	// Before the first recovery, then before the second: in the full run the
 	// first outage ends just before the word's 20-bit wrap and the second

@@ -378,9 +378,9 @@ func controlReset(t *testing.T) {
 	})
 }
 
-// Regression: ForceOpen with an invalid duration changes nothing (no
-// generation, no notification, no metric) in either implementation, and the
-// limits themselves work at any clock reading.
+// ForceOpen with a duration out of its bounds changes nothing (no
+// generation, no notification, no metric) in either implementation, and
+// durations at the bounds work at any clock reading.
 func TestForceOpenDurationBounds(t *testing.T) {
 	for _, start := range []time.Duration{0, 999999, math.MaxInt64 - core.MaxOpenDurationLimit - time.Hour} {
 		lf, mu := rigPair(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, CollectMetrics: true}, start)

@@ -459,14 +459,15 @@ func (e *ptrHint) RetryAfter() time.Duration {
 	return e.after
 }
 
-// Regression, in both implementations: a panic inside RetryAfterOf (a user
-// error's RetryAfter or Unwrap method) runs in Done's error path, after the
+// In both implementations, a panic inside RetryAfterOf (a user error's
+// RetryAfter or Unwrap method) runs in Done's error path, after the
 // classifier returned Failure and before the outcome is recorded, so unless
 // Done releases the permit as it unwinds, a half-open probe's slot leaks and,
 // without a max wait in half-open, the breaker rejects every call with
-// ErrHalfOpenFull forever (R10: no path leaks a probe slot). The test asks
-// for WaitForever because the default max wait would admit the call at
-// 1000 s even with the slot leaked.
+// ErrHalfOpenFull forever (R10: no path leaks a probe slot; resilience4j
+// leaked the same way from a throwing classifier, docs/regressions.md B07).
+// Done releases it. The test asks for WaitForever because the default max
+// wait would admit the call at 1000 s even with the slot leaked.
 func TestPanickingRetryAfterReleasesProbe(t *testing.T) {
 	var typedNil *ptrHint
 	for name, bad := range map[string]error{"panicking RetryAfter": panicHint{}, "typed nil pointer": typedNil} {
@@ -490,9 +491,9 @@ func TestPanickingRetryAfterReleasesProbe(t *testing.T) {
 	}
 }
 
-// Regression: hints at the extremes give both implementations the same open
-// deadline, exactly max(open duration at the step, min(hint, MaxRetryAfter))
-// rounded up to the millisecond; a hint of zero or less is a plain failure.
+// Hints at the extremes give both implementations the same open deadline,
+// exactly max(open duration at the step, min(hint, MaxRetryAfter)) rounded
+// up to the millisecond; a hint of zero or less is a plain failure.
 func TestHintExtremesAgree(t *testing.T) {
 	hints := []time.Duration{math.MinInt64, -1, 0, 1, time.Millisecond - 1, time.Millisecond + 1,
 		2 * time.Second, 5*time.Second - 1, 5 * time.Second, 5*time.Second + 1, math.MaxInt64}
