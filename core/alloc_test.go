@@ -112,7 +112,9 @@ func allocatedBy(fn func()) uint64 {
 	return runs[len(runs)/2]
 }
 
-// Probe: transitions with a listener that allocates nothing, and Do.
+// A trip, a re-open, a close and a stale outcome, with a listener that
+// allocates nothing, and Do, allocate nothing in either implementation, for
+// both window types.
 func TestNoAllocOnTransitionsAndDo(t *testing.T) {
 	for _, wt := range []core.WindowType{core.CountBased, core.TimeBased} {
 		forEachImpl(t, func(t *testing.T, mk maker) {

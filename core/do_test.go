@@ -13,9 +13,9 @@ import (
 	"github.com/casbreaker/casbreaker/core"
 )
 
-// Probe: runtime.Goexit inside fn (t.FailNow in a test helper, for
-// example). Do's deferred Record runs and records a Failure, like a panic;
-// both implementations agree and no probe slot leaks.
+// runtime.Goexit inside fn (t.FailNow in a test helper, for example): Do's
+// deferred Record runs and records a Failure, like a panic; both
+// implementations agree and no probe slot leaks.
 func TestDoGoexitReleasesProbe(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second})

@@ -220,10 +220,10 @@ func TestSlowListenerMayCallAllow(t *testing.T) {
 	})
 }
 
-// Probe: a listener that itself drives transitions (Allow + Done(failure))
-// while 4 goroutines flap the breaker on a shared manual clock. Notifications
-// must chain (from == previous to), generations must run 1, 2, 3, ... with
-// none lost or duplicated.
+// A listener that itself drives transitions (Allow + Done(failure)) while 4
+// goroutines flap the breaker on a shared manual clock. Notifications must
+// chain (from == previous to), generations must run 1, 2, 3, ... with none
+// lost or duplicated.
 func TestReentrantListenerChains(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		for round := range rounds(200, 20) {
