@@ -77,9 +77,9 @@ func newGateClock() *gateClock {
 	return &gateClock{ManualClock: core.NewManualClock(0), paused: make(chan struct{}), release: make(chan struct{})}
 }
 
-// holdAtClockRead starts rec on its own goroutine with the gate armed and returns
-// once rec is held in its first clock read, and a function that releases it
-// and waits for it to return.
+// holdAtClockRead starts rec on its own goroutine with the gate armed and
+// returns once rec is held in its first clock read, and a function that
+// releases it and waits for it to return.
 func holdAtClockRead(t *testing.T, c *gateClock, rec func()) (finish func()) {
 	t.Helper()
 	done := make(chan struct{})
@@ -99,6 +99,9 @@ func holdAtClockRead(t *testing.T, c *gateClock, rec func()) (finish func()) {
 	}
 }
 
+// gatedLockFree builds a lock-free breaker from c with a gateClock and a
+// listener that appends every notification to the returned log, under the
+// returned mutex.
 func gatedLockFree(t *testing.T, c core.Config) (*core.Breaker, *gateClock, *[]core.Transition, *sync.Mutex) {
 	t.Helper()
 	clk := newGateClock()
