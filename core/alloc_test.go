@@ -151,11 +151,11 @@ func TestNoAllocOnTransitionsAndDo(t *testing.T) {
 	}
 }
 
-// The feature paths allocate nothing in either
-// implementation: ramping Allow (admitted and shed), forced-open rejection,
-// disabled and metrics-only calls (including "would have opened" trips),
-// Done with a pre-built hinted error (RecordHint's trip), the manual
-// controls, a max-wait restart, Metrics, all with metrics and a listener on.
+// The feature paths allocate nothing in either implementation: ramping Allow
+// (admitted and shed), forced-open rejection, disabled and metrics-only
+// calls (including "would have opened" trips), Done with a pre-built hinted
+// error (RecordHint's trip), the manual controls, a max-wait restart,
+// Metrics, all with metrics and a listener on.
 func TestNoAllocsOnFeaturePaths(t *testing.T) {
 	hintErr := core.WithRetryAfter(errFail, 2*time.Second)
 	forEachImpl(t, func(t *testing.T, mk maker) {

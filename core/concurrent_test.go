@@ -168,16 +168,15 @@ func concurrentMetrics(t *testing.T, mk maker) {
 	require.Zero(t, m.Failures)
 }
 
-// Callers, a controller issuing every manual
-// control, and a clock that jumps, all at once, with max wait, ramp-up,
-// hints and metrics on, every operation run through the shared
-// interpreter (difftest.Apply) and checked on what it observed. Guards:
-// probes in flight per half-open generation never exceed
-// PermittedCallsInHalfOpen (R6) even across max-wait restarts and
-// controls; notifications form one chain (each from is the previous to,
+// Callers, a controller issuing every manual control, and a clock that
+// jumps, all at once, with max wait, ramp-up, hints and metrics on, every
+// operation run through the shared interpreter (difftest.Apply) and checked
+// on what it observed. Guards: probes in flight per half-open generation
+// never exceed PermittedCallsInHalfOpen (R6) even across max-wait restarts
+// and controls; notifications form one chain (each from is the previous to,
 // generations consecutive, R12); Counts snapshots are possible ones (a
-// closed count window never shows a window that trips, Failures <= Calls
-// <= W, probe counts within bounds); and once everything returned, every
+// closed count window never shows a window that trips, Failures <= Calls <=
+// W, probe counts within bounds); and once everything returned, every
 // admitted permit was counted exactly once as acted on or dropped, the
 // transitions counted equal the notifications, and the rejections counted
 // equal the rejections returned.

@@ -423,15 +423,15 @@ func wideRandomConfig(rng *rand.Rand) core.Config {
 	}
 }
 
-// Random sequential histories of every operation,
-// the optional ones included (hints of every size, manual controls, max wait,
-// ramp-up, metrics), with a clock that steps forwards, backwards, by
-// sub-millisecond amounts and sits near 0 or near MaxInt64, must give the
-// lock-free and the mutex breaker identical results at every step: Allow's
-// permit and error, State, Counts, Metrics and the notifications. The clock
-// stays within 250 s of its base so that the documented coarse-deadline
-// bands (2^18 units) and the 2^35 ms deadline limit are not in play; a
-// time window is not run near MaxInt64 (seconds saturate after 2^32 s).
+// Random sequential histories of every operation, the optional ones included
+// (hints of every size, manual controls, max wait, ramp-up, metrics), with a
+// clock that steps forwards, backwards, by sub-millisecond amounts and sits
+// near 0 or near MaxInt64, must give the lock-free and the mutex breaker
+// identical results at every step: Allow's permit and error, State, Counts,
+// Metrics and the notifications. The clock stays within 250 s of its base so
+// that the documented coarse-deadline bands (2^18 units) and the 2^35 ms
+// deadline limit are not in play; a time window is not run near MaxInt64
+// (seconds saturate after 2^32 s).
 func TestSequentialDifferential(t *testing.T) {
 	configs := []core.Config{
 		{WindowSize: 5, MinimumNumberOfCalls: 2, FailureRateThreshold: 50, OpenDuration: time.Second,

@@ -118,10 +118,10 @@ func gatedLockFree(t *testing.T, c core.Config) (*core.Breaker, *gateClock, *[]c
 	return b, clk, &log, &mu
 }
 
-// The closed bit, and helping: while the recorder whose outcome closed
-// the window is held before its trip swap, every other operation sees the
-// trip: Counts commits it and reports open, a second closed permit's outcome
-// is stale (dropped, not counted) and finds it committed, Allow is rejected.
+// The closed bit, and helping: while the recorder whose outcome closed the
+// window is held before its trip swap, every other operation sees the trip:
+// Counts commits it and reports open, a second closed permit's outcome is
+// stale (dropped, not counted) and finds it committed, Allow is rejected.
 // Exactly one C>O notification and one generation step, and the held
 // recorder's late swap changes nothing.
 func TestClosedBitHelpersCommitOneTrip(t *testing.T) {
@@ -155,9 +155,8 @@ func TestClosedBitHelpersCommitOneTrip(t *testing.T) {
 	require.Equal(t, uint64(1), m.RejectedOpen)
 }
 
-// The closed bit in metrics-only: the held recorder's "would have
-// opened" is committed once by whoever sees the closed bit; the next window
-// is fresh.
+// The closed bit in metrics-only: the held recorder's "would have opened" is
+// committed once by whoever sees the closed bit; the next window is fresh.
 func TestClosedBitMetricsOnlyCommitsOnce(t *testing.T) {
 	b, clk, log, mu := gatedLockFree(t, core.Config{WindowSize: 4, MinimumNumberOfCalls: 1, FailureRateThreshold: 100,
 		OpenDuration: time.Second})
@@ -239,11 +238,10 @@ func TestTripClaimOrdersARacingSuccessAfterIt(t *testing.T) {
 	}
 }
 
-// The pending-trip rule: a Reset racing the held trip
-// comes after it: the trip is committed first (C>O), then the reset (O>C),
-// so the outcome that closed the window is never superseded; the held
-// recorder's late swap changes nothing, and a stale outcome does not enter
-// the fresh window.
+// The pending-trip rule: a Reset racing the held trip comes after it: the
+// trip is committed first (C>O), then the reset (O>C), so the outcome that
+// closed the window is never superseded; the held recorder's late swap
+// changes nothing, and a stale outcome does not enter the fresh window.
 func TestResetRacingHeldTripComesAfterIt(t *testing.T) {
 	b, clk, log, mu := gatedLockFree(t, core.Config{WindowSize: 4, MinimumNumberOfCalls: 1, FailureRateThreshold: 100,
 		OpenDuration: time.Second, CollectMetrics: true})

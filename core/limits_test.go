@@ -145,6 +145,7 @@ func TestLimit_PanickingClockWedgesBaseline(t *testing.T) {
 	})
 }
 
+// funcClock is a Clock whose Now returns what the function returns.
 type funcClock func() time.Duration
 
 func (f funcClock) Now() time.Duration { return f() }

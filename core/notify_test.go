@@ -311,9 +311,9 @@ func TestMaxWaitRestartListenerPanicReleasesProbe(t *testing.T) {
 	})
 }
 
-// R10, R12: a listener that panics on a manual control's
-// notification propagates, the control is committed, and the next
-// transition is still delivered, in order, by both implementations.
+// R10, R12: a listener that panics on a manual control's notification
+// propagates, the control is committed, and the next transition is still
+// delivered, in order, by both implementations.
 func TestControlListenerPanicKeepsOrder(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		var armed atomic.Bool
