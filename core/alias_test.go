@@ -307,9 +307,10 @@ func TestTimeWindowBucketsDoNotAliasAcross2To24(t *testing.T) {
 // than what they hold, and (full run) the state word's 20-bit generation
 // field wraps.
 // When the dependency recovers, the window must count again and the breaker
-// must be able to trip again. (The count ring used to drop every outcome
-// after 2^15 silent generations, and the buckets after the 20-bit wrap, so
-// the breaker could never trip again.)
+// must be able to trip again. (Generation arithmetic that read the current
+// generation as older would drop every outcome, in the count ring after
+// 2^15 silent generations, in the buckets after the 20-bit wrap, and the
+// breaker could never trip again.)
 func TestLongOutageKeepsWindowsCounting(t *testing.T) {
 	// Before the first recovery, then before the second: in the full run the
 	// first outage ends just before the word's 20-bit wrap and the second
@@ -355,16 +356,17 @@ func TestLongOutageKeepsWindowsCounting(t *testing.T) {
 	}
 }
 
-// Was a known limit: a time-window bucket written in one closed period was
-// read as current in a later closed period whose generation is equal mod
-// 2^20, if that period starts within WindowSize seconds. 2^20 transitions
-// need only 2^19 open durations: 524 s with OpenDuration 1 ms, inside a
-// 3600 s window. Violated R11 (entering closed starts an empty window), R8
-// and R2; the baseline resets its window on every transition. The
-// generations are 64 bits now, and the buckets are swept every 2^22
+// A time-window bucket written in one closed period must not be read as
+// current in a later closed period whose generation is equal mod 2^20, if
+// that period starts within WindowSize seconds: buckets tagged with 20 bits
+// of generation would be. 2^20 transitions need only 2^19 open durations:
+// 524 s with OpenDuration 1 ms, inside a 3600 s window. Reading the old
+// bucket would violate R11 (entering closed starts an empty window), R8 and
+// R2; the baseline resets its window on every transition. The generations
+// are 64 bits, and the buckets are swept every 2^22
 // (TestTimeWindowBucketsDoNotAliasAcross2To24 has the 24-bit case). Full
 // runs only: 2^20 transitions of a 3,600-second window.
-func TestAdv_BucketWindowAliasesAcrossGenerationWrap(t *testing.T) {
+func TestBucketWindowFreshAcrossGenerationWrap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("2^20 transitions of a 3,600-second window: full runs only")
 	}
@@ -412,22 +414,23 @@ func TestAdv_BucketWindowAliasesAcrossGenerationWrap(t *testing.T) {
 	})
 }
 
-// Regression (found here and by helper-12; fixed in 45b78f1 by advancing
-// the ring on every transition; lock-free only): the count ring keeps the low 16 bits of the
-// generation and compares them for equality, and the closed bit lives in
-// the ring with them. A closed period that ended in a trip leaves the ring
-// holding (g, closed); if the breaker next counts in closed or metrics-only
-// at a generation g + 2^16 with no closed-state outcome in between (an
-// outage that flaps open <-> half-open, with one max-wait restart or one
-// manual control to fix the parity, or just manual controls), the ring reads
-// the fresh window as the old, closed one. Then Counts() (a read!) or the
-// first outcome, even a success, commits a trip of the fresh closed period:
-// R11 (entering closed starts an empty window), R1 (the trip rule holds on
-// nothing), R5/R13 (a read changes state). The mutex baseline stays closed.
-// Without a trip, the old period's counts come back instead (R11).
-// docs/design.md states 2^16 for the ring only as a bound on one call in
-// flight ("during one call"); here no call is in flight across the wrap.
-func TestAdv5_RingGenerationAliasRevivesClosedWindow(t *testing.T) {
+// Lock-free only: the count ring keeps the low 16 bits of the generation
+// and compares them for equality, and the closed bit lives in the ring with
+// them. A closed period that ended in a trip leaves the ring holding
+// (g, closed); the breaker may next count in closed or metrics-only at a
+// generation g + 2^16 with no closed-state outcome in between (an outage
+// that flaps open <-> half-open, with one max-wait restart or one manual
+// control to fix the parity, or just manual controls). A ring left at g
+// would read the fresh window as the old, closed one, and Counts() (a
+// read!) or the first outcome, even a success, would commit a trip of the
+// fresh closed period: R11 (entering closed starts an empty window), R1
+// (the trip rule holds on nothing), R5/R13 (a read changes state); without
+// a trip the old period's counts would come back (R11). The breaker
+// advances the ring on every transition, so the fresh window stays empty,
+// as the mutex baseline's does. docs/design.md states 2^16 for the ring
+// only as a bound on one call in flight ("during one call"); here no call
+// is in flight across the wrap.
+func TestRingGenerationAliasKeepsWindowFresh(t *testing.T) {
 	cfg := core.Config{WindowSize: 10, MinimumNumberOfCalls: 1, FailureRateThreshold: 50,
 		OpenDuration: time.Millisecond, MaxWaitInHalfOpen: time.Millisecond}
 

@@ -112,8 +112,10 @@ func allocatedBy(fn func()) uint64 {
 	return runs[len(runs)/2]
 }
 
-// Probe: transitions with a listener that allocates nothing, and Do.
-func TestAdv_NoAllocOnTransitionsAndDo(t *testing.T) {
+// A trip, a re-open, a close and a stale outcome, with a listener that
+// allocates nothing, and Do, allocate nothing in either implementation, for
+// both window types.
+func TestNoAllocOnTransitionsAndDo(t *testing.T) {
 	for _, wt := range []core.WindowType{core.CountBased, core.TimeBased} {
 		forEachImpl(t, func(t *testing.T, mk maker) {
 			clock := core.NewManualClock(0)
@@ -149,12 +151,12 @@ func TestAdv_NoAllocOnTransitionsAndDo(t *testing.T) {
 	}
 }
 
-// Regression (allocations): the new paths allocate nothing in either
-// implementation: ramping Allow (admitted and shed), forced-open rejection,
-// disabled and metrics-only calls (including "would have opened" trips),
-// Done with a pre-built hinted error (RecordHint's trip), the manual
-// controls, a max-wait restart, Metrics, all with metrics and a listener on.
-func TestAdv5_NoAllocsOnFeaturePaths(t *testing.T) {
+// The feature paths allocate nothing in either implementation: ramping Allow
+// (admitted and shed), forced-open rejection, disabled and metrics-only
+// calls (including "would have opened" trips), Done with a pre-built hinted
+// error (RecordHint's trip), the manual controls, a max-wait restart,
+// Metrics, all with metrics and a listener on.
+func TestNoAllocsOnFeaturePaths(t *testing.T) {
 	hintErr := core.WithRetryAfter(errFail, 2*time.Second)
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		clk := core.NewManualClock(0)

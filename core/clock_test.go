@@ -13,14 +13,15 @@ import (
 	"github.com/casbreaker/casbreaker/core"
 )
 
-// Bug: the deadline arithmetic overflows int64 when the clock is within a
-// year (MaxOpenDuration) of math.MaxInt64. deadline() computes
-// now+d+1ms-1 in time.Duration (core/breaker.go:346), as does the baseline
-// (baseline/baseline.go:178). The baseline's deadline goes negative (the
-// breaker is half-open at once: open duration skipped, R4); the lock-free
-// word gets uint64(negative)%2^36, an arbitrary deadline. They disagree.
-// R14/R15: "never a huge unsigned value", "no sentinel by wrap-around".
-func TestAdv_DeadlineOverflowNearMaxClock(t *testing.T) {
+// The deadline arithmetic, now+d rounded up to a whole millisecond, could
+// overflow int64 when the clock is within a year (MaxOpenDuration) of
+// math.MaxInt64, in either implementation: a baseline deadline that went
+// negative would make the breaker half-open at once (open duration
+// skipped, R4); the lock-free word would get uint64(negative)%2^36, an
+// arbitrary deadline, and the two would disagree. R14/R15: "never a huge
+// unsigned value", "no sentinel by wrap-around". Both stay open for the
+// open duration.
+func TestDeadlineNearMaxClockDoesNotOverflow(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Minute})
 		r.Clock.Set(time.Duration(math.MaxInt64 - int64(30*time.Second)))
@@ -33,15 +34,15 @@ func TestAdv_DeadlineOverflowNearMaxClock(t *testing.T) {
 	})
 }
 
-// The realistic trigger of TestAdv_DeadlineOverflowNearMaxClock: the zero
-// SystemClock measured from the zero time.Time, and time.Since(time.Time{})
-// saturates at math.MaxInt64, so the clock was frozen at the overflow
-// point. A breaker built with Config{Clock: core.SystemClock{}} never stayed
-// open: the open duration was skipped on every trip (and a time window never
-// slid). Validate then rejected the zero SystemClock; since issue 11 it is
-// usable instead (it measures from a process-wide base, like ManualClock{}
-// it is ready to use), so both implementations must accept it and stay open.
-func TestAdv_ZeroSystemClockSkipsOpenDuration(t *testing.T) {
+// The realistic trigger of TestDeadlineNearMaxClockDoesNotOverflow: a zero
+// SystemClock that measured from the zero time.Time would be frozen at the
+// overflow point, since time.Since(time.Time{}) saturates at math.MaxInt64,
+// and a breaker built with Config{Clock: core.SystemClock{}} would never
+// stay open: the open duration skipped on every trip (and a time window
+// never sliding). The zero SystemClock measures from a process-wide base
+// (like ManualClock{}, it is ready to use), so both implementations accept
+// it and stay open.
+func TestZeroSystemClockKeepsOpenDuration(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		b, err := mk.new(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Minute, Clock: core.SystemClock{}})
 		require.NoError(t, err)

@@ -168,23 +168,22 @@ func concurrentMetrics(t *testing.T, mk maker) {
 	require.Zero(t, m.Failures)
 }
 
-// Regression (concurrency): callers, a controller issuing every manual
-// control, and a clock that jumps, all at once, with max wait, ramp-up,
-// hints and metrics on, every operation run through the shared
-// interpreter (difftest.Apply) and checked on what it observed. Guards:
-// probes in flight per half-open generation never exceed
-// PermittedCallsInHalfOpen (R6) even across max-wait restarts and
-// controls; notifications form one chain (each from is the previous to,
+// Callers, a controller issuing every manual control, and a clock that
+// jumps, all at once, with max wait, ramp-up, hints and metrics on, every
+// operation run through the shared interpreter (difftest.Apply) and checked
+// on what it observed. Guards: probes in flight per half-open generation
+// never exceed PermittedCallsInHalfOpen (R6) even across max-wait restarts
+// and controls; notifications form one chain (each from is the previous to,
 // generations consecutive, R12); Counts snapshots are possible ones (a
-// closed count window never shows a window that trips, Failures <= Calls
-// <= W, probe counts within bounds); and once everything returned, every
+// closed count window never shows a window that trips, Failures <= Calls <=
+// W, probe counts within bounds); and once everything returned, every
 // admitted permit was counted exactly once as acted on or dropped, the
 // transitions counted equal the notifications, and the rejections counted
 // equal the rejections returned.
 //
 // The controller is paced (a bounded number of controls per caller op);
-// TestAdv5_NotificationStormAliasesGenerations runs it unpaced.
-func TestAdv5_ConcurrentControlsTripsProbes(t *testing.T) {
+// TestNotificationStormKeepsGenerations runs it unpaced.
+func TestConcurrentControlsTripsProbes(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		for round := range rounds(6, 2) {
 			controlStorm(t, mk, uint64(round), false)
@@ -192,17 +191,16 @@ func TestAdv5_ConcurrentControlsTripsProbes(t *testing.T) {
 	})
 }
 
-// Was a BUG (lock-free only, R12): the same workload with an unpaced
-// controller (controls in a tight loop, full size) let the lock-free
-// dispatcher fall more than 2^20 transitions behind its listener, and
-// because it named events by generation mod 2^20, it then delivered an
-// event of the next wrap in place of the current one (observed twice: the
-// 73,478th notification was {From: disabled, To: open, Generation: 73478}
-// right after {From: closed, To: metrics-only, Generation: 73477}). Events
-// are sequenced by the 64-bit generation now;
+// R12 under an unpaced controller (controls in a tight loop, full size):
+// the lock-free dispatcher can fall more than 2^20 transitions behind its
+// listener. A dispatcher that named events by generation mod 2^20 would
+// then deliver an event of the next wrap in place of the current one (for
+// example {From: disabled, To: open, Generation: 73478} right after {From:
+// closed, To: metrics-only, Generation: 73477}). Events are sequenced by the
+// 64-bit generation, so the notifications still form one chain;
 // TestListenerFarBehindGetsEveryEventInOrder holds a backlog past 2^20
 // deterministically.
-func TestAdv5_NotificationStormAliasesGenerations(t *testing.T) {
+func TestNotificationStormKeepsGenerations(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an unpaced storm of controls: full runs only")
 	}
@@ -390,17 +388,17 @@ func (s *storm) check(t *testing.T) {
 		[4]uint64{m.RejectedOpen, m.RejectedHalfOpenFull, m.RejectedForcedOpen, m.RejectedRampUp})
 }
 
-// Fixed (lock-free only, Counts not linearizable): Counts must not report a
-// closed generation with fewer calls than outcomes of that generation that
-// returned before Counts started (R13; Counts' doc allows missing only
-// outcomes still in flight). Counts loaded the state word, then the ring; a
-// transition in between advanced the ring to the next generation, and
-// Counts returned the old closed generation with an empty window. Repro:
-// Reset; two failures recorded (below minimum calls) and returned; a
-// reader's Counts races a ForceOpen(0): it reported {State: closed,
-// Generation: G, Calls: 0}. Counts now re-reads the word after the window
-// and starts over if a transition committed in between.
-func TestAdv5_CountsNeverLosesCompletedOutcomes(t *testing.T) {
+// Counts must not report a closed generation with fewer calls than
+// outcomes of that generation that returned before Counts started (R13;
+// Counts' doc allows missing only outcomes still in flight). The lock-free
+// Counts loads the state word, then the ring; a transition in between
+// advances the ring to the next generation, and a Counts that trusted its
+// first load would return the old closed generation with an empty window.
+// The workload: Reset; two failures recorded (below minimum calls) and
+// returned; a reader's Counts races a ForceOpen(0), and must never report
+// {State: closed, Generation: G, Calls: 0}. Counts re-reads the word after
+// the window and starts over if a transition committed in between.
+func TestCountsNeverLosesCompletedOutcomes(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		b, err := mk.new(core.Config{WindowSize: 10, MinimumNumberOfCalls: 5, FailureRateThreshold: 50,
 			OpenDuration: time.Second, Clock: core.NewManualClock(0)})

@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// ConsecutiveFailures above the word's saturation point used to validate
-// although the lock-free run of failures could never reach it (R3: nothing
-// clamped silently). It is rejected now; at the limit the breaker must still
-// trip.
-func TestAdvInternal_ConsecutiveFailuresAboveSaturationValidates(t *testing.T) {
+// ConsecutiveFailures above the word's saturation point would be a
+// threshold the lock-free run of failures could never reach (R3: nothing
+// clamped silently). New rejects it with a ConfigError naming the field; at
+// the limit the breaker must still trip.
+func TestConsecutiveFailuresAboveSaturationRejected(t *testing.T) {
 	limit := MaxConsecutiveFailures
 	_, err := New(Config{ConsecutiveFailures: limit + 1, OpenDuration: time.Second, Clock: NewManualClock(0)})
 	var ce *ConfigError

@@ -264,11 +264,13 @@ func TestFeaturesConfigValidation(t *testing.T) {
 	}
 }
 
-// Nit: MaxOpenDuration above OpenDuration with no backoff (factor 0, "no
-// backoff" per the Config doc) is rejected, and the error blames
-// OpenDurationBackoff, a field the user did not set: "factor 1 needs more
-// than 31 re-opens...". Not one of R3's listed rejections (core/config.go:333).
-func TestAdv_MaxOpenDurationWithoutBackoffRejected(t *testing.T) {
+// MaxOpenDuration above OpenDuration with no backoff (factor 0, "no
+// backoff" per the Config doc) would cap nothing. Validate rejects it, and
+// the error must name MaxOpenDuration, the field the user set, not
+// OpenDurationBackoff, which the user left at zero (a message such as
+// "factor 1 needs more than 31 re-opens" would blame the wrong field). R3
+// does not list this rejection.
+func TestMaxOpenDurationWithoutBackoffRejected(t *testing.T) {
 	// A maximum without a factor would silently do nothing: rejected, naming
 	// the field the user set.
 	_, err := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, MaxOpenDuration: time.Minute}.Validate()

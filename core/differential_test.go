@@ -73,12 +73,12 @@ func (h *history) take(keep bool) core.Permit {
 
 // The lock-free breaker and the mutex baseline agree at every step of random
 // sequential histories: admission, rejection kind and wait, state, counts,
-// metrics and notifications. The histories use every feature of issue 5:
-// half-open max waits, ramp-ups after closing, retry-after hints (RecordHint
-// and Done with core.WithRetryAfter, zero, negative, small and huge), the
-// manual controls (ForceOpen with valid and invalid durations, Disable,
-// MetricsOnly, Reset) and metrics. (The fuzz target of issue 3 explores
-// further; this is the quick version that runs on every `go test`.)
+// metrics and notifications. The histories use every feature: half-open
+// max waits, ramp-ups after closing, retry-after hints (RecordHint and Done
+// with core.WithRetryAfter, zero, negative, small and huge), the manual
+// controls (ForceOpen with valid and invalid durations, Disable,
+// MetricsOnly, Reset) and metrics. (FuzzDifferential explores further; this
+// is the quick version that runs on every `go test`.)
 func TestDifferentialRandomHistories(t *testing.T) {
 	n := rounds(2000, 200)
 	kinds := map[string]int{} // which transitions and rejections the histories reached
@@ -201,7 +201,7 @@ func randomConfig(rng *rand.Rand) core.Config {
 			c.OpenDurationBackoff = 1 + rng.Float64()*3
 			c.MaxOpenDuration = c.OpenDuration * time.Duration(1+rng.IntN(20))
 		}
-		// The features of issue 5, each in about half the histories, with
+		// The optional features, each in about half the histories, with
 		// durations of the order of the clock steps (fractions of a
 		// millisecond included: coarse units round them up).
 		if rng.IntN(2) == 0 {
@@ -234,12 +234,12 @@ func randomConfig(rng *rand.Rand) core.Config {
 // Past the limit docs/design.md promises that "the ramp resumes for up to
 // one more ramp-up duration, or the restart waits up to one more max wait".
 // The test holds both implementations to that promise one duration (plus a
-// unit) after the wrap. The lock-free breaker of commit 49479b2 did not
-// keep it: its deadline then read as up to 2^18 (2^19) units in the future,
-// so a ramp-up from 0 % shed every call for about 2^18 ms (4.4 minutes), and
-// a full half-open breaker refused every call for about 2^19 ms (8.7
-// minutes), instead of one second, while the baseline, whose deadlines are
-// not truncated, ended the ramp and restarted the probe at once.
+// unit) after the wrap. A word whose truncated deadline read as up to 2^18
+// (2^19) units in the future would break it: a ramp-up from 0 % would shed
+// every call for about 2^18 ms (4.4 minutes), and a full half-open breaker
+// would refuse every call for about 2^19 ms (8.7 minutes), instead of one
+// second, while the baseline, whose deadlines are not truncated, ends the
+// ramp and restarts the probe at once.
 func TestCoarseDeadlineWrap(t *testing.T) {
 	const unit = time.Millisecond // 1 s / 1024, rounded up to whole ms
 	rampEnd := 2 * time.Second    // closed at 1 s, ramp-up 1 s
@@ -312,9 +312,9 @@ func requireRecoversWithinOneMore(t *testing.T, r *rig, wrap, unit time.Duration
 // at negative, zero, 2^36 ms and 2^62 ns bases, idle gaps of hours),
 // avoiding the inputs of the known limits (unknown outcomes, double Done,
 // clocks within a year of MaxInt64, idles of 397 days).
-func TestAdv_WideDifferential(t *testing.T) {
+func TestWideDifferential(t *testing.T) {
 	seeds := 300
-	if v, err := strconv.Atoi(os.Getenv("ADV_SEEDS")); err == nil {
+	if v, err := strconv.Atoi(os.Getenv("WIDE_DIFFERENTIAL_SEEDS")); err == nil {
 		seeds = v
 	}
 	if testing.Short() {
@@ -324,17 +324,17 @@ func TestAdv_WideDifferential(t *testing.T) {
 	kinds := map[string]int{}
 	for seed := range seeds {
 		rng := rand.New(rand.NewPCG(uint64(seed), 99))
-		cfg := advRandomConfig(rng)
+		cfg := wideRandomConfig(rng)
 		base := bases[rng.IntN(len(bases))]
 		runHistory(t, fmt.Sprintf("seed %d base %v", seed, base), cfg, base, rng, 400, kinds, wideOp)
 	}
 	t.Logf("transitions and rejections reached: %v", kinds)
 }
 
-// wideErrs are the errors of TestAdv_WideDifferential's Done and Do calls.
+// wideErrs are the errors of TestWideDifferential's Done and Do calls.
 var wideErrs = []error{nil, errFail, context.Canceled, context.DeadlineExceeded, difftest.ErrIgnored, difftest.ErrSuccess, difftest.ErrClassifierPanics}
 
-// wideOp is TestAdv_WideDifferential's next operation: Allow, Record or
+// wideOp is TestWideDifferential's next operation: Allow, Record or
 // Done of a held permit, Do of a call that takes up to 3 s (and panics a
 // third of the time), a clock step, or State.
 func wideOp(h *history) difftest.Op {
@@ -369,7 +369,7 @@ func wideOp(h *history) difftest.Op {
 	return difftest.Op{Kind: difftest.State}
 }
 
-func advRandomConfig(rng *rand.Rand) core.Config {
+func wideRandomConfig(rng *rand.Rand) core.Config {
 	for {
 		c := core.Config{
 			WindowType:   core.WindowType(rng.IntN(2)),
@@ -423,16 +423,16 @@ func advRandomConfig(rng *rand.Rand) core.Config {
 	}
 }
 
-// Regression (differential): random sequential histories of every operation,
-// the new ones included (hints of every size, manual controls, max wait,
-// ramp-up, metrics), with a clock that steps forwards, backwards, by
-// sub-millisecond amounts and sits near 0 or near MaxInt64, must give the
-// lock-free and the mutex breaker identical results at every step: Allow's
-// permit and error, State, Counts, Metrics and the notifications. The clock
-// stays within 250 s of its base so that the documented coarse-deadline
-// bands (2^18 units) and the 2^35 ms deadline limit are not in play; a
-// time window is not run near MaxInt64 (seconds saturate after 2^32 s).
-func TestAdv5_SequentialDifferential(t *testing.T) {
+// Random sequential histories of every operation, the optional ones included
+// (hints of every size, manual controls, max wait, ramp-up, metrics), with a
+// clock that steps forwards, backwards, by sub-millisecond amounts and sits
+// near 0 or near MaxInt64, must give the lock-free and the mutex breaker
+// identical results at every step: Allow's permit and error, State, Counts,
+// Metrics and the notifications. The clock stays within 250 s of its base so
+// that the documented coarse-deadline bands (2^18 units) and the 2^35 ms
+// deadline limit are not in play; a time window is not run near MaxInt64
+// (seconds saturate after 2^32 s).
+func TestSequentialDifferential(t *testing.T) {
 	configs := []core.Config{
 		{WindowSize: 5, MinimumNumberOfCalls: 2, FailureRateThreshold: 50, OpenDuration: time.Second,
 			PermittedCallsInHalfOpen: 2, SuccessesToClose: 3, MaxWaitInHalfOpen: 1500 * time.Millisecond,
@@ -458,7 +458,7 @@ func TestAdv5_SequentialDifferential(t *testing.T) {
 		for seed := range seeds {
 			base := time.Duration(0)
 			// Near MaxInt64, except with a time window: its seconds saturate
-			// after 2^32 s (a documented limit, TestAdv_TimeWindowSaturatesAfter136Years).
+			// after 2^32 s (a documented limit, TestLimit_TimeWindowSaturatesAfter136Years).
 			if seed%3 == 1 && cfg.WindowType != core.TimeBased {
 				base = math.MaxInt64 - 250*time.Second
 			}
@@ -473,11 +473,11 @@ func TestAdv5_SequentialDifferential(t *testing.T) {
 	}
 }
 
-// sequentialHints are TestAdv5_SequentialDifferential's retry-after hints.
+// sequentialHints are TestSequentialDifferential's retry-after hints.
 var sequentialHints = []time.Duration{math.MinInt64, -1, 0, 1, time.Millisecond, 999 * time.Microsecond, 2 * time.Second,
 	3 * time.Second, 200 * time.Second, core.MaxOpenDurationLimit + 1, math.MaxInt64}
 
-// sequentialOp is TestAdv5_SequentialDifferential's next operation:
+// sequentialOp is TestSequentialDifferential's next operation:
 // Allow; Done, Record or RecordHint of a held permit (one time in eight
 // finished again later); the clock set within lo..hi; or a manual control.
 func sequentialOp(h *history, lo, hi time.Duration) difftest.Op {

@@ -13,10 +13,10 @@ import (
 	"github.com/casbreaker/casbreaker/core"
 )
 
-// Probe: runtime.Goexit inside fn (t.FailNow in a test helper, for
-// example). Do's deferred Record runs and records a Failure, like a panic;
-// both implementations agree and no probe slot leaks.
-func TestAdv_DoGoexitReleasesProbe(t *testing.T) {
+// runtime.Goexit inside fn (t.FailNow in a test helper, for example): Do's
+// deferred Record runs and records a Failure, like a panic; both
+// implementations agree and no probe slot leaks.
+func TestDoGoexitReleasesProbe(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second})
 		r.X(core.Failure)

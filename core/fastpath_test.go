@@ -76,8 +76,8 @@ func (c *readsClock) Now() time.Duration {
 // A time-window success that the buckets first drop, because the
 // breaker's generation wrapped and the buckets' older generations read as
 // newer, is taken over (RecordCurrent) with the same clock reading: one
-// read per Record, as on the full path and in the baseline. Found by
-// review: the fast path read the clock again by handing the drop to record.
+// read per Record, as on the full path and in the baseline. A fast path
+// that handed the drop to record would read the clock a second time.
 func TestFastPaths_TimeWindowTakeoverReadsTheClockOnce(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		clk := &readsClock{}

@@ -902,8 +902,9 @@ func sumOutcomes(os []seededOutcome) window.Counts {
 	return c
 }
 
-// stateWordSeeds are FuzzStateWord's seeds: the five of issue 3, then a
-// word in each new state and each new row of the table (config 4 unless
+// stateWordSeeds are FuzzStateWord's seeds: five raw words (zero, all
+// ones, and three mixed bit patterns), then a word in each state the
+// optional features add and each row of the table they add (config 4 unless
 // said otherwise: two failures in a row trip, two probes, two successes
 // close, max wait 500 ms in units of 1 ms, ramp-up 2 s from 20 % in units
 // of 2 ms, hints up to 10 s). extra 2 places the coarse deadlines near now
@@ -1003,9 +1004,10 @@ func stateWordSeeds() []stateWordInput {
 	return seeds
 }
 
-// TestStateWordSeedsReach: FuzzStateWord's seeds take every new row of
-// the transition table, so that a fuzz run (and every `go test`) starts
-// from words in all six states and each transition of issue 5.
+// TestStateWordSeedsReach: FuzzStateWord's seeds take every row of the
+// transition table that the optional features (max wait, ramp-up, hints,
+// manual controls) add, so that a fuzz run (and every `go test`) starts
+// from words in all six states and each of those transitions.
 func TestStateWordSeedsReach(t *testing.T) {
 	reached := map[string]int{}
 	for _, in := range stateWordSeeds() {

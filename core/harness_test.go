@@ -278,9 +278,9 @@ func ftNoChange(r *rig, what string, fn func()) {
 	require.Equal(r.t, cbs, r.CBs(), what)
 }
 
-// pair builds the lock-free and the mutex breaker from the same config, each
-// with its own manual clock at start and its own notification log.
-func advPair(t *testing.T, c core.Config, start time.Duration) (lf, mu *rig) {
+// rigPair builds the lock-free and the mutex breaker from the same config,
+// each with its own manual clock at start and its own notification log.
+func rigPair(t *testing.T, c core.Config, start time.Duration) (lf, mu *rig) {
 	t.Helper()
 	lf = maker{new: impls[0].New}.build(t, c)
 	mu = maker{new: impls[1].New}.build(t, c)

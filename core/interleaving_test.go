@@ -17,15 +17,15 @@ import (
 	"github.com/casbreaker/casbreaker/core"
 )
 
-// Fixed (it was a known limit): A's failure fills a 2-call count window with
-// failures (100% >= 100%, trip); before A commits the trip, B records a
-// success. B used to evict a failure (window [F,S], 50%) and return, a
-// Counts call then saw closed, 1 failure in 2 calls, and A tripped the
-// breaker on its stale snapshot: no sequential order of A, B and that Counts
-// ends open after such a Counts. Now A's swap closes the window with the
-// trip (atomicring.RecordTrip): B finds it closed, is stale, and commits A's
+// A's failure fills a 2-call count window with failures (100% >= 100%,
+// trip); before A commits the trip, B records a success. Were B to evict a
+// failure (window [F,S], 50%) and return, a Counts call would see closed,
+// 1 failure in 2 calls, and A would then trip the breaker on its stale
+// snapshot: no sequential order of A, B and that Counts ends open after
+// such a Counts. A's swap closes the window with the trip
+// (atomicring.RecordTrip): B finds it closed, is stale, and commits A's
 // trip before returning, so the Counts in between already sees open.
-func TestAdv_TripOnStaleWindowSnapshot(t *testing.T) {
+func TestNoTripOnStaleWindowSnapshot(t *testing.T) {
 	hc := &hookClock{}
 	b, err := core.New(core.Config{
 		WindowSize: 2, MinimumNumberOfCalls: 2, FailureRateThreshold: 100,
@@ -53,19 +53,19 @@ func TestAdv_TripOnStaleWindowSnapshot(t *testing.T) {
 	require.Equal(t, mid, after, "the trip happened once, before B returned")
 }
 
-// a5GateClock is a manual clock whose next Now blocks, once armed, until
+// gateClock is a manual clock whose next Now blocks, once armed, until
 // released: it holds a lock-free recorder between the ring swap that closed
 // the window and the state-word swap that commits the trip (trip reads the
 // clock in between). Lock-free only: the baseline reads its clock under its
 // mutex.
-type a5GateClock struct {
+type gateClock struct {
 	*core.ManualClock
 	armed   atomic.Bool
 	paused  chan struct{}
 	release chan struct{}
 }
 
-func (c *a5GateClock) Now() time.Duration {
+func (c *gateClock) Now() time.Duration {
 	if c.armed.CompareAndSwap(true, false) {
 		c.paused <- struct{}{}
 		<-c.release
@@ -73,14 +73,14 @@ func (c *a5GateClock) Now() time.Duration {
 	return c.ManualClock.Now()
 }
 
-func newA5GateClock() *a5GateClock {
-	return &a5GateClock{ManualClock: core.NewManualClock(0), paused: make(chan struct{}), release: make(chan struct{})}
+func newGateClock() *gateClock {
+	return &gateClock{ManualClock: core.NewManualClock(0), paused: make(chan struct{}), release: make(chan struct{})}
 }
 
-// a5Paused starts rec on its own goroutine with the gate armed and returns
-// once rec is held in its first clock read, and a function that releases it
-// and waits for it to return.
-func a5Paused(t *testing.T, c *a5GateClock, rec func()) (finish func()) {
+// holdAtClockRead starts rec on its own goroutine with the gate armed and
+// returns once rec is held in its first clock read, and a function that
+// releases it and waits for it to return.
+func holdAtClockRead(t *testing.T, c *gateClock, rec func()) (finish func()) {
 	t.Helper()
 	done := make(chan struct{})
 	c.armed.Store(true)
@@ -99,9 +99,12 @@ func a5Paused(t *testing.T, c *a5GateClock, rec func()) (finish func()) {
 	}
 }
 
-func a5Lockfree(t *testing.T, c core.Config) (*core.Breaker, *a5GateClock, *[]core.Transition, *sync.Mutex) {
+// gatedLockFree builds a lock-free breaker from c with a gateClock and a
+// listener that appends every notification to the returned log, under the
+// returned mutex.
+func gatedLockFree(t *testing.T, c core.Config) (*core.Breaker, *gateClock, *[]core.Transition, *sync.Mutex) {
 	t.Helper()
-	clk := newA5GateClock()
+	clk := newGateClock()
 	var mu sync.Mutex
 	var log []core.Transition
 	c.Clock = clk
@@ -115,14 +118,14 @@ func a5Lockfree(t *testing.T, c core.Config) (*core.Breaker, *a5GateClock, *[]co
 	return b, clk, &log, &mu
 }
 
-// Regression (closed bit, helping): while the recorder whose outcome closed
-// the window is held before its trip swap, every other operation sees the
-// trip: Counts commits it and reports open, a second closed permit's outcome
-// is stale (dropped, not counted) and finds it committed, Allow is rejected.
+// The closed bit, and helping: while the recorder whose outcome closed the
+// window is held before its trip swap, every other operation sees the trip:
+// Counts commits it and reports open, a second closed permit's outcome is
+// stale (dropped, not counted) and finds it committed, Allow is rejected.
 // Exactly one C>O notification and one generation step, and the held
 // recorder's late swap changes nothing.
-func TestAdv5_ClosedBitHelpersCommitOneTrip(t *testing.T) {
-	b, clk, log, mu := a5Lockfree(t, core.Config{WindowSize: 4, MinimumNumberOfCalls: 2, FailureRateThreshold: 50,
+func TestClosedBitHelpersCommitOneTrip(t *testing.T) {
+	b, clk, log, mu := gatedLockFree(t, core.Config{WindowSize: 4, MinimumNumberOfCalls: 2, FailureRateThreshold: 50,
 		OpenDuration: time.Second, CollectMetrics: true})
 	p1, err := b.Allow()
 	require.NoError(t, err)
@@ -131,7 +134,7 @@ func TestAdv5_ClosedBitHelpersCommitOneTrip(t *testing.T) {
 	p3, err := b.Allow()
 	require.NoError(t, err)
 	b.Record(p1, core.Success)
-	finish := a5Paused(t, clk, func() { b.Record(p2, core.Failure) }) // 1 of 2 failed: trips
+	finish := holdAtClockRead(t, clk, func() { b.Record(p2, core.Failure) }) // 1 of 2 failed: trips
 	c := b.Counts()
 	require.Equal(t, core.Open, c.State, "Counts while the trip is pending: %+v", c)
 	require.Equal(t, uint64(1), c.Generation)
@@ -152,16 +155,15 @@ func TestAdv5_ClosedBitHelpersCommitOneTrip(t *testing.T) {
 	require.Equal(t, uint64(1), m.RejectedOpen)
 }
 
-// Regression (closed bit in metrics-only): the held recorder's "would have
-// opened" is committed once by whoever sees the closed bit; the next window
-// is fresh.
-func TestAdv5_ClosedBitMetricsOnlyCommitsOnce(t *testing.T) {
-	b, clk, log, mu := a5Lockfree(t, core.Config{WindowSize: 4, MinimumNumberOfCalls: 1, FailureRateThreshold: 100,
+// The closed bit in metrics-only: the held recorder's "would have opened" is
+// committed once by whoever sees the closed bit; the next window is fresh.
+func TestClosedBitMetricsOnlyCommitsOnce(t *testing.T) {
+	b, clk, log, mu := gatedLockFree(t, core.Config{WindowSize: 4, MinimumNumberOfCalls: 1, FailureRateThreshold: 100,
 		OpenDuration: time.Second})
 	b.MetricsOnly() // generation 1
 	p1, _ := b.Allow()
 	p2, _ := b.Allow()
-	finish := a5Paused(t, clk, func() { b.Record(p1, core.Failure) })
+	finish := holdAtClockRead(t, clk, func() { b.Record(p1, core.Failure) })
 	b.Record(p2, core.Failure) // sees the closed bit: commits M>M for p1, p2 is stale
 	c := b.Counts()
 	require.Equal(t, core.MetricsOnly, c.State)
@@ -176,24 +178,25 @@ func TestAdv5_ClosedBitMetricsOnlyCommitsOnce(t *testing.T) {
 	require.Equal(t, core.MetricsOnly, (*log)[1].To)
 }
 
-// Regression (found here and by helper-12; fixed in 45b78f1 by tripPending;
-// lock-free only, metrics): the recorder whose outcome closed the count
-// window counts that outcome in Metrics (Failures) before its trip swap; if
-// a manual control commits first, the trip never happens. The history then
-// has Failures = 1, Dropped = 0 and only the control's notification (C>C),
-// which no sequential order explains: outcome first means a C>O trip and an
-// O>C reset (Transitions[Closed][Open] = 1); reset first means the outcome
-// is stale (Dropped = 1). The baseline always gives one of the two.
-func TestAdv5_TripLostToControlStillCountsOutcome(t *testing.T) {
-	a5TrippingFailureRacesReset(t, core.Config{WindowSize: 4, MinimumNumberOfCalls: 1, FailureRateThreshold: 100,
+// Lock-free only, metrics: the recorder whose outcome closed the count
+// window counts that outcome in Metrics (Failures) before its trip swap. If
+// a manual control that commits first could cancel the trip, the history
+// would have Failures = 1, Dropped = 0 and only the control's notification
+// (C>C), which no sequential order explains: outcome first means a C>O trip
+// and an O>C reset (Transitions[Closed][Open] = 1); reset first means the
+// outcome is stale (Dropped = 1). The pending trip in the state word makes
+// the control commit the trip first, so the lock-free breaker gives one of
+// the two, as the baseline always does.
+func TestWindowTripRacingResetIsOneOrder(t *testing.T) {
+	trippingFailureRacesReset(t, core.Config{WindowSize: 4, MinimumNumberOfCalls: 1, FailureRateThreshold: 100,
 		OpenDuration: time.Second, CollectMetrics: true})
 }
 
 // The run of consecutive failures beside a window trips no later than a
 // window trip does: an outcome that completes the run and loses its trip to
 // a Reset is dropped or followed by its trip, never counted with neither.
-func TestAdv5_ConsecutiveTripLostToControlStillCountsOutcome(t *testing.T) {
-	a5TrippingFailureRacesReset(t, core.Config{WindowSize: 10, MinimumNumberOfCalls: 10, FailureRateThreshold: 100,
+func TestConsecutiveTripRacingResetIsOneOrder(t *testing.T) {
+	trippingFailureRacesReset(t, core.Config{WindowSize: 10, MinimumNumberOfCalls: 10, FailureRateThreshold: 100,
 		ConsecutiveFailures: 1, OpenDuration: time.Second, CollectMetrics: true})
 }
 
@@ -235,17 +238,16 @@ func TestTripClaimOrdersARacingSuccessAfterIt(t *testing.T) {
 	}
 }
 
-// Regression (pending-trip rule, 45b78f1): a Reset racing the held trip
-// comes after it: the trip is committed first (C>O), then the reset (O>C),
-// so the outcome that closed the window is never superseded; the held
-// recorder's late swap changes nothing, and a stale outcome does not enter
-// the fresh window.
-func TestAdv5_ResetRacingHeldTripComesAfterIt(t *testing.T) {
-	b, clk, log, mu := a5Lockfree(t, core.Config{WindowSize: 4, MinimumNumberOfCalls: 1, FailureRateThreshold: 100,
+// The pending-trip rule: a Reset racing the held trip comes after it: the
+// trip is committed first (C>O), then the reset (O>C), so the outcome that
+// closed the window is never superseded; the held recorder's late swap
+// changes nothing, and a stale outcome does not enter the fresh window.
+func TestResetRacingHeldTripComesAfterIt(t *testing.T) {
+	b, clk, log, mu := gatedLockFree(t, core.Config{WindowSize: 4, MinimumNumberOfCalls: 1, FailureRateThreshold: 100,
 		OpenDuration: time.Second, CollectMetrics: true})
 	p, _ := b.Allow()
 	q, _ := b.Allow()
-	finish := a5Paused(t, clk, func() { b.Record(p, core.Failure) })
+	finish := holdAtClockRead(t, clk, func() { b.Record(p, core.Failure) })
 	b.Reset()
 	b.Record(q, core.Failure) // stale: generation 0
 	finish()
@@ -260,16 +262,16 @@ func TestAdv5_ResetRacingHeldTripComesAfterIt(t *testing.T) {
 	require.Equal(t, [2]uint64{1, 1}, [2]uint64{m.Failures, m.Dropped}, "%+v", m)
 }
 
-// a5TrippingFailureRacesReset records a failure that trips c's breaker,
+// trippingFailureRacesReset records a failure that trips c's breaker,
 // holds the recorder in the trip's clock read while a Reset commits, and
 // requires Metrics and the notifications to match one sequential order:
 // outcome first (counted, C>O, then the reset) or reset first (the outcome
 // dropped as stale, C>C).
-func a5TrippingFailureRacesReset(t *testing.T, c core.Config) {
+func trippingFailureRacesReset(t *testing.T, c core.Config) {
 	t.Helper()
-	b, clk, log, mu := a5Lockfree(t, c)
+	b, clk, log, mu := gatedLockFree(t, c)
 	p, _ := b.Allow()
-	finish := a5Paused(t, clk, func() { b.Record(p, core.Failure) }) // held in trip's clock read
+	finish := holdAtClockRead(t, clk, func() { b.Record(p, core.Failure) }) // held in trip's clock read
 	b.Reset()
 	finish()
 	m := b.Metrics()

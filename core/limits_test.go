@@ -2,8 +2,9 @@ package core_test
 
 // Known limits (docs/design.md, "Known limits"): each test crosses one bound
 // of the design with inputs or an interleaving chosen for it. They are
-// skipped unless the environment variable ADVERSARY is set (ADVERSARY=1 go
-// test -run Adv ./core), where they fail, showing the limit.
+// skipped unless the environment variable KNOWN_LIMITS is set
+// (KNOWN_LIMITS=1 go test -run Limit ./core/), where they fail, showing the
+// limit.
 
 import (
 	"os"
@@ -16,11 +17,11 @@ import (
 	"github.com/casbreaker/casbreaker/core"
 )
 
-// advBug skips a test that demonstrates a documented limit unless ADVERSARY
-// is set.
-func advBug(t *testing.T, what string) {
+// knownLimit skips a test that demonstrates a documented limit unless
+// KNOWN_LIMITS is set.
+func knownLimit(t *testing.T, what string) {
 	t.Helper()
-	if os.Getenv("ADVERSARY") == "" {
+	if os.Getenv("KNOWN_LIMITS") == "" {
 		t.Skip("known limit (docs/design.md): " + what)
 	}
 }
@@ -31,10 +32,10 @@ func advBug(t *testing.T, what string) {
 // difference mod 2^36. State and Counts read the word but write nothing, so
 // a breaker that is only watched (dashboards polling State) is not kept
 // exact. The baseline has no such limit (R4, R5).
-func TestAdv_OpenDeadlineAliasesAfterLongIdle(t *testing.T) {
-	advBug(t, "open breaker idle > 2^35 ms past its deadline reports Open again and rejects for up to ~397 more days")
+func TestLimit_OpenDeadlineAliasesAfterLongIdle(t *testing.T) {
+	knownLimit(t, "open breaker idle > 2^35 ms past its deadline reports Open again and rejects for up to ~397 more days")
 	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second}
-	lf, mu := advPair(t, cfg, 0)
+	lf, mu := rigPair(t, cfg, 0)
 	for _, r := range []*rig{lf, mu} {
 		r.X(core.Failure)
 		// Polled once a day: State and Counts see half-open every time.
@@ -55,8 +56,8 @@ func TestAdv_OpenDeadlineAliasesAfterLongIdle(t *testing.T) {
 // base is far in the past (any reading >= 2^32 s), outcomes older than the
 // window keep counting (R2) and trip the breaker. semantics.md states no
 // such limit.
-func TestAdv_TimeWindowSaturatesAfter136Years(t *testing.T) {
-	advBug(t, "time window stops sliding for clock readings >= 2^32 s; baseline keeps sliding")
+func TestLimit_TimeWindowSaturatesAfter136Years(t *testing.T) {
+	knownLimit(t, "time window stops sliding for clock readings >= 2^32 s; baseline keeps sliding")
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		r := mk.build(t, core.Config{WindowType: core.TimeBased, WindowSize: 10, FailureCountThreshold: 3})
 		r.Clock.Set(time.Duration(1<<32) * time.Second)
@@ -78,8 +79,8 @@ func TestAdv_TimeWindowSaturatesAfter136Years(t *testing.T) {
 // not. No hook can force it: nothing between the two CASes calls out of the
 // breaker. When the run trips, the claim orders the trip (see
 // TestTripClaimOrdersARacingSuccessAfterIt).
-func TestAdv_ConsecutiveRunAndWindowDisagreeStress(t *testing.T) {
-	advBug(t, "window and consecutive-failure run disagree after concurrent closed-state outcomes")
+func TestLimit_ConsecutiveRunAndWindowDisagreeStress(t *testing.T) {
+	knownLimit(t, "window and consecutive-failure run disagree after concurrent closed-state outcomes")
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		b, err := mk.new(core.Config{
 			WindowSize: 1, MinimumNumberOfCalls: 1,
@@ -116,13 +117,13 @@ func TestAdv_ConsecutiveRunAndWindowDisagreeStress(t *testing.T) {
 // the mutex locked and every later call on the breaker blocks forever. The
 // lock-free breaker keeps working. Config.Clock's doc forbids a clock that
 // panics.
-func TestAdv_PanickingClockWedgesBaseline(t *testing.T) {
-	advBug(t, "a panicking Clock leaves the baseline's mutex locked: every later call deadlocks")
+func TestLimit_PanickingClockWedgesBaseline(t *testing.T) {
+	knownLimit(t, "a panicking Clock leaves the baseline's mutex locked: every later call deadlocks")
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		var boom atomic.Bool
 		clk := core.NewManualClock(0)
 		b, err := mk.new(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second,
-			Clock: advFuncClock(func() time.Duration {
+			Clock: funcClock(func() time.Duration {
 				if boom.Load() {
 					panic("clock failure")
 				}
@@ -144,17 +145,18 @@ func TestAdv_PanickingClockWedgesBaseline(t *testing.T) {
 	})
 }
 
-type advFuncClock func() time.Duration
+// funcClock is a Clock whose Now returns what the function returns.
+type funcClock func() time.Duration
 
-func (f advFuncClock) Now() time.Duration { return f() }
+func (f funcClock) Now() time.Duration { return f() }
 
 // Limit (both implementations, deliberate: docs/design.md, "Open-duration
 // resolution"): the deadline is rounded up to a whole millisecond, so with a
 // trip committed at a reading that is not a whole millisecond, a call at
 // exactly now - openedAt == OpenDuration is rejected, although R4 says the
 // boundary is inclusive, and Permit.Wait overstates the wait by up to 1 ms.
-func TestAdv_OpenBoundaryNotInclusiveOffMillisecond(t *testing.T) {
-	advBug(t, "R4 inclusive boundary violated by up to 1 ms when openedAt is not a whole millisecond (rounding up)")
+func TestLimit_OpenBoundaryNotInclusiveOffMillisecond(t *testing.T) {
+	knownLimit(t, "R4 inclusive boundary violated by up to 1 ms when openedAt is not a whole millisecond (rounding up)")
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second})
 		r.Clock.Set(500 * time.Microsecond)
@@ -173,10 +175,10 @@ func TestAdv_OpenBoundaryNotInclusiveOffMillisecond(t *testing.T) {
 // resumes from where that remainder says. Here it lands exactly one span
 // plus one unit early, where the share is the start share, 0 %. The
 // baseline has no such limit.
-func TestAdv_RampUpDeadlineAliasesAfterLongIdle(t *testing.T) {
-	advBug(t, "ramping breaker whose first call after the ramp comes ~k*2^19 units later ramps up again")
+func TestLimit_RampUpDeadlineAliasesAfterLongIdle(t *testing.T) {
+	knownLimit(t, "ramping breaker whose first call after the ramp comes ~k*2^19 units later ramps up again")
 	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, RampUpDuration: time.Second}
-	lf, mu := advPair(t, cfg, 0)
+	lf, mu := rigPair(t, cfg, 0)
 	for _, r := range []*rig{lf, mu} {
 		r.X(core.Failure)
 		r.At(1)
@@ -193,10 +195,10 @@ func TestAdv_RampUpDeadlineAliasesAfterLongIdle(t *testing.T) {
 // (about 17.5 minutes here) past the deadline reads it as not passed and
 // rejects; a call one max wait later restarts it. The baseline has no such
 // limit.
-func TestAdv_MaxWaitDeadlineAliasesAfterLongIdle(t *testing.T) {
-	advBug(t, "half-open breaker whose next call comes ~k*2^20 units after its max wait waits again")
+func TestLimit_MaxWaitDeadlineAliasesAfterLongIdle(t *testing.T) {
+	knownLimit(t, "half-open breaker whose next call comes ~k*2^20 units after its max wait waits again")
 	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, MaxWaitInHalfOpen: time.Second}
-	lf, mu := advPair(t, cfg, 0)
+	lf, mu := rigPair(t, cfg, 0)
 	for _, r := range []*rig{lf, mu} {
 		r.X(core.Failure)
 		r.At(1)
@@ -206,10 +208,10 @@ func TestAdv_MaxWaitDeadlineAliasesAfterLongIdle(t *testing.T) {
 	}
 }
 
-// advStallClock is a manual clock that, once armed, takes its first
+// stallClock is a manual clock that, once armed, takes its first
 // reading and parks the goroutine that made it until release is closed,
 // then hands the reading back: a call descheduled right after its reading.
-type advStallClock struct {
+type stallClock struct {
 	*core.ManualClock
 	armed   atomic.Bool
 	reads   atomic.Int32
@@ -217,11 +219,11 @@ type advStallClock struct {
 	release chan struct{}
 }
 
-func newAdvStallClock() *advStallClock {
-	return &advStallClock{ManualClock: core.NewManualClock(0), paused: make(chan struct{}), release: make(chan struct{})}
+func newStallClock() *stallClock {
+	return &stallClock{ManualClock: core.NewManualClock(0), paused: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (c *advStallClock) Now() time.Duration {
+func (c *stallClock) Now() time.Duration {
 	v := c.ManualClock.Now()
 	if c.armed.Load() && c.reads.Add(1) == 1 {
 		close(c.paused)
@@ -239,9 +241,9 @@ func (c *advStallClock) Now() time.Duration {
 // flip, and the flip then happens at 500 ms, before its deadline: no order
 // explains both. A clock that never goes backwards cannot do this
 // (docs/design.md, Known limits).
-func TestAdv_BackwardsClockAcrossTheFlipGuard(t *testing.T) {
-	advBug(t, "a clock set back across the open deadline between the flip's guard and its claim")
-	clk := newAdvStallClock()
+func TestLimit_BackwardsClockAcrossTheFlipGuard(t *testing.T) {
+	knownLimit(t, "a clock set back across the open deadline between the flip's guard and its claim")
+	clk := newStallClock()
 	b, err := core.New(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, Clock: clk})
 	require.NoError(t, err)
 	p, _ := b.Allow()
@@ -267,9 +269,9 @@ func TestAdv_BackwardsClockAcrossTheFlipGuard(t *testing.T) {
 // and Counts sees an empty window; then the write lands, not slow. In every
 // sequential order the empty Counts comes first, so the record happens at
 // 2 s and is slow (docs/design.md, Known limits).
-func TestAdv_SlowCallClassedByTheReadingBeforeItsWrite(t *testing.T) {
-	advBug(t, "a slow call's completion reading comes before its window write")
-	clk := newAdvStallClock()
+func TestLimit_SlowCallClassedByTheReadingBeforeItsWrite(t *testing.T) {
+	knownLimit(t, "a slow call's completion reading comes before its window write")
+	clk := newStallClock()
 	b, err := core.New(core.Config{WindowSize: 10, FailureRateThreshold: 100, SlowCallRateThreshold: 100,
 		SlowCallDurationThreshold: time.Second, MinimumNumberOfCalls: 10, OpenDuration: time.Second, Clock: clk})
 	require.NoError(t, err)

@@ -34,10 +34,11 @@ func misusePanic(fn func()) (msg string, panicked, runtimeErr bool) {
 
 // A zero Breaker of either implementation (var b core.Breaker, var b
 // baseline.Breaker) has no configuration: every method panics with a
-// message that starts with its package and names New. Before issue 11 the
-// lock-free Allow returned a permit, Done with an error then panicked with
-// a nil dereference (the nil classifier), and ForceOpen(d) with another
-// (the nil clock); Reset, Disable and ForceOpen(0) committed transitions.
+// message that starts with its package and names New. Without that check
+// a zero lock-free breaker would half work: Allow would return a permit,
+// Done with an error would panic with a nil dereference (the nil
+// classifier), ForceOpen(d) with another (the nil clock), and Reset,
+// Disable and ForceOpen(0) would commit transitions.
 func TestZeroBreakerPanicsNamingNew(t *testing.T) {
 	calls := []struct {
 		name string
@@ -87,12 +88,12 @@ func TestZeroBreakerPanicsNamingNew(t *testing.T) {
 	})
 }
 
-// SystemClock{} and ManualClock{} are both usable. Before issue 11 a zero
-// SystemClock measured from the zero time.Time, which has no monotonic
-// reading (its Now saturated at the largest Duration, frozen), and
-// Config.Validate rejected it. Now it reads the monotonic time since a
-// process-wide base, taken when the package was initialized: never
-// negative, never frozen, never ahead of real time since that base.
+// SystemClock{} and ManualClock{} are both usable. A zero SystemClock that
+// measured from the zero time.Time would have no monotonic reading: its Now
+// would saturate at the largest Duration, frozen. It reads the monotonic
+// time since a process-wide base instead, taken when the package was
+// initialized: never negative, never frozen, never ahead of real time since
+// that base.
 func TestZeroClocksWork(t *testing.T) {
 	var zero core.SystemClock
 	later := core.NewSystemClock() // a base after the process-wide one
@@ -124,16 +125,16 @@ func TestZeroClocksWork(t *testing.T) {
 	})
 }
 
-// Bug: an Outcome value outside Success/Failure/Ignored (for example from a
-// user classifier that returns core.Outcome(3)) is a failure for a lock-free
-// half-open probe (recordProbe's default branch re-opens) but neutral for the
-// baseline (its switch has no case for it); in closed state both count it
-// as a success. The implementations disagree on State, Counts and
-// notifications (the brief: they must agree on every observable).
-func TestAdv_UnknownOutcomeDiverges(t *testing.T) {
+// An Outcome value outside Success/Failure/Ignored (for example from a user
+// classifier that returns core.Outcome(3)) can be read three ways: as a
+// failure (a lock-free probe path whose default branch re-opens), as
+// neutral (a baseline switch with no case for it), or as a success (the
+// closed state). The two implementations must agree on State, Counts and
+// the notifications after such a probe, as on every observable.
+func TestUnknownOutcomeAgrees(t *testing.T) {
 	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second,
 		Classifier: func(error) core.Outcome { return core.Outcome(3) }}
-	lf, mu := advPair(t, cfg, 0)
+	lf, mu := rigPair(t, cfg, 0)
 	for _, r := range []*rig{lf, mu} {
 		r.X(core.Failure)
 		r.Is(core.Open)
@@ -145,15 +146,15 @@ func TestAdv_UnknownOutcomeDiverges(t *testing.T) {
 	require.Equal(t, mu.CBs(), lf.CBs())
 }
 
-// Bug (in the baseline, the reference model): a second Done for the same
-// half-open probe, or a hand-built probe permit, when no probe is in flight.
-// The lock-free breaker drops it (inFlight == 0); the baseline decrements
-// inFlight to -1 and counts a success, closing the breaker, and with inFlight
-// negative admits more than PermittedCallsInHalfOpen probes (R6).
-func TestAdv_DoubleDoneProbeDiverges(t *testing.T) {
+// A second Done for the same half-open probe, or a hand-built probe permit,
+// when no probe is in flight: the lock-free breaker drops it (no probe in
+// flight). A baseline that decremented its probes in flight to -1 would
+// count a success, closing the breaker, and with the count negative would
+// admit more than PermittedCallsInHalfOpen probes (R6). Both must agree.
+func TestDoubleDoneOfProbeAgrees(t *testing.T) {
 	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second,
 		PermittedCallsInHalfOpen: 1, SuccessesToClose: 2}
-	lf, mu := advPair(t, cfg, 0)
+	lf, mu := rigPair(t, cfg, 0)
 	for _, r := range []*rig{lf, mu} {
 		r.X(core.Failure)
 		r.At(1)
@@ -165,9 +166,10 @@ func TestAdv_DoubleDoneProbeDiverges(t *testing.T) {
 	require.Equal(t, mu.CBs(), lf.CBs())
 }
 
-// Same root cause, R6 on the baseline alone: after a double Done of a
-// probe, more than PermittedCallsInHalfOpen probes are in flight.
-func TestAdv_BaselineDoubleDoneAdmitsExtraProbes(t *testing.T) {
+// R6 after a double Done of a probe, in each implementation: the duplicate
+// release frees no extra slot, so no more than PermittedCallsInHalfOpen
+// probes are in flight.
+func TestDoubleDoneAdmitsNoExtraProbe(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second,
 			PermittedCallsInHalfOpen: 1, SuccessesToClose: 5})

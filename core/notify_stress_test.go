@@ -16,9 +16,10 @@ import (
 // the clock) with more goroutines than processors, so a publisher is often
 // descheduled between its CAS and its publish while hundreds of later
 // transitions commit. Every notification must arrive, exactly once, in
-// order, and nobody may hang. (Found by the B25 work: a later generation used
-// to take the slot of a descheduled earlier one, and a deliverer's normal
-// return could clear the busy bit of the next deliverer.)
+// order, and nobody may hang. (Two ways a lock-free dispatcher can fail
+// here: a later generation taking the slot of a descheduled earlier one,
+// and a deliverer's normal return clearing the busy bit of the next
+// deliverer.)
 func TestNotificationStormDeliversEveryEventInOrder(t *testing.T) {
 	old := runtime.GOMAXPROCS(4)
 	defer runtime.GOMAXPROCS(old)

@@ -100,7 +100,7 @@ func TestCountsInHalfOpen(t *testing.T) {
 // the 64-bit generation, not by the lock-free word's 20 bits. (Before, the
 // lock-free dispatcher named events mod 2^20 and, past a backlog of 2^20,
 // delivered a later wrap's event in place of the one it waited for: a
-// known limit, TestAdv5_NotificationStormAliasesGenerations.) The first
+// known limit, TestNotificationStormKeepsGenerations.) The first
 // event's listener blocks while another goroutine commits 2^20+300 Resets.
 // Full runs only: the backlog is a million queued events.
 func TestListenerFarBehindGetsEveryEventInOrder(t *testing.T) {
@@ -135,16 +135,16 @@ func TestListenerFarBehindGetsEveryEventInOrder(t *testing.T) {
 	})
 }
 
-// Bug (both implementations): a panic in OnStateChange during the
-// open -> half-open Allow propagates out of Allow after the transition has
-// committed and given this caller the probe slot. The caller never gets the
-// Permit, so it can never release it: with PermittedCallsInHalfOpen = 1 the
-// breaker rejects every call forever (ErrHalfOpenFull). R10: "No path leaks
-// a probe slot"; R6: elapsed time never creates permits, so nothing recovers.
-// (Since issue 11 the default half-open max wait would recover, and hide a
-// leak: the test waits forever explicitly, so that only the released slot
-// can admit the call.)
-func TestAdv_ListenerPanicOnHalfOpenLeaksProbeForever(t *testing.T) {
+// A panic in OnStateChange during the open -> half-open Allow propagates
+// out of Allow after the transition has committed and given this caller the
+// probe slot. The caller never gets the Permit, so it cannot release it: if
+// the breaker kept the slot, with PermittedCallsInHalfOpen = 1 it would
+// reject every call forever (ErrHalfOpenFull). R10: "No path leaks a probe
+// slot"; R6: elapsed time never creates permits. Both implementations
+// release the slot. The default half-open max wait would recover a leaked
+// slot and hide the leak, so the test waits forever explicitly: only the
+// released slot can admit the call.
+func TestListenerPanicOnHalfOpenReleasesProbe(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		var panicOnce atomic.Bool
 		panicOnce.Store(true)
@@ -164,16 +164,17 @@ func TestAdv_ListenerPanicOnHalfOpenLeaksProbeForever(t *testing.T) {
 	})
 }
 
-// Bug (lock-free): a listener that is the dispatcher's deliverer and commits
-// a transition itself (here: its Allow flips open -> half-open) while 255
-// later events are already published spins forever in publish
-// (core/notify.go:202): it waits for the deliverer to advance, and the
-// deliverer is itself. notify.go claims a deadlock needs "one listener call
-// itself [to cause] 256 transitions"; one is enough when the others came
-// from other goroutines while the listener ran (a slow listener during a
-// flapping storm, 256 transitions = 128 open durations). R12: a listener may
-// call Allow without deadlocking. The baseline's queue is unbounded.
-func TestAdv_SlowListenerCallingAllowDeadlocks(t *testing.T) {
+// A listener that is the dispatcher's deliverer and commits a transition
+// itself (here: its Allow flips open -> half-open) while 255 later events
+// are already published: a lock-free dispatcher with a bounded queue whose
+// publisher waited for the deliverer to advance would spin forever, since
+// the deliverer is itself. One such transition is enough when the others
+// came from other goroutines while the listener ran (a slow listener during
+// a flapping storm, 256 transitions = 128 open durations). R12: a listener
+// may call Allow without deadlocking; sony/gobreaker's listener under the
+// mutex deadlocked on any call (docs/regressions.md, B13). The baseline's
+// queue is unbounded.
+func TestSlowListenerMayCallAllow(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		clock := core.NewManualClock(0)
 		var (
@@ -219,11 +220,11 @@ func TestAdv_SlowListenerCallingAllowDeadlocks(t *testing.T) {
 	})
 }
 
-// Probe: a listener that itself drives transitions (Allow + Done(failure))
-// while 4 goroutines flap the breaker on a shared manual clock. Notifications
-// must chain (from == previous to), generations must run 1, 2, 3, ... with
-// none lost or duplicated.
-func TestAdv_ReentrantListenerChains(t *testing.T) {
+// A listener that itself drives transitions (Allow + Done(failure)) while 4
+// goroutines flap the breaker on a shared manual clock. Notifications must
+// chain (from == previous to), generations must run 1, 2, 3, ... with none
+// lost or duplicated.
+func TestReentrantListenerChains(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		for round := range rounds(200, 20) {
 			clock := core.NewManualClock(0)
@@ -276,10 +277,10 @@ func TestAdv_ReentrantListenerChains(t *testing.T) {
 	})
 }
 
-// Regression (R10 for the max-wait restart): a listener that panics on the
-// half-open -> half-open restart must not strand the new generation's first
-// probe, which the caller never received.
-func TestAdv5_MaxWaitRestartListenerPanicReleasesProbe(t *testing.T) {
+// R10 for the max-wait restart: a listener that panics on the half-open ->
+// half-open restart must not strand the new generation's first probe, which
+// the caller never received.
+func TestMaxWaitRestartListenerPanicReleasesProbe(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		var armed atomic.Bool
 		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, MaxWaitInHalfOpen: time.Second,
@@ -310,10 +311,10 @@ func TestAdv5_MaxWaitRestartListenerPanicReleasesProbe(t *testing.T) {
 	})
 }
 
-// Regression (R10, R12): a listener that panics on a manual control's
-// notification propagates, the control is committed, and the next
-// transition is still delivered, in order, by both implementations.
-func TestAdv5_ControlListenerPanicKeepsOrder(t *testing.T) {
+// R10, R12: a listener that panics on a manual control's notification
+// propagates, the control is committed, and the next transition is still
+// delivered, in order, by both implementations.
+func TestControlListenerPanicKeepsOrder(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		var armed atomic.Bool
 		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second},

@@ -436,20 +436,20 @@ func hintDisabledForcedOpen(t *testing.T) {
 	})
 }
 
-// a5PanicHint is a dependency error whose RetryAfter method panics (a buggy
+// panicHint is a dependency error whose RetryAfter method panics (a buggy
 // error type, or one built from a half-parsed response).
-type a5PanicHint struct{}
+type panicHint struct{}
 
-func (a5PanicHint) Error() string             { return "throttled" }
-func (a5PanicHint) RetryAfter() time.Duration { panic("RetryAfter exploded") }
+func (panicHint) Error() string             { return "throttled" }
+func (panicHint) RetryAfter() time.Duration { panic("RetryAfter exploded") }
 
-// a5PtrHint is an error type whose RetryAfter has a pointer receiver that
-// reads a field: a typed nil *a5PtrHint returned as an error (the classic Go
+// ptrHint is an error type whose RetryAfter has a pointer receiver that
+// reads a field: a typed nil *ptrHint returned as an error (the classic Go
 // gotcha) is a non-nil error whose RetryAfter dereferences nil.
-type a5PtrHint struct{ after time.Duration }
+type ptrHint struct{ after time.Duration }
 
-func (e *a5PtrHint) Error() string { return "throttled" }
-func (e *a5PtrHint) RetryAfter() time.Duration {
+func (e *ptrHint) Error() string { return "throttled" }
+func (e *ptrHint) RetryAfter() time.Duration {
 	if e == nil {
 		// What reading e.after would do, as an explicit panic: under the
 		// qemu-user emulation of the GOARCH=386 run, a nil dereference is
@@ -459,17 +459,18 @@ func (e *a5PtrHint) RetryAfter() time.Duration {
 	return e.after
 }
 
-// Regression, in both implementations: a panic inside RetryAfterOf (a user
-// error's RetryAfter or Unwrap method) runs in Done's error path, after the
+// In both implementations, a panic inside RetryAfterOf (a user error's
+// RetryAfter or Unwrap method) runs in Done's error path, after the
 // classifier returned Failure and before the outcome is recorded, so unless
 // Done releases the permit as it unwinds, a half-open probe's slot leaks and,
 // without a max wait in half-open, the breaker rejects every call with
-// ErrHalfOpenFull forever (R10: no path leaks a probe slot). The test asks
-// for WaitForever because the default max wait would admit the call at
-// 1000 s even with the slot leaked.
-func TestAdv5_PanickingRetryAfterLeaksProbe(t *testing.T) {
-	var typedNil *a5PtrHint
-	for name, bad := range map[string]error{"panicking RetryAfter": a5PanicHint{}, "typed nil pointer": typedNil} {
+// ErrHalfOpenFull forever (R10: no path leaks a probe slot; resilience4j
+// leaked the same way from a throwing classifier, docs/regressions.md B07).
+// Done releases it. The test asks for WaitForever because the default max
+// wait would admit the call at 1000 s even with the slot leaked.
+func TestPanickingRetryAfterReleasesProbe(t *testing.T) {
+	var typedNil *ptrHint
+	for name, bad := range map[string]error{"panicking RetryAfter": panicHint{}, "typed nil pointer": typedNil} {
 		t.Run(name, func(t *testing.T) {
 			forEachImpl(t, func(t *testing.T, mk maker) {
 				r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, MaxRetryAfter: time.Minute,
@@ -490,10 +491,10 @@ func TestAdv5_PanickingRetryAfterLeaksProbe(t *testing.T) {
 	}
 }
 
-// Regression: hints at the extremes give both implementations the same open
-// deadline, exactly max(open duration at the step, min(hint, MaxRetryAfter))
-// rounded up to the millisecond; a hint of zero or less is a plain failure.
-func TestAdv5_HintExtremesAgree(t *testing.T) {
+// Hints at the extremes give both implementations the same open deadline,
+// exactly max(open duration at the step, min(hint, MaxRetryAfter)) rounded
+// up to the millisecond; a hint of zero or less is a plain failure.
+func TestHintExtremesAgree(t *testing.T) {
 	hints := []time.Duration{math.MinInt64, -1, 0, 1, time.Millisecond - 1, time.Millisecond + 1,
 		2 * time.Second, 5*time.Second - 1, 5 * time.Second, 5*time.Second + 1, math.MaxInt64}
 	for _, start := range []time.Duration{0, 1234567, -5 * time.Second, math.MaxInt64 - 10*time.Minute} {
@@ -502,7 +503,7 @@ func TestAdv5_HintExtremesAgree(t *testing.T) {
 			cfg := core.Config{WindowSize: 10, MinimumNumberOfCalls: 10, FailureRateThreshold: 50,
 				OpenDuration: time.Second, OpenDurationBackoff: 2, MaxOpenDuration: 4 * time.Second,
 				MaxRetryAfter: 5 * time.Second, CollectMetrics: true, Classifier: classify}
-			lf, mu := advPair(t, cfg, start)
+			lf, mu := rigPair(t, cfg, start)
 			for _, r := range []*rig{lf, mu} {
 				r.B.Done(r.A(), core.WithRetryAfter(errFail, h)) // closed: trips at once when hinted
 				if r.B.State() == core.Closed {

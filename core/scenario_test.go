@@ -151,13 +151,13 @@ func TestScenario_S5_ProbeFailsThenSucceeds(t *testing.T) {
 	})
 }
 
-// R5 as issue 11 settled it: State and Counts report an elapsed open
-// duration as half-open without committing anything. No notification goes
-// out, the generation stays the open one, no probe is counted, however
-// often they are read; a clock that steps back before the next call
-// un-reports it. The transition is committed by the next Allow, whose
-// caller is the first probe, and its notification carries that Allow's
-// clock reading (Transition.At: when it was committed), not the deadline.
+// R5: State and Counts report an elapsed open duration as half-open without
+// committing anything. No notification goes out, the generation stays the
+// open one, no probe is counted, however often they are read; a clock that
+// steps back before the next call un-reports it. The transition is committed
+// by the next Allow, whose caller is the first probe, and its notification
+// carries that Allow's clock reading (Transition.At: when it was committed),
+// not the deadline.
 func TestStateReportsHalfOpenWithoutCommitting(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: 10 * time.Second, CollectMetrics: true})

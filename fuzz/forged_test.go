@@ -19,8 +19,8 @@ import (
 // probe slot), and the two implementations must agree.
 //
 // Both implementations ignore a probe outcome when no probe is in flight.
-// (The mutex baseline used to decrement its in-flight count to -1 and then
-// admit three probes.)
+// (A baseline that decremented its in-flight count to -1 would then admit
+// three probes.)
 func TestForgedProbePermit(t *testing.T) {
 	for _, im := range breakers.All {
 		t.Run("impl="+im.Name, func(t *testing.T) {

@@ -462,9 +462,9 @@ func TestChainedRejectionIsNotTheServersFailure(t *testing.T) {
 // ResourceExhausted, which DefaultClassify counts as the server's failure:
 // three such calls, the caller's own mistake, open the method's breaker
 // on a healthy server that saw none of them.
-func TestClientSideSendLimitIsNotTheServersFailure(t *testing.T) {
-	if os.Getenv("ADVERSARY") == "" {
-		t.Skip("known limit (docs/observability.md, Known limits): a ResourceExhausted the client made itself counts as the server's; ADVERSARY=1 runs it")
+func TestLimit_ClientSideSendLimitCountsAsServersFailure(t *testing.T) {
+	if os.Getenv("KNOWN_LIMITS") == "" {
+		t.Skip("known limit (docs/observability.md, Known limits): a ResourceExhausted the client made itself counts as the server's; KNOWN_LIMITS=1 runs it")
 	}
 	h, addr := serve(t)
 	ic := newInterceptors(t, grpcbreaker.Options{Config: config(core.NewManualClock(0))})

@@ -1,8 +1,7 @@
 package httpbreaker_test
 
-// Edge cases an adversarial review found broken (a 101 body that must
-// stay writable, the zero Transport, a classifier that panics on a body
-// read); each fixed.
+// Edge cases that are easy to get wrong: a 101 body that must stay
+// writable, the zero Transport, a classifier that panics on a body read.
 
 import (
 	"bufio"
@@ -98,8 +97,8 @@ func TestZeroTransportPanicsNamingNew(t *testing.T) {
 // Options.Classify promises: "A panic in it propagates; the request's
 // permit is then released as Ignored." That holds on a body read error
 // too: the panic leaves Read with the permit released as Ignored, and the
-// caller's deferred Close records nothing more (it used to record a
-// Success for a call whose body failed).
+// caller's deferred Close records nothing more (recording a Success there
+// would count a call whose body failed as healthy).
 func TestClassifyPanicInBodyReleasesAsIgnored(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "100")

@@ -47,8 +47,8 @@ func (r *Ring) pack(w state) uint64 {
 
 // A and the two words RecordFastSuccess reads beside it fill one cache line
 // at the start of the Ring, and a Ring is a whole number of lines, so every
-// Ring New returns starts on a line (an adversarial review found about half
-// of them off a line when a Ring was 224 bytes): the geometry after hot,
+// Ring New returns starts on a line (with a 224-byte Ring about half of
+// them would be off a line): the geometry after hot,
 // and whatever the allocator puts next, never share the line a CAS
 // invalidates.
 func TestLayout_HotLine(t *testing.T) {

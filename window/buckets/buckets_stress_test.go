@@ -65,7 +65,7 @@ func add(c *window.Counts, failure, slow bool) {
 // bucket index before clearing the bucket, so after an idle gap the first
 // writers of the new second could write into the bucket and then see a
 // slower goroutine clear it: a burst of traffic right after a quiet period
-// lost writes. The fix fell back to a mutex (commit da534a6). Here the
+// lost writes; cep21/circuit fixed it by falling back to a mutex. Here the
 // clear is a CAS that only moves a counter forward to the new incarnation,
 // so no write of the new second can be wiped.
 //

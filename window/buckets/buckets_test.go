@@ -371,9 +371,9 @@ func TestRecycle_WriterAheadOfResetIsKept(t *testing.T) {
 // of it finds n tagged 201, which mod 256 reads as older than its own
 // incarnation 1. Without the id re-check it would "catch n up" to
 // incarnation 1, which the live incarnation 201 then reads as newer: every
-// later outcome of that bucket would be dropped (found by
-// TestStress_GenerationChangesUnderLoad). With it, the sleeper drops its
-// own outcome and touches nothing.
+// later outcome of that bucket would be dropped
+// (TestStress_GenerationChangesUnderLoad reaches it under load). With it,
+// the sleeper drops its own outcome and touches nothing.
 func TestStaleWriter_CannotWedgeBucket(t *testing.T) {
 	w := mustNew(t, 10)
 	require.True(t, w.Record(1, 3*sec, false, false))

@@ -15,8 +15,8 @@ import (
 // F must start over and take a unit of that slack; otherwise F is neither in
 // the installed view nor charged to it, and a later failure G, recorded by
 // one goroutine after both have returned, takes slack F already used and is
-// judged not to trip on a window that trips (an adversarial review found
-// this with judge returning after a lost install).
+// judged not to trip on a window that trips (as it would be if judge
+// returned after a lost install).
 func TestJudge_LostInstallChargesTheWinner(t *testing.T) {
 	w := mustNew(t, 10)
 	rule := &window.Rule{FailureCountThreshold: 3}
