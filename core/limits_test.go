@@ -3,7 +3,7 @@ package core_test
 // Known limits (docs/design.md, "Known limits"): each test crosses one bound
 // of the design with inputs or an interleaving chosen for it. They are
 // skipped unless the environment variable KNOWN_LIMITS is set
-// (KNOWN_LIMITS=1 go test -run Limit ./core/), where they fail, showing the
+// (KNOWN_LIMITS=1 go test -run Limit_ ./core/), where they fail, showing the
 // limit.
 
 import (

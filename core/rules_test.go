@@ -63,7 +63,7 @@ func TestRules_Coarse(t *testing.T) {
 			t.Errorf("D %d ns at %d ns: max wait units, deadline, ramp units, deadline %v; want %v", c.D, c.Now, got, want)
 		}
 	}
-	// Since issue 11 the max wait is on by default; WaitForever turns it off.
+	// The max wait is on by default; WaitForever turns it off.
 	off := validated(t, Config{ConsecutiveFailures: 1, MaxWaitInHalfOpen: WaitForever})
 	if got := [4]uint64{off.halfOpenUnits(time.Hour), off.halfOpenDeadline(time.Hour), off.rampUnits(time.Hour), off.rampDeadline(time.Hour)}; got != [4]uint64{} {
 		t.Errorf("features off: units and deadlines %v, want zeros", got)

@@ -41,12 +41,12 @@ func (c *stallingClock) Now() time.Duration {
 	return v
 }
 
-// A transition's clock reading and its commit are one step (R13; Finding 4
-// of docs/verification.md). Every transition that sets a deadline from the
-// clock (a trip, a re-open, a retry-after hint's trip, ForceOpen(d), the
-// open -> half-open flip and the max wait's restart, which start the
-// max-wait clock, and a close that starts a ramp-up) is parked by the clock
-// right after its reading; meanwhile the clock steps and another call looks
+// A transition's clock reading and its commit are one step (R13; defect 4
+// of docs/verification.md, "Defects the tests were built on"). Every
+// transition that sets a deadline from the clock (a trip, a re-open, a
+// retry-after hint's trip, ForceOpen(d), the open -> half-open flip and the
+// max wait's restart, which start the max-wait clock, and a close that
+// starts a ramp-up) is parked by the clock right after its reading; meanwhile the clock steps and another call looks
 // at the breaker. After everything returned, one more call shows the
 // deadline the transition set. The history of these calls, with their real
 // call and return order, goes to porcupine with the sequential model

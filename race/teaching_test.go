@@ -484,7 +484,7 @@ func TestNaiveCallbackUnderTheLock(t *testing.T) {
 	})
 }
 
-// Teaching pair 7: a clock read taken before its swap (R13; Finding 4 of
+// Teaching pair 7: a clock read taken before its swap (R13; defect 4 of
 // docs/verification.md, in the lock-free core before it claimed first).
 // One failure trips for 1 s. The trip is parked by the clock right after
 // its reading (0 s); the clock steps to 500 ms; a call looks; the trip goes
