@@ -44,7 +44,7 @@ demo: ## a real HTTP outage behind the breaker: fails fast, then recovers; serve
 demo-stack: ## a brownout and an outage behind Retry(Breaker(Bulkhead(TimeLimiter(call)))) on a simulated clock
 	$(GO) run ./examples/stack
 
-# Benchmarks (issue 4): both modules, raw output into bench/results/, then
+# Benchmarks: both modules, raw output into bench/results/, then
 # benchstat -col /impl (docs/benchmarks.md). BENCH_RUN narrows the set (a
 # -bench regexp). The parallel table on a 16-core machine:
 #   make bench BENCH_CPU=1,2,4,8,16 BENCH_COUNT=5 BENCH_RUN='Parallel|OpenReject|ProbeStorm|Churn|Snapshot'
@@ -102,7 +102,7 @@ bench-plot: ## PNG figures of a bench-mix result (MIX_FILE, default the newest b
 	@test -n "$(MIX_FILE)" || { echo "no bench/results/*-mix.txt: run make bench-mix first, or set MIX_FILE"; exit 1; }
 	$(GO) -C bench/plot run . -in $(abspath $(MIX_FILE)) -out $(abspath $(FIGURES)) -failures $(PLOT_FAILURES)
 
-# Contention proofs and fuzzing (issue 3; docs/verification.md). stress runs
+# Contention proofs and fuzzing (docs/verification.md). stress runs
 # race/ at full size; fuzz runs every fuzz target in turn for FUZZTIME each.
 FUZZTIME     ?= 60s
 STRESS_COUNT ?= 10

@@ -34,7 +34,7 @@ type Policy struct {
 	Config core.Config
 }
 
-// The three policies of issue 4. MinimumNumberOfCalls is left at its default:
+// The three policies the targets name. MinimumNumberOfCalls is left at its default:
 // the window size for countrate (100), 100 calls for timerate. The time
 // window reads the default system clock: that is what users run, and its
 // reading is part of the cost.
