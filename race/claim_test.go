@@ -46,11 +46,12 @@ func (c *stallingClock) Now() time.Duration {
 // transition that sets a deadline from the clock (a trip, a re-open, a
 // retry-after hint's trip, ForceOpen(d), the open -> half-open flip and the
 // max wait's restart, which start the max-wait clock, and a close that
-// starts a ramp-up) is parked by the clock right after its reading; meanwhile the clock steps and another call looks
-// at the breaker. After everything returned, one more call shows the
-// deadline the transition set. The history of these calls, with their real
-// call and return order, goes to porcupine with the sequential model
-// (model_test.go), as in TestLinearizable.
+// starts a ramp-up) is parked by the clock right after its reading;
+// meanwhile the clock steps and another call looks at the breaker. After
+// everything returned, one more call shows the deadline the transition
+// set. The history of these calls, with their real call and return order,
+// goes to porcupine with the sequential model (model_test.go), as in
+// TestLinearizable.
 //
 // Before the fix the lock-free core read the clock and then swapped the
 // word: the observer, after the step, still saw the old state, and the

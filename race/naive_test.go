@@ -327,3 +327,61 @@ func (r *readFirstBreaker) Record(_ core.Permit, o core.Outcome) {
 	closed := uint64(core.Closed)
 	r.word.CompareAndSwap(closed, uint64(now+r.open)<<8|uint64(core.Open)) // ... swap after: the bug
 }
+
+// recycleBreaker counts failures in a time-based sliding window of one
+// bucket per second, as cep21/circuit's rolling buckets did: the bucket of
+// second s is bucket s mod 10, and it is recycled for a new second by
+// relabelling it and then clearing its counter, two steps, so a writer that
+// sees the new label between them adds to a counter the recycler then
+// clears (TestNaiveRecycleLosesWrites). The real window tags each counter
+// with its bucket's incarnation: a writer that finds a counter of the old
+// incarnation moves it forward itself, and the recycler's late clear, a
+// CAS from the old incarnation, fails.
+//
+// Only what that test needs: outcomes label their bucket, failures count
+// towards a failure-count threshold, no probes.
+type recycleBreaker struct {
+	clock     core.Clock
+	threshold uint64
+	second    [10]atomic.Int64 // the second each bucket holds
+	failures  [10]atomic.Uint64
+	open      atomic.Bool
+	// afterRelabel, when set, runs between the two steps of a recycle: the
+	// adversary's hold on the recycler.
+	afterRelabel func()
+}
+
+func (r *recycleBreaker) Allow() (core.Permit, error) {
+	if r.open.Load() {
+		return core.Permit{}, core.ErrOpen
+	}
+	return core.Permit{}, nil
+}
+
+func (r *recycleBreaker) Record(_ core.Permit, o core.Outcome) {
+	now := int64(r.clock.Now() / time.Second)
+	i := now % int64(len(r.second))
+	if old := r.second[i].Load(); old != now && r.second[i].CompareAndSwap(old, now) {
+		if r.afterRelabel != nil {
+			r.afterRelabel()
+		}
+		r.failures[i].Store(0) // relabelled first, cleared after: the bug
+	}
+	if o != core.Failure {
+		return
+	}
+	r.failures[i].Add(1)
+	if r.inWindow(now) >= r.threshold {
+		r.open.Store(true)
+	}
+}
+
+// inWindow is the failures of the last 10 seconds up to now.
+func (r *recycleBreaker) inWindow(now int64) (n uint64) {
+	for i := range r.second {
+		if s := r.second[i].Load(); s <= now && now-s < int64(len(r.second)) {
+			n += r.failures[i].Load()
+		}
+	}
+	return n
+}

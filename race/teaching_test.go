@@ -532,3 +532,82 @@ func TestNaiveClockReadBeforeItsSwap(t *testing.T) {
 		t.Logf("the call at 500ms during the trip and the last call at 500ms: both refused, wait %v", last.Wait)
 	})
 }
+
+// Teaching pair 8: a bucket write lost in recycling (R2; cep21/circuit's
+// rolling buckets). A time window of 10 one-second buckets and a trip at 6
+// failures. One success at 3 s; the clock moves to 13 s, so bucket 3 must
+// be recycled for second 13. The recycler R records a failure at 13 s and
+// is held; meanwhile five more failures of second 13 are recorded; then R
+// goes on. Six failures of second 13 are in the window in every order, so
+// every correct breaker ends open.
+//
+//   - naive: R is held between relabelling bucket 3 and clearing it; the
+//     five writers see the new label and count into the bucket; R's late
+//     clear throws their failures away: one failure in the window, closed;
+//   - lock-free: R is held at its clock reading, the last point outside
+//     the window package can reach (the gap inside the recycle, between the
+//     bucket's id CAS and its counters' moves, is forced on the real window
+//     by TestRecycle_WriterAheadOfResetIsKept in window/buckets); the five
+//     writers recycle and count, R counts the sixth: open;
+//   - mutex: R holds the lock across its clock reading, relabel and clear,
+//     so the writers wait for it (the test releases R at once): open.
+func TestNaiveRecycleLosesWrites(t *testing.T) {
+	procs(t, 2)
+	const writers = 5
+	t.Run("impl=naive", func(t *testing.T) {
+		clk := core.NewManualClock(3 * time.Second)
+		held, release := make(chan struct{}), make(chan struct{})
+		b := &recycleBreaker{clock: clk, threshold: writers + 1}
+		b.Record(core.Permit{}, core.Success)
+		clk.Set(13 * time.Second)
+		b.afterRelabel = func() {
+			b.afterRelabel = nil // only R is held
+			close(held)
+			<-release
+		}
+		recorded := make(chan struct{})
+		go func() { defer close(recorded); b.Record(core.Permit{}, core.Failure) }()
+		<-held
+		for range writers {
+			b.Record(core.Permit{}, core.Failure)
+		}
+		close(release)
+		<-recorded
+		_, err := b.Allow()
+		require.NoError(t, err, "the naive breaker should have lost the writes and stayed closed")
+		require.EqualValues(t, 1, b.inWindow(13), "the naive window after R's late clear")
+		t.Logf("naive: %d failures recorded in second 13, %d in the window after the recycler's late clear; still closed", writers+1, b.inWindow(13))
+	})
+	forEachImpl(t, func(t *testing.T, newB newFunc) {
+		clk := newStallingClock(1)
+		clk.Set(3 * time.Second)
+		b := mustNew(t, newB, core.Config{WindowType: core.TimeBased, WindowSize: 10,
+			FailureCountThreshold: writers + 1, MinimumNumberOfCalls: 1, OpenDuration: time.Minute, Clock: clk})
+		p, err := b.Allow()
+		require.NoError(t, err)
+		b.Record(p, core.Success)
+		clk.Set(13 * time.Second)
+		permits := make([]core.Permit, writers+1)
+		for i := range permits {
+			permits[i], err = b.Allow()
+			require.NoError(t, err, "closed at 13 s")
+		}
+		lockFree := strings.HasSuffix(t.Name(), "/impl=lockfree")
+		clk.armed.Store(true)
+		recorded := make(chan struct{})
+		go func() { defer close(recorded); b.Record(permits[0], core.Failure) }()
+		<-clk.paused
+		var wg sync.WaitGroup
+		for _, q := range permits[1:] {
+			wg.Go(func() { b.Record(q, core.Failure) })
+			if lockFree {
+				wg.Wait() // a lock-free writer returns while R is held
+			}
+		}
+		close(clk.release)
+		<-recorded
+		wg.Wait()
+		require.Equal(t, core.Open, b.State(), "six failures of second 13 trip the breaker")
+		t.Logf("%d failures recorded in second 13 while the recycler was held: %v", writers+1, b.State())
+	})
+}
