@@ -6,10 +6,10 @@
 // core against, and the baseline its benchmarks are measured against.
 //
 // It shares nothing with the lock-free core but the types and the validated
-// configuration (core.Settings' fields): it decides every rule itself
-// (rules.go: the trip rule, classification, retry-after hints, the backoff,
-// deadline rounding, the coarse max-wait and ramp-up units, the ramp-up
-// hash), and its windows are its own sequential arrays, never
+// configuration (core.Settings' fields): it decides every rule itself (the
+// trip rule, classification, retry-after hints, the backoff, deadline
+// rounding, the coarse max-wait and ramp-up units, the ramp-up hash), and
+// its windows are its own sequential arrays, never
 // window/atomicring or window/buckets, so a bug in a rule or a window cannot
 // hide on both sides of a differential test. It is not a strawman either:
 // no allocation and no clock read that the rules do not need.
