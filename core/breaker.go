@@ -39,7 +39,8 @@ import (
 // configured, with a time-based window, and when committing a transition
 // into open or into a ramp-up. With a count-based window and no slow
 // threshold, the closed-state Allow/Done path reads no clock. Off that
-// path, State reads it in open state and Counts with a time-based window.
+// path, State and Counts read it in open state, and Counts in closed state
+// with a time-based window.
 type Breaker struct {
 	// state is the state word: the whole state machine in one uint64 that
 	// only compare-and-swap changes (state.go says why). stateWord's
@@ -1229,8 +1230,7 @@ func (b *Breaker) State() State {
 // decided but whose recorder has not committed yet (with a count window:
 // the window is closed; with a time window: the window, holding an outcome
 // of its current second, trips the rule), so that no snapshot shows a
-// closed breaker with a window that has tripped. With a time window it
-// reads the clock.
+// closed breaker with a window that has tripped.
 func (b *Breaker) Counts() Counts {
 	b.mustBeNew()
 	for {
