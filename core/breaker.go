@@ -39,8 +39,8 @@ import (
 // configured, with a time-based window, and when committing a transition
 // into open or into a ramp-up. With a count-based window and no slow
 // threshold, the closed-state Allow/Done path reads no clock. Off that
-// path, State and Counts read it in open state, and Counts in closed state
-// with a time-based window.
+// path, State and Counts read it in open state, and Counts in closed and
+// metrics-only state with a time-based window.
 type Breaker struct {
 	// state is the state word: the whole state machine in one uint64 that
 	// only compare-and-swap changes (state.go says why). stateWord's
