@@ -1,6 +1,6 @@
 // Package baseline is the mutex circuit breaker: the same public behaviour as
 // core.Breaker, written the plain way around one sync.Mutex. It is the
-// executable reference model of the rules R1-R15 of
+// executable reference model of the rules written out in
 // https://github.com/casbreaker/casbreaker/blob/main/docs/semantics.md that
 // the differential tests, race tests and fuzz targets compare the lock-free
 // core against, and the baseline its benchmarks are measured against.
