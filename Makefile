@@ -107,7 +107,8 @@ bench-plot: ## PNG figures of a bench-mix result (MIX_FILE, default the newest b
 FUZZTIME     ?= 60s
 STRESS_COUNT ?= 10
 FUZZ_TARGETS := ./fuzz:FuzzDifferential ./fuzz:FuzzAtomicRing ./fuzz:FuzzBuckets ./fuzz:FuzzConfig \
-	./core:FuzzStateWord ./resilience:FuzzBackoff ./resilience:FuzzBudget
+	./core:FuzzStateWord ./resilience:FuzzBackoff ./resilience:FuzzBudget \
+	./httpbreaker:FuzzParseRetryAfter
 
 # stress-lin runs only the linearizability families whose clock steps
 # concurrently, LIN_COUNT (84) times: 84 x 3 families x 400 histories is

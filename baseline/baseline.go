@@ -1,15 +1,15 @@
 // Package baseline is the mutex circuit breaker: the same public behaviour as
 // core.Breaker, written the plain way around one sync.Mutex. It is the
-// executable reference model of the rules R1-R15 of
+// executable reference model of the rules written out in
 // https://github.com/casbreaker/casbreaker/blob/main/docs/semantics.md that
 // the differential tests, race tests and fuzz targets compare the lock-free
 // core against, and the baseline its benchmarks are measured against.
 //
 // It shares nothing with the lock-free core but the types and the validated
-// configuration (core.Settings' fields): it decides every rule itself
-// (rules.go: the trip rule, classification, retry-after hints, the backoff,
-// deadline rounding, the coarse max-wait and ramp-up units, the ramp-up
-// hash), and its windows are its own sequential arrays, never
+// configuration (core.Settings' fields): it decides every rule itself (the
+// trip rule, classification, retry-after hints, the backoff, deadline
+// rounding, the coarse max-wait and ramp-up units, the ramp-up hash), and
+// its windows are its own sequential arrays, never
 // window/atomicring or window/buckets, so a bug in a rule or a window cannot
 // hide on both sides of a differential test. It is not a strawman either:
 // no allocation and no clock read that the rules do not need.

@@ -38,7 +38,9 @@ import (
 // to stamp a closed-state Permit.Start; Done/Record read it with slow calls
 // configured, with a time-based window, and when committing a transition
 // into open or into a ramp-up. With a count-based window and no slow
-// threshold, the closed-state Allow/Done path reads no clock.
+// threshold, the closed-state Allow/Done path reads no clock. Off that
+// path, State and Counts read it in open state, and Counts in closed and
+// metrics-only state with a time-based window.
 type Breaker struct {
 	// state is the state word: the whole state machine in one uint64 that
 	// only compare-and-swap changes (state.go says why). stateWord's
@@ -1224,10 +1226,11 @@ func (b *Breaker) State() State {
 // Counts returns a snapshot; see Counts. It allocates nothing. It reads the
 // state word, then the window, then the word again, and starts over if a
 // transition committed in between, so the window it reports belongs to the
-// generation it reports. With a count window it may commit a trip that an
-// outcome has already decided (its window is closed) but whose recorder
-// has not committed yet, so that no snapshot shows a closed breaker with a
-// window that has tripped.
+// generation it reports. It may commit a trip that an outcome has already
+// decided but whose recorder has not committed yet (with a count window:
+// the window is closed; with a time window: the window, holding an outcome
+// of its current second, trips the rule), so that no snapshot shows a
+// closed breaker with a window that has tripped.
 func (b *Breaker) Counts() Counts {
 	b.mustBeNew()
 	for {

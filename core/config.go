@@ -39,7 +39,7 @@ func (t WindowType) String() string {
 const (
 	MaxCountWindow       = 255                  // calls
 	MaxTimeWindow        = 3600                 // seconds
-	MaxPermittedInHalf   = 255                  // calls: 8 bits of the state word (TestLimitsMatchWord)
+	MaxPermittedInHalf   = 255                  // calls: 8 bits of the state word
 	MaxBackoffSteps      = 31                   // re-opens: 5 bits of the state word
 	MaxOpenDurationLimit = 365 * 24 * time.Hour // a year, well inside the 2^35 ms deadline range
 	// MaxConsecutiveFailures is the largest ConsecutiveFailures: the run of
@@ -195,8 +195,8 @@ type Config struct {
 	// demand that re-trips a dependency the moment it recovers). The share
 	// is decided per call from a hash of its clock reading, with no shared
 	// counter: calls with the same reading (a frozen ManualClock, a coarse
-	// clock) all get the same answer. A manual Reset closes without ramp-up. Zero: off, and closed Allow reads
-	// no clock for it. At most a year.
+	// clock) all get the same answer. A manual Reset closes without ramp-up.
+	// Zero: off, and closed Allow reads no clock for it. At most a year.
 	RampUpDuration time.Duration
 	// RampUpStartPercent is the share of calls admitted at the instant of
 	// closing, in percent, 0..100. Zero: 0 %. A non-zero value without

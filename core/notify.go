@@ -14,8 +14,8 @@ import (
 // At is the breaker clock reading of the call that committed it, taken by
 // that call just before its commit: Allow for open -> half-open and a
 // max-wait restart, Done, Record or RecordHint for a trip, a re-open or a
-// close (Counts, for a count-window trip whose recorder has not committed
-// it yet), the manual control itself. Transitions are committed lazily:
+// close (Counts, for a trip an outcome has decided but its recorder has not
+// committed yet), the manual control itself. Transitions are committed lazily:
 // State and Counts report an elapsed open duration as half-open
 // without committing anything, so the open -> half-open notification goes
 // out only with the next Allow, and its At is that Allow's reading, which

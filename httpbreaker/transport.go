@@ -53,8 +53,8 @@ type Options struct {
 	RecordBodyErrors bool
 	// MaxBreakers and IdleAfter bound the registry of breakers; an evicted
 	// host starts over with a fresh window, so keep the bound above the
-	// number of hosts in use (see
-	// registry.Options). Zero: no bound, no idle eviction.
+	// number of hosts in use (see registry.Options). Zero: no bound, no
+	// idle eviction.
 	MaxBreakers int
 	IdleAfter   time.Duration
 	// Now is the wall clock an HTTP-date Retry-After is measured against.

@@ -7,7 +7,7 @@
 // 64-bit word advanced by compare-and-swap, so every value a Ring returns is
 // one committed state: never torn, never negative, always within the
 // invariants of window.Counts. The word's layout and the protocol that keeps
-// it exact are documented beside the constants that name its fields.
+// it exact are in docs/design.md (The count window) in the repository.
 package atomicring
 
 import (
@@ -24,7 +24,8 @@ import (
 
 // MaxSize is the largest window size, in calls: four counts and the cursor
 // of the aggregate word need bits.Len(W) bits each, and 255 is the largest W
-// that still leaves room for a lap counter beside them (see the layout of A).
+// that still leaves room for a lap counter beside them (docs/design.md, The
+// count window, has the word's layout).
 const MaxSize = 255
 
 // ErrSize is returned, wrapped with the rejected size, by New for a window
@@ -304,7 +305,7 @@ func procyield(cycles uint32)
 // ring again. A Reset that brings back a generation the ring held before,
 // while a Record of that generation's earlier stay is still between its
 // read of the leaving outcome and its swap, is the one way to shorten the
-// bound described beside the layout of A.
+// bound on such a paused Record (docs/design.md, The count window).
 func (r *Ring) Reset(gen uint32) { r.moveTo(uint16(gen), false) }
 
 // Advance makes the ring hold generation gen (low 16 bits) with an empty

@@ -174,7 +174,7 @@ func unpackCount(c uint64) (tag uint8, count uint64) {
 // arithmetic on 24 bits, a is newer iff (a-b) mod 2^24 is in (0, 2^23). It
 // keeps the order right across a 24-bit wrap for any two generations less
 // than 2^23 apart, which Advance keeps every bucket within; after a longer
-// gap the breaker uses RecordCurrent.
+// gap only RecordCurrent can take the bucket over.
 func newerGen(a, b uint32) bool {
 	d := (a - b) & genMask
 	return d != 0 && d < 1<<(genBits-1)

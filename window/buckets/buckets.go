@@ -54,16 +54,18 @@ var ErrSize = errors.New("buckets: window size must be between 1 and 3600 second
 // four CAS, one per counter it raises (a failure or a slow call adds a
 // CAS-max on the clean mark, at most once a second); Clean is two loads;
 // Snapshot is O(B*S) loads (S success stripes). RecordTrip adds, on an
-// unclean window, one load of the current second's judgement for a fast
-// success and one CAS on it for a failure or slow call; a Snapshot only for
-// the first outcome of a second and for a failure that finds the
-// judgement's slack spent (judge.go). Something slower happens once per bucket per second (or per
-// breaker generation): the first Record of a new second or generation into
+// unclean window, one load of the current second's judgement (what the last
+// Snapshot of that second proved: how many more failures or slow calls, its
+// slack, the rule can take before it trips) for a fast success and one CAS
+// on it for a failure or slow call; a Snapshot only for the first outcome
+// of a second and for a failure that finds the judgement's slack spent.
+// Something slower happens once per bucket per second (or per breaker
+// generation): the first Record of a new second or generation into
 // a bucket recycles it with one CAS on its id and then moves its four
 // counters forward, each with an id re-check and a CAS, and the first call
 // of a new second advances head with one CAS. Writers never wait for a
 // recycle: one that reaches a counter before the recycler does moves it
-// along itself (see bucket).
+// along itself.
 //
 // Ordering rule: a counter is only ever moved forward, to a newer
 // incarnation of its bucket, by CAS; there is no clear that could wipe an
@@ -75,9 +77,9 @@ var ErrSize = errors.New("buckets: window size must be between 1 and 3600 second
 // Loss. None within the bounds below: an outcome is dropped only when its
 // generation is older than its bucket's (stale) or its second left the
 // window while it was being recorded, and Record reports both.
-//   - The 8-bit incarnation (see bucket): no loss unless a goroutine stays
-//     paused, inside one Record call, while its bucket is recycled 128 times
-//     or more: at least 128*B seconds, or 128 breaker transitions each
+//   - The 8-bit incarnation (docs/design.md, The time window): no loss
+//     unless a goroutine stays paused, inside one Record call, while its
+//     bucket is recycled 128 times or more: at least 128*B seconds, or 128 breaker transitions each
 //     followed by an outcome in that very bucket. Even then the worst case
 //     of all but a two-instruction pause is one outcome over-counted.
 //   - The 24-bit generation: a bucket nobody wrote to while the generation
@@ -90,8 +92,7 @@ var ErrSize = errors.New("buckets: window size must be between 1 and 3600 second
 //     far behind: Advance retires every bucket 2^22 generations behind,
 //     once every 2^22 generations. Without it, or when a sweep comes late, a
 //     caller that knows its generation is current uses RecordCurrent, which
-//     takes the bucket over; the breaker does, after checking its state
-//     word.
+//     takes the bucket over (the breaker does not: it relies on Advance).
 //
 // Memory model: every operation here is a sequentially consistent atomic.
 // A Record that returned true is synchronized before every Snapshot that
@@ -224,14 +225,14 @@ func (w *Window) Record(gen uint32, now time.Duration, failure, slow bool) bool 
 // RecordCurrent is Record for a caller that knows gen is the current
 // generation although Record reported the outcome dropped: a bucket nobody
 // wrote while the generation advanced 2^23 or more (and no Advance retired
-// it) holds a generation that serial-number arithmetic reads as newer. RecordCurrent takes over a bucket of any other
-// generation. It returns false only when the outcome's second left the
-// window while it was being recorded (or gen lost a race with another
-// caller's generation). It must not be called for a generation that may
-// have been succeeded since the caller checked it: it would take the
-// successor's bucket over and drop the successor's outcomes of that second.
-// A caller that calls Advance for every generation it commits never needs
-// it (the breaker does not use it).
+// it) holds a generation that serial-number arithmetic reads as newer.
+// RecordCurrent takes over a bucket of any other generation. It returns
+// false only when the outcome's second left the window while it was being
+// recorded (or gen lost a race with another caller's generation). It must
+// not be called for a generation that may have been succeeded since the
+// caller checked it: it would take the successor's bucket over and drop the
+// successor's outcomes of that second. A caller that calls Advance for
+// every generation it commits never needs it (the breaker does not use it).
 func (w *Window) RecordCurrent(gen uint32, now time.Duration, failure, slow bool) bool {
 	_, ok := w.record(gen, now, failure, slow, true)
 	return ok
@@ -242,9 +243,10 @@ func (w *Window) RecordCurrent(gen uint32, now time.Duration, failure, slow bool
 // rule.Trips holds on the window with the outcome in it (always false when
 // the outcome was not recorded, or rule is nil). An outcome is judged in
 // O(1) but for the first of a second and a failure or slow call that finds
-// the second's slack spent, which take a Snapshot (see judge.go). In sequential use it equals rule.Trips(Snapshot(gen,
-// now)) after the record. It may run
-// concurrently with every other method and allocates nothing.
+// the second's slack spent, which take a Snapshot (the judgement and its
+// slack are described under Window). In sequential use it equals
+// rule.Trips(Snapshot(gen, now)) after the record. It may run concurrently
+// with every other method and allocates nothing.
 func (w *Window) RecordTrip(gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) (recorded, trips bool) {
 	sec, ok := w.record(gen, now, failure, slow, false)
 	if !ok || rule == nil || w.cleanAt(sec) {
