@@ -46,7 +46,8 @@ var ErrSize = errors.New("atomicring: window size must be between 1 and 255 call
 // when it knows better (the breaker does, from its state word).
 //
 // A Ring made by New holds generation 0 with an empty window. The zero Ring
-// is not usable: use New. All methods of a Ring made by New are safe for
+// is not usable: use New (recording on it panics with a message that says
+// so; its snapshots are empty). All methods of a Ring made by New are safe for
 // concurrent use with each other, allocate nothing, never block (lock-free:
 // a call retries only after another call's commit) and never panic.
 type Ring struct {
@@ -95,11 +96,15 @@ type geometry struct {
 // while the window stays healthy.
 type hot struct {
 	a atomic.Uint64
-	// healthyMask and healthy recognise, in one AND and one compare, a word
-	// whose window is full of fast successes of one generation and not
-	// closed (see RecordFastSuccess); healthy's gen bits are zero.
+	// healthyMask and the complement of notHealthy recognise, in one AND
+	// and one compare, a word whose window is full of fast successes of one
+	// generation and not closed (see RecordFastSuccess); the gen bits of
+	// ^notHealthy are zero. It is kept complemented so that the zero Ring,
+	// whose fields are all zero, matches no word: its first record takes
+	// the slow path, which panics naming New, instead of passing for a
+	// healthy window of generation 0.
 	healthyMask uint64
-	healthy     uint64
+	notHealthy  uint64
 	_           [40]byte
 }
 
@@ -125,7 +130,7 @@ func New(size int) (*Ring, error) {
 		uncleanMask: (1<<k-1)<<(3+k) | (1<<k-1)<<(3+2*k),
 	}}
 	r.hot.healthyMask = genMask | closedBit | r.uncleanMask | r.field<<r.nShift
-	r.hot.healthy = uint64(size) << r.nShift
+	r.hot.notHealthy = ^(uint64(size) << r.nShift)
 	for out := range r.delta {
 		f, s := uint64(out)>>1&1, uint64(out)>>2&1
 		r.delta[out] = f<<r.fShift | s<<r.sShift | f&s<<sfShift
@@ -163,7 +168,7 @@ func (r *Ring) Record(gen uint32, failure, slow bool) (c window.Counts, ok bool)
 // the success with RecordTrip. It may run concurrently with every other
 // call on r, and it is small enough to inline.
 func (r *Ring) RecordFastSuccess(gen uint32) bool {
-	return r.hot.a.Load()&r.hot.healthyMask == uint64(uint16(gen))<<genShift|r.hot.healthy
+	return r.hot.a.Load()&r.hot.healthyMask == uint64(uint16(gen))<<genShift|^r.hot.notHealthy
 }
 
 // Verdict is what RecordTrip did with an outcome.
@@ -188,8 +193,8 @@ const (
 // after every counted outcome, decided in the same compare-and-swap that
 // adds the outcome: when rule trips on the window with this outcome in it,
 // the window of gen is closed at once, so the outcome that warranted the
-// trip is the last one it holds and every snapshot shows it closed. That is what lets a breaker make a record and
-// its trip one linearizable step. A nil rule never trips, as in Record.
+// trip is the last one it holds and every snapshot shows it closed. That
+// is what lets a breaker make a record and its trip one linearizable step. A nil rule never trips, as in Record.
 // The returned Counts are the window with the outcome in it (Recorded,
 // Tripped) or zero (AfterTrip, Stale). It may run concurrently with every
 // other call on r.
@@ -197,8 +202,9 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 	g := uint16(gen)
 	out := outBits(failure, slow)
 	if out == present && r.RecordFastSuccess(gen) {
-		return r.counts(r.hot.healthy), Recorded
+		return r.counts(^r.hot.notHealthy), Recorded
 	}
+	r.mustBeNew()
 	// The claim works on A itself, never on an unpacked copy: a struct of
 	// more than four fields lives in memory, and its copies cost more than
 	// both atomics together (docs/benchmarks.md, countrate).
@@ -245,6 +251,15 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 		// backoffFirst).
 		procyield(backoff)
 		backoff = min(2*backoff, backoffMax)
+	}
+}
+
+// mustBeNew panics, naming New, on the zero Ring (a Ring made by New has a
+// healthyMask), which would otherwise fail on an index into its missing
+// slots.
+func (r *Ring) mustBeNew() {
+	if r.hot.healthyMask == 0 {
+		panic("atomicring: Ring used without New: the zero Ring has no slots")
 	}
 }
 

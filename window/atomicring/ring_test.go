@@ -98,6 +98,25 @@ func TestNew_RejectsSizesOutsideRange(t *testing.T) {
 // TestLayout_EveryFieldFits checks, for every size, that the fields of A
 // tile 64 bits exactly, that a slot's fields fit below its generation, and
 // that a state with every field at its largest value survives pack/unpack.
+// The zero Ring is not usable: every record on it, a success included,
+// panics with a message that names New (not an index out of range deep in
+// the slots), and its snapshot is an empty window.
+func TestZeroRing_RecordPanicsNamingNew(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		failure, slow bool
+	}{{"success", false, false}, {"failure", true, false}, {"slow", false, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			var r Ring
+			require.PanicsWithValue(t, "atomicring: Ring used without New: the zero Ring has no slots",
+				func() { r.Record(0, c.failure, c.slow) })
+		})
+	}
+	var r Ring
+	require.False(t, r.RecordFastSuccess(0), "a zero Ring is no healthy window")
+	require.Equal(t, window.Counts{}, r.Snapshot(0))
+}
+
 func TestLayout_EveryFieldFits(t *testing.T) {
 	for size := 1; size <= MaxSize; size++ {
 		r := mustNew(t, size)
