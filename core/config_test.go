@@ -77,6 +77,33 @@ func TestConfigReportsEveryProblem(t *testing.T) {
 	require.Len(t, strings.Split(msg, "\n"), 3)
 }
 
+// The problems come out in one fixed order, the order in which Validate
+// resolves the fields (rules, window, minimum number of calls, half-open
+// probes, open durations, half-open waits, ramp-up and hints), so that the
+// same config always reads the same.
+func TestConfigReportsProblemsInOrder(t *testing.T) {
+	_, err := core.Config{
+		WindowType: 7, FailureRateThreshold: 101, SlowCallRateThreshold: 101, SlowCallDurationThreshold: -1,
+		FailureCountThreshold: -1, ConsecutiveFailures: -1, WindowSize: -1, MinimumNumberOfCalls: -1,
+		PermittedCallsInHalfOpen: -1, SuccessesToClose: -1, OpenDuration: -1, MaxWaitInHalfOpen: -2,
+		HalfOpenFullWait: -1, RampUpDuration: -1, MaxRetryAfter: -1, RampUpStartPercent: -1,
+	}.Validate()
+	joined, ok := err.(interface{ Unwrap() []error })
+	require.True(t, ok, "%v", err)
+	var fields []string
+	for _, e := range joined.Unwrap() {
+		var ce *core.ConfigError
+		require.True(t, errors.As(e, &ce), "%v", e)
+		fields = append(fields, ce.Field)
+	}
+	require.Equal(t, []string{
+		"WindowType", "FailureRateThreshold", "SlowCallRateThreshold", "SlowCallDurationThreshold",
+		"FailureCountThreshold", "ConsecutiveFailures", "WindowSize",
+		"MinimumNumberOfCalls", "PermittedCallsInHalfOpen", "SuccessesToClose", "OpenDuration",
+		"MaxWaitInHalfOpen", "HalfOpenFullWait", "RampUpDuration", "MaxRetryAfter", "RampUpStartPercent",
+	}, fields)
+}
+
 // The documented zero values.
 func TestConfigDefaults(t *testing.T) {
 	s, err := core.Config{FailureRateThreshold: 50}.Validate()

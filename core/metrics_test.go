@@ -203,3 +203,28 @@ func TestFeatureMetrics(t *testing.T) {
 		})
 	})
 }
+
+// Without a sliding window (a consecutive-failures rule alone), slow calls
+// are still measured, and Metrics counts them with the outcome they came
+// with: Record's success and failure paths there read the clock for the
+// duration as the windowed ones do.
+func TestMetricsCountSlowCallsWithoutWindow(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		clock := core.NewManualClock(0)
+		b, err := mk.new(core.Config{ConsecutiveFailures: 3, SlowCallDurationThreshold: time.Second,
+			CollectMetrics: true, Clock: clock})
+		require.NoError(t, err)
+		for _, tc := range []struct {
+			o    core.Outcome
+			took time.Duration
+		}{{core.Success, 2 * time.Second}, {core.Failure, 2 * time.Second}, {core.Success, time.Second}, {core.Failure, 0}} {
+			p, err := b.Allow()
+			require.NoError(t, err)
+			clock.Advance(tc.took)
+			b.Record(p, tc.o)
+		}
+		m := b.Metrics()
+		require.Equal(t, [3]uint64{2, 2, 2}, [3]uint64{m.Successes, m.Failures, m.SlowCalls},
+			"successes, failures, slow calls (slow: strictly over the threshold)")
+	})
+}

@@ -162,3 +162,47 @@ func TestJudge_FailureInFlightKeepsItsUnitOfSlack(t *testing.T) {
 	require.Equal(t, window.Counts{Calls: 3, Failures: 3}, w.Snapshot(gen, now))
 	require.True(t, trips, "G brings the window to 3 failures after a Snapshot held the other two: it must trip")
 }
+
+// A judge whose Snapshot shows its caller a failure in flight must retract
+// even when its own judgement does not install: what it showed fixes the
+// failure before its outcome, so a later failure may not take the unit of
+// slack the failure in flight still owns. B (a success) sums the window
+// before F (a failure) is recorded; A (a success) sums it with F in it; B
+// then installs slack 1 (a count threshold of 3, one failure), and A's
+// install fails on B's. A returns no trip on a window of two failures,
+// with F recorded and not yet judged. G, recorded by one goroutine after A
+// has returned, brings the window to three failures: it must sum and trip,
+// not take the unit B's judgement left, which is F's.
+func TestJudge_LostInstallStillRetracts(t *testing.T) {
+	w := mustNew(t, 10)
+	rule := &window.Rule{FailureCountThreshold: 3}
+	const gen = 1
+	_, trips := w.RecordTrip(gen, 500*time.Millisecond, true, false, rule) // second 0: unclean from now on
+	require.False(t, trips)
+	now := 1500 * time.Millisecond // second 1: its bucket has no judgement yet
+
+	arrived := make(chan chan struct{}, 2)
+	testHookJudged = func() {
+		release := make(chan struct{})
+		arrived <- release
+		<-release
+	}
+	defer func() { testHookJudged = nil }()
+
+	done := make(chan bool, 2)
+	go func() { _, tr := w.RecordTrip(gen, now, false, false, rule); done <- tr }() // B
+	releaseB := <-arrived                                                           // B has summed {2 calls, 1 failure}
+	_, ok := w.record(gen, now, true, false, false)                                 // F, in flight: recorded, not judged
+	require.True(t, ok)
+	go func() { _, tr := w.RecordTrip(gen, now, false, false, rule); done <- tr }() // A
+	releaseA := <-arrived                                                           // A has summed {4, 2}
+	testHookJudged = nil
+	close(releaseB)
+	require.False(t, <-done, "B")
+	close(releaseA)
+	require.False(t, <-done, "A")
+
+	_, trips = w.RecordTrip(gen, now, true, false, rule) // G
+	require.Equal(t, window.Counts{Calls: 5, Failures: 3}, w.Snapshot(gen, now))
+	require.True(t, trips, "G brings the window to 3 failures after A's Snapshot held two: it must trip")
+}
