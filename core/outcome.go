@@ -77,8 +77,9 @@ type Permit struct {
 	// Probe is true for a half-open probe.
 	Probe bool
 	// Start is the clock reading at Allow, taken only when slow calls are
-	// configured and the permit is not a probe (otherwise zero, and no
-	// clock was read for it): nothing measures a probe's duration, and the
+	// configured, the permit is not a probe and the breaker is not
+	// disabled (otherwise zero, and no clock was read for it; a disabled
+	// breaker records nothing): nothing measures a probe's duration, and the
 	// reading of the open -> half-open transition that hands out the first
 	// probe may be another call's (docs/design.md, Transitions).
 	Start time.Duration

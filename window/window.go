@@ -7,7 +7,8 @@
 // committed transition of the breaker advances: an outcome recorded under an
 // older generation than the window holds is stale and dropped, and a newer
 // generation starts an empty window, as every state a breaker enters starts
-// fresh, without a separate clear step that could race with writers. The rules both windows keep are written out in
+// fresh, without a separate clear step that could race with writers. The
+// rules both windows keep are written out in
 // https://github.com/casbreaker/casbreaker/blob/main/docs/semantics.md.
 package window
 

@@ -194,8 +194,8 @@ const (
 // adds the outcome: when rule trips on the window with this outcome in it,
 // the window of gen is closed at once, so the outcome that warranted the
 // trip is the last one it holds and every snapshot shows it closed. That
-// is what lets a breaker make a record and its trip one linearizable step. A nil rule never trips, as in Record.
-// The returned Counts are the window with the outcome in it (Recorded,
+// is what lets a breaker make a record and its trip one linearizable step.
+// A nil rule never trips, as in Record. The returned Counts are the window with the outcome in it (Recorded,
 // Tripped) or zero (AfterTrip, Stale). It may run concurrently with every
 // other call on r.
 func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (window.Counts, Verdict) {

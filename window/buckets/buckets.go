@@ -5,8 +5,8 @@
 // At time now the window holds the outcomes whose completion second falls
 // in floor(now)-B+1 .. floor(now), however long the window was idle (the
 // window membership rule of
-// https://github.com/casbreaker/casbreaker/blob/main/docs/semantics.md). Every bucket is tagged with the breaker
-// generation of its outcomes, so a newer generation starts an empty window
+// https://github.com/casbreaker/casbreaker/blob/main/docs/semantics.md).
+// Every bucket is tagged with the breaker generation of its outcomes, so a newer generation starts an empty window
 // without a clear step, and a late outcome of an older generation is stale
 // and dropped.
 package buckets
@@ -402,9 +402,11 @@ func (w *Window) Snapshot(gen uint32, now time.Duration) window.Counts {
 // current second, and a second evicts nothing once it is current, so then
 // the state is the window as its newest outcome left it: if it trips the
 // rule, the trip rule, judged after every outcome, owes that outcome (or an
-// earlier one) a trip. Otherwise eviction
-// may have raised a rate since the last outcome, and no trip is owed until
-// the next outcome is judged.
+// earlier one) a trip. Otherwise eviction may have raised a rate since the
+// last outcome, and no trip is owed until the next outcome is judged. It
+// writes one word: it retracts the current second's judgement, so that an
+// outcome in flight that this snapshot showed is judged on a full sum
+// rather than on slack the snapshot has already counted.
 func (w *Window) SnapshotOwed(gen uint32, now time.Duration) (c window.Counts, owed bool) {
 	c, owed, _, _ = w.sum(gen, now, nil)
 	w.retract(gen&genMask, now)
