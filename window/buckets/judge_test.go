@@ -18,22 +18,8 @@ import (
 // judged not to trip on a window that trips (as it would be if judge
 // returned after a lost install).
 func TestJudge_LostInstallChargesTheWinner(t *testing.T) {
-	w := mustNew(t, 10)
-	rule := &window.Rule{FailureCountThreshold: 3}
+	w, rule, now, arrived := parkedJudges(t) // A arrives first, then F
 	const gen = 1
-	_, trips := w.RecordTrip(gen, 500*time.Millisecond, true, false, rule) // second 0: unclean from now on
-	require.False(t, trips)
-	now := 1500 * time.Millisecond // second 1: its bucket has no judgement yet
-
-	// Each judgement that reaches the hook parks there until released, in
-	// the order they arrive: A first, then F.
-	arrived := make(chan chan struct{}, 2)
-	testHookJudged = func() {
-		release := make(chan struct{})
-		arrived <- release
-		<-release
-	}
-	defer func() { testHookJudged = nil }()
 
 	done := make(chan bool, 2)
 	go func() { _, tr := w.RecordTrip(gen, now, false, false, rule); done <- tr }() // A
@@ -46,7 +32,7 @@ func TestJudge_LostInstallChargesTheWinner(t *testing.T) {
 	close(releaseF)
 	require.False(t, <-done, "F")
 
-	_, trips = w.RecordTrip(gen, now, true, false, rule) // G
+	_, trips := w.RecordTrip(gen, now, true, false, rule) // G
 	c := w.Snapshot(gen, now)
 	require.Equal(t, window.Counts{Calls: 4, Failures: 3}, c)
 	require.True(t, trips, "G brings the window to 3 failures: it must trip")
@@ -174,20 +160,8 @@ func TestJudge_FailureInFlightKeepsItsUnitOfSlack(t *testing.T) {
 // has returned, brings the window to three failures: it must sum and trip,
 // not take the unit B's judgement left, which is F's.
 func TestJudge_LostInstallStillRetracts(t *testing.T) {
-	w := mustNew(t, 10)
-	rule := &window.Rule{FailureCountThreshold: 3}
+	w, rule, now, arrived := parkedJudges(t)
 	const gen = 1
-	_, trips := w.RecordTrip(gen, 500*time.Millisecond, true, false, rule) // second 0: unclean from now on
-	require.False(t, trips)
-	now := 1500 * time.Millisecond // second 1: its bucket has no judgement yet
-
-	arrived := make(chan chan struct{}, 2)
-	testHookJudged = func() {
-		release := make(chan struct{})
-		arrived <- release
-		<-release
-	}
-	defer func() { testHookJudged = nil }()
 
 	done := make(chan bool, 2)
 	go func() { _, tr := w.RecordTrip(gen, now, false, false, rule); done <- tr }() // B
@@ -202,7 +176,29 @@ func TestJudge_LostInstallStillRetracts(t *testing.T) {
 	close(releaseA)
 	require.False(t, <-done, "A")
 
-	_, trips = w.RecordTrip(gen, now, true, false, rule) // G
+	_, trips := w.RecordTrip(gen, now, true, false, rule) // G
 	require.Equal(t, window.Counts{Calls: 5, Failures: 3}, w.Snapshot(gen, now))
 	require.True(t, trips, "G brings the window to 3 failures after A's Snapshot held two: it must trip")
+}
+
+// parkedJudges is the setup of the lost-install tests: a 10-second window
+// of generation 1 with a failure count threshold of 3 and one failure in
+// second 0, so it is unclean from then on; now, in second 1, whose bucket
+// has no judgement yet; and the judge hook set so that each judgement that
+// reaches it parks until released, its release channel sent on arrived in
+// the order they arrive.
+func parkedJudges(t *testing.T) (w *Window, rule *window.Rule, now time.Duration, arrived chan chan struct{}) {
+	t.Helper()
+	w = mustNew(t, 10)
+	rule = &window.Rule{FailureCountThreshold: 3}
+	_, trips := w.RecordTrip(1, 500*time.Millisecond, true, false, rule)
+	require.False(t, trips)
+	arrived = make(chan chan struct{}, 2)
+	testHookJudged = func() {
+		release := make(chan struct{})
+		arrived <- release
+		<-release
+	}
+	t.Cleanup(func() { testHookJudged = nil })
+	return w, rule, 1500 * time.Millisecond, arrived
 }
