@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fzipp/gocyclo"
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,8 +18,8 @@ import (
 var checked = []string{"../../core", "../../window"}
 
 // The limits: lines from func to the closing brace, and cyclomatic
-// complexity counted as gocyclo counts it (one, plus one for each if, for,
-// case and select case other than default, && and ||).
+// complexity as gocyclo counts it (one, plus one for each if, for, case and
+// select case other than default, && and ||).
 const (
 	maxLines      = 60
 	maxComplexity = 15
@@ -51,7 +52,7 @@ func TestFunctionsAreShort(t *testing.T) {
 				if lines > maxLines {
 					t.Errorf("%s: %s spans %d lines (aim: %d); split it by subject, or say why in its doc with %q", at, fn.Name.Name, lines, maxLines, exemption)
 				}
-				if c := complexity(fn); c > maxComplexity {
+				if c := gocyclo.Complexity(fn); c > maxComplexity {
 					t.Errorf("%s: %s has cyclomatic complexity %d (aim: %d); split it by subject, or say why in its doc with %q", at, fn.Name.Name, c, maxComplexity, exemption)
 				}
 			}
@@ -62,33 +63,9 @@ func TestFunctionsAreShort(t *testing.T) {
 	require.Greater(t, seen, 100, "the walk found too few functions: are the paths right?")
 }
 
-// complexity counts as gocyclo does, so the two agree on every function.
-func complexity(fn *ast.FuncDecl) int {
-	c := 1
-	ast.Inspect(fn, func(n ast.Node) bool {
-		switch n := n.(type) {
-		case *ast.IfStmt, *ast.ForStmt, *ast.RangeStmt:
-			c++
-		case *ast.CaseClause:
-			if n.List != nil {
-				c++
-			}
-		case *ast.CommClause:
-			if n.Comm != nil {
-				c++
-			}
-		case *ast.BinaryExpr:
-			if n.Op == token.LAND || n.Op == token.LOR {
-				c++
-			}
-		}
-		return true
-	})
-	return c
-}
-
-// TestComplexityCountsLikeGocyclo pins the counting rule on a function of
-// known complexity, so the size test cannot pass by counting nothing.
+// TestComplexityCountsLikeGocyclo pins gocyclo's counting rule on a
+// function of known complexity, so that a new version that counted
+// differently, or nothing, cannot pass the size test unnoticed.
 func TestComplexityCountsLikeGocyclo(t *testing.T) {
 	src := `package p
 func f(a, b bool, n int, ch chan int) {
@@ -110,5 +87,5 @@ func f(a, b bool, n int, ch chan int) {
 }`
 	f, err := parser.ParseFile(token.NewFileSet(), "p.go", src, 0)
 	require.NoError(t, err)
-	require.Equal(t, 9, complexity(f.Decls[0].(*ast.FuncDecl)))
+	require.Equal(t, 9, gocyclo.Complexity(f.Decls[0].(*ast.FuncDecl)))
 }
