@@ -463,13 +463,13 @@ func (b *Breaker) unlockAndNotify() {
 	returned, i := false, 0
 	defer func() {
 		// A panicking listener must not stop later deliveries: the events
-		// queued behind its event go out with the next transition, as in the
-		// lock-free dispatcher.
+		// queued behind its event go out now, as the panic unwinds, as in
+		// the lock-free dispatcher.
 		if !returned {
 			b.mu.Lock()
 			b.queue = append(b.queue[:0], b.queue[i+1:]...)
 			b.delivering = false
-			b.mu.Unlock()
+			b.unlockAndNotify()
 		}
 	}()
 	for ; i < len(b.queue); i++ {

@@ -220,6 +220,14 @@ type Config struct {
 	// order, outside every internal critical section, on the goroutine of one
 	// of the callers involved. It may call back into the breaker. Zero:
 	// no notifications.
+	//
+	// A panic in it propagates out of the call that was delivering (Allow,
+	// Done, Record, RecordHint or a manual control; the transition stays
+	// committed, and an Allow releases as ignored the probe permit its
+	// caller never gets). The notifications queued behind the panicking one
+	// are delivered first, on the same goroutine as the panic unwinds; if
+	// the listener panics again among them, the caller gets the latest
+	// panic.
 	OnStateChange func(Transition)
 }
 

@@ -169,6 +169,14 @@ func (d *dispatcher) drain(gen uint64) {
 		// deliverer, and its busy bit is not ours to clear.
 		if !returned {
 			d.next.Store(gen << 1)
+			// Events published while the listener ran were left to us by
+			// their publishers, who saw the busy bit and returned: deliver
+			// them now, as the panic unwinds, rather than with some later
+			// transition that may never come. A listener that panics again
+			// here unwinds through this same defer, so every event still
+			// goes out once and in order, and the caller gets the latest
+			// panic.
+			d.deliver()
 		}
 	}()
 	for {

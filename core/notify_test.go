@@ -1,6 +1,8 @@
 package core_test
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,6 +31,45 @@ func TestListenerPanicDoesNotStopLaterNotifications(t *testing.T) {
 		r.Is(core.Closed)
 		require.Equal(t, []string{"C>O@0", "O>H@1", "H>C@1"}, r.CBs())
 	})
+}
+
+// A listener that panics while other goroutines' transitions wait behind
+// its own does not strand them: they are delivered, once and in order,
+// before the panicking call returns, not with some later transition (which
+// may never come). The panic still reaches the caller whose call ran the
+// listener. The waiting transitions are a Reset and a ForceOpen committed by
+// this goroutine while the first goroutine's listener is blocked; with
+// panics=2 the listener panics again on the Reset's notification, while the
+// first panic unwinds, and the ForceOpen's is still delivered.
+func TestListenerPanicDeliversTransitionsQueuedBehindIt(t *testing.T) {
+	for _, panics := range []uint64{1, 2} {
+		t.Run(fmt.Sprintf("panics=%d", panics), func(t *testing.T) {
+			forEachImpl(t, func(t *testing.T, mk maker) {
+				inside, release := make(chan struct{}), make(chan struct{})
+				r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second}, func(tr core.Transition) {
+					if tr.Generation == 1 {
+						close(inside)
+						<-release
+					}
+					if tr.Generation <= panics {
+						panic("listener")
+					}
+				})
+				recovered := make(chan any)
+				go func() {
+					defer func() { recovered <- recover() }()
+					_ = r.B.ForceOpen(0) // generation 1; this goroutine delivers it
+				}()
+				<-inside
+				r.B.Reset()                          // generation 2, queued behind the blocked listener
+				require.NoError(t, r.B.ForceOpen(0)) // generation 3, too
+				close(release)
+				require.Equal(t, "listener", <-recovered)
+				require.Equal(t, []string{"C>F@0", "F>C@0", "C>F@0"}, r.CBs(), "a queued transition was stranded")
+				r.Is(core.ForcedOpen)
+			})
+		})
+	}
 }
 
 // Many goroutines drive trips, probes and closes while the clock moves; every
@@ -223,58 +264,85 @@ func TestSlowListenerMayCallAllow(t *testing.T) {
 // A listener that itself drives transitions (Allow + Done(failure)) while 4
 // goroutines flap the breaker on a shared manual clock. Notifications must
 // chain (from == previous to), generations must run 1, 2, 3, ... with none
-// lost or duplicated.
+// lost or duplicated, and with none left behind once the callers return:
+// no later transition comes to flush one. With panics, the listener also
+// panics on every fifth notification, after its own calls (so the
+// transition it committed waits behind its panic), and the callers recover.
 func TestReentrantListenerChains(t *testing.T) {
-	forEachImpl(t, func(t *testing.T, mk maker) {
-		for round := range rounds(200, 20) {
-			clock := core.NewManualClock(0)
-			var (
-				mu  sync.Mutex
-				got []core.Transition
-				b   core.CircuitBreaker
-			)
-			var err error
-			b, err = mk.new(core.Config{WindowSize: 4, MinimumNumberOfCalls: 1, FailureRateThreshold: 50,
-				OpenDuration: time.Millisecond, PermittedCallsInHalfOpen: 2, Clock: clock,
-				OnStateChange: func(tr core.Transition) {
-					mu.Lock()
-					got = append(got, tr)
-					mu.Unlock()
-					if tr.Generation%3 == 0 {
-						if p, err := b.Allow(); err == nil {
-							b.Done(p, errFail)
-						}
-					}
-					_, _ = b.State(), b.Counts()
-				}})
-			require.NoError(t, err)
-			parallel(4, func(i int) {
-				for k := range 300 {
-					if i == 0 && k%3 == 0 {
-						clock.Advance(time.Millisecond)
-					}
-					if p, err := b.Allow(); err == nil {
-						if (k+i)%4 == 0 {
-							b.Done(p, nil)
-						} else {
-							b.Done(p, errFail)
-						}
+	for _, panics := range []bool{false, true} {
+		t.Run(fmt.Sprintf("panics=%v", panics), func(t *testing.T) {
+			forEachImpl(t, func(t *testing.T, mk maker) {
+				for round := range rounds(200, 20) {
+					reentrantChainRound(t, mk, panics, round)
+				}
+			})
+		})
+	}
+}
+
+// errListener is what a test's listener panics with.
+var errListener = errors.New("listener panics")
+
+func reentrantChainRound(t *testing.T, mk maker, panics bool, round int) {
+	clock := core.NewManualClock(0)
+	var (
+		mu  sync.Mutex
+		got []core.Transition
+		b   core.CircuitBreaker
+	)
+	var err error
+	b, err = mk.new(core.Config{WindowSize: 4, MinimumNumberOfCalls: 1, FailureRateThreshold: 50,
+		OpenDuration: time.Millisecond, PermittedCallsInHalfOpen: 2, Clock: clock,
+		OnStateChange: func(tr core.Transition) {
+			mu.Lock()
+			got = append(got, tr)
+			mu.Unlock()
+			if tr.Generation%3 == 0 {
+				if p, err := b.Allow(); err == nil {
+					b.Done(p, errFail)
+				}
+			}
+			_, _ = b.State(), b.Counts()
+			if panics && tr.Generation%5 == 0 {
+				panic(errListener)
+			}
+		}})
+	require.NoError(t, err)
+	// survive runs fn and recovers the listener's panic, and only that.
+	survive := func(fn func()) {
+		defer func() {
+			if v := recover(); v != nil && v != errListener {
+				panic(v)
+			}
+		}()
+		fn()
+	}
+	parallel(4, func(i int) {
+		for k := range 300 {
+			if i == 0 && k%3 == 0 {
+				clock.Advance(time.Millisecond)
+			}
+			survive(func() {
+				if p, err := b.Allow(); err == nil {
+					if (k+i)%4 == 0 {
+						b.Done(p, nil)
+					} else {
+						b.Done(p, errFail)
 					}
 				}
 			})
-			// One more transition flushes nothing stranded: there are no panics.
-			mu.Lock()
-			final := b.Counts().Generation
-			require.Len(t, got, int(final), "round %d", round)
-			prev := core.Closed
-			for i, tr := range got {
-				require.Equal(t, uint64(i+1), tr.Generation, "round %d", round)
-				require.Equal(t, prev, tr.From, "round %d #%d", round, i)
-				prev = tr.To
-			}
-			mu.Unlock()
 		}
 	})
+	mu.Lock()
+	defer mu.Unlock()
+	final := b.Counts().Generation
+	require.Len(t, got, int(final), "round %d", round)
+	prev := core.Closed
+	for i, tr := range got {
+		require.Equal(t, uint64(i+1), tr.Generation, "round %d", round)
+		require.Equal(t, prev, tr.From, "round %d #%d", round, i)
+		prev = tr.To
+	}
 }
 
 // R10 for the max-wait restart: a listener that panics on the half-open ->
