@@ -164,18 +164,18 @@ func (d *dispatcher) deliver() {
 func (d *dispatcher) drain(gen uint64) {
 	returned := false
 	defer func() {
-		// A panicking listener must not leave the busy bit set forever. Only
-		// then: after a normal return another goroutine may already be the
-		// deliverer, and its busy bit is not ours to clear.
+		// A panicking listener must not leave the busy bit set forever, nor
+		// the events published while it ran: their publishers saw the bit
+		// and left them to this goroutine, and some may be parked, where
+		// no other goroutine looks. This goroutine is still the deliverer,
+		// so it goes on delivering as the panic unwinds, rather than leave
+		// them to some later transition that may never come. A listener
+		// that panics again unwinds through the nested drain's defer, so
+		// every event still goes out once and in order, and the caller gets
+		// the latest panic. Only after a panic: after a normal return
+		// another goroutine may already be the deliverer.
 		if !returned {
-			d.next.Store(gen << 1)
-			// Events published while the listener ran were left to us by
-			// their publishers, who saw the busy bit and returned: deliver
-			// them now, as the panic unwinds, rather than with some later
-			// transition that may never come. A listener that panics again
-			// here unwinds through this same defer, so every event still
-			// goes out once and in order, and the caller gets the latest
-			// panic.
+			d.drain(gen)
 			d.deliver()
 		}
 	}()
