@@ -225,8 +225,9 @@ func TestListenerPanicOnHalfOpenReleasesProbe(t *testing.T) {
 }
 
 // A listener that is the dispatcher's deliverer and commits a transition
-// itself (here: its Allow flips open -> half-open) while 255 later events
-// are already published: a lock-free dispatcher with a bounded queue whose
+// itself (here: its Allow flips open -> half-open) while 256 later events
+// are already published, more than the lock-free dispatcher's ring holds: a
+// dispatcher with a bounded queue whose
 // publisher waited for the deliverer to advance would spin forever, since
 // the deliverer is itself. One such transition is enough when the others
 // came from other goroutines while the listener ran (a slow listener during
