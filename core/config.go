@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unicode/utf8"
 
 	"github.com/casbreaker/casbreaker/window"
 )
@@ -85,7 +86,12 @@ func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig 
 // because it enables no trip rule. Config is read once by the
 // constructor; changing it afterwards has no effect.
 type Config struct {
-	// Name labels the breaker in Transition notifications. Zero: "".
+	// Name labels the breaker in Transition notifications, and through the
+	// observability packages in metric labels and log lines. It must be
+	// valid UTF-8, which metric label values must be: Validate rejects any
+	// other name rather than let one breaker fail a whole scrape. Any valid
+	// UTF-8 is accepted, control characters included: label values may hold
+	// them, and the exporters and log handlers quote them. Zero: "".
 	Name string
 
 	// WindowType selects a count-based or time-based sliding window. Zero:
@@ -292,6 +298,9 @@ func (c Config) Validate() (Settings, error) {
 	}
 	// Each step reads what the ones before it resolved, and the errors come
 	// out in the order of the steps.
+	if !utf8.ValidString(c.Name) {
+		errs.add("Name", "%q is not valid UTF-8", c.Name)
+	}
 	needWindow := c.validateRules(&errs)
 	c.resolveWindow(&s, needWindow, &errs)
 	c.resolveProbes(&s, &errs)

@@ -50,6 +50,8 @@ func TestConfigRejectsEachBadField(t *testing.T) {
 		{"MaxOpenDuration", func(c *core.Config) { c.OpenDurationBackoff = 2 }},
 		{"MaxOpenDuration", func(c *core.Config) { c.OpenDuration, c.MaxOpenDuration = time.Minute, time.Second }},
 		{"MaxOpenDuration", func(c *core.Config) { c.MaxOpenDuration = -1 }},
+		{"Name", func(c *core.Config) { c.Name = "\xff.example" }},
+		{"Name", func(c *core.Config) { c.Name = "api-\xed\xa0\x80" }}, // a UTF-16 surrogate
 	} {
 		c := ok
 		tc.mod(&c)
@@ -64,6 +66,19 @@ func TestConfigRejectsEachBadField(t *testing.T) {
 			require.Nil(t, b)
 			require.ErrorIs(t, err, core.ErrInvalidConfig, "%s %s", im.Name, tc.field)
 		}
+	}
+}
+
+// A name that is not valid UTF-8 (one that cannot be a metric label value)
+// is rejected with an error that quotes it; every valid UTF-8 name is
+// accepted, control characters included.
+func TestConfigRejectsNameThatIsNotUTF8(t *testing.T) {
+	_, err := core.Config{Name: "\xff.example", ConsecutiveFailures: 1}.Validate()
+	require.ErrorIs(t, err, core.ErrInvalidConfig)
+	require.EqualError(t, err, `casbreaker: Config.Name: "\xff.example" is not valid UTF-8`)
+	for _, name := range []string{"", "payments", "api.example:443", "zürich-db", "日本", "tab\there", "\x00"} {
+		_, err := core.Config{Name: name, ConsecutiveFailures: 1}.Validate()
+		require.NoError(t, err, "%q", name)
 	}
 }
 
@@ -83,6 +98,7 @@ func TestConfigReportsEveryProblem(t *testing.T) {
 // same config always reads the same.
 func TestConfigReportsProblemsInOrder(t *testing.T) {
 	_, err := core.Config{
+		Name:       "\xc3",
 		WindowType: 7, FailureRateThreshold: 101, SlowCallRateThreshold: 101, SlowCallDurationThreshold: -1,
 		FailureCountThreshold: -1, ConsecutiveFailures: -1, WindowSize: -1, MinimumNumberOfCalls: -1,
 		PermittedCallsInHalfOpen: -1, SuccessesToClose: -1, OpenDuration: -1, MaxWaitInHalfOpen: -2,
@@ -97,7 +113,7 @@ func TestConfigReportsProblemsInOrder(t *testing.T) {
 		fields = append(fields, ce.Field)
 	}
 	require.Equal(t, []string{
-		"WindowType", "FailureRateThreshold", "SlowCallRateThreshold", "SlowCallDurationThreshold",
+		"Name", "WindowType", "FailureRateThreshold", "SlowCallRateThreshold", "SlowCallDurationThreshold",
 		"FailureCountThreshold", "ConsecutiveFailures", "WindowSize",
 		"MinimumNumberOfCalls", "PermittedCallsInHalfOpen", "SuccessesToClose", "OpenDuration",
 		"MaxWaitInHalfOpen", "HalfOpenFullWait", "RampUpDuration", "MaxRetryAfter", "RampUpStartPercent",
