@@ -454,7 +454,15 @@ func (b *Breaker) transition(to core.State, now time.Duration, why core.Reason) 
 // unlockAndNotify releases the mutex and, unless another goroutine is
 // already delivering, delivers queued notifications in order with the mutex
 // released (R12: a listener may call back into the breaker).
-func (b *Breaker) unlockAndNotify() {
+func (b *Breaker) unlockAndNotify() { b.unlockAndDeliver(false) }
+
+// unlockAndDeliver is unlockAndNotify; quiet is for a goroutine already
+// unwinding from a listener's panic. As in the lock-free dispatcher, a
+// panicking listener must not strand the notifications queued behind its
+// own: the clean-up delivers them before the panic goes on, quietly (a
+// listener that panics again is recovered and its panic dropped, so the
+// rest still go out and the panics do not nest).
+func (b *Breaker) unlockAndDeliver(quiet bool) {
 	if len(b.queue) == 0 || b.delivering {
 		b.mu.Unlock()
 		return
@@ -462,26 +470,33 @@ func (b *Breaker) unlockAndNotify() {
 	b.delivering = true
 	returned, i := false, 0
 	defer func() {
-		// A panicking listener must not stop later deliveries: the events
-		// queued behind its event go out now, as the panic unwinds, as in
-		// the lock-free dispatcher.
 		if !returned {
 			b.mu.Lock()
 			b.queue = append(b.queue[:0], b.queue[i+1:]...)
 			b.delivering = false
-			b.unlockAndNotify()
+			b.unlockAndDeliver(true)
 		}
 	}()
 	for ; i < len(b.queue); i++ {
 		t := b.queue[i]
 		b.mu.Unlock()
-		b.cfg.OnStateChange(t)
+		if quiet {
+			callRecovered(b.cfg.OnStateChange, t)
+		} else {
+			b.cfg.OnStateChange(t)
+		}
 		b.mu.Lock()
 	}
 	b.queue = b.queue[:0]
 	b.delivering = false
 	returned = true
 	b.mu.Unlock()
+}
+
+// callRecovered calls fn(t) and drops any panic it raises.
+func callRecovered(fn func(core.Transition), t core.Transition) {
+	defer func() { _ = recover() }()
+	fn(t)
 }
 
 // now reads the clock for deadline checks, where a reading below zero counts

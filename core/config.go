@@ -231,9 +231,9 @@ type Config struct {
 	// Done, Record, RecordHint or a manual control; the transition stays
 	// committed, and an Allow releases as ignored the probe permit its
 	// caller never gets). The notifications queued behind the panicking one
-	// are delivered first, on the same goroutine as the panic unwinds; if
-	// the listener panics again among them, the caller gets the latest
-	// panic.
+	// are delivered first, on the same goroutine as the panic unwinds; a
+	// panic among them is recovered and dropped, so that the rest still go
+	// out: the caller gets the first.
 	OnStateChange func(Transition)
 }
 

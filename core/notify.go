@@ -148,10 +148,13 @@ func (d *dispatcher) publish(from, to State, gen uint64, at time.Duration, why R
 			}
 		}
 	}
-	d.deliver()
+	d.deliver(false)
 }
 
-func (d *dispatcher) deliver() {
+// deliver becomes the deliverer, if nobody is, and delivers every event that
+// is next in line. quiet is for a goroutine already unwinding from a
+// listener's panic: a listener that panics again is recovered (drain).
+func (d *dispatcher) deliver(quiet bool) {
 	for {
 		n := d.next.Load()
 		if n&1 != 0 {
@@ -162,7 +165,7 @@ func (d *dispatcher) deliver() {
 			return // the next event in line is not published yet; its publisher delivers it
 		}
 		if d.next.CompareAndSwap(n, n|1) {
-			d.drain(gen)
+			d.drain(gen, quiet)
 		}
 	}
 }
@@ -171,22 +174,25 @@ func (d *dispatcher) deliver() {
 // busy bit when the next event is not there. The caller's loop then looks
 // once more, so an event published just before the bit cleared is not left
 // behind (its publisher saw busy and returned).
-func (d *dispatcher) drain(gen uint64) {
+//
+// When a listener panics, this goroutine is still the deliverer, and the
+// events published while the listener ran were left to it: their
+// publishers saw the busy bit and returned, and some may be parked, where
+// no other goroutine looks. So drain's clean-up goes on delivering, quietly,
+// before the panic goes on to the caller, instead of leaving them to some
+// later transition that may never come. Quietly: a listener that panics
+// again there is recovered, its panic dropped (the first is already on its
+// way), so that the rest are still delivered, and so that a listener that
+// panics on each of a million queued events does not nest a million panics
+// on one stack.
+func (d *dispatcher) drain(gen uint64, quiet bool) {
 	returned := false
 	defer func() {
-		// A panicking listener must not leave the busy bit set forever, nor
-		// the events published while it ran: their publishers saw the bit
-		// and left them to this goroutine, and some may be parked, where
-		// no other goroutine looks. This goroutine is still the deliverer,
-		// so it goes on delivering as the panic unwinds, rather than leave
-		// them to some later transition that may never come. A listener
-		// that panics again unwinds through the nested drain's defer, so
-		// every event still goes out once and in order, and the caller gets
-		// the latest panic. Only after a panic: after a normal return
+		// Only after a panic (or runtime.Goexit): after a normal return
 		// another goroutine may already be the deliverer.
 		if !returned {
-			d.drain(gen)
-			d.deliver()
+			d.drain(gen, true)
+			d.deliver(true)
 		}
 	}()
 	for {
@@ -198,8 +204,18 @@ func (d *dispatcher) drain(gen uint64) {
 		}
 		gen = (gen + 1) & seqMask
 		d.next.Store(gen<<1 | 1)
-		d.fn(t)
+		if quiet {
+			callRecovered(d.fn, t)
+		} else {
+			d.fn(t)
+		}
 	}
+}
+
+// callRecovered calls fn(t) and drops any panic it raises.
+func callRecovered(fn func(Transition), t Transition) {
+	defer func() { _ = recover() }()
+	fn(t)
 }
 
 // take removes the event of generation gen (mod 2^63) from its slot or

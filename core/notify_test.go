@@ -91,6 +91,43 @@ func TestListenerPanicDeliversTransitionsQueuedBehindIt(t *testing.T) {
 	}
 }
 
+// A listener that panics on every notification, with 2^16 of them queued
+// behind the first: each is still delivered once, in order, on the
+// panicking goroutine, which the first panic then leaves with the first
+// panic's value. The later panics are recovered where they happen (one
+// nested panic per queued event would grow that goroutine's stack without
+// bound: a backlog of millions would overflow it and kill the process).
+func TestListenerPanickingOnEveryNotificationDeliversAllOfThem(t *testing.T) {
+	const queued = 1 << 16
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		inside, release := make(chan struct{}), make(chan struct{})
+		var got atomic.Uint64
+		b, err := mk.new(core.Config{ConsecutiveFailures: 1, OnStateChange: func(tr core.Transition) {
+			if got.Add(1) != tr.Generation {
+				panic(fmt.Sprintf("generation %d delivered as number %d", tr.Generation, got.Load()))
+			}
+			if tr.Generation == 1 {
+				close(inside)
+				<-release
+			}
+			panic(tr.Generation)
+		}})
+		require.NoError(t, err)
+		recovered := make(chan any)
+		go func() {
+			defer func() { recovered <- recover() }()
+			b.Reset() // generation 1; this goroutine delivers it
+		}()
+		<-inside
+		for range queued {
+			b.Reset()
+		}
+		close(release)
+		require.Equal(t, uint64(1), <-recovered, "the first panic reaches the caller")
+		require.Equal(t, uint64(queued+1), got.Load())
+	})
+}
+
 // Many goroutines drive trips, probes and closes while the clock moves; every
 // notification chains to the previous one, generations are consecutive, none
 // is lost or repeated, and the last one matches the final state (R12).
