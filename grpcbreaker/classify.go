@@ -29,8 +29,9 @@ const PushbackKey = "grpc-retry-pushback-ms"
 //	Ignored  Canceled, and any error matching context.Canceled: the
 //	         caller gave up, which says nothing about the server; and
 //	         any error matching core.ErrNeutral: a refusal of another
-//	         breaker (an inner interceptor's, which never sent the call)
-//	         or of a local limit such as a full bulkhead
+//	         breaker or of its full registry (an inner interceptor's,
+//	         which never sent the call) or of a local limit such as a
+//	         full bulkhead
 func DefaultClassify(err error) core.Outcome {
 	if err == nil {
 		return core.Success

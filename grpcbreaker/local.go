@@ -1,0 +1,94 @@
+package grpcbreaker
+
+import (
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/status"
+)
+
+// The messages of the statuses gRPC's client (grpc-go v1.85) makes itself
+// when it refuses to send a request: it cannot marshal it (code Internal),
+// or it is over the call's send limit, grpc.MaxCallSendMsgSize (code
+// ResourceExhausted). gRPC marks these statuses in no other way, so these
+// texts are the only signal; TestClientsOwnErrorsAreNotTheServers pins them
+// against the real library, and fails if an upgrade changes them.
+const (
+	marshalPrefix   = "grpc: error while marshaling: "
+	sendLimitPrefix = "trying to send message larger than max ("
+)
+
+// clientsOwn reports whether err, the error of a call that sent req with
+// opts (or of a stream's SendMsg(req)), is one that the client's gRPC
+// library made before the request left the client: nothing the server did.
+//
+// A server's status can read the same: a server that cannot marshal its
+// response answers Internal with the marshal prefix too. So a marshal
+// error is the client's only if req itself does not marshal, with the
+// call's codec, and the error is exactly the one gRPC makes of that; a
+// server's text differs (it names the response's field). The client's
+// send-limit text is its own: a server's reads "grpc: trying to send ...".
+// It costs nothing unless err's message has one of those prefixes.
+func clientsOwn(err error, req any, opts []grpc.CallOption) bool {
+	st, ok := status.FromError(err)
+	if !ok || err == nil {
+		return false
+	}
+	switch st.Code() {
+	case codes.Internal:
+		rest, ok := strings.CutPrefix(st.Message(), marshalPrefix)
+		if !ok {
+			return false
+		}
+		merr := marshal(req, opts)
+		return merr != nil && merr.Error() == rest
+	case codes.ResourceExhausted:
+		return strings.HasPrefix(st.Message(), sendLimitPrefix)
+	}
+	return false
+}
+
+// marshal marshals req as gRPC's client does, with the codec that opts
+// choose (grpc.ForceCodecV2, grpc.ForceCodec, grpc.CustomCodec, or the
+// codec registered for grpc.CallContentSubtype), proto by default, and
+// returns its error. A codec chosen by the connection's default call
+// options (grpc.WithDefaultCallOptions) is not visible to an interceptor;
+// proto stands in for it. With no codec to use it returns nil.
+func marshal(req any, opts []grpc.CallOption) error {
+	if req == nil {
+		return nil // gRPC sends an empty message
+	}
+	var forced func() error
+	subtype := proto.Name
+	for _, o := range opts {
+		switch o := o.(type) {
+		case grpc.ForceCodecV2CallOption:
+			forced = func() error { return marshalV2(o.CodecV2, req) }
+		case grpc.ForceCodecCallOption:
+			forced = func() error { _, err := o.Codec.Marshal(req); return err }
+		case grpc.CustomCodecCallOption:
+			forced = func() error { _, err := o.Codec.Marshal(req); return err }
+		case grpc.ContentSubtypeCallOption:
+			subtype = o.ContentSubtype
+		}
+	}
+	switch {
+	case forced != nil:
+		return forced()
+	case encoding.GetCodec(subtype) != nil:
+		_, err := encoding.GetCodec(subtype).Marshal(req)
+		return err
+	case encoding.GetCodecV2(subtype) != nil:
+		return marshalV2(encoding.GetCodecV2(subtype), req)
+	}
+	return nil
+}
+
+func marshalV2(c encoding.CodecV2, req any) error {
+	b, err := c.Marshal(req)
+	b.Free()
+	return err
+}
