@@ -19,10 +19,28 @@
 // ResourceExhausted, Internal, Unknown and DataLoss are failures,
 // Canceled is neutral, and every other code, the caller's own mistakes
 // such as InvalidArgument or NotFound included, is a success: the server
-// answered (DefaultClassify). With Config.MaxRetryAfter set, a failure's
-// server pushback (the grpc-retry-pushback-ms trailer, or a RetryInfo in
-// the status details) keeps the breaker open at least that long, capped
-// at MaxRetryAfter.
+// answered (DefaultClassify). A stream its caller cancels after it has
+// read a message of it is OK. A request the client's gRPC library refuses
+// to send (it cannot marshal it, or it is over the call's
+// grpc.MaxCallSendMsgSize) is ignored whatever its code: nothing the
+// client decides on its own counts against the server. With
+// Config.MaxRetryAfter set, a failure's server pushback (the
+// grpc-retry-pushback-ms trailer, or a RetryInfo in the status details)
+// keeps the breaker open at least that long, capped at MaxRetryAfter.
+//
+// The breakers live in a registry bounded by default (Options.MaxBreakers,
+// Options.IdleAfter), so that keys made from what callers send cannot
+// grow it without limit.
+//
+// User code that the interceptors run (Options.Key, Options.Classify, and
+// the listener Config.OnStateChange, which runs inside the recording of an
+// outcome) runs on a caller's goroutine, so that a panic in it reaches
+// the caller, with one exception: the end of a stream's context is
+// recorded on a goroutine of package context. A panic there is recovered
+// and raised again, with the same value and once, on a goroutine of the
+// caller's: by the stream's next RecvMsg, SendMsg, Header or CloseSend,
+// or, if none comes first, by the next call through the same
+// Interceptors, before it is admitted.
 package grpcbreaker
 
 import (
