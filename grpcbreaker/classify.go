@@ -2,6 +2,7 @@ package grpcbreaker
 
 import (
 	"errors"
+	"math"
 	"strconv"
 	"time"
 
@@ -71,7 +72,7 @@ func Pushback(err error, trailer metadata.MD) time.Duration {
 
 // maxPushback keeps a pushback inside time.Duration; core.Config's
 // MaxRetryAfter cuts it further.
-const maxPushback = time.Duration(1<<63 - 1)
+const maxPushback = time.Duration(math.MaxInt64)
 
 // retryDelay is the longest RetryInfo delay in err's status details, or 0.
 func retryDelay(err error) time.Duration {

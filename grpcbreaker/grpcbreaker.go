@@ -148,11 +148,11 @@ func New(o Options) (*Interceptors, error) {
 // bound is the registry's option for v: def for zero, 0 (no bound) for a
 // negative v.
 func bound[T int | time.Duration](v, def T) T {
-	switch {
-	case v == 0:
-		return def
-	case v < 0:
+	if v < 0 {
 		return 0
+	}
+	if v == 0 {
+		return def
 	}
 	return v
 }

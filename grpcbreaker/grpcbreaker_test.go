@@ -651,6 +651,8 @@ func TestPanicAtAStreamsContextEndReachesTheCaller(t *testing.T) {
 // a client whose keys come from what it is given (a tenant, a target)
 // cannot be made to grow it without limit. NoLimit turns either off.
 func TestDefaultRegistryIsBounded(t *testing.T) {
+	assert.Equal(t, 10_000, grpcbreaker.DefaultMaxBreakers, "the documented default")
+	assert.Equal(t, 10*time.Minute, grpcbreaker.DefaultIdleAfter, "the documented default")
 	n := 0
 	key := func(context.Context, *grpc.ClientConn, string) string { n++; return fmt.Sprint(n) }
 	ok := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }

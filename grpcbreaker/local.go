@@ -75,14 +75,17 @@ func marshal(req any, opts []grpc.CallOption) error {
 			subtype = o.ContentSubtype
 		}
 	}
-	switch {
-	case forced != nil:
+	if forced != nil {
 		return forced()
-	case encoding.GetCodec(subtype) != nil:
-		_, err := encoding.GetCodec(subtype).Marshal(req)
+	}
+	// As gRPC looks a content subtype up: a codec of the older interface
+	// first.
+	if c := encoding.GetCodec(subtype); c != nil {
+		_, err := c.Marshal(req)
 		return err
-	case encoding.GetCodecV2(subtype) != nil:
-		return marshalV2(encoding.GetCodecV2(subtype), req)
+	}
+	if c := encoding.GetCodecV2(subtype); c != nil {
+		return marshalV2(c, req)
 	}
 	return nil
 }

@@ -38,18 +38,17 @@ type watchedStream struct {
 func (w *watchedStream) RecvMsg(m any) error {
 	w.raisePanic()
 	err := w.ClientStream.RecvMsg(m)
-	switch {
-	case errors.Is(err, io.EOF):
-		w.end(nil, true)
-	case err != nil:
-		w.end(err, true)
-	case !w.serverStreams:
-		// The one response of a stream without server streaming: gRPC
-		// has read the status too, and it was OK.
-		w.end(nil, true)
-	case !w.received.Load():
+	if err == nil && w.serverStreams {
 		w.received.Store(true)
+		return nil
 	}
+	// The end: an error (io.EOF: OK), or the one response of a stream
+	// without server streaming, whose status, OK, gRPC has read too.
+	end := err
+	if errors.Is(err, io.EOF) {
+		end = nil
+	}
+	w.end(end, true)
 	return err
 }
 
@@ -59,11 +58,12 @@ func (w *watchedStream) RecvMsg(m any) error {
 func (w *watchedStream) SendMsg(m any) error {
 	w.raisePanic()
 	err := w.ClientStream.SendMsg(m)
-	switch {
-	case err == nil, errors.Is(err, io.EOF):
-	case clientsOwn(err, m, w.opts):
+	if err == nil || errors.Is(err, io.EOF) {
+		return err
+	}
+	if clientsOwn(err, m, w.opts) {
 		w.ignore()
-	default:
+	} else {
 		w.end(err, false)
 	}
 	return err
