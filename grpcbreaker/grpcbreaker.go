@@ -222,7 +222,7 @@ func (ic *Interceptors) Unary() grpc.UnaryClientInterceptor {
 		opts = append(slices.Clip(opts), grpc.Trailer(&trailer))
 		err = invoker(ctx, method, req, reply, cc, opts...)
 		o := core.Ignored
-		if !clientsOwn(err, req, opts) {
+		if !clientsOwn(ctx, err, req, opts) {
 			o = ic.classify(err)
 		}
 		recorded = true
@@ -257,14 +257,17 @@ func (ic *Interceptors) Stream() grpc.StreamClientInterceptor {
 		}()
 		cs, err := streamer(ctx, desc, cc, method, opts...)
 		if err != nil {
-			o := ic.classify(err)
+			o := core.Ignored
+			if !clientsOwn(ctx, err, nil, opts) {
+				o = ic.classify(err)
+			}
 			opened = true
 			ic.record(b, p, o, err, nil)
 			return nil, err
 		}
 		opened = true
-		w := &watchedStream{ClientStream: cs, ic: ic, b: b, p: p, serverStreams: desc.ServerStreams, opts: opts}
-		w.stop = context.AfterFunc(ctx, func() { w.contextDone(ctx) })
+		w := &watchedStream{ClientStream: cs, ctx: ctx, ic: ic, b: b, p: p, serverStreams: desc.ServerStreams, opts: opts}
+		w.stop = context.AfterFunc(ctx, w.contextDone)
 		return w, nil
 	}
 }

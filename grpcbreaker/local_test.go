@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/casbreaker/casbreaker/core"
@@ -24,14 +25,15 @@ import (
 var badRequest = &healthpb.HealthCheckRequest{Service: "\xff"}
 
 // Requests that the client's gRPC library refuses to send, because it
-// cannot marshal them or because they are over the caller's own send
-// limit, fail with Internal and ResourceExhausted, codes that
-// DefaultClassify counts as the server's failures. Three of either, on a
-// healthy server that saw none of them, opened the method's breaker. They
-// are ignored, without asking the classifier, whether the call is unary or
-// a stream's SendMsg. This also pins the messages of gRPC's client that
-// tell these errors apart (grpcbreaker's local.go): an upgrade of grpc
-// that changes them fails here.
+// cannot marshal them, because they are over the caller's own send limit,
+// or because their metadata has a key or a value gRPC does not allow
+// (a user's name with an accent, say), fail with Internal and
+// ResourceExhausted, codes that DefaultClassify counts as the server's
+// failures. Three of any, on a healthy server that saw none of them,
+// opened the method's breaker. They are ignored, without asking the
+// classifier, whether the call is unary or a stream. This also pins the
+// messages of gRPC's client that tell these errors apart (grpcbreaker's
+// local.go): an upgrade of grpc that changes them fails here.
 func TestClientsOwnErrorsAreNotTheServers(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -54,6 +56,15 @@ func TestClientsOwnErrorsAreNotTheServers(t *testing.T) {
 				grpc.MaxCallSendMsgSize(4))
 			return err
 		}, codes.ResourceExhausted},
+		{"unary, a metadata value not ASCII", func(c healthpb.HealthClient) error {
+			_, err := c.Check(metadata.AppendToOutgoingContext(context.Background(), "user", "Zoë"), &healthpb.HealthCheckRequest{})
+			return err
+		}, codes.Internal},
+		{"stream, a metadata key not allowed", func(c healthpb.HealthClient) error {
+			ctx := metadata.NewOutgoingContext(context.Background(), metadata.MD{"User Name": {"zoe"}})
+			_, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+			return err
+		}, codes.Internal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, addr := serve(t)
@@ -114,34 +125,49 @@ func TestServersLookalikeErrorsAreFailures(t *testing.T) {
 	}
 	marshalErr := func(text string) error { return status.Error(codes.Internal, "grpc: error while marshaling: "+text) }
 	good := &healthpb.HealthCheckRequest{Service: "fine"}
+	bg := context.Background()
+	withMD := func(kv ...string) context.Context { return metadata.NewOutgoingContext(bg, metadata.Pairs(kv...)) }
+	internal := func(msg string) error { return status.Error(codes.Internal, msg) }
 	for _, tc := range []struct {
 		name string
+		ctx  context.Context // nil: bg
 		req  any
 		opts []grpc.CallOption
 		err  error
 		want core.Outcome
 	}{
-		{"client: cannot marshal", badRequest, nil, marshalErr(protoErr(badRequest)), core.Ignored},
-		{"client: over the send limit", good, nil, status.Error(codes.ResourceExhausted, "trying to send message larger than max (6 vs. 4)"), core.Ignored},
-		{"server: cannot marshal its response", good, nil, marshalErr(protoErr(badRequest)), core.Failure},
-		{"server: another message's marshal error", badRequest, nil, marshalErr("proto: some other field"), core.Failure},
-		{"server: the marshal prefix, another code", badRequest, nil, status.Error(codes.Unavailable, "grpc: error while marshaling: "+protoErr(badRequest)), core.Failure},
-		{"server: its own send limit", good, nil, status.Error(codes.ResourceExhausted, "grpc: trying to send message larger than max (6 vs. 4)"), core.Failure},
-		{"server: Internal", good, nil, status.Error(codes.Internal, "oops"), core.Failure},
-		{"server: not a status", good, nil, errors.New("grpc: error while marshaling: x"), core.Failure},
-		{"nil request", nil, nil, marshalErr(""), core.Failure},
-		{"forced codec", good, []grpc.CallOption{grpc.ForceCodec(failingCodec{})}, marshalErr(errNoMarshal.Error()), core.Ignored},
-		{"forced codec V2", good, []grpc.CallOption{grpc.ForceCodecV2(failingCodecV2{})}, marshalErr(errNoMarshal.Error()), core.Ignored},
+		{"client: a metadata value", withMD("user", "Zoë"), good, nil, internal(`header key "user" contains value with non-printable ASCII characters`), core.Ignored},
+		{"client: a metadata key", metadata.NewOutgoingContext(bg, metadata.MD{"User": {"x"}}), good, nil, internal(`header key "User" contains illegal characters not in [0-9a-z-_.]`), core.Ignored},
+		{"client: an empty metadata key", withMD("", "x"), good, nil, internal("there is an empty key in the header"), core.Ignored},
+		{"server: a metadata error of a key not sent", withMD("user", "x"), good, nil, internal(`header key "other" contains value with non-printable ASCII characters`), core.Failure},
+		{"server: a metadata error of a value sent", withMD("user", "x"), good, nil, internal(`header key "user" contains nothing wrong`), core.Failure},
+		{"server: an empty key not sent", withMD("user", "x"), good, nil, internal("there is an empty key in the header"), core.Failure},
+		{"server: a metadata error, no metadata sent", nil, good, nil, internal(`header key "user" contains value with non-printable ASCII characters`), core.Failure},
+		{"client: cannot marshal", nil, badRequest, nil, marshalErr(protoErr(badRequest)), core.Ignored},
+		{"client: over the send limit", nil, good, nil, status.Error(codes.ResourceExhausted, "trying to send message larger than max (6 vs. 4)"), core.Ignored},
+		{"server: cannot marshal its response", nil, good, nil, marshalErr(protoErr(badRequest)), core.Failure},
+		{"server: another message's marshal error", nil, badRequest, nil, marshalErr("proto: some other field"), core.Failure},
+		{"server: the marshal prefix, another code", nil, badRequest, nil, status.Error(codes.Unavailable, "grpc: error while marshaling: "+protoErr(badRequest)), core.Failure},
+		{"server: its own send limit", nil, good, nil, status.Error(codes.ResourceExhausted, "grpc: trying to send message larger than max (6 vs. 4)"), core.Failure},
+		{"server: Internal", nil, good, nil, status.Error(codes.Internal, "oops"), core.Failure},
+		{"server: not a status", nil, good, nil, errors.New("grpc: error while marshaling: x"), core.Failure},
+		{"nil request", nil, nil, nil, marshalErr(""), core.Failure},
+		{"forced codec", nil, good, []grpc.CallOption{grpc.ForceCodec(failingCodec{})}, marshalErr(errNoMarshal.Error()), core.Ignored},
+		{"forced codec V2", nil, good, []grpc.CallOption{grpc.ForceCodecV2(failingCodecV2{})}, marshalErr(errNoMarshal.Error()), core.Ignored},
 		//lint:ignore SA1019 gRPC still honours the deprecated option
-		{"custom codec", good, []grpc.CallOption{grpc.CallCustomCodec(failingCodec{})}, marshalErr(errNoMarshal.Error()), core.Ignored},
-		{"content subtype", good, []grpc.CallOption{grpc.CallContentSubtype("failing")}, marshalErr(errNoMarshal.Error()), core.Ignored},
-		{"content subtype V2", good, []grpc.CallOption{grpc.CallContentSubtype("failing-v2")}, marshalErr(errNoMarshal.Error()), core.Ignored},
-		{"content subtype without a codec", good, []grpc.CallOption{grpc.CallContentSubtype("none")}, marshalErr(errNoMarshal.Error()), core.Failure},
-		{"forced codec marshals", badRequest, []grpc.CallOption{grpc.ForceCodecV2(encoding.GetCodecV2("proto")), grpc.ForceCodec(okCodec{})}, marshalErr(protoErr(badRequest)), core.Failure},
+		{"custom codec", nil, good, []grpc.CallOption{grpc.CallCustomCodec(failingCodec{})}, marshalErr(errNoMarshal.Error()), core.Ignored},
+		{"content subtype", nil, good, []grpc.CallOption{grpc.CallContentSubtype("failing")}, marshalErr(errNoMarshal.Error()), core.Ignored},
+		{"content subtype V2", nil, good, []grpc.CallOption{grpc.CallContentSubtype("failing-v2")}, marshalErr(errNoMarshal.Error()), core.Ignored},
+		{"content subtype without a codec", nil, good, []grpc.CallOption{grpc.CallContentSubtype("none")}, marshalErr(errNoMarshal.Error()), core.Failure},
+		{"forced codec marshals", nil, badRequest, []grpc.CallOption{grpc.ForceCodecV2(encoding.GetCodecV2("proto")), grpc.ForceCodec(okCodec{})}, marshalErr(protoErr(badRequest)), core.Failure},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ic := newInterceptors(t, grpcbreaker.Options{Config: config(core.NewManualClock(0))})
-			err := ic.Unary()(context.Background(), "/m", tc.req, nil, nil,
+			ctx := tc.ctx
+			if ctx == nil {
+				ctx = bg
+			}
+			err := ic.Unary()(ctx, "/m", tc.req, nil, nil,
 				func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return tc.err }, tc.opts...)
 			assert.Equal(t, tc.err, err, "the caller gets the invoker's error")
 			want := core.Metrics{Admitted: 1, Ignored: 1}

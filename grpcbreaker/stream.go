@@ -19,6 +19,7 @@ import (
 // when it ends (see Interceptors.Stream).
 type watchedStream struct {
 	grpc.ClientStream
+	ctx           context.Context // the caller's, as the interceptor got it
 	ic            *Interceptors
 	b             *registry.Breaker
 	p             core.Permit
@@ -61,7 +62,7 @@ func (w *watchedStream) SendMsg(m any) error {
 	if err == nil || errors.Is(err, io.EOF) {
 		return err
 	}
-	if clientsOwn(err, m, w.opts) {
+	if clientsOwn(w.ctx, err, m, w.opts) {
 		w.ignore()
 	} else {
 		w.end(err, false)
@@ -104,13 +105,13 @@ func (w *watchedStream) ignore() {
 	}
 }
 
-// contextDone records the end of the stream's context, ctx. It runs on
+// contextDone records the end of the stream's context. It runs on
 // the goroutine of context.AfterFunc, where a panic of the classifier or
 // of a listener would end the process: it is recovered, and raised again
 // by the stream's next method or the interceptors' next call (see the
 // package doc). It reads no trailer, which only the stream's reader may
 // read.
-func (w *watchedStream) contextDone(ctx context.Context) {
+func (w *watchedStream) contextDone() {
 	defer func() {
 		if v := recover(); v != nil {
 			r := &recovered{v: v}
@@ -118,7 +119,7 @@ func (w *watchedStream) contextDone(ctx context.Context) {
 			w.ic.pending.CompareAndSwap(nil, r)
 		}
 	}()
-	w.finish(toStatusError(ctx.Err()), nil)
+	w.finish(toStatusError(w.ctx.Err()), nil)
 }
 
 // finish records the outcome of err, the first time only: the context's
