@@ -21,9 +21,10 @@
 // such as InvalidArgument or NotFound included, is a success: the server
 // answered (DefaultClassify). A stream its caller cancels after it has
 // read a message of it is OK. A request the client's gRPC library refuses
-// to send (it cannot marshal it, or it is over the call's
-// grpc.MaxCallSendMsgSize) is ignored whatever its code: nothing the
-// client decides on its own counts against the server. With
+// to send (it cannot marshal it, it is over the call's
+// grpc.MaxCallSendMsgSize, or its outgoing metadata has a key or a value
+// gRPC does not allow) is ignored whatever its code: nothing the client
+// decides on its own counts against the server. With
 // Config.MaxRetryAfter set, a failure's server pushback (the
 // grpc-retry-pushback-ms trailer, or a RetryInfo in the status details)
 // keeps the breaker open at least that long, capped at MaxRetryAfter.
