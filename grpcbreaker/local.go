@@ -45,8 +45,11 @@ const (
 // own: a server's reads "grpc: trying to send ...". It costs nothing
 // unless err's message has one of those prefixes.
 func clientsOwn(ctx context.Context, err error, req any, opts []grpc.CallOption) bool {
+	if err == nil {
+		return false
+	}
 	st, ok := status.FromError(err)
-	if !ok || err == nil {
+	if !ok {
 		return false
 	}
 	switch st.Code() {
