@@ -273,10 +273,10 @@ func TestStreamPushbackIsTheHint(t *testing.T) {
 	assert.Equal(t, 30*time.Second, core.RetryAfterOf(err))
 }
 
-// A stream that its caller abandons by cancelling its context before it
-// has read a message gives its permit back: a half-open breaker's probe
-// slot is not lost, and the next probe decides.
-func TestCancelledStreamReleasesItsPermit(t *testing.T) {
+// halfOpenWatch starts a health server and returns a client of it through
+// new interceptors, and their breaker of Watch, half-open.
+func halfOpenWatch(t *testing.T) (healthpb.HealthClient, *registry.Breaker) {
+	t.Helper()
 	_, addr := serve(t)
 	clock := core.NewManualClock(0)
 	ic := newInterceptors(t, grpcbreaker.Options{Config: config(clock)})
@@ -284,7 +284,15 @@ func TestCancelledStreamReleasesItsPermit(t *testing.T) {
 	b := breaker(t, ic, watchMethod)
 	require.NoError(t, b.ForceOpen(time.Second))
 	clock.Advance(time.Second)
+	require.Equal(t, core.HalfOpen, b.State())
+	return c, b
+}
 
+// A stream that its caller abandons by cancelling its context before it
+// has read a message gives its permit back: a half-open breaker's probe
+// slot is not lost, and the next probe decides.
+func TestCancelledStreamReleasesItsPermit(t *testing.T) {
+	c, b := halfOpenWatch(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	_, err := c.Watch(ctx, &healthpb.HealthCheckRequest{Service: "hang"})
 	require.NoError(t, err)
@@ -302,15 +310,7 @@ func TestCancelledStreamReleasesItsPermit(t *testing.T) {
 // however many healthy streams it saw (20 here). A cancellation after a
 // message is a success: the first such probe closes the breaker.
 func TestHalfOpenStreamProbesReadThenCancelledDecide(t *testing.T) {
-	_, addr := serve(t)
-	clock := core.NewManualClock(0)
-	ic := newInterceptors(t, grpcbreaker.Options{Config: config(clock)})
-	c := dial(t, addr, ic)
-	b := breaker(t, ic, watchMethod)
-	require.NoError(t, b.ForceOpen(time.Second))
-	clock.Advance(time.Second)
-	require.Equal(t, core.HalfOpen, b.State())
-
+	c, b := halfOpenWatch(t)
 	for i := range 20 {
 		ctx, cancel := context.WithCancel(context.Background())
 		s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{Service: "hang"})
