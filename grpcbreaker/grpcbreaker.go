@@ -203,7 +203,9 @@ func (ic *Interceptors) record(b *registry.Breaker, p core.Permit, o core.Outcom
 // (see the package doc); an admitted one is recorded when the invoker
 // returns, with its trailer read for pushback, or ignored if the client
 // refused to send it. A panic in the invoker releases the permit as
-// Ignored and propagates.
+// Ignored and propagates. A call first raises the panic of a stream's
+// context callback that no stream method has raised yet (see the package
+// doc).
 func (ic *Interceptors) Unary() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		b, p, err := ic.admit(ctx, cc, method)
@@ -243,7 +245,9 @@ func (ic *Interceptors) Unary() grpc.UnaryClientInterceptor {
 // the server was answering, and a half-open breaker's probe that its
 // caller stops reading early still decides the breaker. A stream that is
 // neither read to its end nor cancelled keeps its permit, as it keeps
-// gRPC's resources.
+// gRPC's resources. A panic that the end of the stream's context causes
+// in the classifier or a listener is raised by the stream's next method,
+// or by the interceptors' next call (see the package doc).
 func (ic *Interceptors) Stream() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		b, p, err := ic.admit(ctx, cc, method)
