@@ -2,6 +2,7 @@ package grpcbreaker
 
 import (
 	"errors"
+	"math"
 	"strconv"
 	"time"
 
@@ -29,8 +30,9 @@ const PushbackKey = "grpc-retry-pushback-ms"
 //	Ignored  Canceled, and any error matching context.Canceled: the
 //	         caller gave up, which says nothing about the server; and
 //	         any error matching core.ErrNeutral: a refusal of another
-//	         breaker (an inner interceptor's, which never sent the call)
-//	         or of a local limit such as a full bulkhead
+//	         breaker or of its full registry (an inner interceptor's,
+//	         which never sent the call) or of a local limit such as a
+//	         full bulkhead
 func DefaultClassify(err error) core.Outcome {
 	if err == nil {
 		return core.Success
@@ -70,7 +72,7 @@ func Pushback(err error, trailer metadata.MD) time.Duration {
 
 // maxPushback keeps a pushback inside time.Duration; core.Config's
 // MaxRetryAfter cuts it further.
-const maxPushback = time.Duration(1<<63 - 1)
+const maxPushback = time.Duration(math.MaxInt64)
 
 // retryDelay is the longest RetryInfo delay in err's status details, or 0.
 func retryDelay(err error) time.Duration {

@@ -19,10 +19,29 @@
 // ResourceExhausted, Internal, Unknown and DataLoss are failures,
 // Canceled is neutral, and every other code, the caller's own mistakes
 // such as InvalidArgument or NotFound included, is a success: the server
-// answered (DefaultClassify). With Config.MaxRetryAfter set, a failure's
-// server pushback (the grpc-retry-pushback-ms trailer, or a RetryInfo in
-// the status details) keeps the breaker open at least that long, capped
-// at MaxRetryAfter.
+// answered (DefaultClassify). A stream its caller cancels after it has
+// read a message of it is OK. A request the client's gRPC library refuses
+// to send (it cannot marshal it, it is over the call's
+// grpc.MaxCallSendMsgSize, or its outgoing metadata has a key or a value
+// gRPC does not allow) is ignored whatever its code: nothing the client
+// decides on its own counts against the server. With
+// Config.MaxRetryAfter set, a failure's server pushback (the
+// grpc-retry-pushback-ms trailer, or a RetryInfo in the status details)
+// keeps the breaker open at least that long, capped at MaxRetryAfter.
+//
+// The breakers live in a registry bounded by default (Options.MaxBreakers,
+// Options.IdleAfter), so that keys made from what callers send cannot
+// grow it without limit.
+//
+// User code that the interceptors run (Options.Key, Options.Classify, and
+// the listener Config.OnStateChange, which runs inside the recording of an
+// outcome) runs on a caller's goroutine, so that a panic in it reaches
+// the caller, with one exception: the end of a stream's context is
+// recorded on a goroutine of package context. A panic there is recovered
+// and raised again, with the same value and once, on a goroutine of the
+// caller's: by the stream's next RecvMsg, SendMsg, Header or CloseSend,
+// or, if none comes first, by the next call through the same
+// Interceptors, before it is admitted.
 package grpcbreaker
 
 import (
@@ -31,6 +50,7 @@ import (
 	"slices"
 	"time"
 
+	"go.uber.org/atomic"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
@@ -48,17 +68,42 @@ type Options struct {
 	// and its full method name ("/package.Service/Method"). It runs on the
 	// caller's goroutine before every call. Zero: ByMethod.
 	Key func(ctx context.Context, cc *grpc.ClientConn, method string) string
-	// Classify maps a call's final error (nil for OK) to an outcome. Zero:
-	// DefaultClassify. A panic in it propagates; the call's permit is
-	// then released as Ignored.
+	// Classify maps a call's final error (nil for OK) to an outcome. It
+	// is not asked about a request the client refused to send (see the
+	// package doc), which is ignored. Zero: DefaultClassify. A panic in it
+	// propagates (see the package doc for a stream's context); the call's
+	// permit is then released as Ignored.
 	Classify func(err error) core.Outcome
-	// MaxBreakers and IdleAfter bound the registry of breakers; an evicted
-	// key starts over with a fresh window, so keep the bound above the
-	// number of keys in use (see registry.Options). Zero: no bound, no
-	// idle eviction.
+	// MaxBreakers bounds the number of breakers, so that keys made from
+	// what callers send (a tenant, a target) cannot grow the registry
+	// without limit: at the bound, a new key's breaker replaces the least
+	// recently used closed one with no call in flight, and if every
+	// breaker is open, half-open or busy the call fails unsent with
+	// registry.ErrFull (see registry.Options). An evicted key starts over
+	// with a fresh window, so keep the bound above the number of keys in
+	// use. Zero: DefaultMaxBreakers. Negative (NoLimit): no bound.
 	MaxBreakers int
-	IdleAfter   time.Duration
+	// IdleAfter is how long a closed breaker may go without a call before
+	// the registry may evict it (see registry.Options.IdleAfter). Zero:
+	// DefaultIdleAfter. Negative (NoLimit): never idle.
+	IdleAfter time.Duration
 }
+
+// The bounds of the registry when Options leaves them zero. 10,000
+// breakers take a few kilobytes each at most (see docs/design.md), and are
+// more methods or targets than a client calls in the usual case. A
+// breaker without a call for 10 minutes has been idle longer than any
+// sensible open duration or time window, so its window says little about
+// the server's health now.
+const (
+	DefaultMaxBreakers = 10_000
+	DefaultIdleAfter   = 10 * time.Minute
+)
+
+// NoLimit, as Options.MaxBreakers or Options.IdleAfter, turns that bound
+// off: the registry then keeps one breaker per key for as long as the
+// Interceptors live.
+const NoLimit = -1
 
 // ByMethod keys a call by its full method name: one breaker per method,
 // whatever the connection. The default Options.Key.
@@ -77,13 +122,17 @@ type Interceptors struct {
 	reg      *registry.Registry[string]
 	key      func(context.Context, *grpc.ClientConn, string) string
 	classify func(error) core.Outcome
+	// pending is a panic recovered on a stream context's goroutine and not
+	// raised again yet: the next admission raises it.
+	pending atomic.Pointer[recovered]
 }
 
-// New returns the interceptors' breakers. It returns the registry's errors
-// for a bad template Config (matching core.ErrInvalidConfig) or bad
-// bounds (matching registry.ErrInvalidOptions), and never panics.
+// New returns the interceptors' breakers. It returns the registry's error
+// for a bad template Config (matching core.ErrInvalidConfig), and never
+// panics.
 func New(o Options) (*Interceptors, error) {
-	reg, err := registry.New(registry.Options[string]{Config: o.Config, MaxBreakers: o.MaxBreakers, IdleAfter: o.IdleAfter})
+	reg, err := registry.New(registry.Options[string]{Config: o.Config,
+		MaxBreakers: bound(o.MaxBreakers, DefaultMaxBreakers), IdleAfter: bound(o.IdleAfter, DefaultIdleAfter)})
 	if err != nil {
 		return nil, err
 	}
@@ -97,15 +146,31 @@ func New(o Options) (*Interceptors, error) {
 	return ic, nil
 }
 
+// bound is the registry's option for v: def for zero, 0 (no bound) for a
+// negative v.
+func bound[T int | time.Duration](v, def T) T {
+	if v < 0 {
+		return 0
+	}
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
 // Registry returns the breakers, by key, for metrics and manual controls.
 func (ic *Interceptors) Registry() *registry.Registry[string] { return ic.reg }
 
 // admit returns the breaker of the call and its permit, or the error to
 // fail the call with: the context's own status if it is done already (no
-// permit taken), the rejection, or a full registry.
+// permit taken), the rejection, or a full registry. It first raises a
+// panic recovered on a stream context's goroutine, if one is pending.
 func (ic *Interceptors) admit(ctx context.Context, cc *grpc.ClientConn, method string) (*registry.Breaker, core.Permit, error) {
 	if ic.reg == nil {
 		panic("grpcbreaker: Interceptors used without New")
+	}
+	if r := ic.pending.Load(); r != nil {
+		ic.raise(r)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, core.Permit{}, toStatusError(err)
@@ -136,8 +201,11 @@ func (ic *Interceptors) record(b *registry.Breaker, p core.Permit, o core.Outcom
 
 // Unary returns the unary client interceptor. A refused call is not sent
 // (see the package doc); an admitted one is recorded when the invoker
-// returns, with its trailer read for pushback. A panic in the invoker
-// releases the permit as Ignored and propagates.
+// returns, with its trailer read for pushback, or ignored if the client
+// refused to send it. A panic in the invoker releases the permit as
+// Ignored and propagates. A call first raises the panic of a stream's
+// context callback that no stream method has raised yet (see the package
+// doc).
 func (ic *Interceptors) Unary() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		b, p, err := ic.admit(ctx, cc, method)
@@ -156,7 +224,10 @@ func (ic *Interceptors) Unary() grpc.UnaryClientInterceptor {
 		// spare capacity.
 		opts = append(slices.Clip(opts), grpc.Trailer(&trailer))
 		err = invoker(ctx, method, req, reply, cc, opts...)
-		o := ic.classify(err)
+		o := core.Ignored
+		if !clientsOwn(ctx, err, req, opts) {
+			o = ic.classify(err)
+		}
 		recorded = true
 		ic.record(b, p, o, err, trailer)
 		return err
@@ -166,10 +237,17 @@ func (ic *Interceptors) Unary() grpc.UnaryClientInterceptor {
 // Stream returns the streaming client interceptor. A refused stream is
 // not opened (see the package doc); an opened one is recorded once, when
 // it ends: RecvMsg returns an error (io.EOF: OK) or, for a stream without
-// server streaming, its one response; SendMsg or Header fails with
-// anything but io.EOF; or the stream's context is done, which records the
-// context's status (Canceled: neutral). A stream that is neither read to
-// its end nor cancelled keeps its permit, as it keeps gRPC's resources.
+// server streaming, its one response; SendMsg fails with anything but
+// io.EOF (ignored if the client refused to send the message); Header
+// fails with anything but io.EOF; or the stream's context is done, which
+// records the context's status (Canceled: neutral). A stream cancelled by
+// its caller after RecvMsg has returned a message of it is recorded as OK:
+// the server was answering, and a half-open breaker's probe that its
+// caller stops reading early still decides the breaker. A stream that is
+// neither read to its end nor cancelled keeps its permit, as it keeps
+// gRPC's resources. A panic that the end of the stream's context causes
+// in the classifier or a listener is raised by the stream's next method,
+// or by the interceptors' next call (see the package doc).
 func (ic *Interceptors) Stream() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		b, p, err := ic.admit(ctx, cc, method)
@@ -184,17 +262,17 @@ func (ic *Interceptors) Stream() grpc.StreamClientInterceptor {
 		}()
 		cs, err := streamer(ctx, desc, cc, method, opts...)
 		if err != nil {
-			o := ic.classify(err)
+			o := core.Ignored
+			if !clientsOwn(ctx, err, nil, opts) {
+				o = ic.classify(err)
+			}
 			opened = true
 			ic.record(b, p, o, err, nil)
 			return nil, err
 		}
 		opened = true
-		w := &watchedStream{ClientStream: cs, ic: ic, b: b, p: p, serverStreams: desc.ServerStreams}
-		// The callback records the context's end only if the stream has
-		// not ended otherwise; it reads no trailer, which only the
-		// stream's reader may read.
-		w.stop = context.AfterFunc(ctx, func() { w.finish(toStatusError(ctx.Err()), nil) })
+		w := &watchedStream{ClientStream: cs, ctx: ctx, ic: ic, b: b, p: p, serverStreams: desc.ServerStreams, opts: opts}
+		w.stop = context.AfterFunc(ctx, w.contextDone)
 		return w, nil
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"testing"
 	"time"
 
@@ -224,13 +223,15 @@ func TestOneBreakerPerTarget(t *testing.T) {
 	assert.Equal(t, 2, ic.Registry().Len())
 }
 
-// watch reads a Watch stream to its end and returns its final error.
+// watch reads a Watch stream to its end and returns its final error. The
+// test server sends one message: a stream that delivers more has lost its
+// end (an interceptor that hides it), and fails rather than hangs.
 func watch(ctx context.Context, c healthpb.HealthClient, cmd string) error {
 	s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{Service: cmd})
 	if err != nil {
 		return err
 	}
-	for {
+	for range 2 {
 		if _, err := s.Recv(); err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
@@ -238,6 +239,7 @@ func watch(ctx context.Context, c healthpb.HealthClient, cmd string) error {
 			return err
 		}
 	}
+	return errors.New("watch: more than one message, or the stream's end hidden")
 }
 
 func TestStreamOutcomeIsItsFinalStatus(t *testing.T) {
@@ -271,10 +273,10 @@ func TestStreamPushbackIsTheHint(t *testing.T) {
 	assert.Equal(t, 30*time.Second, core.RetryAfterOf(err))
 }
 
-// A stream that its caller abandons by cancelling its context, without
-// reading it to the end, gives its permit back: a half-open breaker's
-// probe slot is not lost.
-func TestCancelledStreamReleasesItsPermit(t *testing.T) {
+// halfOpenWatch starts a health server and returns a client of it through
+// new interceptors, and their breaker of Watch, half-open.
+func halfOpenWatch(t *testing.T) (healthpb.HealthClient, *registry.Breaker) {
+	t.Helper()
 	_, addr := serve(t)
 	clock := core.NewManualClock(0)
 	ic := newInterceptors(t, grpcbreaker.Options{Config: config(clock)})
@@ -282,11 +284,17 @@ func TestCancelledStreamReleasesItsPermit(t *testing.T) {
 	b := breaker(t, ic, watchMethod)
 	require.NoError(t, b.ForceOpen(time.Second))
 	clock.Advance(time.Second)
+	require.Equal(t, core.HalfOpen, b.State())
+	return c, b
+}
 
+// A stream that its caller abandons by cancelling its context before it
+// has read a message gives its permit back: a half-open breaker's probe
+// slot is not lost, and the next probe decides.
+func TestCancelledStreamReleasesItsPermit(t *testing.T) {
+	c, b := halfOpenWatch(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{Service: "hang"})
-	require.NoError(t, err)
-	_, err = s.Recv() // the one response; the stream stays open
+	_, err := c.Watch(ctx, &healthpb.HealthCheckRequest{Service: "hang"})
 	require.NoError(t, err)
 	assert.Equal(t, 1, b.Counts().ProbesInFlight)
 	cancel()
@@ -294,6 +302,53 @@ func TestCancelledStreamReleasesItsPermit(t *testing.T) {
 	assert.Zero(t, b.Counts().ProbesInFlight)
 	require.NoError(t, watch(context.Background(), c, ""), "the probe slot is free again")
 	assert.Equal(t, core.Closed, b.State())
+}
+
+// Server streams admitted as half-open probes, each read (the server
+// answered) and then cancelled by the caller before its end, as a client
+// of a watch does: each was ignored, so the breaker stayed half-open
+// however many healthy streams it saw (20 here). A cancellation after a
+// message is a success: the first such probe closes the breaker.
+func TestHalfOpenStreamProbesReadThenCancelledDecide(t *testing.T) {
+	c, b := halfOpenWatch(t)
+	for i := range 20 {
+		ctx, cancel := context.WithCancel(context.Background())
+		s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{Service: "hang"})
+		require.NoError(t, err)
+		_, err = s.Recv() // the server's one response; the stream stays open
+		require.NoError(t, err)
+		cancel()
+		require.Eventually(t, func() bool { m := b.Metrics(); return m.Successes+m.Ignored == uint64(i+1) }, 10*time.Second, time.Millisecond)
+	}
+	assert.Equal(t, core.Closed, b.State(), "20 healthy streams, and still half-open")
+	m := b.Metrics()
+	assert.Equal(t, [3]uint64{20, 20, 0}, [3]uint64{m.Admitted, m.Successes, m.Ignored}, "admitted, successes, ignored")
+}
+
+// A stream that has delivered messages and then ends is judged by how it
+// ends: a cancellation (seen by RecvMsg, before the context's callback
+// runs) is the caller's and OK; any other status is the server's.
+func TestStreamWithMessagesIsJudgedByItsEnd(t *testing.T) {
+	for _, tc := range []struct {
+		end  error
+		want core.Metrics
+	}{
+		{status.Error(codes.Canceled, "context canceled"), core.Metrics{Admitted: 1, Successes: 1}},
+		{status.Error(codes.Unavailable, "gone"), core.Metrics{Admitted: 1, Failures: 1}},
+	} {
+		ic := newInterceptors(t, grpcbreaker.Options{Config: config(core.NewManualClock(0))})
+		fs := &fakeStream{}
+		s, err := ic.Stream()(context.Background(), &grpc.StreamDesc{ServerStreams: true}, nil, "/m",
+			func(context.Context, *grpc.StreamDesc, *grpc.ClientConn, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+				return fs, nil
+			})
+		require.NoError(t, err)
+		require.NoError(t, s.RecvMsg(nil))
+		require.NoError(t, s.RecvMsg(nil))
+		fs.recv = tc.end
+		require.Error(t, s.RecvMsg(nil))
+		assert.Equal(t, tc.want, breaker(t, ic, "/m").Metrics(), "%v", tc.end)
+	}
 }
 
 func TestFullRegistryIsUnavailable(t *testing.T) {
@@ -356,8 +411,6 @@ func TestCallerOptionsAreNotWrittenInto(t *testing.T) {
 func TestBadOptions(t *testing.T) {
 	_, err := grpcbreaker.New(grpcbreaker.Options{})
 	assert.ErrorIs(t, err, core.ErrInvalidConfig, "no trip rule")
-	_, err = grpcbreaker.New(grpcbreaker.Options{Config: core.Config{ConsecutiveFailures: 1}, MaxBreakers: -1})
-	assert.ErrorIs(t, err, registry.ErrInvalidOptions)
 	var zero grpcbreaker.Interceptors
 	assert.PanicsWithValue(t, "grpcbreaker: Interceptors used without New", func() {
 		_ = zero.Unary()(context.Background(), "/m", nil, nil, nil, nil)
@@ -397,6 +450,9 @@ func TestStreamEnds(t *testing.T) {
 			func(s grpc.ClientStream) { _ = s.SendMsg(nil); _ = s.RecvMsg(nil) }, core.Metrics{Admitted: 1, Failures: 1}},
 		{"SendMsg error", grpc.StreamDesc{ClientStreams: true}, fakeStream{send: unavailable},
 			func(s grpc.ClientStream) { _ = s.SendMsg(nil); _ = s.SendMsg(nil) }, core.Metrics{Admitted: 1, Failures: 1}},
+		{"SendMsg refused by the client", grpc.StreamDesc{ClientStreams: true},
+			fakeStream{send: status.Error(codes.ResourceExhausted, "trying to send message larger than max (6 vs. 4)"), recv: unavailable},
+			func(s grpc.ClientStream) { _ = s.SendMsg(nil); _ = s.SendMsg(nil); _ = s.RecvMsg(nil) }, core.Metrics{Admitted: 1, Ignored: 1}},
 		{"Header error", grpc.StreamDesc{ServerStreams: true}, fakeStream{header: unavailable},
 			func(s grpc.ClientStream) { _, _ = s.Header(); _ = s.RecvMsg(nil) }, core.Metrics{Admitted: 1, Failures: 1}},
 	} {
@@ -424,54 +480,210 @@ func TestStreamerErrorIsTheOutcome(t *testing.T) {
 }
 
 // Interceptors chained on one connection, one breaker per target outside
-// one per method (grpc.WithChainUnaryInterceptor): the inner breaker of
-// one method opens and refuses a call, which is never sent. The outer
-// breaker classifies that refusal by its code, Unavailable, as a failure,
-// and with MaxRetryAfter reads its RetryInfo (the inner breaker's time
-// left) as server pushback: the whole target's breaker trips at once on a
-// call that no server saw.
+// one per method (grpc.WithChainUnaryInterceptor): the inner interceptors
+// refuse a call, which is never sent, because the method's breaker is
+// open or because their registry is full. The outer breaker must count
+// neither: by its code, Unavailable, the refusal would read as a failure,
+// and with MaxRetryAfter its RetryInfo (the inner breaker's time left) as
+// server pushback, tripping the whole target's breaker at once on calls
+// that no server saw.
 func TestChainedRejectionIsNotTheServersFailure(t *testing.T) {
-	clock := core.NewManualClock(0)
-	inner := newInterceptors(t, grpcbreaker.Options{Config: core.Config{ConsecutiveFailures: 1, OpenDuration: 10 * time.Second, Clock: clock}})
-	outer := newInterceptors(t, grpcbreaker.Options{
-		Config: core.Config{ConsecutiveFailures: 100, OpenDuration: 10 * time.Second, MaxRetryAfter: time.Minute, CollectMetrics: true, Clock: clock},
-		Key:    func(context.Context, *grpc.ClientConn, string) string { return "target" },
-	})
-	m := breaker(t, inner, "/svc/M")
-	p, err := m.Allow()
-	require.NoError(t, err)
-	m.Record(p, core.Failure) // the method's breaker opens
-	sent := false
-	invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
-		sent = true
-		return nil
+	for _, tc := range []struct {
+		name    string
+		max     int
+		method  string // of the refused call; "/svc/M"'s breaker is open
+		refusal error
+	}{
+		{"open breaker", 0, "/svc/M", core.ErrOpen},
+		{"full registry", 1, "/svc/N", registry.ErrFull},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := core.NewManualClock(0)
+			inner := newInterceptors(t, grpcbreaker.Options{MaxBreakers: tc.max,
+				Config: core.Config{ConsecutiveFailures: 1, OpenDuration: 10 * time.Second, Clock: clock}})
+			outer := newInterceptors(t, grpcbreaker.Options{
+				Config: core.Config{ConsecutiveFailures: 1, OpenDuration: 10 * time.Second, MaxRetryAfter: time.Minute, CollectMetrics: true, Clock: clock},
+				Key:    func(context.Context, *grpc.ClientConn, string) string { return "target" },
+			})
+			m := breaker(t, inner, "/svc/M")
+			p, err := m.Allow()
+			require.NoError(t, err)
+			m.Record(p, core.Failure) // the method's breaker opens
+			sent := false
+			invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+				sent = true
+				return nil
+			}
+			innerAsInvoker := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+				return inner.Unary()(ctx, method, req, reply, cc, invoker, opts...)
+			}
+			err = outer.Unary()(context.Background(), tc.method, nil, nil, nil, innerAsInvoker)
+			require.ErrorIs(t, err, tc.refusal)
+			assert.ErrorIs(t, err, core.ErrNeutral)
+			require.False(t, sent)
+			target := breaker(t, outer, "target")
+			assert.Equal(t, core.Closed, target.Counts().State, "the inner refusal opened the whole target's breaker")
+			assert.Equal(t, core.Metrics{Admitted: 1, Ignored: 1}, target.Metrics())
+		})
 	}
-	innerAsInvoker := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
-		return inner.Unary()(ctx, method, req, reply, cc, invoker, opts...)
-	}
-	err = outer.Unary()(context.Background(), "/svc/M", nil, nil, nil, innerAsInvoker)
-	require.ErrorIs(t, err, core.ErrRejected)
-	require.False(t, sent)
-	target := breaker(t, outer, "target")
-	assert.Equal(t, core.Closed, target.Counts().State, "one method's open breaker opened the whole target's")
-	assert.Zero(t, target.Metrics().Failures)
 }
 
-// A request over the caller's own send limit (grpc.MaxCallSendMsgSize) is
-// refused by the client's gRPC library before it is sent, with code
-// ResourceExhausted, which DefaultClassify counts as the server's failure:
-// three such calls, the caller's own mistake, open the method's breaker
-// on a healthy server that saw none of them.
-func TestLimit_ClientSideSendLimitCountsAsServersFailure(t *testing.T) {
-	if os.Getenv("KNOWN_LIMITS") == "" {
-		t.Skip("known limit (docs/observability.md, Known limits): a ResourceExhausted the client made itself counts as the server's; KNOWN_LIMITS=1 runs it")
+// recovered runs f and returns the value it panicked with, or nil.
+func recovered(f func()) (v any) {
+	defer func() { v = recover() }()
+	f()
+	return nil
+}
+
+// pastDeadline is a context that, once done, reports its deadline passed,
+// so that a test can end a context by its deadline without waiting for
+// the wall clock.
+type pastDeadline struct{ context.Context }
+
+func (c pastDeadline) Err() error {
+	if c.Context.Err() != nil {
+		return context.DeadlineExceeded
 	}
-	h, addr := serve(t)
-	ic := newInterceptors(t, grpcbreaker.Options{Config: config(core.NewManualClock(0))})
-	c := dial(t, addr, ic)
-	for range 3 {
-		assert.Equal(t, codes.ResourceExhausted, status.Code(check(c, "a request longer than the limit", grpc.MaxCallSendMsgSize(4))))
+	return nil
+}
+
+// A panic in user code that the end of a stream's context runs (the
+// classifier, or a listener of the transition that the stream's outcome
+// commits) ran on context.AfterFunc's goroutine, where nothing can recover
+// it: the process exited. It is recovered there and raised again, with its
+// value and once, on the caller's goroutine: by the stream's next method,
+// or, if the stream is not used again, by the next call through the
+// interceptors, before that call is admitted.
+func TestPanicAtAStreamsContextEndReachesTheCaller(t *testing.T) {
+	users := []struct {
+		name     string
+		set      func(*grpcbreaker.Options)
+		read     bool // read a message first, so that the cancellation closes the half-open breaker
+		deadline bool // the context ends by its deadline: the probe fails and the breaker opens
+	}{
+		{"classifier", func(o *grpcbreaker.Options) {
+			o.Classify = func(err error) core.Outcome {
+				if status.Code(err) == codes.Canceled {
+					panic("classifier")
+				}
+				return grpcbreaker.DefaultClassify(err)
+			}
+		}, false, false},
+		{"listener", func(o *grpcbreaker.Options) {
+			o.Config.OnStateChange = func(tr core.Transition) {
+				if tr.To == core.Closed {
+					panic("listener")
+				}
+			}
+		}, true, false},
+		{"listener of a trip", func(o *grpcbreaker.Options) {
+			o.Config.OnStateChange = func(tr core.Transition) {
+				if tr.From == core.HalfOpen && tr.To == core.Open {
+					panic("listener of a trip")
+				}
+			}
+		}, false, true},
 	}
-	assert.Zero(t, h.calls.Load(), "no request was sent")
-	assert.Equal(t, core.Closed, breaker(t, ic, checkMethod).State(), "the caller's own oversized requests opened the breaker")
+	// Each use returns how many calls it sent.
+	uses := map[string]func(ic *grpcbreaker.Interceptors, s grpc.ClientStream) int{
+		"RecvMsg":   func(_ *grpcbreaker.Interceptors, s grpc.ClientStream) int { _ = s.RecvMsg(nil); return 0 },
+		"SendMsg":   func(_ *grpcbreaker.Interceptors, s grpc.ClientStream) int { _ = s.SendMsg(nil); return 0 },
+		"Header":    func(_ *grpcbreaker.Interceptors, s grpc.ClientStream) int { _, _ = s.Header(); return 0 },
+		"CloseSend": func(_ *grpcbreaker.Interceptors, s grpc.ClientStream) int { _ = s.CloseSend(); return 0 },
+		"the next call": func(ic *grpcbreaker.Interceptors, _ grpc.ClientStream) int {
+			sent := 0
+			_ = ic.Unary()(context.Background(), "/other", nil, nil, nil,
+				func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+					sent++
+					return nil
+				})
+			return sent
+		},
+	}
+	for _, user := range users {
+		for name, use := range uses {
+			t.Run(user.name+"/"+name, func(t *testing.T) {
+				clock := core.NewManualClock(0)
+				o := grpcbreaker.Options{Config: config(clock)}
+				user.set(&o)
+				ic := newInterceptors(t, o)
+				b := breaker(t, ic, "/m")
+				require.NoError(t, b.ForceOpen(time.Second))
+				clock.Advance(time.Second)
+				var ctx context.Context
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				end := status.Error(codes.Canceled, "context canceled")
+				if user.deadline {
+					ctx = pastDeadline{ctx}
+					end = status.Error(codes.DeadlineExceeded, "context deadline exceeded")
+				}
+				fs := &fakeStream{}
+				s, err := ic.Stream()(ctx, &grpc.StreamDesc{ServerStreams: true}, nil, "/m",
+					func(context.Context, *grpc.StreamDesc, *grpc.ClientConn, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+						return fs, nil
+					})
+				require.NoError(t, err)
+				if user.read {
+					require.NoError(t, s.RecvMsg(nil))
+				}
+				// RecvMsg reports the cancellation too, and may see it
+				// first: then the panic is on the caller's goroutine anyway.
+				fs.recv = end
+				cancel()
+				var v any
+				tries, sent := 0, 0
+				require.Eventually(t, func() bool {
+					tries++
+					v = recovered(func() { sent += use(ic, s) })
+					return v != nil
+				}, 10*time.Second, time.Millisecond)
+				assert.Equal(t, user.name, v)
+				if name == "the next call" {
+					assert.Equal(t, tries-1, sent, "the call that raises it is not sent")
+				}
+				assert.Nil(t, recovered(func() { use(ic, s) }), "raised once")
+				m := b.Metrics()
+				assert.Equal(t, uint64(1), m.Successes+m.Failures+m.Ignored, "the outcome is recorded, or the permit released")
+			})
+		}
+	}
+}
+
+// The registry of breakers is bounded by default, with idle eviction on:
+// a client whose keys come from what it is given (a tenant, a target)
+// cannot be made to grow it without limit. NoLimit turns either off.
+func TestDefaultRegistryIsBounded(t *testing.T) {
+	assert.Equal(t, 10_000, grpcbreaker.DefaultMaxBreakers, "the documented default")
+	assert.Equal(t, 10*time.Minute, grpcbreaker.DefaultIdleAfter, "the documented default")
+	n := 0
+	key := func(context.Context, *grpc.ClientConn, string) string { n++; return fmt.Sprint(n) }
+	ok := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+	for _, tc := range []struct {
+		name string
+		max  int
+		idle time.Duration
+		len  int // breakers after DefaultMaxBreakers+1 keys
+		left int // breakers after DefaultIdleAfter idle
+	}{
+		{"defaults", 0, 0, grpcbreaker.DefaultMaxBreakers, 0},
+		{"no bound", grpcbreaker.NoLimit, 0, grpcbreaker.DefaultMaxBreakers + 1, 0},
+		{"never idle", 0, grpcbreaker.NoLimit, grpcbreaker.DefaultMaxBreakers, grpcbreaker.DefaultMaxBreakers},
+		{"set", 3, time.Hour, 3, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := core.NewManualClock(0)
+			ic := newInterceptors(t, grpcbreaker.Options{Config: config(clock), Key: key, MaxBreakers: tc.max, IdleAfter: tc.idle})
+			unary := ic.Unary()
+			for range grpcbreaker.DefaultMaxBreakers + 1 {
+				require.NoError(t, unary(context.Background(), "/m", nil, nil, nil, ok))
+			}
+			assert.Equal(t, tc.len, ic.Registry().Len())
+			clock.Advance(grpcbreaker.DefaultIdleAfter - time.Second)
+			assert.Zero(t, ic.Registry().EvictIdle(), "not idle long enough yet")
+			clock.Advance(time.Second)
+			ic.Registry().EvictIdle()
+			assert.Equal(t, tc.left, ic.Registry().Len())
+		})
+	}
 }

@@ -8,13 +8,17 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/casbreaker/casbreaker/core"
 )
 
 // rejection is the error of a call the interceptors refused: a gRPC
 // status of code Unavailable (GRPCStatus, which status.FromError and
 // status.Code read), wrapping the breaker's rejection or the registry's
 // error (Unwrap), so that errors.Is(err, core.ErrOpen) and
-// core.RetryAfterOf(err) see through it.
+// core.RetryAfterOf(err) see through it. It matches core.ErrNeutral (Is),
+// a full registry's included: a call these interceptors refused was never
+// sent, and an outer breaker must not count it against the server.
 type rejection struct {
 	st    *status.Status
 	msg   string
@@ -43,3 +47,4 @@ func newRejection(cause error, name string, wait time.Duration) error {
 func (r *rejection) Error() string              { return r.msg }
 func (r *rejection) GRPCStatus() *status.Status { return r.st }
 func (r *rejection) Unwrap() error              { return r.cause }
+func (r *rejection) Is(target error) bool       { return target == core.ErrNeutral }
