@@ -1,0 +1,176 @@
+package registry_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
+	"github.com/casbreaker/casbreaker/registry"
+)
+
+// Idle eviction drops a breaker without permits out after IdleAfter when it
+// is closed, or half-open with no probe out (its open duration over and no
+// call since), and never one that is open or has a permit out.
+func TestEvictIdle(t *testing.T) {
+	clock := core.NewManualClock(0)
+	r, err := registry.New(registry.Options[string]{
+		Config:    core.Config{ConsecutiveFailures: 1, OpenDuration: 2 * time.Minute, Clock: clock},
+		IdleAfter: time.Minute,
+	})
+	require.NoError(t, err)
+	idle := get(t, r, "idle")
+	open := get(t, r, "open")
+	open.Done(mustAllow(t, open), errFail)
+	require.Equal(t, core.Open, open.State())
+	busy := get(t, r, "busy")
+	held := mustAllow(t, busy)
+
+	clock.Set(59 * time.Second)
+	require.Zero(t, r.EvictIdle(), "nothing is idle for a minute yet")
+	clock.Set(90 * time.Second)
+	require.Equal(t, 1, r.EvictIdle(), "idle goes; open and busy stay")
+	require.Equal(t, 2, r.Len())
+	require.NotSame(t, idle, get(t, r, "idle"), "a new breaker for the evicted key")
+	require.Same(t, open, get(t, r, "open"))
+	require.Same(t, busy, get(t, r, "busy"))
+
+	clock.Set(4 * time.Minute)
+	probe := mustAllow(t, open)
+	require.True(t, probe.Probe)
+	clock.Set(10 * time.Minute)
+	require.Equal(t, 1, r.EvictIdle(), "idle's new breaker goes; the probe and the busy call keep theirs")
+	open.Done(probe, errFail) // open again, for 4 minutes with backoff off: 2
+	busy.Done(held, nil)
+	clock.Set(12*time.Minute + time.Second)
+	require.Equal(t, core.HalfOpen, open.State())
+	require.Equal(t, 2, r.EvictIdle(), "busy, and open: half-open with no probe out")
+	require.Zero(t, r.Len())
+
+	// The late Done of an evicted breaker's permit changes nothing in the
+	// registry, and the evicted breaker still works, alone.
+	late := mustAllow(t, idle)
+	idle.Done(late, errFail)
+	require.Equal(t, core.Open, idle.State())
+	require.Equal(t, core.Closed, get(t, r, "idle").State())
+	require.Zero(t, registry.PermitsOut(idle))
+}
+
+// New keys drop idle breakers as they arrive, with no EvictIdle: each new
+// key examines four breakers, so here ten new keys take the hand round
+// past the ten idle ones; an open one stays.
+func TestNewKeysDropIdleBreakers(t *testing.T) {
+	clock := core.NewManualClock(0)
+	r, err := registry.New(registry.Options[string]{
+		Config:    core.Config{ConsecutiveFailures: 1, OpenDuration: time.Hour, Clock: clock},
+		IdleAfter: time.Minute,
+	})
+	require.NoError(t, err)
+	for i := range 10 {
+		get(t, r, fmt.Sprint("old", i))
+	}
+	open := get(t, r, "open")
+	open.Done(mustAllow(t, open), errFail)
+	clock.Set(time.Minute - time.Nanosecond)
+	get(t, r, "new0")
+	require.Equal(t, 12, r.Len(), "nothing is idle for a minute yet")
+	clock.Set(80 * time.Second)
+	for i := 1; i <= 10; i++ {
+		get(t, r, fmt.Sprint("new", i))
+	}
+	require.Equal(t, 12, r.Len(), "the ten old breakers made way for ten new ones")
+	for k := range r.All() {
+		require.NotContains(t, k, "old")
+	}
+	require.Same(t, open, get(t, r, "open"))
+}
+
+// At the bound a new key evicts by second chance: the hand passes the
+// breakers in the order they were made, clearing the mark a Get of an
+// existing breaker sets, and evicts the first unmarked one; a breaker
+// looked up since the hand last passed is spared once, one made and never
+// looked up again is not. When none may go, Get says the registry is full.
+func TestMaxBreakers(t *testing.T) {
+	r := newReg(t, core.NewManualClock(0), 3, 0)
+	a, b, c := get(t, r, "a"), get(t, r, "b"), get(t, r, "c")
+	keys := func() []string {
+		var ks []string
+		for k := range r.All() {
+			ks = append(ks, k)
+		}
+		return ks
+	}
+	get(t, r, "d") // evicts a, never looked up again
+	require.ElementsMatch(t, []string{"b", "c", "d"}, keys())
+	require.Same(t, b, get(t, r, "b")) // marks b
+	get(t, r, "e")                     // spares b, clearing its mark; evicts c
+	require.ElementsMatch(t, []string{"b", "d", "e"}, keys())
+	get(t, r, "d") // marks d
+	get(t, r, "f") // spares d; evicts b, whose mark is spent
+	require.ElementsMatch(t, []string{"d", "e", "f"}, keys())
+	require.NotSame(t, a, get(t, r, "a"))
+	require.NotSame(t, c, get(t, r, "c"))
+	require.NotSame(t, b, get(t, r, "b"))
+	require.Equal(t, 3, r.Len())
+
+	for k := range r.All() {
+		br := get(t, r, k)
+		br.Done(mustAllow(t, br), errFail) // open: may not be evicted
+	}
+	_, err := r.Get("g")
+	require.ErrorIs(t, err, registry.ErrFull)
+	require.ErrorContains(t, err, "3 breakers")
+	require.Equal(t, 3, r.Len())
+}
+
+// At the bound, a breaker with a permit out is passed over, and one whose
+// permit has gone unreported, with no Get, for PermitTimeout is not.
+func TestMaxBreakersPassesOverBusyBreakers(t *testing.T) {
+	clock := core.NewManualClock(0)
+	r, err := registry.New(registry.Options[string]{
+		Config:      core.Config{ConsecutiveFailures: 1, Clock: clock},
+		MaxBreakers: 2, PermitTimeout: time.Minute,
+	})
+	require.NoError(t, err)
+	busy, idle := get(t, r, "busy"), get(t, r, "idle")
+	mustAllow(t, busy) // never reported
+	get(t, r, "c")
+	require.Same(t, busy, get(t, r, "busy"))
+	require.Equal(t, 0, countOf(r, idle))
+	clock.Set(time.Minute - time.Nanosecond)
+	get(t, r, "d") // evicts c
+	require.Equal(t, 1, countOf(r, busy))
+	clock.Set(2 * time.Minute)
+	get(t, r, "e")
+	require.Equal(t, 0, countOf(r, busy), "its permit is presumed lost after PermitTimeout without a Get")
+}
+
+// A full registry is a local limit: a breaker around its caller, with the
+// default classifier, does not count it, in both implementations.
+func TestErrFullIsNeutral(t *testing.T) {
+	r := newReg(t, core.NewManualClock(0), 1, 0)
+	b := get(t, r, "a")
+	b.Done(mustAllow(t, b), errFail) // open: the one breaker may not go
+	_, err := r.Get("b")
+	require.ErrorIs(t, err, registry.ErrFull)
+	require.ErrorIs(t, err, core.ErrNeutral)
+	require.NotErrorIs(t, err, core.ErrRejected)
+	for _, impl := range breakers.All {
+		t.Run(impl.Name, func(t *testing.T) {
+			outer, err := impl.New(core.Config{ConsecutiveFailures: 3, Clock: core.NewManualClock(0)})
+			require.NoError(t, err)
+			for range 5 {
+				_, err := core.Do(context.Background(), outer, func(context.Context) (*registry.Breaker, error) {
+					return r.Get("b")
+				})
+				require.ErrorIs(t, err, registry.ErrFull)
+			}
+			require.Equal(t, core.Closed, outer.State())
+			require.Zero(t, outer.Counts().ConsecutiveFailures)
+		})
+	}
+}
