@@ -3,6 +3,7 @@ package registry_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,7 +79,7 @@ func TestNewKeysDropIdleBreakers(t *testing.T) {
 	clock.Set(time.Minute - time.Nanosecond)
 	get(t, r, "new0")
 	require.Equal(t, 12, r.Len(), "nothing is idle for a minute yet")
-	clock.Set(80 * time.Second)
+	clock.Set(time.Minute) // the old ones: idle for exactly IdleAfter
 	for i := 1; i <= 10; i++ {
 		get(t, r, fmt.Sprint("new", i))
 	}
@@ -173,4 +174,121 @@ func TestErrFullIsNeutral(t *testing.T) {
 			require.Zero(t, outer.Counts().ConsecutiveFailures)
 		})
 	}
+}
+
+// Idle times are kept to a sixteenth of the smaller of IdleAfter and
+// PermitTimeout: a Get less than that after the last stamp writes nothing
+// (so a hot key's Get stays a read), and the breaker may go up to that
+// much early; a later Get stamps again.
+func TestIdleTimesKeptToASixteenth(t *testing.T) {
+	clock := core.NewManualClock(0)
+	r, err := registry.New(registry.Options[string]{
+		Config:    core.Config{ConsecutiveFailures: 1, Clock: clock},
+		IdleAfter: 16 * time.Minute, PermitTimeout: time.Hour,
+	})
+	require.NoError(t, err)
+	get(t, r, "a")
+	clock.Set(time.Minute)
+	get(t, r, "a") // a minute after the stamp: not written
+	clock.Set(16 * time.Minute)
+	require.Equal(t, 1, r.EvictIdle(), "a: 16 minutes since its stamp, 15 since its last Get")
+
+	get(t, r, "b")
+	clock.Set(16*time.Minute + 30*time.Second)
+	get(t, r, "b") // not written
+	clock.Set(17*time.Minute + time.Nanosecond)
+	get(t, r, "c")
+	clock.Set(18*time.Minute + 2*time.Nanosecond)
+	get(t, r, "c") // more than a minute after the stamp: written
+	clock.Set(32 * time.Minute)
+	require.Equal(t, 1, r.EvictIdle(), "b goes, c stays")
+	clock.Set(34*time.Minute + 2*time.Nanosecond)
+	require.Equal(t, 1, r.EvictIdle(), "c, idle for 16 minutes since its second stamp")
+	require.Zero(t, r.Len())
+}
+
+// With a bound and no IdleAfter, the last-Get stamps that PermitTimeout
+// reads are kept to a sixteenth of it.
+func TestPermitTimeoutAtTheBound(t *testing.T) {
+	clock := core.NewManualClock(0)
+	r, err := registry.New(registry.Options[string]{
+		Config:      core.Config{ConsecutiveFailures: 1, Clock: clock},
+		MaxBreakers: 1, PermitTimeout: 16 * time.Minute,
+	})
+	require.NoError(t, err)
+	busy := get(t, r, "busy")
+	mustAllow(t, busy) // never reported
+	clock.Set(30 * time.Second)
+	get(t, r, "busy") // within a minute of the stamp: not written
+	clock.Set(16 * time.Minute)
+	x := get(t, r, "x") // busy: no stamp for PermitTimeout
+	require.Equal(t, 0, countOf(r, busy))
+
+	mustAllow(t, x) // never reported
+	clock.Set(17*time.Minute + time.Nanosecond)
+	get(t, r, "x") // written
+	clock.Set(33 * time.Minute)
+	_, err = r.Get("y")
+	require.ErrorIs(t, err, registry.ErrFull, "x had a Get 16 minutes ago less a nanosecond")
+	clock.Set(33*time.Minute + time.Nanosecond)
+	get(t, r, "y")
+	require.Equal(t, 0, countOf(r, x))
+}
+
+// Without a bound or IdleAfter the registry counts nothing and reads no
+// clock: Get of a key that has a breaker is one map lookup.
+func TestNoEvictionCountsNothing(t *testing.T) {
+	clock := &countingClock{}
+	r, err := registry.New(registry.Options[string]{Config: core.Config{ConsecutiveFailures: 1, Clock: clock}})
+	require.NoError(t, err)
+	b := get(t, r, "a")
+	reads := clock.reads.Load()
+	for range 3 {
+		require.Same(t, b, get(t, r, "a"))
+	}
+	p := mustAllow(t, b)
+	require.Zero(t, registry.PermitsOut(b))
+	b.Done(p, nil)
+	require.Equal(t, reads, clock.reads.Load())
+	require.Zero(t, r.EvictIdle())
+}
+
+// countingClock is a manual clock that counts its readings.
+type countingClock struct {
+	core.ManualClock
+	reads atomic.Int64
+}
+
+func (c *countingClock) Now() time.Duration {
+	c.reads.Add(1)
+	return c.ManualClock.Now()
+}
+
+// The ring of breakers gives memory back once less than a quarter of it is
+// used, to twice the breakers left.
+func TestRingGivesMemoryBack(t *testing.T) {
+	clock := core.NewManualClock(0)
+	r := newReg(t, clock, 0, time.Minute)
+	const n = 128
+	for i := range n {
+		get(t, r, fmt.Sprint(i))
+	}
+	c := registry.RingCap(r)
+	require.GreaterOrEqual(t, c, n)
+	require.Less(t, c, 4*n)
+	quarter := c / 4
+	// Keys 0 to quarter-1 are looked up again later: the last at 20 s, the
+	// others at 30 s.
+	clock.Set(20 * time.Second)
+	get(t, r, fmt.Sprint(quarter-1))
+	clock.Set(30 * time.Second)
+	for i := range quarter - 1 {
+		get(t, r, fmt.Sprint(i))
+	}
+	clock.Set(time.Minute)
+	require.Equal(t, n-quarter, r.EvictIdle())
+	require.Equal(t, c, registry.RingCap(r), "a quarter used: kept")
+	clock.Set(80 * time.Second)
+	require.Equal(t, 1, r.EvictIdle())
+	require.Equal(t, 2*(quarter-1), registry.RingCap(r), "less than a quarter used: given back to twice the breakers left")
 }

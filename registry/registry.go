@@ -226,7 +226,9 @@ func (r *Registry[K]) Get(key K) (*Breaker, error) {
 		panic("registry: Registry used without New: make one with registry.New")
 	}
 	if r.checkKey {
-		if err := checkComparable(key); err != nil {
+		// A key of an interface type may hold a value the map cannot
+		// compare, which would panic in it: checked on every Get.
+		if err := keyError(key); err != nil {
 			return nil, err
 		}
 	}
@@ -241,15 +243,18 @@ func (r *Registry[K]) Get(key K) (*Breaker, error) {
 	return b, nil
 }
 
-// checkComparable returns ErrInvalidKey if key holds a value of a type
-// that cannot be compared (which would panic in the map).
-func checkComparable[K comparable](key K) (err error) {
+// keyError returns an error matching ErrInvalidKey if key is not equal to
+// itself, or holds a value of a type that cannot be compared (the panic of
+// the comparison, recovered).
+func keyError[K comparable](key K) (err error) {
 	defer func() {
 		if recover() != nil {
 			err = fmt.Errorf("%w: key %#v holds a value that is not comparable", ErrInvalidKey, key)
 		}
 	}()
-	_ = key == key
+	if key != key {
+		return fmt.Errorf("%w: key %v is not equal to itself (a NaN?): it could never be found again", ErrInvalidKey, key)
+	}
 	return nil
 }
 
@@ -259,8 +264,8 @@ func (r *Registry[K]) create(key K) (*Breaker, error) {
 	// A key not equal to itself is never found again: each Get would make
 	// one more breaker. Checked here, on a miss, where such a key always
 	// lands, so that a found key pays nothing.
-	if key != key {
-		return nil, fmt.Errorf("%w: key %v is not equal to itself (a NaN?): it could never be found again", ErrInvalidKey, key)
+	if err := keyError(key); err != nil {
+		return nil, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -323,7 +328,7 @@ func (r *Registry[K]) sweep(now time.Duration) (victim int, full bool) {
 			break
 		}
 		if i >= limit {
-			return -1, true
+			return 0, true
 		}
 		if r.hand >= len(r.ring) {
 			r.hand = 0
@@ -337,25 +342,26 @@ func (r *Registry[K]) sweep(now time.Duration) (victim int, full bool) {
 			}
 			r.drop(r.hand) // the last slot moves here: examine it next
 		default:
-			if r.max > 0 && b.ref.Load() {
+			if b.ref.Load() {
 				b.ref.Store(false)
 			}
 			r.hand++
 		}
 	}
-	return -1, r.max > 0 && len(r.ring) >= r.max
+	return -1, false // the loop ends only below the bound
 }
 
 // drop evicts the breaker in slot i, moving the last slot there and giving
-// back the ring's memory once it is a quarter used. The caller holds the
-// mutex.
+// back the ring's memory once less than a quarter of it is used (to half
+// used, so that a registry going up and down by a little does not copy
+// the ring each time). The caller holds the mutex.
 func (r *Registry[K]) drop(i int) {
 	r.m.CompareAndDelete(r.ring[i].key, r.ring[i].b)
 	last := len(r.ring) - 1
 	r.ring[i] = r.ring[last]
 	r.ring[last] = slot[K]{} // no reference to the evicted breaker
 	r.ring = r.ring[:last]
-	if cap(r.ring) > 64 && len(r.ring) < cap(r.ring)/4 {
+	if len(r.ring) < cap(r.ring)/4 {
 		r.ring = append(make([]slot[K], 0, 2*len(r.ring)), r.ring...)
 	}
 }
