@@ -21,7 +21,8 @@ import (
 // permit is released on every path). It tolerates the misuses the core
 // tolerates, without a hang and without going below zero:
 //   - a report of a rejection's permit (Allow returned an error) changes
-//     nothing when the rejection carries a wait (ErrOpen, ErrHalfOpenFull);
+//     nothing when the rejection carries a wait (Permit.Wait above zero:
+//     ErrOpen, ErrHalfOpenFull);
 //   - any other report with no permit out, on this Breaker (a second
 //     report of one permit, a forced-open or ramping-up rejection's, one
 //     granted by another breaker) changes nothing;

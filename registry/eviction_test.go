@@ -90,6 +90,25 @@ func TestNewKeysDropIdleBreakers(t *testing.T) {
 	require.Same(t, open, get(t, r, "open"))
 }
 
+// A steady stream of keys, each used once, one a second, with IdleAfter
+// 100 s: with no bound and no EvictIdle the registry holds at most about
+// 4/3 of the 100 keys used within IdleAfter.
+func TestIdleStreamStaysBounded(t *testing.T) {
+	clock := core.NewManualClock(0)
+	r := newReg(t, clock, 0, 100*time.Second)
+	most := 0
+	for i := range 2000 {
+		clock.Advance(time.Second)
+		get(t, r, fmt.Sprint(i))
+		most = max(most, r.Len())
+	}
+	// 136 here: about 4/3 of 100; each new key examines four breakers, so
+	// a turn of the hand takes a quarter as many new keys as there are
+	// breakers, and the keys gone idle during the last turn are still held.
+	require.LessOrEqual(t, most, 4*100/3+5)
+	require.Greater(t, most, 100)
+}
+
 // At the bound a new key evicts by second chance: the hand passes the
 // breakers in the order they were made, clearing the mark a Get of an
 // existing breaker sets, and evicts the first unmarked one; a breaker
