@@ -162,16 +162,18 @@ func TestConcurrentGetsAndEvictions(t *testing.T) {
 	require.Zero(t, r.Len())
 }
 
-// Get of a key that has a breaker allocates nothing, with eviction on or
-// off, and neither does a call through it.
+// Get of a key that has a breaker allocates nothing, with or without a
+// bound and idle eviction, and neither does a call through it.
 func TestGetAllocatesNothing(t *testing.T) {
-	for _, idle := range []time.Duration{0, time.Minute} {
-		r := newReg(t, core.NewManualClock(0), 0, idle)
-		get(t, r, "a")
-		require.Zero(t, testing.AllocsPerRun(200, func() {
-			b, _ := r.Get("a")
-			p, _ := b.Allow()
-			b.Done(p, nil)
-		}), "idle %v", idle)
+	for _, bound := range []int{0, 8} {
+		for _, idle := range []time.Duration{0, time.Minute} {
+			r := newReg(t, core.NewManualClock(0), bound, idle)
+			get(t, r, "a")
+			require.Zero(t, testing.AllocsPerRun(200, func() {
+				b, _ := r.Get("a")
+				p, _ := b.Allow()
+				b.Done(p, nil)
+			}), "bound %d, idle %v", bound, idle)
+		}
 	}
 }
