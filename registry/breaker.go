@@ -10,88 +10,121 @@ import (
 
 // Breaker is a registry's breaker: a *core.Breaker (every method of which
 // it has) that, when the registry evicts, also counts the permits it has
-// out, so that eviction never drops it while a call is in flight. Use its
+// out, so that eviction does not drop it while a call is in flight. Use its
 // Allow, Done, Record and RecordHint, or pass it to core.Do, rather than
 // those of the embedded *core.Breaker, or the registry cannot see the
 // permits. Safe for concurrent use; allocation-free like core.Breaker.
+//
+// The count is exact when every permit of Allow is reported once, by
+// Done, Record or RecordHint, to the Breaker that granted it (panics of
+// the classifier or of a Config.OnStateChange listener included: the
+// permit is released on every path). It tolerates the misuses the core
+// tolerates, without a hang and without going below zero:
+//   - a report of a rejection's permit (Allow returned an error) changes
+//     nothing when the rejection carries a wait (Permit.Wait above zero:
+//     ErrOpen, ErrHalfOpenFull);
+//   - any other report with no permit out, on this Breaker (a second
+//     report of one permit, a forced-open or ramping-up rejection's, one
+//     granted by another breaker) changes nothing;
+//   - such a report while other permits are out releases one of theirs:
+//     the Breaker may then be evicted while that call is in flight, and
+//     that call's outcome reaches a breaker the registry no longer holds;
+//   - a permit never reported here (its report went to another breaker,
+//     or never came) keeps the Breaker from eviction until its key has had
+//     no Get for Options.PermitTimeout; after that the registry presumes
+//     the permits lost and may evict the Breaker as if none were out.
 type Breaker struct {
 	*core.Breaker
-	track bool // the registry evicts: count permits
+	track bool // the registry evicts: count permits, mark uses
 
-	// permits is the number of permits out, plus evictedBit once the
-	// registry has marked the breaker for eviction.
+	// ref is set by a Get and cleared by the registry's eviction hand as it
+	// passes: a breaker used since the hand's last pass is spared once.
+	ref atomic.Bool
+	// permits is the number of permits out, never below zero.
 	permits atomic.Int64
 	// used is the clock reading of the last Get, kept to the registry's
-	// slack (IdleAfter/16) so that a hot key's Get rarely writes it.
+	// slack so that a hot key's Get rarely writes it.
 	used atomic.Int64
 }
-
-// evictedBit marks a breaker that the registry has dropped or is dropping;
-// permits keep counting below it.
-const evictedBit = 1 << 62
 
 var _ core.CircuitBreaker = (*Breaker)(nil)
 
 // Allow is core.Breaker.Allow, counting the permit.
 func (b *Breaker) Allow() (core.Permit, error) {
-	// Counted before the core admits, so that an eviction checking the
-	// count between the two cannot drop a breaker with a permit out.
-	if b.track {
-		b.permits.Inc()
-	}
 	p, err := b.Breaker.Allow()
-	if err != nil {
-		b.release()
+	// Counted once granted, so that a panicking listener inside the core's
+	// Allow leaves no count behind. An eviction between the grant and the
+	// count is one before this Allow: the caller's call then goes through
+	// a breaker the registry no longer holds (see Options.MaxBreakers).
+	if err == nil && b.track {
+		b.permits.Inc()
 	}
 	return p, err
 }
 
-// Done is core.Breaker.Done for a permit of this Breaker's Allow.
+// Done is core.Breaker.Done for a permit of this Breaker's Allow; see
+// Breaker for a permit reported twice, to another breaker, or never. The
+// permit is released after the outcome is recorded, also when the
+// classifier or a listener panics.
 func (b *Breaker) Done(p core.Permit, err error) {
-	defer b.release() // also when the classifier panics
+	defer b.release(p)
 	b.Breaker.Done(p, err)
 }
 
-// Record is core.Breaker.Record for a permit of this Breaker's Allow.
+// Record is core.Breaker.Record for a permit of this Breaker's Allow; see
+// Done.
 func (b *Breaker) Record(p core.Permit, o core.Outcome) {
+	defer b.release(p)
 	b.Breaker.Record(p, o)
-	b.release()
 }
 
 // RecordHint is core.Breaker.RecordHint for a permit of this Breaker's
-// Allow.
+// Allow; see Done.
 func (b *Breaker) RecordHint(p core.Permit, retryAfter time.Duration) {
+	defer b.release(p)
 	b.Breaker.RecordHint(p, retryAfter)
-	b.release()
 }
 
-func (b *Breaker) release() {
-	if b.track {
-		b.permits.Dec()
+// release takes back p's count, unless p is a rejection's (a granted
+// permit never carries a wait) or no permit is out: a report too many
+// must not take the count below zero.
+func (b *Breaker) release(p core.Permit) {
+	if !b.track || p.Wait > 0 {
+		return
+	}
+	for {
+		n := b.permits.Load()
+		if n == 0 || b.permits.CompareAndSwap(n, n-1) {
+			return
+		}
 	}
 }
 
-// touch stamps a Get at reading now, unless the stamp is less than slack
-// old already.
+// touch records a Get at reading now: the reference mark, unless set
+// already, and the idle stamp, unless less than slack old, so that a key
+// hit constantly writes nothing.
 func (b *Breaker) touch(now, slack time.Duration) {
+	if !b.ref.Load() {
+		b.ref.Store(true)
+	}
 	if now-time.Duration(b.used.Load()) > slack {
 		b.used.Store(int64(now))
 	}
 }
 
-func (b *Breaker) evicted() bool { return b.permits.Load()&evictedBit != 0 }
+// idleFor returns how long before now b's key had its last Get (to the
+// registry's slack; negative after a clock step back).
+func (b *Breaker) idleFor(now time.Duration) time.Duration {
+	return now - time.Duration(b.used.Load())
+}
 
-// mark sets the evicted mark if no permit is out.
-func (b *Breaker) mark() bool { return b.permits.CompareAndSwap(0, evictedBit) }
-
-func (b *Breaker) unmark() { b.permits.Sub(evictedBit) }
-
-// evictable reports whether b's state lets it go: nothing to remember but
-// a closed window (closed, disabled or metrics-only) and no permit out.
-func (b *Breaker) evictable() bool {
+// evictable reports whether b may be evicted at reading now: not open or
+// forced open (a half-open one has no probe out unless a permit is), and
+// no permit out, or none reported for permitTimeout of idleness.
+func (b *Breaker) evictable(now, permitTimeout time.Duration) bool {
 	switch b.State() {
-	case core.Open, core.HalfOpen, core.ForcedOpen:
+	case core.Open, core.ForcedOpen:
 		return false
 	}
-	return b.permits.Load()&^evictedBit == 0
+	return b.permits.Load() == 0 || b.idleFor(now) >= permitTimeout
 }

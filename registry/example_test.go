@@ -11,7 +11,7 @@ import (
 )
 
 // One breaker per tenant from one template, bounded, with idle ones
-// dropped by a loop of the caller's own.
+// dropped as new tenants arrive.
 func Example() {
 	reg, err := registry.New(registry.Options[string]{
 		Config:      core.Config{Name: "billing", ConsecutiveFailures: 3, OpenDuration: 10 * time.Second},
@@ -22,7 +22,8 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	// In a service: go func() { for range time.Tick(time.Minute) { reg.EvictIdle() } }()
+	// New tenants drop idle breakers as they come; to drop them when no
+	// new tenant comes: go func() { for range time.Tick(time.Minute) { reg.EvictIdle() } }()
 
 	charge := func(ctx context.Context, tenant string) error {
 		b, err := reg.Get(tenant)

@@ -1,20 +1,33 @@
 // Package registry keeps circuit breakers by key (a host, a method, a
 // tenant), each made from one template core.Config on first use.
 //
-// Looking up a key that has a breaker takes no lock: one lookup in a
-// sync.Map, plus, when eviction is on, one clock reading and an atomic
-// load. Making a new breaker, and evicting, take the registry's mutex. An
-// optional bound (Options.MaxBreakers) and idle eviction
-// (Options.IdleAfter, by EvictIdle) never drop a breaker that is open,
-// half-open or forced open, or that has a permit out. The registry starts
-// no goroutine: call EvictIdle when you want idle breakers gone, for
-// example from a time.Ticker loop of your own.
+// Looking up a key that has a breaker takes no lock and allocates nothing:
+// one lookup in a sync.Map, plus, when eviction is on, one clock reading
+// and two atomic loads (a store only when the key's reference mark or idle
+// stamp is due, so a key hit constantly writes nothing). Making a new
+// breaker, and evicting, take the registry's mutex.
+//
+// An optional bound (Options.MaxBreakers) and idle eviction
+// (Options.IdleAfter) drop only breakers that may be evicted: not open or
+// forced open (an open one waits for its open duration to pass), and with
+// no permit out (see Breaker for permits never reported). Both are done by
+// a clock hand that goes round the breakers as new keys arrive: a new key
+// costs O(1) amortized work at any bound, and the registry starts no
+// goroutine. EvictIdle is the explicit full sweep.
+//
+// Memory: beyond its *core.Breaker and the key's own bytes, a key costs
+// its sync.Map entry (with the key boxed in an interface), a
+// registry.Breaker (32 bytes) and a slot of the hand's ring (the key's
+// size plus 8 bytes, in a slice whose capacity stays under four times the
+// breakers): 193 bytes for a string key at 100,000 keys on 64-bit
+// platforms (BenchmarkMemoryPerKey).
 package registry
 
 import (
 	"errors"
 	"fmt"
 	"iter"
+	"reflect"
 	"sync"
 	"time"
 
@@ -22,13 +35,42 @@ import (
 )
 
 // ErrFull is what Get returns, wrapped, when Options.MaxBreakers breakers
-// exist and none of them may be evicted to make room (each is open,
-// half-open or forced open, or has a permit out).
-var ErrFull = errors.New("casbreaker/registry: registry is full")
+// exist and none of them may be evicted to make room (each is open or
+// forced open, or has a permit out). It also matches core.ErrNeutral with
+// errors.Is: the call was refused by a local limit before it reached the
+// dependency, so a breaker around the registry's caller, with the default
+// classifier, does not count it as a failure.
+var ErrFull error = fullError{}
+
+// fullError is ErrFull's type: a local limit, neutral to a breaker.
+type fullError struct{}
+
+func (fullError) Error() string { return "casbreaker/registry: registry is full" }
+
+// Is reports that a full registry is neutral (core.ErrNeutral).
+func (fullError) Is(target error) bool { return target == core.ErrNeutral }
 
 // ErrInvalidOptions is what every error of New matches with errors.Is,
 // besides core.ErrInvalidConfig for a bad template.
 var ErrInvalidOptions = errors.New("casbreaker/registry: invalid options")
+
+// ErrInvalidKey is what Get returns, wrapped, for a key that could never
+// be found again: one not equal to itself (a NaN float, or a struct, array
+// or interface value holding one), or an interface value of a type that is
+// not comparable (a slice, map or func). Get makes no breaker for it; the
+// error names the key.
+var ErrInvalidKey = errors.New("casbreaker/registry: invalid key")
+
+// DefaultPermitTimeout is Options.PermitTimeout's value when it is zero.
+const DefaultPermitTimeout = time.Hour
+
+// idleSteps is how many breakers the hand examines for idleness per new
+// key. With keys arriving steadily, the hand goes round once per
+// (breakers/idleSteps) new keys and drops the breakers idle when it
+// passes, so the registry holds about idleSteps/(idleSteps-1) times the
+// breakers with a Get within IdleAfter (4/3), plus those that may not be
+// evicted.
+const idleSteps = 4
 
 // Options configures a Registry.
 type Options[K comparable] struct {
@@ -41,43 +83,72 @@ type Options[K comparable] struct {
 	// fmt.Sprint(key), after Config.Name and a "/" when Config.Name is set.
 	Name func(key K) string
 	// MaxBreakers bounds the number of breakers. At the bound, making a
-	// new one first evicts the least recently used breaker that may be
-	// evicted (closed, disabled or metrics-only, with no permit out);
-	// if there is none, Get returns ErrFull. A scan of every breaker,
-	// under the registry's mutex, only when a new key arrives at the
-	// bound. Zero: no bound. Negative: an error.
+	// new one first evicts one that may be evicted (see the package doc),
+	// chosen by a second-chance clock, an approximation of least recently
+	// used: the hand goes round the breakers, clearing the mark that a Get
+	// of an existing breaker sets, and evicts the first one it finds
+	// unmarked (or idle). A breaker looked up since the hand last passed
+	// it is spared once; one made and never looked up again is not, so a
+	// stream of keys seen once does not push out the keys in use. If the
+	// hand goes round twice and finds none, Get returns ErrFull.
+	// Amortized O(1) per new key while most breakers may be evicted; when
+	// most are open or busy, one new key may examine every breaker twice.
+	// Zero: no bound. Negative: an error.
 	//
 	// An evicted breaker takes its window and its run of failures with
 	// it: with fewer breakers allowed than keys in use, a failing key can
 	// be evicted, and start over, before it ever trips. Size the bound
 	// above the working set. A Breaker that Get returned may also be
-	// evicted before the caller's Allow (it had no permit out yet); the
-	// caller's calls then go through a breaker the registry no longer
-	// holds, and their outcomes do not reach the key's next breaker.
+	// evicted before the caller's Allow returns (it had no permit out
+	// yet); the caller's calls then go through a breaker the registry no
+	// longer holds, and their outcomes do not reach the key's next
+	// breaker.
 	MaxBreakers int
-	// IdleAfter is how long a breaker must go without a Get before
-	// EvictIdle may drop it (only if it is closed, disabled or
-	// metrics-only, with no permit out). Idle times are kept to
-	// IdleAfter/16, so a breaker may be dropped up to that much early.
-	// Zero: EvictIdle drops nothing. Negative: an error.
+	// IdleAfter is how long a breaker must go without a Get before the
+	// registry drops it, if it may be evicted (see the package doc). The
+	// hand examines four breakers for idleness each time a new key's
+	// breaker is made, so idle breakers go as new keys arrive, with no
+	// goroutine: with keys arriving steadily, the registry holds at most
+	// about 4/3 as many breakers as keys with a Get within IdleAfter, plus
+	// those that may not be evicted; with no new key, nothing grows and
+	// nothing is dropped until EvictIdle. Idle times are kept to a sixteenth of the smaller of IdleAfter and
+	// PermitTimeout, so a breaker may be dropped up to that much early.
+	// Zero: nothing is dropped for idleness. Negative: an error.
 	IdleAfter time.Duration
+	// PermitTimeout is how long a breaker's key may go without a Get,
+	// while permits of the breaker are out, before the registry presumes
+	// those permits lost (reported to another breaker, or never) and may
+	// evict the breaker as if none were out, at the bound or when idle. A
+	// call still running then reports to a breaker the registry no longer
+	// holds. Set it above the longest call. Used only with MaxBreakers or
+	// IdleAfter. Zero: DefaultPermitTimeout. Negative: an error.
+	PermitTimeout time.Duration
 }
 
 // Registry is a set of breakers by key. Make one with New: a zero
 // Registry has no template, and Get panics with "registry: Registry used
 // without New". All methods are safe for concurrent use.
 type Registry[K comparable] struct {
-	cfg   core.Config
-	name  func(K) string
-	clock core.Clock
-	max   int
-	idle  time.Duration
-	slack time.Duration // how stale an idle time may be: idle/16
-	track bool          // eviction is on: count permits and idle times
+	cfg           core.Config
+	name          func(K) string
+	clock         core.Clock
+	max           int
+	idle          time.Duration
+	permitTimeout time.Duration
+	slack         time.Duration // how stale an idle time may be
+	track         bool          // eviction is on: count permits and uses
+	checkKey      bool          // K holds an interface: comparing a key may panic
 
-	m     sync.Map // K -> *Breaker
-	mu    sync.Mutex
-	count int // breakers in m; guarded by mu
+	m    sync.Map // K -> *Breaker
+	mu   sync.Mutex
+	ring []slot[K] // every breaker of m, in the hand's order; guarded by mu
+	hand int       // the next slot the hand examines; guarded by mu
+}
+
+// slot is a breaker in the hand's ring, with its key.
+type slot[K comparable] struct {
+	key K
+	b   *Breaker
 }
 
 // New returns an empty registry. It returns the template's
@@ -94,10 +165,17 @@ func New[K comparable](o Options[K]) (*Registry[K], error) {
 	if o.IdleAfter < 0 {
 		errs = append(errs, fmt.Errorf("%w: IdleAfter %v is negative (0: never idle)", ErrInvalidOptions, o.IdleAfter))
 	}
+	if o.PermitTimeout < 0 {
+		errs = append(errs, fmt.Errorf("%w: PermitTimeout %v is negative (0: %v)", ErrInvalidOptions, o.PermitTimeout, DefaultPermitTimeout))
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	r := &Registry[K]{cfg: o.Config, name: o.Name, clock: o.Config.Clock, max: o.MaxBreakers, idle: o.IdleAfter}
+	r := &Registry[K]{
+		cfg: o.Config, name: o.Name, clock: o.Config.Clock,
+		max: o.MaxBreakers, idle: o.IdleAfter, permitTimeout: o.PermitTimeout,
+		checkKey: holdsInterface(reflect.TypeFor[K]()),
+	}
 	if r.name == nil {
 		prefix := ""
 		if o.Config.Name != "" {
@@ -108,61 +186,108 @@ func New[K comparable](o Options[K]) (*Registry[K], error) {
 	if r.clock == nil {
 		r.clock = core.NewSystemClock()
 	}
-	r.slack = r.idle / 16
+	if r.permitTimeout == 0 {
+		r.permitTimeout = DefaultPermitTimeout
+	}
+	r.slack = r.permitTimeout / 16
+	if r.idle > 0 {
+		r.slack = min(r.idle, r.permitTimeout) / 16
+	}
 	r.track = r.max > 0 || r.idle > 0
 	return r, nil
 }
 
+// holdsInterface reports whether comparing two values of type t may panic:
+// t is, or holds in a field or an element, an interface, whose dynamic type
+// may not be comparable.
+func holdsInterface(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Interface:
+		return true
+	case reflect.Array:
+		return holdsInterface(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if holdsInterface(t.Field(i).Type) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Get returns the breaker for key, making it from the template on first
 // use: every caller asking for the same key gets the same breaker until it
-// is evicted. For a key that has a breaker it takes no lock and allocates
-// nothing. The only error is one matching ErrFull (see
-// Options.MaxBreakers).
+// is evicted. For a key that has a breaker it takes no lock, never waits
+// and allocates nothing. It returns an error matching ErrFull (see
+// Options.MaxBreakers), or ErrInvalidKey for a key that is not equal to
+// itself or not comparable; it panics only on a Registry not made by New
+// (or where the Name function or the clock panics).
 func (r *Registry[K]) Get(key K) (*Breaker, error) {
 	if r.name == nil {
 		panic("registry: Registry used without New: make one with registry.New")
 	}
-	for {
-		v, ok := r.m.Load(key)
-		if !ok {
-			b, err := r.create(key)
-			if err != nil || b != nil {
-				return b, err
-			}
-			continue // another caller made it meanwhile: load it
+	if r.checkKey {
+		// A key of an interface type may hold a value the map cannot
+		// compare, which would panic in it: checked on every Get.
+		if err := keyError(key); err != nil {
+			return nil, err
 		}
-		b := v.(*Breaker)
-		if !r.track {
-			return b, nil
-		}
-		// Stamp before checking the evicted mark: an evictor marks before
-		// it reads the stamp, so either it sees this stamp and spares b,
-		// or this call sees its mark and looks again (both are
-		// sequentially consistent atomics).
-		b.touch(r.clock.Now(), r.slack)
-		if !b.evicted() {
-			return b, nil
-		}
-		// Marked by an evictor, which holds the mutex until it has either
-		// dropped b or, finding b used after all, unmarked it: wait for
-		// that, then look again.
-		r.mu.Lock()
-		//lint:ignore SA2001 the empty section waits for the evictor to finish
-		r.mu.Unlock()
 	}
+	v, ok := r.m.Load(key)
+	if !ok {
+		return r.create(key)
+	}
+	b := v.(*Breaker)
+	if r.track {
+		b.touch(r.clock.Now(), r.slack)
+	}
+	return b, nil
 }
 
-// create makes key's breaker under the mutex, evicting one first at the
-// bound. It returns nil, nil if key has a breaker already.
+// keyError returns an error matching ErrInvalidKey if key is not equal to
+// itself, or holds a value of a type that cannot be compared (the panic of
+// the comparison, recovered).
+func keyError[K comparable](key K) (err error) {
+	defer func() {
+		if recover() != nil {
+			err = fmt.Errorf("%w: key %#v holds a value that is not comparable", ErrInvalidKey, key)
+		}
+	}()
+	if key != key {
+		return fmt.Errorf("%w: key %v is not equal to itself (a NaN?): it could never be found again", ErrInvalidKey, key)
+	}
+	return nil
+}
+
+// create makes key's breaker under the mutex, after the hand's sweep, or
+// returns the one another caller made meanwhile.
 func (r *Registry[K]) create(key K) (*Breaker, error) {
+	// A key not equal to itself is never found again: each Get would make
+	// one more breaker. Checked here, on a miss, where such a key always
+	// lands, so that a found key pays nothing.
+	if err := keyError(key); err != nil {
+		return nil, err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.m.Load(key); ok {
-		return nil, nil
+	var now time.Duration
+	if r.track {
+		now = r.clock.Now()
 	}
-	now := r.clock.Now()
-	if r.max > 0 && r.count >= r.max && !r.evictLRU(now) {
-		return nil, fmt.Errorf("%w: %d breakers, none closed and idle of permits to evict for %v", ErrFull, r.count, key)
+	if v, ok := r.m.Load(key); ok {
+		b := v.(*Breaker)
+		if r.track {
+			b.touch(now, r.slack)
+		}
+		return b, nil
+	}
+	victim := -1
+	if r.track {
+		var full bool
+		if victim, full = r.sweep(now); full {
+			return nil, fmt.Errorf("%w: %d breakers, none of which may be evicted (each open, forced open or with a permit out) for %v", ErrFull, len(r.ring), key)
+		}
 	}
 	cfg := r.cfg
 	cfg.Name = r.name(key)
@@ -171,38 +296,86 @@ func (r *Registry[K]) create(key K) (*Breaker, error) {
 		// The template was validated by New and only Name changed.
 		return nil, fmt.Errorf("casbreaker/registry: breaker for %v: %w", key, err)
 	}
+	// Made unmarked: a key looked up once, never again, is the first the
+	// hand evicts; one looked up again is spared once per turn.
 	b := &Breaker{Breaker: cb, track: r.track}
 	b.used.Store(int64(now))
+	s := slot[K]{key, b}
+	if victim >= 0 {
+		r.m.CompareAndDelete(r.ring[victim].key, r.ring[victim].b)
+		r.ring[victim] = s
+		r.hand = victim + 1 // the new breaker gets a whole turn of the hand
+	} else {
+		r.ring = append(r.ring, s)
+	}
 	r.m.Store(key, b)
-	r.count++
 	return b, nil
 }
 
-// evictLRU evicts the least recently used breaker that may be evicted,
-// and reports whether there was one. The caller holds the mutex.
-func (r *Registry[K]) evictLRU(now time.Duration) bool {
-	var (
-		oldKey K
-		old    *Breaker
-	)
-	r.m.Range(func(k, v any) bool {
-		b := v.(*Breaker)
-		if b.evictable() && (old == nil || b.used.Load() < old.used.Load()) {
-			oldKey, old = k.(K), b
+// sweep moves the hand before a new breaker is made at reading now: it
+// examines idleSteps breakers, dropping those idle and evictable; then, at
+// the bound, goes on until it finds one to evict (evictable, and unmarked
+// or idle), clearing the marks it passes. It returns the victim's slot
+// (-1: none needed), or full if it went round twice and found none. The
+// caller holds the mutex.
+func (r *Registry[K]) sweep(now time.Duration) (victim int, full bool) {
+	steps := 0
+	if r.idle > 0 {
+		steps = idleSteps
+	}
+	limit := steps + 2*len(r.ring)
+	for i := 0; len(r.ring) > 0; i++ {
+		atBound := r.max > 0 && len(r.ring) >= r.max
+		if !atBound && i >= steps {
+			break
 		}
-		return true
-	})
-	// A Get may have stamped it since; at the bound the oldest goes anyway
-	// unless it took a permit, which evict refuses.
-	return old != nil && r.evict(oldKey, old, now, 0)
+		if i >= limit {
+			return 0, true
+		}
+		if r.hand >= len(r.ring) {
+			r.hand = 0
+		}
+		b := r.ring[r.hand].b
+		idle := r.idle > 0 && b.idleFor(now) >= r.idle
+		switch {
+		case (idle || atBound && !b.ref.Load()) && b.evictable(now, r.permitTimeout):
+			if atBound {
+				return r.hand, false
+			}
+			r.drop(r.hand) // the last slot moves here: examine it next
+		default:
+			if b.ref.Load() {
+				b.ref.Store(false)
+			}
+			r.hand++
+		}
+	}
+	return -1, false // the loop ends only below the bound
+}
+
+// drop evicts the breaker in slot i, moving the last slot there and giving
+// back the ring's memory once less than a quarter of it is used (to half
+// used, so that a registry going up and down by a little does not copy
+// the ring each time). The caller holds the mutex.
+func (r *Registry[K]) drop(i int) {
+	r.m.CompareAndDelete(r.ring[i].key, r.ring[i].b)
+	last := len(r.ring) - 1
+	r.ring[i] = r.ring[last]
+	r.ring[last] = slot[K]{} // no reference to the evicted breaker
+	r.ring = r.ring[:last]
+	if len(r.ring) < cap(r.ring)/4 {
+		r.ring = append(make([]slot[K], 0, 2*len(r.ring)), r.ring...)
+	}
 }
 
 // EvictIdle drops every breaker that had no Get for Options.IdleAfter and
-// may be evicted (closed, disabled or metrics-only, with no permit out),
-// and returns how many it dropped. A caller still holding a dropped
-// breaker may keep using it: it works as before, alone; its late Done
-// changes nothing in the registry. It takes the registry's mutex and
-// scans every breaker.
+// may be evicted (see the package doc), and returns how many it dropped.
+// New keys already drop idle breakers a few at a time; EvictIdle is the
+// full sweep, for a registry that gets no new keys, for example from a
+// time.Ticker loop of your own. A caller still holding a dropped breaker
+// may keep using it: it works as before, alone; its late Done changes
+// nothing in the registry. It takes the registry's mutex and examines
+// every breaker. Zero IdleAfter: it drops nothing and returns 0.
 func (r *Registry[K]) EvictIdle() int {
 	if r.idle == 0 {
 		return 0
@@ -211,38 +384,23 @@ func (r *Registry[K]) EvictIdle() int {
 	defer r.mu.Unlock()
 	now := r.clock.Now()
 	n := 0
-	r.m.Range(func(k, v any) bool {
-		if r.evict(k.(K), v.(*Breaker), now, r.idle) {
+	for i := 0; i < len(r.ring); {
+		b := r.ring[i].b
+		if b.idleFor(now) >= r.idle && b.evictable(now, r.permitTimeout) {
+			r.drop(i) // the last slot moves here: examine it next
 			n++
+			continue
 		}
-		return true
-	})
+		i++
+	}
 	return n
 }
 
-// evict drops b, the breaker of key, if it may be evicted and its last
-// Get was idle or longer before now. The caller holds the mutex.
-func (r *Registry[K]) evict(key K, b *Breaker, now, idle time.Duration) bool {
-	if !b.evictable() || !b.mark() {
-		return false
-	}
-	// Marked: a Get that stamps from now on sees the mark and looks again.
-	// Read the stamp and the state after marking, and undo if b was used
-	// meanwhile or is busy after all.
-	if now-time.Duration(b.used.Load()) < idle || !b.evictable() {
-		b.unmark()
-		return false
-	}
-	r.m.CompareAndDelete(key, b)
-	r.count--
-	return true
-}
-
-// Len returns the number of breakers.
+// Len returns the number of breakers. It takes the registry's mutex.
 func (r *Registry[K]) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.count
+	return len(r.ring)
 }
 
 // All yields every breaker with its key, in no particular order, for

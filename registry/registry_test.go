@@ -90,75 +90,12 @@ func TestConcurrentGetOfANewKey(t *testing.T) {
 	}
 }
 
-// Idle eviction drops a closed breaker without permits out after IdleAfter,
-// and never one that is open, half-open or has a permit out.
-func TestEvictIdle(t *testing.T) {
-	clock := core.NewManualClock(0)
-	r := newReg(t, clock, 0, time.Minute)
-	idle := get(t, r, "idle")
-	open := get(t, r, "open")
-	p, err := open.Allow()
-	require.NoError(t, err)
-	open.Done(p, errFail)
-	require.Equal(t, core.Open, open.State())
-	busy := get(t, r, "busy")
-	held, err := busy.Allow()
-	require.NoError(t, err)
-
-	clock.Set(59 * time.Second)
-	require.Zero(t, r.EvictIdle(), "nothing is idle for a minute yet")
-	clock.Set(time.Hour)
-	// open's open duration has passed: it reports half-open, still kept.
-	require.Equal(t, 1, r.EvictIdle())
-	require.Equal(t, 2, r.Len())
-	require.NotSame(t, idle, get(t, r, "idle"), "a new breaker for the evicted key")
-	require.Same(t, open, get(t, r, "open"))
-	require.Same(t, busy, get(t, r, "busy"))
-
-	// Once busy's call reports, it may go; the late Done of an evicted
-	// breaker's permit changes nothing in the registry.
-	busy.Done(held, nil)
-	clock.Set(2 * time.Hour)
-	require.Equal(t, 2, r.EvictIdle()) // idle's new breaker and busy; open stays half-open
-	late, err := idle.Allow()
-	require.NoError(t, err, "an evicted breaker still works, alone")
-	idle.Done(late, errFail)
-	require.Equal(t, core.Open, idle.State())
-	require.Equal(t, core.Closed, get(t, r, "idle").State())
-}
-
-// At the bound a new key evicts the least recently used evictable breaker;
-// when none may go, Get says the registry is full.
-func TestMaxBreakers(t *testing.T) {
-	clock := core.NewManualClock(0)
-	r := newReg(t, clock, 2, 0)
-	get(t, r, "a")
-	clock.Set(time.Second)
-	b := get(t, r, "b")
-	clock.Set(2 * time.Second)
-	get(t, r, "a") // a is now the most recently used
-	clock.Set(3 * time.Second)
-	c := get(t, r, "c") // evicts b, last used at 1 s
-	require.Equal(t, 2, r.Len())
-	clock.Set(4 * time.Second)
-	require.NotSame(t, b, get(t, r, "b")) // evicts a, last used at 2 s
-	require.Same(t, c, get(t, r, "c"))
-	require.Equal(t, 2, r.Len())
-
-	for k := range r.All() {
-		br := get(t, r, k)
-		p, err := br.Allow()
-		require.NoError(t, err)
-		br.Done(p, errFail) // open: may not be evicted
-	}
-	_, err := r.Get("d")
-	require.ErrorIs(t, err, registry.ErrFull)
-	require.Equal(t, 2, r.Len())
-}
-
-// Gets, calls and evictions at once, under the race detector: every Get
-// returns a breaker that works, a breaker is never dropped with a permit
-// out at the moment of eviction, and the count matches the breakers.
+// Gets, calls and evictions at once, under the race detector, with one
+// goroutine reporting its permits wrong (twice, to another key's breaker,
+// to the key's breaker of a new Get): every Get returns a breaker that
+// works, no count goes below zero, the count of the registry matches its
+// breakers, and once no Get has come for PermitTimeout, every breaker may
+// go.
 func TestConcurrentGetsAndEvictions(t *testing.T) {
 	clock := core.NewManualClock(0)
 	r := newReg(t, clock, 4, time.Second)
@@ -174,7 +111,8 @@ func TestConcurrentGetsAndEvictions(t *testing.T) {
 					return
 				default:
 				}
-				b, err := r.Get(fmt.Sprint("k", (i+j)%6))
+				key := fmt.Sprint("k", (i+j)%6)
+				b, err := r.Get(key)
 				if errors.Is(err, registry.ErrFull) {
 					continue
 				}
@@ -182,8 +120,26 @@ func TestConcurrentGetsAndEvictions(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if p, err := b.Allow(); err == nil {
+				p, err := b.Allow()
+				if err != nil {
+					continue
+				}
+				if i < 3 {
 					b.Done(p, nil)
+					continue
+				}
+				switch j % 3 {
+				case 0:
+					b.Done(p, nil)
+					b.Done(p, nil)
+				case 1:
+					if other, err := r.Get("k0"); err == nil {
+						other.Done(p, nil)
+					}
+				default:
+					if again, err := r.Get(key); err == nil {
+						again.Done(p, nil)
+					}
 				}
 			}
 		}()
@@ -195,23 +151,29 @@ func TestConcurrentGetsAndEvictions(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	n := 0
-	for range r.All() {
+	for _, b := range r.All() {
 		n++
+		require.GreaterOrEqual(t, registry.PermitsOut(b), int64(0))
 	}
 	require.Equal(t, r.Len(), n)
 	require.LessOrEqual(t, n, 4)
+	clock.Advance(registry.DefaultPermitTimeout)
+	require.Equal(t, n, r.EvictIdle())
+	require.Zero(t, r.Len())
 }
 
-// Get of a key that has a breaker allocates nothing, with eviction on or
-// off, and neither does a call through it.
+// Get of a key that has a breaker allocates nothing, with or without a
+// bound and idle eviction, and neither does a call through it.
 func TestGetAllocatesNothing(t *testing.T) {
-	for _, idle := range []time.Duration{0, time.Minute} {
-		r := newReg(t, core.NewManualClock(0), 0, idle)
-		get(t, r, "a")
-		require.Zero(t, testing.AllocsPerRun(200, func() {
-			b, _ := r.Get("a")
-			p, _ := b.Allow()
-			b.Done(p, nil)
-		}), "idle %v", idle)
+	for _, bound := range []int{0, 8} {
+		for _, idle := range []time.Duration{0, time.Minute} {
+			r := newReg(t, core.NewManualClock(0), bound, idle)
+			get(t, r, "a")
+			require.Zero(t, testing.AllocsPerRun(200, func() {
+				b, _ := r.Get("a")
+				p, _ := b.Allow()
+				b.Done(p, nil)
+			}), "bound %d, idle %v", bound, idle)
+		}
 	}
 }

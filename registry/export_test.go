@@ -1,0 +1,13 @@
+package registry
+
+// PermitsOut is the number of permits b counts as out, for the tests that
+// check the count never drifts.
+func PermitsOut(b *Breaker) int64 { return b.permits.Load() }
+
+// RingCap is the capacity of r's ring of breakers, for the test that
+// checks the ring gives memory back.
+func RingCap[K comparable](r *Registry[K]) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return cap(r.ring)
+}

@@ -1,0 +1,57 @@
+package registry_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/registry"
+)
+
+// A key that could never be found again (not equal to itself, or not
+// comparable) gets an error that names it, and no breaker: it cannot fill
+// a bounded registry.
+func TestInvalidKey(t *testing.T) {
+	cfg := core.Config{ConsecutiveFailures: 1, Clock: core.NewManualClock(0)}
+	floats, err := registry.New(registry.Options[float64]{Config: cfg, MaxBreakers: 1})
+	require.NoError(t, err)
+	for range 3 {
+		b, err := floats.Get(math.NaN())
+		require.ErrorIs(t, err, registry.ErrInvalidKey)
+		require.ErrorContains(t, err, "key NaN is not equal to itself")
+		require.Nil(t, b)
+	}
+	require.Zero(t, floats.Len())
+	b, err := floats.Get(1.5)
+	require.NoError(t, err)
+	require.NotNil(t, b)
+
+	type pair struct {
+		Host string
+		W    float64
+	}
+	pairs, err := registry.New(registry.Options[pair]{Config: cfg})
+	require.NoError(t, err)
+	_, err = pairs.Get(pair{"a", math.NaN()})
+	require.ErrorIs(t, err, registry.ErrInvalidKey)
+	require.Zero(t, pairs.Len())
+
+	anys, err := registry.New(registry.Options[any]{Config: cfg, IdleAfter: 1})
+	require.NoError(t, err)
+	for _, key := range []any{[]int{1}, map[string]int{}, struct{ F any }{func() {}}, [1]any{[]byte("x")}, math.NaN()} {
+		b, err := anys.Get(key)
+		require.ErrorIs(t, err, registry.ErrInvalidKey, "%#v", key)
+		require.Nil(t, b)
+	}
+	require.Zero(t, anys.Len())
+	for _, key := range []any{1, "a", struct{ F any }{2}, nil} {
+		b, err := anys.Get(key)
+		require.NoError(t, err)
+		again, err := anys.Get(key)
+		require.NoError(t, err)
+		require.Same(t, b, again)
+	}
+	require.Equal(t, 4, anys.Len())
+}
