@@ -3,6 +3,7 @@ package registry_test
 import (
 	"math"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -54,4 +55,35 @@ func TestInvalidKey(t *testing.T) {
 		require.Same(t, b, again)
 	}
 	require.Equal(t, 4, anys.Len())
+}
+
+// A key whose text is not valid UTF-8 (a host "%ff.example" decodes to)
+// gets a breaker named by that text quoted, which core.New takes and any
+// metrics label may hold; a Name function that returns such a name makes
+// Get fail with an error, itself valid UTF-8, naming it.
+func TestKeyNotUTF8IsNamedQuoted(t *testing.T) {
+	cfg := core.Config{ConsecutiveFailures: 1, Clock: core.NewManualClock(0)}
+	hosts, err := registry.New(registry.Options[string]{Config: cfg})
+	require.NoError(t, err)
+	b, err := hosts.Get("\xff.example")
+	require.NoError(t, err)
+	require.Equal(t, `"\xff.example"`, b.Settings().Name)
+	again, err := hosts.Get("\xff.example")
+	require.NoError(t, err)
+	require.Same(t, b, again)
+
+	cfg.Name = "api"
+	prefixed, err := registry.New(registry.Options[string]{Config: cfg})
+	require.NoError(t, err)
+	b, err = prefixed.Get("\xfe")
+	require.NoError(t, err)
+	require.Equal(t, `api/"\xfe"`, b.Settings().Name)
+
+	raw, err := registry.New(registry.Options[string]{Config: cfg, Name: func(k string) string { return k }})
+	require.NoError(t, err)
+	_, err = raw.Get("\xff.example")
+	require.ErrorIs(t, err, core.ErrInvalidConfig)
+	require.True(t, utf8.ValidString(err.Error()), "%q", err.Error())
+	require.ErrorContains(t, err, `breaker for "\xff.example"`)
+	require.Zero(t, raw.Len())
 }

@@ -28,8 +28,10 @@ import (
 	"fmt"
 	"iter"
 	"reflect"
+	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/casbreaker/casbreaker/core"
 )
@@ -80,7 +82,12 @@ type Options[K comparable] struct {
 	// Its Clock, if set, is also the registry's clock for idle times.
 	Config core.Config
 	// Name names the breaker of a key (Config.Name of that breaker). Zero:
-	// fmt.Sprint(key), after Config.Name and a "/" when Config.Name is set.
+	// fmt.Sprint(key), after Config.Name and a "/" when Config.Name is set;
+	// a key whose text is not valid UTF-8 (a name core.New refuses, and
+	// one no metrics label may hold) is named by that text quoted as a Go
+	// string literal (strconv.Quote: "\xff.example" with its quotes and
+	// backslash). A Name function that returns invalid UTF-8 makes Get of
+	// that key fail with core.ErrInvalidConfig.
 	Name func(key K) string
 	// MaxBreakers bounds the number of breakers. At the bound, making a
 	// new one first evicts one that may be evicted (see the package doc),
@@ -181,7 +188,7 @@ func New[K comparable](o Options[K]) (*Registry[K], error) {
 		if o.Config.Name != "" {
 			prefix = o.Config.Name + "/"
 		}
-		r.name = func(k K) string { return prefix + fmt.Sprint(k) }
+		r.name = func(k K) string { return prefix + keyText(k) }
 	}
 	if r.clock == nil {
 		r.clock = core.NewSystemClock()
@@ -255,9 +262,19 @@ func keyError[K comparable](key K) (err error) {
 		}
 	}()
 	if key != key {
-		return fmt.Errorf("%w: key %v is not equal to itself (a NaN?): it could never be found again", ErrInvalidKey, key)
+		return fmt.Errorf("%w: key %s is not equal to itself (a NaN?): it could never be found again", ErrInvalidKey, keyText(key))
 	}
 	return nil
+}
+
+// keyText is key as text that is valid UTF-8, for names and errors: its
+// fmt.Sprint form, quoted (strconv.Quote) when that is not valid UTF-8.
+func keyText[K comparable](key K) string {
+	s := fmt.Sprint(key)
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strconv.Quote(s)
 }
 
 // create makes key's breaker under the mutex, after the hand's sweep, or
@@ -286,7 +303,7 @@ func (r *Registry[K]) create(key K) (*Breaker, error) {
 	if r.track {
 		var full bool
 		if victim, full = r.sweep(now); full {
-			return nil, fmt.Errorf("%w: %d breakers, none of which may be evicted (each open, forced open or with a permit out) for %v", ErrFull, len(r.ring), key)
+			return nil, fmt.Errorf("%w: %d breakers, none of which may be evicted (each open, forced open or with a permit out) for %s", ErrFull, len(r.ring), keyText(key))
 		}
 	}
 	cfg := r.cfg
@@ -294,7 +311,7 @@ func (r *Registry[K]) create(key K) (*Breaker, error) {
 	cb, err := core.New(cfg)
 	if err != nil {
 		// The template was validated by New and only Name changed.
-		return nil, fmt.Errorf("casbreaker/registry: breaker for %v: %w", key, err)
+		return nil, fmt.Errorf("casbreaker/registry: breaker for %s: %w", keyText(key), err)
 	}
 	// Made unmarked: a key looked up once, never again, is the first the
 	// hand evicts; one looked up again is spared once per turn.
