@@ -51,11 +51,8 @@ type Options struct {
 // scraping goroutine and may run concurrently with itself and with the
 // breakers' calls, whose hot paths it adds nothing to.
 type Collector struct {
-	src   observe.Source
-	tr    *observe.Transitions
-	descs map[*observe.Metric]*prometheus.Desc
-	// first describes every scrape error: a scrape must name a Desc.
-	first *prometheus.Desc
+	reader *observe.Reader
+	descs  map[*observe.Metric]*prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -64,14 +61,11 @@ var _ prometheus.Collector = (*Collector)(nil)
 // core.ErrInvalidArgument if src is nil or Namespace or a constant label
 // is not a valid Prometheus name.
 func New(src observe.Source, o Options) (*Collector, error) {
-	if src == nil {
-		return nil, fmt.Errorf("%w: prombreaker.New: the Source is nil (make one with observe.Breakers or observe.Registry)", core.ErrInvalidArgument)
-	}
 	ns := o.Namespace
 	if ns == "" {
 		ns = "casbreaker"
 	}
-	c := &Collector{src: src, tr: o.Transitions, descs: make(map[*observe.Metric]*prometheus.Desc)}
+	c := &Collector{descs: make(map[*observe.Metric]*prometheus.Desc)}
 	for _, m := range observe.Metrics {
 		name := prometheus.BuildFQName(ns, "", m.Name)
 		if m.Counter {
@@ -84,10 +78,12 @@ func New(src observe.Source, o Options) (*Collector, error) {
 			return nil, fmt.Errorf("%w: prombreaker.New: %v", core.ErrInvalidArgument, err)
 		}
 		c.descs[m] = d
-		if c.first == nil {
-			c.first = d
-		}
 	}
+	r, err := observe.NewReader(src, o.Transitions)
+	if err != nil {
+		return nil, fmt.Errorf("prombreaker.New: %w", err)
+	}
+	c.reader = r
 	return c, nil
 }
 
@@ -99,29 +95,28 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect reads every breaker of the Source and sends its series
-// (prometheus.Collector). Breakers with the same name are reported once,
-// and the scrape gets an error that names the name; so does a breaker
-// whose name is not valid UTF-8, whose series are left out.
+// (prometheus.Collector). It never sends an error, which would fail the
+// whole scrape (promhttp's default answers 500), the other collectors'
+// series included: a breaker name that is not valid UTF-8 is reported
+// as observe.LabelValue escapes it, and of breakers that share a name
+// the first is reported and the others are counted in
+// casbreaker_duplicate_breakers{breaker}.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	err := observe.Read(c.src, c.tr, func(s observe.Sample) {
-		s.Each(func(m *observe.Metric, labels []string, v observe.Point) {
-			typ, val := prometheus.GaugeValue, float64(v.Count)
-			if m.Counter {
-				typ = prometheus.CounterValue
-			}
-			if m.Ratio {
-				val = v.Ratio
-			}
-			lv := make([]string, 0, 1+len(labels))
-			pm, err := prometheus.NewConstMetric(c.descs[m], typ, val, append(append(lv, s.Name), labels...)...)
-			if err != nil {
-				// A name that is not valid UTF-8: the scrape says which.
-				pm = prometheus.NewInvalidMetric(c.descs[m], fmt.Errorf("prombreaker: breaker %q: %w", s.Name, err))
-			}
-			ch <- pm
-		})
+	send := func(m *observe.Metric, name string, labels []string, v observe.Point) {
+		typ, val := prometheus.GaugeValue, float64(v.Count)
+		if m.Counter {
+			typ = prometheus.CounterValue
+		}
+		if m.Ratio {
+			val = v.Ratio
+		}
+		lv := make([]string, 0, 1+len(labels))
+		ch <- prometheus.MustNewConstMetric(c.descs[m], typ, val, append(append(lv, name), labels...)...)
+	}
+	err := c.reader.Read(func(s observe.Sample) {
+		s.Each(func(m *observe.Metric, labels []string, v observe.Point) { send(m, s.Name, labels, v) })
 	})
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.first, err)
+	for name, n := range observe.Duplicates(err) {
+		send(observe.DuplicateBreakers, name, nil, observe.Point{Count: uint64(n)})
 	}
 }

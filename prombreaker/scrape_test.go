@@ -1,0 +1,116 @@
+package prombreaker_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/observe"
+	"github.com/casbreaker/casbreaker/prombreaker"
+)
+
+// scrapeWithGoCollector serves the series of src beside the Go runtime's
+// with promhttp's default options (an error fails the scrape with 500)
+// and returns the status and the body of one scrape.
+func scrapeWithGoCollector(t *testing.T, src observe.Source) (int, string) {
+	t.Helper()
+	c, err := prombreaker.New(src, prombreaker.Options{})
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(collectors.NewGoCollector()))
+	require.NoError(t, reg.Register(c))
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+// A breaker named with bytes that are not UTF-8 (a host parsed from
+// "http://%ff.example/") is reported with those bytes escaped, and the
+// scrape of everything else goes on.
+func TestInvalidUTF8NameKeepsTheScrapeUp(t *testing.T) {
+	bad, err := core.New(core.Config{Name: "\xff.example", ConsecutiveFailures: 1})
+	require.NoError(t, err)
+	good, err := core.New(core.Config{Name: "good.example", ConsecutiveFailures: 1})
+	require.NoError(t, err)
+	src, err := observe.Breakers(bad, good)
+	require.NoError(t, err)
+	status, body := scrapeWithGoCollector(t, src)
+	require.Equal(t, http.StatusOK, status, body)
+	assert.Contains(t, body, "go_goroutines ")
+	assert.Contains(t, body, `casbreaker_state{breaker="good.example",state="closed"} 1`)
+	assert.Contains(t, body, `casbreaker_state{breaker="\\xff.example",state="closed"} 1`)
+}
+
+// Two breakers of one name: the first is reported, the scrape says how
+// many were left out under that name, and the scrape of everything else
+// goes on.
+func TestDuplicateNamesKeepTheScrapeUp(t *testing.T) {
+	a, err := core.New(core.Config{Name: "same", ConsecutiveFailures: 1})
+	require.NoError(t, err)
+	b, err := core.New(core.Config{Name: "same", ConsecutiveFailures: 1})
+	require.NoError(t, err)
+	require.NoError(t, b.ForceOpen(0))
+	other, err := core.New(core.Config{Name: "other", ConsecutiveFailures: 1})
+	require.NoError(t, err)
+	src, err := observe.Breakers(a, b, other)
+	require.NoError(t, err)
+	status, body := scrapeWithGoCollector(t, src)
+	require.Equal(t, http.StatusOK, status, body)
+	assert.Contains(t, body, "go_goroutines ")
+	assert.Contains(t, body, `casbreaker_state{breaker="same",state="closed"} 1`, "the first of the two")
+	assert.Contains(t, body, `casbreaker_state{breaker="other",state="closed"} 1`)
+	assert.Contains(t, body, `casbreaker_duplicate_breakers{breaker="same"} 1`)
+	assert.NotContains(t, body, `casbreaker_duplicate_breakers{breaker="other"}`)
+}
+
+// One Transitions shared by two collectors over different breakers (an
+// HTTP and a gRPC registry, say): each collector's reads keep the
+// other's counts.
+func TestSharedTransitionsKeepEachCollectorsCounts(t *testing.T) {
+	var tr observe.Transitions
+	collector := func(name string) *prombreaker.Collector {
+		b, err := core.New(core.Config{Name: name, ConsecutiveFailures: 1, OnStateChange: tr.Listener(nil)})
+		require.NoError(t, err)
+		require.NoError(t, b.ForceOpen(0))
+		src, err := observe.Breakers(b)
+		require.NoError(t, err)
+		c, err := prombreaker.New(src, prombreaker.Options{Transitions: &tr})
+		require.NoError(t, err)
+		return c
+	}
+	a, b := collector("a"), collector("b")
+	for range 3 {
+		for _, c := range []*prombreaker.Collector{a, b} {
+			assert.Equal(t, 1, testCount(t, c, "casbreaker_transitions_total"), "each read of one collector keeps the other's names")
+		}
+	}
+}
+
+// testCount is how many series of family c reports, failing the test if
+// the collection fails.
+func testCount(t *testing.T, c prometheus.Collector, family string) int {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(c))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == family {
+			return len(mf.GetMetric())
+		}
+	}
+	return 0
+}
