@@ -109,25 +109,13 @@ func Register(mp metric.MeterProvider, src observe.Source, o Options) (metric.Re
 		}
 		all = append(all, inst)
 	}
-	send := func(obs metric.Observer, m *observe.Metric, name string, labels []string, v observe.Point) {
-		kv := make([]attribute.KeyValue, 0, 1+len(labels))
-		kv = append(kv, attribute.String("breaker", name))
-		for i, l := range labels {
-			kv = append(kv, attribute.String(m.Labels[i], l))
-		}
-		at := metric.WithAttributeSet(attribute.NewSet(kv...))
-		if m.Ratio {
-			obs.ObserveFloat64(floats[m], v.Ratio, at)
-			return
-		}
-		obs.ObserveInt64(ints[m], int64(min(v.Count, math.MaxInt64)), at)
-	}
 	reg, err := meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
+		c := collection{obs: obs, ints: ints, floats: floats, kv: make([]attribute.KeyValue, 0, 4)}
 		err := reader.Read(func(s observe.Sample) {
-			s.Each(func(m *observe.Metric, labels []string, v observe.Point) { send(obs, m, s.Name, labels, v) })
+			s.Each(func(m *observe.Metric, labels []string, v observe.Point) { c.observe(m, s.Name, labels, v) })
 		})
 		for name, n := range observe.Duplicates(err) {
-			send(obs, observe.DuplicateBreakers, name, nil, observe.Point{Count: uint64(n)})
+			c.observe(observe.DuplicateBreakers, name, nil, observe.Point{Count: uint64(n)})
 		}
 		return nil
 	}, all...)
@@ -135,4 +123,28 @@ func Register(mp metric.MeterProvider, src observe.Source, o Options) (metric.Re
 		return nil, fmt.Errorf("otelbreaker.Register: callback: %w", err)
 	}
 	return reg, nil
+}
+
+// collection is one run of a registration's callback.
+type collection struct {
+	obs    metric.Observer
+	ints   map[*observe.Metric]metric.Int64Observable
+	floats map[*observe.Metric]metric.Float64Observable
+	// kv holds the attributes of one data point at a time: NewSet copies
+	// them, so one slice serves a collection's millions of data points.
+	kv []attribute.KeyValue
+}
+
+// observe observes one series of the breaker named name.
+func (c *collection) observe(m *observe.Metric, name string, labels []string, v observe.Point) {
+	c.kv = append(c.kv[:0], attribute.String("breaker", name))
+	for i, l := range labels {
+		c.kv = append(c.kv, attribute.String(m.Labels[i], l))
+	}
+	at := metric.WithAttributeSet(attribute.NewSet(c.kv...))
+	if m.Ratio {
+		c.obs.ObserveFloat64(c.floats[m], v.Ratio, at)
+		return
+	}
+	c.obs.ObserveInt64(c.ints[m], int64(min(v.Count, math.MaxInt64)), at)
 }

@@ -23,8 +23,11 @@ package prombreaker
 
 import (
 	"fmt"
+	"slices"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/casbreaker/casbreaker/core"
 	"github.com/casbreaker/casbreaker/observe"
@@ -51,8 +54,12 @@ type Options struct {
 // scraping goroutine and may run concurrently with itself and with the
 // breakers' calls, whose hot paths it adds nothing to.
 type Collector struct {
-	reader *observe.Reader
-	descs  map[*observe.Metric]*prometheus.Desc
+	reader   *observe.Reader
+	families map[*observe.Metric]*family
+	pairs    labelPairs
+	// breakers is how many breakers the latest scrape read: the next
+	// one's first guess.
+	breakers atomic.Int64
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -65,19 +72,17 @@ func New(src observe.Source, o Options) (*Collector, error) {
 	if ns == "" {
 		ns = "casbreaker"
 	}
-	c := &Collector{descs: make(map[*observe.Metric]*prometheus.Desc)}
-	for _, m := range observe.Metrics {
+	c := &Collector{families: make(map[*observe.Metric]*family)}
+	for i, m := range observe.Metrics {
 		name := prometheus.BuildFQName(ns, "", m.Name)
 		if m.Counter {
 			name += "_total"
 		}
-		d := prometheus.NewDesc(name, m.Help+".", append([]string{"breaker"}, m.Labels...), o.ConstLabels)
-		// NewDesc keeps a bad name or label as the Desc's error, which
-		// only registration would report.
-		if _, err := prometheus.NewConstMetric(d, prometheus.GaugeValue, 0, make([]string, 1+len(m.Labels))...); err != nil {
+		f, err := newFamily(i, m, prometheus.NewDesc(name, m.Help+".", append([]string{"breaker"}, m.Labels...), o.ConstLabels))
+		if err != nil {
 			return nil, fmt.Errorf("%w: prombreaker.New: %v", core.ErrInvalidArgument, err)
 		}
-		c.descs[m] = d
+		c.families[m] = f
 	}
 	r, err := observe.NewReader(src, o.Transitions)
 	if err != nil {
@@ -90,7 +95,7 @@ func New(src observe.Source, o Options) (*Collector, error) {
 // Describe sends the descriptor of every family (prometheus.Collector).
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range observe.Metrics {
-		ch <- c.descs[m]
+		ch <- c.families[m].desc
 	}
 }
 
@@ -102,21 +107,40 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // the first is reported and the others are counted in
 // casbreaker_duplicate_breakers{breaker}.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	send := func(m *observe.Metric, name string, labels []string, v observe.Point) {
-		typ, val := prometheus.GaugeValue, float64(v.Count)
-		if m.Counter {
-			typ = prometheus.CounterValue
-		}
-		if m.Ratio {
-			val = v.Ratio
-		}
-		lv := make([]string, 0, 1+len(labels))
-		ch <- prometheus.MustNewConstMetric(c.descs[m], typ, val, append(append(lv, name), labels...)...)
-	}
+	sc := scrape{breakers: make([]breakerSeries, 0, c.breakers.Load())}
 	err := c.reader.Read(func(s observe.Sample) {
-		s.Each(func(m *observe.Metric, labels []string, v observe.Point) { send(m, s.Name, labels, v) })
+		breaker := newBreakerPair(s.Name)
+		s.Each(func(m *observe.Metric, labels []string, v observe.Point) {
+			sc.add(c.series(c.families[m], breaker, labels, v, &sc))
+		})
+		sc.endBreaker(s.Name)
 	})
-	for name, n := range observe.Duplicates(err) {
-		send(observe.DuplicateBreakers, name, nil, observe.Point{Count: uint64(n)})
+	c.breakers.Store(int64(len(sc.breakers)))
+	sc.send(ch)
+	dups := observe.Duplicates(err)
+	names := make([]string, 0, len(dups))
+	for name := range dups {
+		names = append(names, name)
 	}
+	slices.Sort(names) // as the scrape will list them: no sorting left to do
+	for _, name := range names {
+		s := c.series(c.families[observe.DuplicateBreakers], newBreakerPair(name), nil, observe.Point{Count: uint64(dups[name])}, &sc)
+		ch <- &s
+	}
+}
+
+// series returns one series of family f for the breaker whose label pair
+// is breaker, with the family's other label values and value v.
+func (c *Collector) series(f *family, breaker *dto.LabelPair, labels []string, v observe.Point, sc *scrape) series {
+	lps := sc.labels(len(f.layout))
+	copy(lps, f.layout)
+	lps[f.slots[0]] = breaker
+	for i, l := range labels {
+		lps[f.slots[1+i]] = c.pairs.get(f.names[i], l)
+	}
+	val := float64(v.Count)
+	if f.ratio {
+		val = v.Ratio
+	}
+	return series{f: f, labels: lps, value: val}
 }

@@ -90,14 +90,14 @@ func (c *constCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // BenchmarkScrapeFloor is BenchmarkScrape's series, made before the
-// scrape with prometheus.MustNewConstMetric: client_golang's gather and
-// encoding alone.
+// scrape with prometheus.MustNewConstMetric and sent in the order the
+// gather sorts them by: client_golang's gather and encoding alone.
 func BenchmarkScrapeFloor(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			c := &constCollector{desc: prometheus.NewDesc("casbreaker_state", "state", []string{"breaker", "state"}, nil)}
 			for i := range n {
-				name := "host-" + strconv.Itoa(i) + ".example"
+				name := fmt.Sprintf("host-%06d.example", i)
 				for s := range 10 {
 					c.metrics = append(c.metrics, prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, 0, name, strconv.Itoa(s)))
 				}
