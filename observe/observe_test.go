@@ -107,25 +107,47 @@ func TestRatiosWhileTheWindowHoldsCalls(t *testing.T) {
 	b.Done(p, nil)
 	require.NoError(t, observetest.Call(b, nil))
 	require.NoError(t, observetest.Call(b, nil))
+	p, err = b.Allow()
+	require.NoError(t, err)
+	clock.Advance(2 * time.Second) // slow and failed
+	b.Done(p, observetest.ErrDown)
 
 	var got observe.Sample
 	require.NoError(t, reader(t, src, nil).Read(func(s observe.Sample) { got = s }))
 	r, ok := got.FailureRatio()
 	assert.True(t, ok)
-	assert.Equal(t, 0.25, r)
+	assert.Equal(t, 0.4, r)
 	r, ok = got.SlowCallRatio()
 	assert.True(t, ok)
-	assert.Equal(t, 0.25, r)
+	assert.Equal(t, 0.4, r)
 	assert.False(t, got.Collecting, "no CollectMetrics: no counter series")
 	assert.Empty(t, got.Transitions)
 	lines := series(t, src, nil)
-	assert.Contains(t, lines, "failure_ratio{breaker=db} 0.25")
-	assert.Contains(t, lines, "slow_call_ratio{breaker=db} 0.25")
+	assert.Contains(t, lines, "failure_ratio{breaker=db} 0.4")
+	assert.Contains(t, lines, "slow_call_ratio{breaker=db} 0.4")
 	assert.Contains(t, lines, "buffered_calls{breaker=db,kind=successful} 3")
+	assert.Contains(t, lines, "buffered_calls{breaker=db,kind=failed} 2")
 	assert.Contains(t, lines, "buffered_slow_calls{breaker=db,kind=successful} 1")
+	assert.Contains(t, lines, "buffered_slow_calls{breaker=db,kind=failed} 1")
 	for _, l := range lines {
 		assert.NotRegexp(t, `^(calls|permitted_calls|not_permitted_calls|slow_calls|dropped_outcomes|transitions)\{`, l)
 	}
+}
+
+// A breaker without a window has no window series, whatever its calls.
+func TestNoWindowNoWindowSeries(t *testing.T) {
+	b, err := core.New(core.Config{Name: "c", ConsecutiveFailures: 2, CollectMetrics: true})
+	require.NoError(t, err)
+	require.NoError(t, observetest.Call(b, observetest.ErrDown))
+	src, err := observe.Breakers(b)
+	require.NoError(t, err)
+	var got observe.Sample
+	require.NoError(t, reader(t, src, nil).Read(func(s observe.Sample) { got = s }))
+	assert.False(t, got.Windowed)
+	for _, l := range series(t, src, nil) {
+		assert.NotRegexp(t, `^(buffered_calls|buffered_slow_calls|failure_ratio|slow_call_ratio)\{`, l)
+	}
+	assert.Contains(t, series(t, src, nil), "calls{breaker=c,kind=failed} 1")
 }
 
 func TestTransitionsFromMetricsWithoutAListener(t *testing.T) {
@@ -299,6 +321,8 @@ func TestListenerChains(t *testing.T) {
 func TestLabels(t *testing.T) {
 	assert.Equal(t, "half_open", observe.StateLabel(core.HalfOpen))
 	assert.Equal(t, "state(9)", observe.StateLabel(core.State(9)))
+	assert.Equal(t, fmt.Sprintf("state(%d)", core.NumStates), observe.StateLabel(core.State(core.NumStates)), "the first state past the known")
+	assert.Equal(t, fmt.Sprintf("reason(%d)", core.ReasonManual+1), observe.ReasonLabel(core.ReasonManual+1), "the first reason past the known")
 	assert.Equal(t, "open_duration_elapsed", observe.ReasonLabel(core.ReasonOpenDurationElapsed))
 	assert.Equal(t, "", observe.ReasonLabel(0))
 	assert.Equal(t, "reason(99)", observe.ReasonLabel(core.Reason(99)))

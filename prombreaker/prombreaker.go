@@ -18,12 +18,16 @@
 // casbreaker_calls_total{kind}, casbreaker_not_permitted_calls_total{reason},
 // casbreaker_failure_ratio and the rest of observe.Metrics; docs/observability.md
 // has the table. A breaker adds about 40 series, so a registry's
-// MaxBreakers bounds the label cardinality.
+// MaxBreakers bounds the label cardinality. For several registries (an
+// HTTP and a gRPC one, say) give one Collector their observe.Join.
+//
+// A scrape costs about what client_golang's own gathering of that many
+// series costs, plus a few hundred bytes per breaker; docs/observability.md
+// has the figures.
 package prombreaker
 
 import (
 	"fmt"
-	"slices"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,15 +48,20 @@ type Options struct {
 	ConstLabels prometheus.Labels
 	// Transitions, the listener set as the breakers'
 	// core.Config.OnStateChange, gives casbreaker_transitions_total its
-	// reason label. Zero: transitions come from each breaker's
-	// core.Metrics, with an empty reason, and only with CollectMetrics.
+	// reason label. It may serve other Collectors and otelbreaker
+	// registrations too, over the same breakers or others. Zero:
+	// transitions come from each breaker's core.Metrics, with an empty
+	// reason, and only with CollectMetrics.
 	Transitions *observe.Transitions
 }
 
 // Collector is a prometheus.Collector over the breakers of an
-// observe.Source. Make one with New. Collect reads the breakers on the
-// scraping goroutine and may run concurrently with itself and with the
-// breakers' calls, whose hot paths it adds nothing to.
+// observe.Source. Make one with New; the zero value is not usable (its
+// methods panic). Collect reads the breakers on the scraping goroutine
+// and may run concurrently with itself and with the breakers' calls,
+// whose hot paths it adds nothing to; it holds a scrape's series until
+// every breaker is read, to send them in the order the gather sorts
+// them by.
 type Collector struct {
 	reader   *observe.Reader
 	families map[*observe.Metric]*family
@@ -65,8 +74,10 @@ type Collector struct {
 var _ prometheus.Collector = (*Collector)(nil)
 
 // New returns a Collector over src. It returns an error matching
-// core.ErrInvalidArgument if src is nil or Namespace or a constant label
-// is not a valid Prometheus name.
+// core.ErrInvalidArgument if src is nil, if Namespace or a constant
+// label's name is not a valid Prometheus name, if a constant label's
+// value is not valid UTF-8, or if a constant label is named like a
+// variable one (breaker, state, ...).
 func New(src observe.Source, o Options) (*Collector, error) {
 	ns := o.Namespace
 	if ns == "" {
@@ -117,14 +128,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	})
 	c.breakers.Store(int64(len(sc.breakers)))
 	sc.send(ch)
-	dups := observe.Duplicates(err)
-	names := make([]string, 0, len(dups))
-	for name := range dups {
-		names = append(names, name)
-	}
-	slices.Sort(names) // as the scrape will list them: no sorting left to do
-	for _, name := range names {
-		s := c.series(c.families[observe.DuplicateBreakers], newBreakerPair(name), nil, observe.Point{Count: uint64(dups[name])}, &sc)
+	for name, n := range observe.Duplicates(err) {
+		s := c.series(c.families[observe.DuplicateBreakers], newBreakerPair(name), nil, observe.Point{Count: uint64(n)}, &sc)
 		ch <- &s
 	}
 }

@@ -1,18 +1,22 @@
 package prombreaker_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/observetest"
 	"github.com/casbreaker/casbreaker/observe"
 	"github.com/casbreaker/casbreaker/prombreaker"
 )
@@ -113,4 +117,74 @@ func testCount(t *testing.T, c prometheus.Collector, family string) int {
 		}
 	}
 	return 0
+}
+
+// Enough breakers that a scrape's series and label pairs fill several of
+// its blocks, one breaker's series across two: every series has its own
+// breaker's name and labels, and Collect sends each family in the order
+// the gather sorts it by.
+func TestScrapeOfManyBreakers(t *testing.T) {
+	const n = 1000
+	var bs []observe.Breaker
+	for i := range n {
+		b, err := core.New(core.Config{Name: fmt.Sprintf("b%d", n-i), WindowSize: 4, FailureRateThreshold: 50, CollectMetrics: true})
+		require.NoError(t, err)
+		require.NoError(t, observetest.Call(b, observetest.ErrDown))
+		bs = append(bs, b)
+	}
+	src, err := observe.Breakers(bs...)
+	require.NoError(t, err)
+	c, err := prombreaker.New(src, prombreaker.Options{ConstLabels: prometheus.Labels{"app": "a", "zone": "z"}})
+	require.NoError(t, err)
+
+	ch := make(chan prometheus.Metric)
+	go func() { c.Collect(ch); close(ch) }()
+	byFamily := map[string][]*dto.Metric{}
+	for m := range ch {
+		var out dto.Metric
+		require.NoError(t, m.Write(&out))
+		name := m.Desc().String()
+		byFamily[name] = append(byFamily[name], &out)
+	}
+	require.Len(t, byFamily, len(observe.Metrics)-2, "all but the transitions (none yet) and the duplicates")
+	for name, ms := range byFamily {
+		assert.True(t, sort.SliceIsSorted(ms, func(i, j int) bool { return lessByLabels(ms[i], ms[j]) }), name)
+		assert.Zero(t, len(ms)%n, name)
+		per := map[string]int{}
+		for _, m := range ms {
+			assert.Equal(t, "app", m.GetLabel()[0].GetName())
+			assert.Equal(t, "breaker", m.GetLabel()[1].GetName())
+			assert.Equal(t, "zone", m.GetLabel()[len(m.GetLabel())-1].GetName())
+			per[m.GetLabel()[1].GetValue()]++
+		}
+		assert.Len(t, per, n, name)
+	}
+
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(c))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == "casbreaker_calls_total" {
+			require.Len(t, mf.GetMetric(), 3*n)
+			for _, m := range mf.GetMetric() {
+				want := 0.0
+				if label(m, "kind") == "failed" {
+					want = 1
+				}
+				assert.Equal(t, want, m.GetCounter().GetValue())
+			}
+		}
+	}
+}
+
+// lessByLabels is client_golang's order of the series of a family: by
+// label values, in the order of the labels' names.
+func lessByLabels(a, b *dto.Metric) bool {
+	for i, lp := range a.GetLabel() {
+		if v, w := lp.GetValue(), b.GetLabel()[i].GetValue(); v != w {
+			return v < w
+		}
+	}
+	return false
 }
