@@ -44,11 +44,13 @@ func benchBreakers(b *testing.B, n int) observe.Source {
 func collectBench(b *testing.B, reader *sdkmetric.ManualReader, points int) {
 	var rm metricdata.ResourceMetrics
 	b.ReportAllocs()
+	cpu := cpuTime()
 	for b.Loop() {
 		if err := reader.Collect(context.Background(), &rm); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(cpuTime()-cpu)/1e9/float64(b.N), "cpu-sec/op")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(points), "ns/point")
 }
 

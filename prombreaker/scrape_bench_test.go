@@ -50,10 +50,12 @@ func scrapeBench(b *testing.B, reg *prometheus.Registry, series int) {
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 	b.ReportAllocs()
+	cpu := cpuTime()
 	for b.Loop() {
 		w := &discard{h: http.Header{}}
 		h.ServeHTTP(w, req)
 	}
+	b.ReportMetric(float64(cpuTime()-cpu)/1e9/float64(b.N), "cpu-sec/op")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(series), "ns/series")
 }
 
