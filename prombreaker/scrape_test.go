@@ -188,3 +188,30 @@ func lessByLabels(a, b *dto.Metric) bool {
 	}
 	return false
 }
+
+// A scrape allocates per breaker, not per series: its series and their
+// label pairs come from blocks, and the families' own pairs are made once
+// per Collector (what client_golang's gather adds per series is its own).
+func TestCollectAllocatesPerBreaker(t *testing.T) {
+	const n = 1000
+	var bs []observe.Breaker
+	for i := range n {
+		b, err := core.New(core.Config{Name: fmt.Sprint(i), WindowSize: 4, FailureRateThreshold: 50, CollectMetrics: true})
+		require.NoError(t, err)
+		bs = append(bs, b)
+	}
+	src, err := observe.Breakers(bs...)
+	require.NoError(t, err)
+	c, err := prombreaker.New(src, prombreaker.Options{})
+	require.NoError(t, err)
+	ch := make(chan prometheus.Metric, 32*n)
+	collect := func() {
+		c.Collect(ch)
+		for len(ch) > 0 {
+			<-ch
+		}
+	}
+	collect() // the families' label pairs
+	allocs := testing.AllocsPerRun(3, collect)
+	assert.LessOrEqual(t, allocs, 3.0*n, "%.0f allocations for %d breakers of 20 series", allocs, n)
+}
