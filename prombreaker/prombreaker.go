@@ -27,6 +27,7 @@
 package prombreaker
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -56,8 +57,8 @@ type Options struct {
 }
 
 // Collector is a prometheus.Collector over the breakers of an
-// observe.Source. Make one with New; the zero value is not usable (its
-// methods panic). Collect reads the breakers on the scraping goroutine
+// observe.Source. Make one with New: registering the zero value fails
+// with an error that names New, and it collects nothing. Collect reads the breakers on the scraping goroutine
 // and may run concurrently with itself and with the breakers' calls,
 // whose hot paths it adds nothing to; it holds a scrape's series until
 // every breaker is read, to send them in the order the gather sorts
@@ -105,6 +106,10 @@ func New(src observe.Source, o Options) (*Collector, error) {
 
 // Describe sends the descriptor of every family (prometheus.Collector).
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	if c.reader == nil {
+		ch <- prometheus.NewInvalidDesc(errors.New("prombreaker: the Collector is a zero value: make one with prombreaker.New"))
+		return
+	}
 	for _, m := range observe.Metrics {
 		ch <- c.families[m].desc
 	}
@@ -118,6 +123,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // the first is reported and the others are counted in
 // casbreaker_duplicate_breakers{breaker}.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	if c.reader == nil {
+		return
+	}
 	sc := scrape{breakers: make([]breakerSeries, 0, c.breakers.Load())}
 	err := c.reader.Read(func(s observe.Sample) {
 		breaker := newBreakerPair(s.Name)

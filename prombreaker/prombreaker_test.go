@@ -168,6 +168,15 @@ func TestBadOptions(t *testing.T) {
 	assert.ErrorIs(t, err, core.ErrInvalidArgument, "a constant label may not shadow a variable one")
 }
 
+func TestZeroCollector(t *testing.T) {
+	var c prombreaker.Collector
+	err := prometheus.NewRegistry().Register(&c)
+	assert.ErrorContains(t, err, "make one with prombreaker.New")
+	ch := make(chan prometheus.Metric, 1)
+	c.Collect(ch)
+	assert.Empty(t, ch)
+}
+
 // serve serves reg's /metrics on a loopback listener until the test ends.
 func serve(t *testing.T, reg *prometheus.Registry) string {
 	t.Helper()
