@@ -17,8 +17,9 @@
 // named after Resilience4j's Micrometer metrics: casbreaker_state{state},
 // casbreaker_calls_total{kind}, casbreaker_not_permitted_calls_total{reason},
 // casbreaker_failure_ratio and the rest of observe.Metrics; docs/observability.md
-// has the table. A breaker adds about 40 series, so a registry's
-// MaxBreakers bounds the label cardinality. For several registries (an
+// has the table. A breaker adds up to 22 series and one per kind of
+// transition it has made, so a registry's MaxBreakers bounds the label
+// cardinality. For several registries (an
 // HTTP and a gRPC one, say) give one Collector their observe.Join.
 //
 // A scrape costs about what client_golang's own gathering of that many
