@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -19,6 +21,7 @@ import (
 	"github.com/casbreaker/casbreaker/internal/observetest"
 	"github.com/casbreaker/casbreaker/observe"
 	"github.com/casbreaker/casbreaker/prombreaker"
+	"github.com/casbreaker/casbreaker/registry"
 )
 
 // scrapeWithGoCollector serves the series of src beside the Go runtime's
@@ -214,4 +217,47 @@ func TestCollectAllocatesPerBreaker(t *testing.T) {
 	collect() // the families' label pairs
 	allocs := testing.AllocsPerRun(3, collect)
 	assert.LessOrEqual(t, allocs, 3.0*n, "%.0f allocations for %d breakers of 20 series", allocs, n)
+}
+
+// Scrapes of one Collector at once (two Prometheus servers, say), while
+// calls run, under the race detector: each gathers every breaker in
+// exactly one state.
+func TestConcurrentScrapes(t *testing.T) {
+	var tr observe.Transitions
+	breakers, err := registry.New(registry.Options[int]{Config: core.Config{
+		Name: "svc", ConsecutiveFailures: 2, OpenDuration: time.Millisecond, WindowSize: 4, FailureRateThreshold: 50,
+		CollectMetrics: true, OnStateChange: tr.Listener(nil),
+	}})
+	require.NoError(t, err)
+	src, err := observe.Registry(breakers)
+	require.NoError(t, err)
+	c, err := prombreaker.New(src, prombreaker.Options{Transitions: &tr})
+	require.NoError(t, err)
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(c))
+	stop := observetest.Traffic(breakers, 8, nil)
+	defer stop()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for range 20 {
+				mfs, err := reg.Gather()
+				if !assert.NoError(t, err) {
+					return
+				}
+				in := map[string]float64{}
+				for _, mf := range mfs {
+					if mf.GetName() == "casbreaker_state" {
+						for _, m := range mf.GetMetric() {
+							in[label(m, "breaker")] += m.GetGauge().GetValue()
+						}
+					}
+				}
+				for name, n := range in {
+					assert.Equal(t, 1.0, n, name)
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
