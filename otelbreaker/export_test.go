@@ -111,3 +111,19 @@ func TestSharedTransitionsKeepEachRegistrationsCounts(t *testing.T) {
 		}
 	}
 }
+
+// A name that is not valid UTF-8, which an OTLP exporter could not
+// encode, is observed with its invalid bytes escaped.
+func TestInvalidUTF8NameIsEscaped(t *testing.T) {
+	b, err := core.New(core.Config{Name: "\xff.example", ConsecutiveFailures: 1})
+	require.NoError(t, err)
+	src, err := observe.Breakers(b)
+	require.NoError(t, err)
+	reader, _ := setup(t, src, otelbreaker.Options{})
+	state := collect(t, reader)["casbreaker.state"].Data.(metricdata.Sum[int64])
+	require.NotEmpty(t, state.DataPoints)
+	for _, dp := range state.DataPoints {
+		v, _ := dp.Attributes.Value("breaker")
+		assert.Equal(t, `\xff.example`, v.AsString())
+	}
+}
