@@ -30,7 +30,8 @@ func Example() {
 	_, err = b.Allow() // refused: open
 
 	src, _ := observe.Breakers(b)
-	err = observe.Read(src, &transitions, func(s observe.Sample) {
+	r, _ := observe.NewReader(src, &transitions)
+	err = r.Read(func(s observe.Sample) {
 		s.Each(func(m *observe.Metric, labels []string, v observe.Point) {
 			if v.Count > 0 {
 				fmt.Println(s.Name, m.Name, labels, v.Count)

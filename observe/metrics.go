@@ -60,11 +60,20 @@ var (
 		Help: "slow over all calls in the sliding window, 0..1; absent while the window holds no call"}
 )
 
+// DuplicateBreakers is the family of breakers a read left out because an
+// earlier breaker of the Source has the same name: one series per shared
+// name (the breaker label), whose value is the number left out, from a
+// read's DuplicateNamesError. It is a gauge; absent while no two breakers
+// share a name. Sample.Each never reports it: the exporters do, after
+// the read.
+var DuplicateBreakers = &Metric{Name: "duplicate_breakers", Unit: "{breaker}",
+	Help: "breakers left out of the read because an earlier breaker has the same name (the breaker label): their series would be indistinguishable from its"}
+
 // Metrics lists the metric set, for an exporter to make its instruments
 // or descriptors from. It is shared by every exporter: read it, never
 // modify it (the exporters' names and meanings would drift apart).
 var Metrics = []*Metric{metricState, metricCalls, metricPermittedCalls, metricNotPermittedCalls, metricSlowCalls, metricDroppedOutcomes,
-	metricTransitions, metricBufferedCalls, metricBufferedSlowCalls, metricFailureRatio, metricSlowCallRatio}
+	metricTransitions, metricBufferedCalls, metricBufferedSlowCalls, metricFailureRatio, metricSlowCallRatio, DuplicateBreakers}
 
 // Point is one value of a series: Count for a whole-number metric, Ratio
 // for a Metric.Ratio one.

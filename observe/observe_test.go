@@ -1,10 +1,13 @@
 package observe_test
 
 import (
+	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,11 +31,19 @@ func newBreaker(t *testing.T, name string, listener func(core.Transition)) (*cor
 	return b, clock
 }
 
+// reader returns a Reader of src with tr.
+func reader(t *testing.T, src observe.Source, tr *observe.Transitions) *observe.Reader {
+	t.Helper()
+	r, err := observe.NewReader(src, tr)
+	require.NoError(t, err)
+	return r
+}
+
 // series renders every series of a read as "name{labels} value" lines.
 func series(t *testing.T, src observe.Source, tr *observe.Transitions) []string {
 	t.Helper()
 	var out []string
-	require.NoError(t, observe.Read(src, tr, func(s observe.Sample) {
+	require.NoError(t, reader(t, src, tr).Read(func(s observe.Sample) {
 		s.Each(func(m *observe.Metric, labels []string, v observe.Point) {
 			require.Len(t, labels, len(m.Labels), m.Name)
 			kv := []string{"breaker=" + s.Name}
@@ -96,25 +107,47 @@ func TestRatiosWhileTheWindowHoldsCalls(t *testing.T) {
 	b.Done(p, nil)
 	require.NoError(t, observetest.Call(b, nil))
 	require.NoError(t, observetest.Call(b, nil))
+	p, err = b.Allow()
+	require.NoError(t, err)
+	clock.Advance(2 * time.Second) // slow and failed
+	b.Done(p, observetest.ErrDown)
 
 	var got observe.Sample
-	require.NoError(t, observe.Read(src, nil, func(s observe.Sample) { got = s }))
+	require.NoError(t, reader(t, src, nil).Read(func(s observe.Sample) { got = s }))
 	r, ok := got.FailureRatio()
 	assert.True(t, ok)
-	assert.Equal(t, 0.25, r)
+	assert.Equal(t, 0.4, r)
 	r, ok = got.SlowCallRatio()
 	assert.True(t, ok)
-	assert.Equal(t, 0.25, r)
+	assert.Equal(t, 0.4, r)
 	assert.False(t, got.Collecting, "no CollectMetrics: no counter series")
 	assert.Empty(t, got.Transitions)
 	lines := series(t, src, nil)
-	assert.Contains(t, lines, "failure_ratio{breaker=db} 0.25")
-	assert.Contains(t, lines, "slow_call_ratio{breaker=db} 0.25")
+	assert.Contains(t, lines, "failure_ratio{breaker=db} 0.4")
+	assert.Contains(t, lines, "slow_call_ratio{breaker=db} 0.4")
 	assert.Contains(t, lines, "buffered_calls{breaker=db,kind=successful} 3")
+	assert.Contains(t, lines, "buffered_calls{breaker=db,kind=failed} 2")
 	assert.Contains(t, lines, "buffered_slow_calls{breaker=db,kind=successful} 1")
+	assert.Contains(t, lines, "buffered_slow_calls{breaker=db,kind=failed} 1")
 	for _, l := range lines {
 		assert.NotRegexp(t, `^(calls|permitted_calls|not_permitted_calls|slow_calls|dropped_outcomes|transitions)\{`, l)
 	}
+}
+
+// A breaker without a window has no window series, whatever its calls.
+func TestNoWindowNoWindowSeries(t *testing.T) {
+	b, err := core.New(core.Config{Name: "c", ConsecutiveFailures: 2, CollectMetrics: true})
+	require.NoError(t, err)
+	require.NoError(t, observetest.Call(b, observetest.ErrDown))
+	src, err := observe.Breakers(b)
+	require.NoError(t, err)
+	var got observe.Sample
+	require.NoError(t, reader(t, src, nil).Read(func(s observe.Sample) { got = s }))
+	assert.False(t, got.Windowed)
+	for _, l := range series(t, src, nil) {
+		assert.NotRegexp(t, `^(buffered_calls|buffered_slow_calls|failure_ratio|slow_call_ratio)\{`, l)
+	}
+	assert.Contains(t, series(t, src, nil), "calls{breaker=c,kind=failed} 1")
 }
 
 func TestTransitionsFromMetricsWithoutAListener(t *testing.T) {
@@ -126,7 +159,7 @@ func TestTransitionsFromMetricsWithoutAListener(t *testing.T) {
 	src, err := observe.Breakers(b)
 	require.NoError(t, err)
 	var got []observe.TransitionCount
-	require.NoError(t, observe.Read(src, nil, func(s observe.Sample) { got = s.Transitions }))
+	require.NoError(t, reader(t, src, nil).Read(func(s observe.Sample) { got = s.Transitions }))
 	assert.Equal(t, []observe.TransitionCount{
 		{From: core.Closed, To: core.Open, Count: 1},
 		{From: core.Open, To: core.HalfOpen, Count: 1},
@@ -135,13 +168,43 @@ func TestTransitionsFromMetricsWithoutAListener(t *testing.T) {
 	assert.Contains(t, series(t, src, nil), "transitions{breaker=api,from=closed,to=open,reason=} 1")
 }
 
+// Breakers that share a label value: the first of each name is read, the
+// others are counted by name, and the read goes on.
 func TestDuplicateNamesAreAnError(t *testing.T) {
-	src, err := observetest.SameName("same")
+	var bs []observe.Breaker
+	for _, name := range []string{"same", "other", "same", "\xff", "same", "\xff.x", "\xff.x"} {
+		b, _ := newBreaker(t, name, nil)
+		bs = append(bs, b)
+	}
+	bad, _ := newBreaker(t, "\xff", nil)
+	bs = append(bs, &named{bad, "\xff"}, &named{bad, "\xff.x"})
+	src, err := observe.Breakers(bs...)
 	require.NoError(t, err)
-	n := 0
-	err = observe.Read(src, nil, func(observe.Sample) { n++ })
-	assert.ErrorContains(t, err, `two breakers are named "same"`)
-	assert.Equal(t, 1, n, "the first is read, the second skipped")
+	var names []string
+	err = reader(t, src, nil).Read(func(s observe.Sample) { names = append(names, s.Name) })
+	assert.Equal(t, []string{"same", "other", `\xff`, `\xff.x`}, names, "the first of each name, in the Source's order")
+	assert.EqualError(t, err, `observe: 2 breakers are named "\\xff": give each its own core.Config.Name to tell them apart; `+
+		`observe: 3 breakers are named "\\xff.x": give each its own core.Config.Name to tell them apart; `+
+		`observe: 3 breakers are named "same": give each its own core.Config.Name to tell them apart`)
+	assert.Equal(t, map[string]int{"same": 2, `\xff`: 1, `\xff.x`: 2}, observe.Duplicates(err))
+	assert.Nil(t, observe.Duplicates(errors.New("other")))
+	assert.Nil(t, observe.Duplicates(nil))
+}
+
+func TestLabelValue(t *testing.T) {
+	for name, want := range map[string]string{
+		"api":                "api",
+		"":                   "",
+		"h\u00e9llo/\u4e16":  "h\u00e9llo/\u4e16",
+		"\xff.example":       `\xff.example`,
+		"a\xc3":              `a\xc3`,         // a sequence cut short
+		"\xed\xa0\x80z":      `\xed\xa0\x80z`, // a surrogate
+		"\x80\u00e9\x0a\xfe": `\x80` + "\u00e9\n" + `\xfe`,
+	} {
+		got := observe.LabelValue(name)
+		assert.Equal(t, want, got, "%q", name)
+		assert.True(t, utf8.ValidString(got), "%q", name)
+	}
 }
 
 func TestBadSources(t *testing.T) {
@@ -154,7 +217,10 @@ func TestBadSources(t *testing.T) {
 	assert.ErrorContains(t, err, "breaker 0 of 1 is nil")
 	_, err = observe.Registry[string](nil)
 	assert.ErrorIs(t, err, core.ErrInvalidArgument)
-	assert.NoError(t, observe.Read(nil, nil, func(observe.Sample) { t.Fatal("a nil Source yields nothing") }))
+	_, err = observe.NewReader(nil, nil)
+	assert.ErrorIs(t, err, core.ErrInvalidArgument)
+	assert.ErrorContains(t, err, "the Source is nil")
+	assert.NoError(t, new(observe.Reader).Read(func(observe.Sample) { t.Fatal("the zero Reader reads nothing") }))
 }
 
 func TestBreakersCopiesItsArguments(t *testing.T) {
@@ -165,7 +231,7 @@ func TestBreakersCopiesItsArguments(t *testing.T) {
 	require.NoError(t, err)
 	list[0] = b
 	var names []string
-	require.NoError(t, observe.Read(src, nil, func(s observe.Sample) { names = append(names, s.Name) }))
+	require.NoError(t, reader(t, src, nil).Read(func(s observe.Sample) { names = append(names, s.Name) }))
 	assert.Equal(t, []string{"a"}, names)
 }
 
@@ -181,9 +247,10 @@ func TestTransitionsForgetEvictedBreakers(t *testing.T) {
 	require.NoError(t, err)
 	src, err := observe.Registry(reg)
 	require.NoError(t, err)
+	r := reader(t, src, &tr)
 	names := func() []string {
 		var out []string
-		require.NoError(t, observe.Read(src, &tr, func(s observe.Sample) {
+		require.NoError(t, r.Read(func(s observe.Sample) {
 			if len(s.Transitions) > 0 {
 				out = append(out, s.Name)
 			}
@@ -214,15 +281,20 @@ func TestTransitionsKeepNamesCountedDuringARead(t *testing.T) {
 	var tr observe.Transitions
 	listen := tr.Listener(nil)
 	a, _ := newBreaker(t, "a", nil)
-	src, err := observe.Breakers(a)
-	require.NoError(t, err)
-	require.NoError(t, observe.Read(src, &tr, func(observe.Sample) {
+	yielded := []observe.Breaker{a}
+	r := reader(t, func(yield func(observe.Breaker) bool) {
+		for _, b := range yielded {
+			if !yield(b) {
+				return
+			}
+		}
+	}, &tr)
+	require.NoError(t, r.Read(func(observe.Sample) {
 		listen(core.Transition{Name: "late", From: core.Closed, To: core.Open, Reason: core.ReasonManual})
 	}))
+	yielded = []observe.Breaker{&named{a, "late"}}
 	var got []observe.TransitionCount
-	src, err = observe.Breakers(&named{a, "late"})
-	require.NoError(t, err)
-	require.NoError(t, observe.Read(src, &tr, func(s observe.Sample) { got = s.Transitions }))
+	require.NoError(t, r.Read(func(s observe.Sample) { got = s.Transitions }))
 	assert.Equal(t, []observe.TransitionCount{{From: core.Closed, To: core.Open, Reason: core.ReasonManual, Count: 1}}, got)
 }
 
@@ -249,6 +321,8 @@ func TestListenerChains(t *testing.T) {
 func TestLabels(t *testing.T) {
 	assert.Equal(t, "half_open", observe.StateLabel(core.HalfOpen))
 	assert.Equal(t, "state(9)", observe.StateLabel(core.State(9)))
+	assert.Equal(t, fmt.Sprintf("state(%d)", core.NumStates), observe.StateLabel(core.State(core.NumStates)), "the first state past the known")
+	assert.Equal(t, fmt.Sprintf("reason(%d)", core.ReasonManual+1), observe.ReasonLabel(core.ReasonManual+1), "the first reason past the known")
 	assert.Equal(t, "open_duration_elapsed", observe.ReasonLabel(core.ReasonOpenDurationElapsed))
 	assert.Equal(t, "", observe.ReasonLabel(0))
 	assert.Equal(t, "reason(99)", observe.ReasonLabel(core.Reason(99)))
@@ -269,10 +343,11 @@ func TestReadsDuringTraffic(t *testing.T) {
 	require.NoError(t, err)
 	src, err := observe.Registry(reg)
 	require.NoError(t, err)
+	r := reader(t, src, &tr)
 	stop := observetest.Traffic(reg, 6, nil)
 	for range 200 {
 		n := 0
-		require.NoError(t, observe.Read(src, &tr, func(s observe.Sample) {
+		require.NoError(t, r.Read(func(s observe.Sample) {
 			n++
 			states, in := 0, 0
 			s.Each(func(m *observe.Metric, labels []string, v observe.Point) {
@@ -290,6 +365,96 @@ func TestReadsDuringTraffic(t *testing.T) {
 	}
 	stop()
 	n := 0
-	require.NoError(t, observe.Read(src, &tr, func(observe.Sample) { n++ }))
+	require.NoError(t, r.Read(func(observe.Sample) { n++ }))
 	assert.LessOrEqual(t, n, 4, "with nothing made meanwhile, a read sees at most MaxBreakers")
+}
+
+// sliceSource is a Source of the breakers *bs holds at each read.
+func sliceSource(bs *[]observe.Breaker) observe.Source {
+	return func(yield func(observe.Breaker) bool) {
+		for _, b := range *bs {
+			if !yield(b) {
+				return
+			}
+		}
+	}
+}
+
+// One Transitions shared by Readers of other breakers: each read keeps
+// the other's names; a name no Source yields is forgotten once every
+// Reader has read without finding it, and a Reader that never reads
+// keeps every name until it is freed.
+func TestTransitionsSharedByReaders(t *testing.T) {
+	var tr observe.Transitions
+	listen := tr.Listener(nil)
+	a, _ := newBreaker(t, "a", listen)
+	b, _ := newBreaker(t, "b", listen)
+	yielded := []observe.Breaker{a}
+	ra := reader(t, sliceSource(&yielded), &tr)
+	srcB, err := observe.Breakers(b)
+	require.NoError(t, err)
+	rb := reader(t, srcB, &tr)
+	counted := func(r *observe.Reader) map[string]int {
+		out := map[string]int{}
+		require.NoError(t, r.Read(func(s observe.Sample) { out[s.Name] = len(s.Transitions) }))
+		return out
+	}
+	a.Disable()
+	b.Disable()
+	listen(core.Transition{Name: "gone", From: core.Closed, To: core.Open, Reason: core.ReasonManual})
+	for range 3 {
+		assert.Equal(t, map[string]int{"a": 1}, counted(ra))
+		assert.Equal(t, map[string]int{"b": 1}, counted(rb))
+	}
+	yielded = append(yielded, &named{a, "gone"})
+	assert.Equal(t, map[string]int{"a": 1, "gone": 0}, counted(ra), "read by neither after it was counted: forgotten")
+
+	idle := reader(t, srcB, &tr)
+	listen(core.Transition{Name: "kept", From: core.Closed, To: core.Open, Reason: core.ReasonManual})
+	yielded = []observe.Breaker{a}
+	counted(ra)
+	counted(rb)
+	yielded = append(yielded, &named{a, "kept"})
+	assert.Equal(t, map[string]int{"a": 1, "kept": 1}, counted(ra), "a Reader that has not read yet may hold it")
+	runtime.KeepAlive(idle)
+	idle = nil
+	runtime.GC() // frees idle, and its place among the readers
+	yielded = []observe.Breaker{a}
+	counted(ra)
+	counted(rb)
+	yielded = append(yielded, &named{a, "kept"})
+	assert.Equal(t, map[string]int{"a": 1, "kept": 0}, counted(ra), "the idle Reader is gone: forgotten")
+}
+
+func TestJoin(t *testing.T) {
+	a, _ := newBreaker(t, "a", nil)
+	b, _ := newBreaker(t, "b", nil)
+	c, _ := newBreaker(t, "c", nil)
+	srcA, err := observe.Breakers(a, b)
+	require.NoError(t, err)
+	srcC, err := observe.Breakers(c)
+	require.NoError(t, err)
+	srcs := []observe.Source{srcA, srcC}
+	src, err := observe.Join(srcs...)
+	require.NoError(t, err)
+	srcs[1] = srcA
+	var names []string
+	for b := range src {
+		names = append(names, b.Settings().Name)
+		if len(names) == 3 {
+			break
+		}
+	}
+	assert.Equal(t, []string{"a", "b", "c"}, names)
+	names = nil
+	for b := range src {
+		names = append(names, b.Settings().Name)
+		if len(names) == 1 {
+			break // stops the first Source
+		}
+	}
+	assert.Equal(t, []string{"a"}, names)
+	_, err = observe.Join(srcA, nil)
+	assert.ErrorIs(t, err, core.ErrInvalidArgument)
+	assert.ErrorContains(t, err, "Source 1 of 2 is nil")
 }

@@ -1,15 +1,11 @@
 package observe
 
-import (
-	"errors"
-	"fmt"
-
-	"github.com/casbreaker/casbreaker/core"
-)
+import "github.com/casbreaker/casbreaker/core"
 
 // Sample is one breaker as one read found it.
 type Sample struct {
-	// Name is the breaker's Settings().Name: the breaker label.
+	// Name is the breaker label: the breaker's Settings().Name as
+	// LabelValue makes it valid UTF-8.
 	Name string
 	// State is State(): time-aware, so an open breaker whose open
 	// duration has elapsed reads HalfOpen before any call commits it.
@@ -26,7 +22,7 @@ type Sample struct {
 	Metrics core.Metrics
 	// Transitions are the breaker's committed transitions, each pair of
 	// states with a count: by reason too when the read had a
-	// Transitions listener (Read's tr), otherwise from Metrics with a
+	// Transitions listener (NewReader's tr), otherwise from Metrics with a
 	// zero Reason (none when not Collecting). Ordered by From, To and
 	// Reason.
 	Transitions []TransitionCount
@@ -60,70 +56,4 @@ func ratio(n, of uint64) (float64, bool) {
 		return 0, false
 	}
 	return float64(n) / float64(of), true
-}
-
-// Read calls fn with a Sample of each breaker src yields, in src's order,
-// on the calling goroutine. With tr non-nil the samples' Transitions come
-// from it (by reason), and tr forgets the breakers this read did not find
-// (see Transitions). Each breaker's figures are read one after another
-// while calls go on, so a sample is not one instant (core.Metrics says
-// what that allows); each figure on its own is what the breaker reported.
-//
-// Two breakers with the same name cannot be told apart: fn sees the first
-// only, and Read returns an error naming the name, for each name yielded
-// more than once. Read may run concurrently with itself and with the
-// breakers' calls.
-func Read(src Source, tr *Transitions, fn func(Sample)) error {
-	if src == nil {
-		return nil
-	}
-	var read uint64
-	if tr != nil {
-		read = tr.begin()
-	}
-	seen := make(map[string]bool)
-	var errs []error
-	for b := range src {
-		set := b.Settings()
-		name := set.Name
-		if seen[name] {
-			errs = append(errs, fmt.Errorf("observe: two breakers are named %q: give each its own core.Config.Name to tell them apart", name))
-			continue
-		}
-		seen[name] = true
-		s := Sample{
-			Name:       name,
-			State:      b.State(),
-			Counts:     b.Counts(),
-			Windowed:   set.WindowSize > 0,
-			Collecting: set.CollectMetrics,
-		}
-		if s.Collecting {
-			s.Metrics = b.Metrics()
-		}
-		switch {
-		case tr != nil:
-			s.Transitions = tr.counts(name)
-		case s.Collecting:
-			s.Transitions = fromMetrics(&s.Metrics)
-		}
-		fn(s)
-	}
-	if tr != nil {
-		tr.forget(seen, read)
-	}
-	return errors.Join(errs...)
-}
-
-// fromMetrics lists the non-zero transition counts of m, ordered.
-func fromMetrics(m *core.Metrics) []TransitionCount {
-	var out []TransitionCount
-	for from := range m.Transitions {
-		for to, n := range m.Transitions[from] {
-			if n > 0 {
-				out = append(out, TransitionCount{From: core.State(from), To: core.State(to), Count: n})
-			}
-		}
-	}
-	return out
 }

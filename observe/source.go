@@ -7,13 +7,14 @@
 // The exporters prombreaker (Prometheus) and otelbreaker (OpenTelemetry)
 // live in nested modules of their own and are built on it, so that the
 // names and meanings of their series agree. Nothing here runs in a
-// breaker's Allow or Done: a read calls Settings, State, Counts and
+// breaker's Allow or Done: a Reader calls Settings, State, Counts and
 // Metrics, and Transitions runs only when a transition is delivered.
 package observe
 
 import (
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/casbreaker/casbreaker/core"
 	"github.com/casbreaker/casbreaker/registry"
@@ -23,7 +24,8 @@ import (
 // *registry.Breaker have these methods, safe to call concurrently with the
 // breaker's calls and allocation-free. Settings().Name names the breaker
 // in every series (the breaker label), so every breaker a Source yields
-// must have its own name.
+// should have its own name: of breakers that share one, a read reports
+// the first only (DuplicateNamesError).
 type Breaker interface {
 	Settings() core.Settings
 	State() core.State
@@ -31,11 +33,12 @@ type Breaker interface {
 	Metrics() core.Metrics
 }
 
-// Source yields the breakers of one read, each once; Read calls it once
-// per read, so a Source over a registry sees the breakers of that moment.
-// Make one with Breakers or Registry. A nil Source yields no breaker to Read,
-// but the exporters (prombreaker.New, otelbreaker.Register) refuse one with
-// an error: an exporter of nothing is most often a mistake.
+// Source yields the breakers of one read, each once; a Reader calls it
+// once per read, so a Source over a registry sees the breakers of that
+// moment. Make one with Breakers or Registry, and join several (an HTTP
+// and a gRPC registry, say) into one with Join, for one exporter. NewReader
+// and the exporters (prombreaker.New, otelbreaker.Register) refuse a nil
+// Source with an error: an exporter of nothing is most often a mistake.
 type Source func(yield func(Breaker) bool)
 
 // Breakers returns a Source of the given breakers, in that order, for
@@ -70,6 +73,29 @@ func Registry[K comparable](r *registry.Registry[K]) (Source, error) {
 		for _, b := range r.All() {
 			if !yield(b) {
 				return
+			}
+		}
+	}, nil
+}
+
+// Join returns a Source of the breakers of each of srcs, in that order,
+// so that one exporter reads them all (a service's HTTP and gRPC
+// registries, say). Their breakers should have names of their own across
+// the sources, as within one. It returns an error matching
+// core.ErrInvalidArgument, naming the position, if one of srcs is nil.
+func Join(srcs ...Source) (Source, error) {
+	for i, src := range srcs {
+		if src == nil {
+			return nil, fmt.Errorf("%w: observe.Join: Source %d of %d is nil", core.ErrInvalidArgument, i, len(srcs))
+		}
+	}
+	srcs = slices.Clone(srcs) // the caller's slice may change later
+	return func(yield func(Breaker) bool) {
+		for _, src := range srcs {
+			for b := range src {
+				if !yield(b) {
+					return
+				}
 			}
 		}
 	}, nil

@@ -57,19 +57,24 @@ type Options struct {
 // would need centuries to reach, is reported as 2^63-1.
 //
 // The callback runs wherever the SDK collects and may run concurrently
-// with the breakers' calls. It returns the error of observe.Read for
-// breakers with the same name (the collection reports it; the first of
-// them is observed). Unregister the Registration to stop reporting.
+// with the breakers' calls. It never returns an error, which would make a
+// PeriodicReader skip the export of every instrument, the application's
+// own included: a breaker name that is not valid UTF-8 is reported as
+// observe.LabelValue escapes it, and of breakers that share a name the
+// first is reported and the others are counted in
+// casbreaker.duplicate_breakers{breaker}. Unregister the Registration to
+// stop reporting.
 //
 // Register returns an error matching core.ErrInvalidArgument if mp or src
 // is nil, and the meter's error if an instrument or the callback cannot
 // be made.
 func Register(mp metric.MeterProvider, src observe.Source, o Options) (metric.Registration, error) {
-	switch {
-	case mp == nil:
+	if mp == nil {
 		return nil, fmt.Errorf("%w: otelbreaker.Register: the MeterProvider is nil", core.ErrInvalidArgument)
-	case src == nil:
-		return nil, fmt.Errorf("%w: otelbreaker.Register: the Source is nil (make one with observe.Breakers or observe.Registry)", core.ErrInvalidArgument)
+	}
+	reader, err := observe.NewReader(src, o.Transitions)
+	if err != nil {
+		return nil, fmt.Errorf("otelbreaker.Register: %w", err)
 	}
 	prefix := o.Prefix
 	if prefix == "" {
@@ -104,26 +109,42 @@ func Register(mp metric.MeterProvider, src observe.Source, o Options) (metric.Re
 		}
 		all = append(all, inst)
 	}
-	tr := o.Transitions
 	reg, err := meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
-		return observe.Read(src, tr, func(s observe.Sample) {
-			s.Each(func(m *observe.Metric, labels []string, v observe.Point) {
-				kv := make([]attribute.KeyValue, 0, 1+len(labels))
-				kv = append(kv, attribute.String("breaker", s.Name))
-				for i, l := range labels {
-					kv = append(kv, attribute.String(m.Labels[i], l))
-				}
-				at := metric.WithAttributeSet(attribute.NewSet(kv...))
-				if m.Ratio {
-					obs.ObserveFloat64(floats[m], v.Ratio, at)
-					return
-				}
-				obs.ObserveInt64(ints[m], int64(min(v.Count, math.MaxInt64)), at)
-			})
+		c := collection{obs: obs, ints: ints, floats: floats, kv: make([]attribute.KeyValue, 0, 4)}
+		err := reader.Read(func(s observe.Sample) {
+			s.Each(func(m *observe.Metric, labels []string, v observe.Point) { c.observe(m, s.Name, labels, v) })
 		})
+		for name, n := range observe.Duplicates(err) {
+			c.observe(observe.DuplicateBreakers, name, nil, observe.Point{Count: uint64(n)})
+		}
+		return nil
 	}, all...)
 	if err != nil {
 		return nil, fmt.Errorf("otelbreaker.Register: callback: %w", err)
 	}
 	return reg, nil
+}
+
+// collection is one run of a registration's callback.
+type collection struct {
+	obs    metric.Observer
+	ints   map[*observe.Metric]metric.Int64Observable
+	floats map[*observe.Metric]metric.Float64Observable
+	// kv holds the attributes of one data point at a time: NewSet copies
+	// them, so one slice serves a collection's millions of data points.
+	kv []attribute.KeyValue
+}
+
+// observe observes one series of the breaker named name.
+func (c *collection) observe(m *observe.Metric, name string, labels []string, v observe.Point) {
+	c.kv = append(c.kv[:0], attribute.String("breaker", name))
+	for i, l := range labels {
+		c.kv = append(c.kv, attribute.String(m.Labels[i], l))
+	}
+	at := metric.WithAttributeSet(attribute.NewSet(c.kv...))
+	if m.Ratio {
+		c.obs.ObserveFloat64(c.floats[m], v.Ratio, at)
+		return
+	}
+	c.obs.ObserveInt64(c.ints[m], int64(min(v.Count, math.MaxInt64)), at)
 }

@@ -17,14 +17,23 @@
 // named after Resilience4j's Micrometer metrics: casbreaker_state{state},
 // casbreaker_calls_total{kind}, casbreaker_not_permitted_calls_total{reason},
 // casbreaker_failure_ratio and the rest of observe.Metrics; docs/observability.md
-// has the table. A breaker adds about 40 series, so a registry's
-// MaxBreakers bounds the label cardinality.
+// has the table. A breaker adds up to 22 series and one per kind of
+// transition it has made, so a registry's MaxBreakers bounds the label
+// cardinality. For several registries (an
+// HTTP and a gRPC one, say) give one Collector their observe.Join.
+//
+// A scrape costs about what client_golang's own gathering of that many
+// series costs, plus a few hundred bytes per breaker; docs/observability.md
+// has the figures.
 package prombreaker
 
 import (
+	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/casbreaker/casbreaker/core"
 	"github.com/casbreaker/casbreaker/observe"
@@ -41,87 +50,111 @@ type Options struct {
 	ConstLabels prometheus.Labels
 	// Transitions, the listener set as the breakers'
 	// core.Config.OnStateChange, gives casbreaker_transitions_total its
-	// reason label. Zero: transitions come from each breaker's
-	// core.Metrics, with an empty reason, and only with CollectMetrics.
+	// reason label. It may serve other Collectors and otelbreaker
+	// registrations too, over the same breakers or others. Zero:
+	// transitions come from each breaker's core.Metrics, with an empty
+	// reason, and only with CollectMetrics.
 	Transitions *observe.Transitions
 }
 
 // Collector is a prometheus.Collector over the breakers of an
-// observe.Source. Make one with New. Collect reads the breakers on the
-// scraping goroutine and may run concurrently with itself and with the
-// breakers' calls, whose hot paths it adds nothing to.
+// observe.Source. Make one with New: registering the zero value fails
+// with an error that names New, and it collects nothing. Collect reads the breakers on the scraping goroutine
+// and may run concurrently with itself and with the breakers' calls,
+// whose hot paths it adds nothing to; it holds a scrape's series until
+// every breaker is read, to send them in the order the gather sorts
+// them by.
 type Collector struct {
-	src   observe.Source
-	tr    *observe.Transitions
-	descs map[*observe.Metric]*prometheus.Desc
-	// first describes every scrape error: a scrape must name a Desc.
-	first *prometheus.Desc
+	reader   *observe.Reader
+	families map[*observe.Metric]*family
+	pairs    labelPairs
+	// breakers is how many breakers the latest scrape read: the next
+	// one's first guess.
+	breakers atomic.Int64
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
 
 // New returns a Collector over src. It returns an error matching
-// core.ErrInvalidArgument if src is nil or Namespace or a constant label
-// is not a valid Prometheus name.
+// core.ErrInvalidArgument if src is nil, if Namespace or a constant
+// label's name is not a valid Prometheus name, if a constant label's
+// value is not valid UTF-8, or if a constant label is named like a
+// variable one (breaker, state, ...).
 func New(src observe.Source, o Options) (*Collector, error) {
-	if src == nil {
-		return nil, fmt.Errorf("%w: prombreaker.New: the Source is nil (make one with observe.Breakers or observe.Registry)", core.ErrInvalidArgument)
-	}
 	ns := o.Namespace
 	if ns == "" {
 		ns = "casbreaker"
 	}
-	c := &Collector{src: src, tr: o.Transitions, descs: make(map[*observe.Metric]*prometheus.Desc)}
-	for _, m := range observe.Metrics {
+	c := &Collector{families: make(map[*observe.Metric]*family)}
+	for i, m := range observe.Metrics {
 		name := prometheus.BuildFQName(ns, "", m.Name)
 		if m.Counter {
 			name += "_total"
 		}
-		d := prometheus.NewDesc(name, m.Help+".", append([]string{"breaker"}, m.Labels...), o.ConstLabels)
-		// NewDesc keeps a bad name or label as the Desc's error, which
-		// only registration would report.
-		if _, err := prometheus.NewConstMetric(d, prometheus.GaugeValue, 0, make([]string, 1+len(m.Labels))...); err != nil {
+		f, err := newFamily(i, m, prometheus.NewDesc(name, m.Help+".", append([]string{"breaker"}, m.Labels...), o.ConstLabels))
+		if err != nil {
 			return nil, fmt.Errorf("%w: prombreaker.New: %v", core.ErrInvalidArgument, err)
 		}
-		c.descs[m] = d
-		if c.first == nil {
-			c.first = d
-		}
+		c.families[m] = f
 	}
+	r, err := observe.NewReader(src, o.Transitions)
+	if err != nil {
+		return nil, fmt.Errorf("prombreaker.New: %w", err)
+	}
+	c.reader = r
 	return c, nil
 }
 
 // Describe sends the descriptor of every family (prometheus.Collector).
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	if c.reader == nil {
+		ch <- prometheus.NewInvalidDesc(errors.New("prombreaker: the Collector is a zero value: make one with prombreaker.New"))
+		return
+	}
 	for _, m := range observe.Metrics {
-		ch <- c.descs[m]
+		ch <- c.families[m].desc
 	}
 }
 
 // Collect reads every breaker of the Source and sends its series
-// (prometheus.Collector). Breakers with the same name are reported once,
-// and the scrape gets an error that names the name; so does a breaker
-// whose name is not valid UTF-8, whose series are left out.
+// (prometheus.Collector). It never sends an error, which would fail the
+// whole scrape (promhttp's default answers 500), the other collectors'
+// series included: a breaker name that is not valid UTF-8 is reported
+// as observe.LabelValue escapes it, and of breakers that share a name
+// the first is reported and the others are counted in
+// casbreaker_duplicate_breakers{breaker}.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	err := observe.Read(c.src, c.tr, func(s observe.Sample) {
-		s.Each(func(m *observe.Metric, labels []string, v observe.Point) {
-			typ, val := prometheus.GaugeValue, float64(v.Count)
-			if m.Counter {
-				typ = prometheus.CounterValue
-			}
-			if m.Ratio {
-				val = v.Ratio
-			}
-			lv := make([]string, 0, 1+len(labels))
-			pm, err := prometheus.NewConstMetric(c.descs[m], typ, val, append(append(lv, s.Name), labels...)...)
-			if err != nil {
-				// A name that is not valid UTF-8: the scrape says which.
-				pm = prometheus.NewInvalidMetric(c.descs[m], fmt.Errorf("prombreaker: breaker %q: %w", s.Name, err))
-			}
-			ch <- pm
-		})
-	})
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.first, err)
+	if c.reader == nil {
+		return
 	}
+	sc := scrape{breakers: make([]breakerSeries, 0, c.breakers.Load())}
+	err := c.reader.Read(func(s observe.Sample) {
+		breaker := newBreakerPair(s.Name)
+		s.Each(func(m *observe.Metric, labels []string, v observe.Point) {
+			sc.add(c.series(c.families[m], breaker, labels, v, &sc))
+		})
+		sc.endBreaker(s.Name)
+	})
+	c.breakers.Store(int64(len(sc.breakers)))
+	sc.send(ch)
+	for name, n := range observe.Duplicates(err) {
+		s := c.series(c.families[observe.DuplicateBreakers], newBreakerPair(name), nil, observe.Point{Count: uint64(n)}, &sc)
+		ch <- &s
+	}
+}
+
+// series returns one series of family f for the breaker whose label pair
+// is breaker, with the family's other label values and value v.
+func (c *Collector) series(f *family, breaker *dto.LabelPair, labels []string, v observe.Point, sc *scrape) series {
+	lps := sc.labels(len(f.layout))
+	copy(lps, f.layout)
+	lps[f.slots[0]] = breaker
+	for i, l := range labels {
+		lps[f.slots[1+i]] = c.pairs.get(f.names[i], l)
+	}
+	val := float64(v.Count)
+	if f.ratio {
+		val = v.Ratio
+	}
+	return series{f: f, labels: lps, value: val}
 }

@@ -111,7 +111,7 @@ func TestPedanticRegistry(t *testing.T) {
 	require.NoError(t, reg.Register(tripped(t, prombreaker.Options{}, true)))
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	assert.Len(t, mfs, len(observe.Metrics)-2, "all families but the two ratios")
+	assert.Len(t, mfs, len(observe.Metrics)-3, "all families but the two ratios and the duplicates")
 }
 
 func TestWindowSeries(t *testing.T) {
@@ -151,30 +151,6 @@ casbreaker_slow_call_ratio{breaker="db"} 0.25
 	assert.Equal(t, 0, testutil.CollectAndCount(c, "casbreaker_calls_total"), "no CollectMetrics: no counters")
 }
 
-func TestDuplicateNamesFailTheScrape(t *testing.T) {
-	src, err := observetest.SameName("same")
-	require.NoError(t, err)
-	c, err := prombreaker.New(src, prombreaker.Options{})
-	require.NoError(t, err)
-	reg := prometheus.NewRegistry()
-	require.NoError(t, reg.Register(c))
-	_, err = reg.Gather()
-	assert.ErrorContains(t, err, `two breakers are named "same"`)
-}
-
-func TestBadNameFailsTheScrape(t *testing.T) {
-	a, err := core.New(core.Config{Name: "bad\xff", ConsecutiveFailures: 1})
-	require.NoError(t, err)
-	src, err := observe.Breakers(a)
-	require.NoError(t, err)
-	c, err := prombreaker.New(src, prombreaker.Options{})
-	require.NoError(t, err)
-	reg := prometheus.NewRegistry()
-	require.NoError(t, reg.Register(c))
-	_, err = reg.Gather()
-	assert.ErrorContains(t, err, `breaker "bad\xff"`)
-}
-
 func TestBadOptions(t *testing.T) {
 	_, err := prombreaker.New(nil, prombreaker.Options{})
 	assert.ErrorIs(t, err, core.ErrInvalidArgument)
@@ -190,6 +166,15 @@ func TestBadOptions(t *testing.T) {
 	assert.ErrorIs(t, err, core.ErrInvalidArgument)
 	_, err = prombreaker.New(src, prombreaker.Options{ConstLabels: prometheus.Labels{"breaker": "x"}})
 	assert.ErrorIs(t, err, core.ErrInvalidArgument, "a constant label may not shadow a variable one")
+}
+
+func TestZeroCollector(t *testing.T) {
+	var c prombreaker.Collector
+	err := prometheus.NewRegistry().Register(&c)
+	assert.ErrorContains(t, err, "make one with prombreaker.New")
+	ch := make(chan prometheus.Metric, 1)
+	c.Collect(ch)
+	assert.Empty(t, ch)
 }
 
 // serve serves reg's /metrics on a loopback listener until the test ends.

@@ -1,0 +1,105 @@
+package otelbreaker_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/observe"
+	"github.com/casbreaker/casbreaker/otelbreaker"
+)
+
+// benchSizes are the numbers of breakers a collection reads in the
+// benchmarks.
+var benchSizes = []int{1000, 10000, 100000}
+
+// benchBreakers returns n breakers with a window of 10 and no cumulative
+// counters: 10 data points each (6 states, 4 window counts).
+func benchBreakers(b *testing.B, n int) observe.Source {
+	b.Helper()
+	bs := make([]observe.Breaker, n)
+	for i := range bs {
+		br, err := core.New(core.Config{Name: "host-" + strconv.Itoa(i) + ".example", WindowSize: 10, FailureRateThreshold: 50})
+		if err != nil {
+			b.Fatal(err)
+		}
+		bs[i] = br
+	}
+	src, err := observe.Breakers(bs...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return src
+}
+
+// collectBench collects reader b.N times, into one ResourceMetrics as a
+// PeriodicReader does.
+func collectBench(b *testing.B, reader *sdkmetric.ManualReader, points int) {
+	var rm metricdata.ResourceMetrics
+	b.ReportAllocs()
+	cpu := cpuTime()
+	for b.Loop() {
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpuTime()-cpu)/1e9/float64(b.N), "cpu-sec/op")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(points), "ns/point")
+}
+
+// BenchmarkCollect is a collection of n breakers (10 data points each):
+// the callback's read and the SDK's aggregation.
+func BenchmarkCollect(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			reader := sdkmetric.NewManualReader()
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+			defer func() { _ = mp.Shutdown(context.Background()) }()
+			if _, err := otelbreaker.Register(mp, benchBreakers(b, n), otelbreaker.Options{}); err != nil {
+				b.Fatal(err)
+			}
+			collectBench(b, reader, 10*n)
+		})
+	}
+}
+
+// BenchmarkCollectFloor observes BenchmarkCollect's data points from
+// attribute sets made before the collection, in one callback: the SDK's
+// aggregation alone, the floor under any callback.
+func BenchmarkCollectFloor(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			reader := sdkmetric.NewManualReader()
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+			defer func() { _ = mp.Shutdown(context.Background()) }()
+			meter := mp.Meter("floor")
+			g, err := meter.Int64ObservableUpDownCounter("casbreaker.state")
+			if err != nil {
+				b.Fatal(err)
+			}
+			sets := make([]metric.ObserveOption, 0, 10*n)
+			for i := range n {
+				name := "host-" + strconv.Itoa(i) + ".example"
+				for s := range 10 {
+					sets = append(sets, metric.WithAttributeSet(attribute.NewSet(attribute.String("breaker", name), attribute.String("state", strconv.Itoa(s)))))
+				}
+			}
+			if _, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+				for _, s := range sets {
+					o.ObserveInt64(g, 0, s)
+				}
+				return nil
+			}, g); err != nil {
+				b.Fatal(err)
+			}
+			collectBench(b, reader, 10*n)
+		})
+	}
+}
