@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/observetest"
 	"github.com/casbreaker/casbreaker/observe"
 	"github.com/casbreaker/casbreaker/otelbreaker"
 )
@@ -115,9 +116,9 @@ func TestSharedTransitionsKeepEachRegistrationsCounts(t *testing.T) {
 // A name that is not valid UTF-8, which an OTLP exporter could not
 // encode, is observed with its invalid bytes escaped.
 func TestInvalidUTF8NameIsEscaped(t *testing.T) {
-	b, err := core.New(core.Config{Name: "\xff.example", ConsecutiveFailures: 1})
+	b, err := core.New(core.Config{Name: "bad", ConsecutiveFailures: 1})
 	require.NoError(t, err)
-	src, err := observe.Breakers(b)
+	src, err := observe.Breakers(observetest.Named{Breaker: b, Name: "\xff.example"})
 	require.NoError(t, err)
 	reader, _ := setup(t, src, otelbreaker.Options{})
 	state := collect(t, reader)["casbreaker.state"].Data.(metricdata.Sum[int64])

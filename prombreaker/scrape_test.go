@@ -48,8 +48,9 @@ func scrapeWithGoCollector(t *testing.T, src observe.Source) (int, string) {
 // "http://%ff.example/") is reported with those bytes escaped, and the
 // scrape of everything else goes on.
 func TestInvalidUTF8NameKeepsTheScrapeUp(t *testing.T) {
-	bad, err := core.New(core.Config{Name: "\xff.example", ConsecutiveFailures: 1})
+	b, err := core.New(core.Config{Name: "bad", ConsecutiveFailures: 1})
 	require.NoError(t, err)
+	bad := observetest.Named{Breaker: b, Name: "\xff.example"}
 	good, err := core.New(core.Config{Name: "good.example", ConsecutiveFailures: 1})
 	require.NoError(t, err)
 	src, err := observe.Breakers(bad, good)

@@ -100,3 +100,19 @@ func SameName(name string) (observe.Source, error) {
 	}
 	return observe.Breakers(a, b)
 }
+
+// Named is a breaker that a Source reports under a name of the test's
+// choosing: core.New refuses a name that is not valid UTF-8, but a Source
+// of the user's own breakers may yield any observe.Breaker, and the
+// exporters must still survive such a name.
+type Named struct {
+	*core.Breaker
+	Name string
+}
+
+// Settings is the breaker's, under Name.
+func (n Named) Settings() core.Settings {
+	s := n.Breaker.Settings()
+	s.Name = n.Name
+	return s
+}
