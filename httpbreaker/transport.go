@@ -6,14 +6,16 @@
 // A request whose breaker refuses is not sent: RoundTrip returns the
 // rejection, which an http.Client wraps in a *url.Error; errors.Is(err,
 // core.ErrOpen) and the other reasons see through it, and
-// core.RetryAfterOf(err) says when to try again. Every other request is
-// sent, and its outcome is recorded when the response headers arrive (or,
-// with Options.RecordBodyErrors, when the body has been read): by default
-// 5xx and 429 responses and transport errors are failures, other responses
-// successes, and a request whose context was cancelled is neutral. With
-// Config.MaxRetryAfter set, a failure response's Retry-After header, in
-// either form (seconds or an HTTP date), keeps the host's breaker open at
-// least that long, capped at MaxRetryAfter.
+// core.RetryAfterOf(err) says when to try again. Nor is a request whose
+// context is done before it starts, which takes no permit. Every other
+// request is sent, and its outcome is recorded when the response headers
+// arrive (or, with Options.RecordBodyErrors, when the body has been read):
+// by default 5xx and 429 responses and transport errors are failures,
+// timeouts included, other responses successes, and a request that its
+// caller cancelled is neutral. With Config.MaxRetryAfter set, a failure
+// response's Retry-After header, in either form (seconds or an HTTP
+// date), keeps the host's breaker open at least that long, capped at
+// MaxRetryAfter.
 package httpbreaker
 
 import (
@@ -125,22 +127,34 @@ func DefaultClassify(req *http.Request, resp *http.Response, err error) core.Out
 // Registry returns the breakers, by key, for metrics and manual controls.
 func (t *Transport) Registry() *registry.Registry[string] { return t.reg }
 
-// RoundTrip sends req through its key's breaker. A refused request is not
-// sent: its body, if any, is closed, as http.RoundTripper requires, and
-// the error is the breaker's rejection (see the package doc). Otherwise it
-// returns what the base transport returns, after recording the outcome. A
-// full registry (registry.ErrFull) is returned as the error too.
+// RoundTrip sends req through its key's breaker. A request whose context
+// is done already is not sent and takes no permit: it says nothing about
+// the server. RoundTrip returns the context's error then (its cause, as
+// net/http does). A refused request is not sent either, and the error is
+// the breaker's rejection (see the package doc), or the registry's
+// registry.ErrFull. A request not sent has its body, if any, closed, as
+// http.RoundTripper requires. Otherwise RoundTrip returns what the base
+// transport returns, after recording the outcome.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.reg == nil {
 		panic("httpbreaker: Transport used without New")
 	}
-	b, err := t.reg.Get(t.key(req))
-	if err == nil {
-		var p core.Permit
-		if p, err = b.Allow(); err == nil {
-			return t.send(b, p, req)
-		}
+	if ctx := req.Context(); ctx.Err() != nil {
+		return unsent(req, context.Cause(ctx))
 	}
+	b, err := t.reg.Get(t.key(req))
+	if err != nil {
+		return unsent(req, err)
+	}
+	p, err := b.Allow()
+	if err != nil {
+		return unsent(req, err)
+	}
+	return t.send(b, p, req)
+}
+
+// unsent closes the body of req, which is not sent, and returns err.
+func unsent(req *http.Request, err error) (*http.Response, error) {
 	if req.Body != nil {
 		req.Body.Close()
 	}
