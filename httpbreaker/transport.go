@@ -36,8 +36,10 @@ type Options struct {
 	// each breaker is named Config.Name + "/" + key, or the key alone).
 	// Set MaxRetryAfter to honour Retry-After headers.
 	Config core.Config
-	// Key picks the breaker of a request. Zero: the request's URL.Host
-	// (host and port as written in the URL).
+	// Key picks the breaker of a request; the key is also the breaker's
+	// name (after Config.Name and a "/"), so it must be printable UTF-8
+	// to be exported as a metric label. Zero: HostKey, the URL's host and
+	// port in a canonical form.
 	Key func(*http.Request) string
 	// Classify maps what a request ended with to an outcome: the response
 	// (nil on a transport error) and the error (nil with a response, or
@@ -91,7 +93,7 @@ func New(o Options) (*Transport, error) {
 		t.base = http.DefaultTransport
 	}
 	if t.key == nil {
-		t.key = func(r *http.Request) string { return r.URL.Host }
+		t.key = HostKey
 	}
 	if t.classify == nil {
 		t.classify = DefaultClassify
