@@ -55,16 +55,42 @@ type Options struct {
 	// permit stays out: a half-open probe's slot is then only freed by the
 	// half-open max wait. Zero: recorded at the headers, body unread.
 	RecordBodyErrors bool
-	// MaxBreakers and IdleAfter bound the registry of breakers; an evicted
-	// host starts over with a fresh window, so keep the bound above the
-	// number of hosts in use (see registry.Options). Zero: no bound, no
-	// idle eviction.
+	// MaxBreakers bounds the number of breakers, so that a client sent to
+	// ever new hosts (one that fetches URLs it is given) does not grow
+	// without limit: at the bound, a new host's breaker replaces the least
+	// recently used closed one with no request in flight, and if every
+	// breaker is open, half-open or busy the request fails with
+	// registry.ErrFull unsent (see registry.Options). An evicted host
+	// starts over with a fresh window, so keep the bound above the number
+	// of hosts in use. Zero: DefaultMaxBreakers. Negative (NoLimit): no
+	// bound.
 	MaxBreakers int
-	IdleAfter   time.Duration
+	// IdleAfter is how long a closed breaker may go unused before the
+	// registry may evict it (see registry.Options.IdleAfter). Zero:
+	// DefaultIdleAfter. Negative (NoLimit): never idle.
+	IdleAfter time.Duration
 	// Now is the wall clock an HTTP-date Retry-After is measured against.
 	// Zero: time.Now.
 	Now func() time.Time
 }
+
+// The bounds of the registry when Options leaves them zero. 10,000
+// breakers are more hosts than a service calls in the usual case, and
+// take about 4 MB with no window, 15 MB with the default count window of
+// 100 calls and up to 72 MB with a 60-second time window (measured on
+// linux/amd64, registry entries included); a crawler that needs more
+// sets its own bound. A breaker unused for 10 minutes has outlived any
+// sensible time window, and its count window says little about the
+// host's health now.
+const (
+	DefaultMaxBreakers = 10_000
+	DefaultIdleAfter   = 10 * time.Minute
+)
+
+// NoLimit, as Options.MaxBreakers or Options.IdleAfter, turns that bound
+// off: the registry then grows by one breaker per host for as long as the
+// Transport lives.
+const NoLimit = -1
 
 // Transport is an http.RoundTripper with a circuit breaker per key. Make
 // one with New; it is safe for concurrent use, as an http.RoundTripper
@@ -80,11 +106,10 @@ type Transport struct {
 
 var _ http.RoundTripper = (*Transport)(nil)
 
-// New returns a Transport. It returns the registry's errors for a bad
-// template Config (matching core.ErrInvalidConfig) or bad bounds (matching
-// registry.ErrInvalidOptions), and never panics.
+// New returns a Transport. It returns the registry's error for a bad
+// template Config (matching core.ErrInvalidConfig), and never panics.
 func New(o Options) (*Transport, error) {
-	reg, err := registry.New(registry.Options[string]{Config: o.Config, MaxBreakers: o.MaxBreakers, IdleAfter: o.IdleAfter})
+	reg, err := registry.New(registry.Options[string]{Config: o.Config, MaxBreakers: bound(o.MaxBreakers, DefaultMaxBreakers), IdleAfter: bound(o.IdleAfter, DefaultIdleAfter)})
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +127,18 @@ func New(o Options) (*Transport, error) {
 		t.now = time.Now
 	}
 	return t, nil
+}
+
+// bound is the registry's option for v: def for zero, 0 (no bound) for a
+// negative v.
+func bound[T int | time.Duration](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }
 
 // DefaultClassify is the default Options.Classify: an error that matches
