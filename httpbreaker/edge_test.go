@@ -157,6 +157,29 @@ func TestNilResponseIsAFailure(t *testing.T) {
 	}
 }
 
+// A custom Classify may call a nil response with no error a success;
+// with RecordBodyErrors there is then no body to watch: the outcome is
+// recorded at once, and nothing dereferences the missing response.
+func TestNilResponseCalledASuccess(t *testing.T) {
+	base := roundTripperFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
+	success := func(*http.Request, *http.Response, error) core.Outcome { return core.Success }
+	tr, err := httpbreaker.New(httpbreaker.Options{Config: edgeConfig(), Base: base, Classify: success, RecordBodyErrors: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", "http://example.test/", nil)
+	if _, err := tr.RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	b, err := tr.Registry().Get("example.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := b.Metrics(); m.Successes != 1 {
+		t.Errorf("metrics %+v after a nil response called a success, want one success", m)
+	}
+}
+
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -70,10 +70,7 @@ func appendHostKey(dst []byte, scheme, host, port string, bracketed bool) []byte
 		// Leading zeros name the same port to the dialer; keep one digit.
 		port = port[min(len(port)-1, len(port)-len(strings.TrimLeft(port, "0"))):]
 	}
-	switch {
-	case port == "",
-		port == "80" && strings.EqualFold(scheme, "http"),
-		port == "443" && strings.EqualFold(scheme, "https"):
+	if port == "" || port == "80" && strings.EqualFold(scheme, "http") || port == "443" && strings.EqualFold(scheme, "https") {
 		return dst
 	}
 	return append(append(dst, ':'), port...)
@@ -95,14 +92,13 @@ func appendEscaped(dst []byte, s string, lower bool) []byte {
 	const hex = "0123456789ABCDEF"
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == '%' || !unicode.IsPrint(r) || r == utf8.RuneError && n == 1:
+		if r == '%' || !unicode.IsPrint(r) || r == utf8.RuneError && n == 1 {
 			for _, c := range []byte(s[i : i+n]) {
 				dst = append(dst, '%', hex[c>>4], hex[c&0xf])
 			}
-		case lower:
+		} else if lower {
 			dst = utf8.AppendRune(dst, unicode.ToLower(r))
-		default:
+		} else {
 			dst = append(dst, s[i:i+n]...)
 		}
 		i += n
