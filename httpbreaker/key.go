@@ -33,12 +33,42 @@ func HostKey(r *http.Request) string {
 	if u == nil {
 		return ""
 	}
+	if isCanonical(u.Scheme, u.Host) {
+		return u.Host
+	}
 	var buf [128]byte
 	k := appendHostKey(buf[:0], u.Scheme, u.Hostname(), u.Port(), strings.HasPrefix(u.Host, "["))
 	if string(k) == u.Host {
 		return u.Host
 	}
 	return string(k)
+}
+
+// isCanonical reports, in one pass, whether hostport is a key already as
+// appendHostKey would write it, in the common form: a name or an IPv4
+// address of lower-case letters, digits, '-', '_' and '.', not ending in
+// a dot, and an optional port that is not the scheme's default, with no
+// leading zero. Anything else takes the full path.
+func isCanonical(scheme, hostport string) bool {
+	colon := len(hostport)
+	for i := 0; i < len(hostport); i++ {
+		c := hostport[i]
+		if c == ':' && colon == len(hostport) {
+			colon = i
+		} else if !('0' <= c && c <= '9' || i < colon && ('a' <= c && c <= 'z' || c == '-' || c == '_' || c == '.')) {
+			return false // the port is digits only
+		}
+	}
+	host, port := hostport[:colon], hostport[min(colon+1, len(hostport)):]
+	if host == "" || host[len(host)-1] == '.' {
+		return false
+	}
+	if colon == len(hostport) {
+		return true
+	}
+	return port != "" && port[0] != '0' &&
+		!(port == "80" && strings.EqualFold(scheme, "http")) &&
+		!(port == "443" && strings.EqualFold(scheme, "https"))
 }
 
 // appendHostKey appends the key of host and port, as url.URL's Hostname
@@ -79,8 +109,12 @@ func appendHostKey(dst []byte, scheme, host, port string, bracketed bool) []byte
 // parseIP parses host if it is an IP address. It tries only what may be
 // one, because netip.ParseAddr allocates its error.
 func parseIP(host string) (netip.Addr, bool) {
-	if strings.Trim(host, "0123456789.") != "" && !strings.Contains(host, ":") {
-		return netip.Addr{}, false
+	if !strings.Contains(host, ":") {
+		for i := 0; i < len(host); i++ {
+			if c := host[i]; c != '.' && (c < '0' || c > '9') {
+				return netip.Addr{}, false
+			}
+		}
 	}
 	ip, err := netip.ParseAddr(host)
 	return ip, err == nil
@@ -91,6 +125,18 @@ func parseIP(host string) (netip.Addr, bool) {
 func appendEscaped(dst []byte, s string, lower bool) []byte {
 	const hex = "0123456789ABCDEF"
 	for i := 0; i < len(s); {
+		// ASCII, nearly every host, without decoding or Unicode tables.
+		if c := s[i]; c < utf8.RuneSelf {
+			if c < ' ' || c == '%' || c == 0x7f {
+				dst = append(dst, '%', hex[c>>4], hex[c&0xf])
+			} else if lower && 'A' <= c && c <= 'Z' {
+				dst = append(dst, c+'a'-'A')
+			} else {
+				dst = append(dst, c)
+			}
+			i++
+			continue
+		}
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if r == '%' || !unicode.IsPrint(r) || r == utf8.RuneError && n == 1 {
 			for _, c := range []byte(s[i : i+n]) {
