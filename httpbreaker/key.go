@@ -14,8 +14,8 @@ import (
 // with
 //   - the host in lower case and one trailing dot dropped
 //     (http://Example.COM./ and http://example.com/ are one server);
-//   - an IP address in its canonical form, an IPv6 one in brackets
-//     ([::1], and [fe80::1%25eth0] with its zone escaped as in a URL);
+//   - an IPv6 address in its canonical form, in brackets ([::1], and
+//     [fe80::1%25eth0] with its zone escaped as in a URL);
 //   - the port without leading zeros, and left out when it is empty or
 //     the scheme's default, 80 for http and 443 for https;
 //   - every byte that is not part of a printable UTF-8 character, and
@@ -106,15 +106,12 @@ func appendHostKey(dst []byte, scheme, host, port string, bracketed bool) []byte
 	return append(append(dst, ':'), port...)
 }
 
-// parseIP parses host if it is an IP address. It tries only what may be
-// one, because netip.ParseAddr allocates its error.
+// parseIP parses host if it is an IPv6 address. An IPv4 address needs no
+// parsing: netip takes only the canonical form, which is already its key;
+// and netip.ParseAddr allocates its error.
 func parseIP(host string) (netip.Addr, bool) {
 	if !strings.Contains(host, ":") {
-		for i := 0; i < len(host); i++ {
-			if c := host[i]; c != '.' && (c < '0' || c > '9') {
-				return netip.Addr{}, false
-			}
-		}
+		return netip.Addr{}, false
 	}
 	ip, err := netip.ParseAddr(host)
 	return ip, err == nil

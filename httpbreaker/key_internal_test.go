@@ -35,3 +35,21 @@ func TestIsCanonicalAgreesWithAppendHostKey(t *testing.T) {
 	}
 	try(5)
 }
+
+// The shortcut takes the common forms, each kind of byte at its bounds
+// included, and leaves the rest to the full path.
+func TestIsCanonicalTakesTheCommonForm(t *testing.T) {
+	for _, h := range []string{"a", "z", "0", "9", "az09-_.example", "api.example.com:8443", "10.0.0.1:8080", "x:1", "x:80", "x:443"} {
+		if !isCanonical("ftp", h) {
+			t.Errorf("%q not taken as canonical", h)
+		}
+	}
+	for _, h := range []string{"", ".", "a.", "A", "a:", "a:080", "a:8o", ":80", "a:1:2", "[::1]", "ä", "a%25"} {
+		if isCanonical("ftp", h) {
+			t.Errorf("%q taken as canonical", h)
+		}
+	}
+	if isCanonical("HTTP", "a:80") || isCanonical("https", "a:443") {
+		t.Error("a default port taken as canonical")
+	}
+}

@@ -89,6 +89,9 @@ func TestHostKey(t *testing.T) {
 		{"http://ä.example/", "ä.example"},
 		{"http://%c2%85.example/", "%C2%85.example"},
 		{"http://%ef%bf%bd.example/", "\ufffd.example"}, // a real U+FFFD is printable
+		{"http://%80.example/", "%80.example"},
+		{"http://AZaz09-_.example/", "azaz09-_.example"},
+		{"http://127.000.0.1/", "127.000.0.1"}, // not an address netip takes: a name
 	} {
 		u, err := url.Parse(tc.url)
 		require.NoError(t, err, tc.url)
@@ -97,6 +100,8 @@ func TestHostKey(t *testing.T) {
 	require.Empty(t, httpbreaker.HostKey(&http.Request{}), "no URL")
 	require.Equal(t, "%00[a%0A]", httpbreaker.HostKey(&http.Request{URL: &url.URL{Host: "\x00[A\n]"}}), "a Host set by hand")
 	require.Equal(t, "[not-an-ip]:80", httpbreaker.HostKey(&http.Request{URL: &url.URL{Scheme: "https", Host: "[NOT-an-IP]:80"}}))
+	require.Equal(t, "a b~", httpbreaker.HostKey(&http.Request{URL: &url.URL{Host: "A b~"}}), "space and tilde are printable")
+	require.Equal(t, "[fe80::1%25Ä]", httpbreaker.HostKey(&http.Request{URL: &url.URL{Host: "[fe80::1%Ä]"}}), "a zone keeps its case")
 }
 
 // The key of a host already in canonical form is the URL's own string:
