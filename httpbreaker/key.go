@@ -12,7 +12,7 @@ import (
 // one canonical form, so that every spelling of one server shares one
 // breaker and the key is fit to name it. It is the URL's host and port
 // with
-//   - the host in lower case and one trailing dot dropped
+//   - the host in lower case and its trailing dots dropped
 //     (http://Example.COM./ and http://example.com/ are one server);
 //   - an IPv6 address in its canonical form, in brackets ([::1], and
 //     [fe80::1%25eth0] with its zone escaped as in a URL);
@@ -75,8 +75,8 @@ func isCanonical(scheme, hostport string) bool {
 // and Port split them, under scheme; bracketed tells whether the URL
 // wrote the host in brackets.
 func appendHostKey(dst []byte, scheme, host, port string, bracketed bool) []byte {
-	if len(host) > 1 {
-		host = strings.TrimSuffix(host, ".")
+	if h := strings.TrimRight(host, "."); h != "" {
+		host = h
 	}
 	if ip, ok := parseIP(host); ok {
 		bracketed = ip.Is6()

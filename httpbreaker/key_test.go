@@ -77,6 +77,8 @@ func TestHostKey(t *testing.T) {
 		{"http://example.com:000/", "example.com:0"},
 		{"ftp://example.com:21/", "example.com:21"},
 		{"http://./", "."},
+		{"http://.../", "..."},
+		{"http://example.com../", "example.com"},
 		{"http://127.0.0.1:8080/", "127.0.0.1:8080"},
 		{"http://127.0.0.1./", "127.0.0.1"},
 		{"http://[2001:DB8:0:0::1]:80/", "[2001:db8::1]"},
