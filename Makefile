@@ -108,7 +108,7 @@ FUZZTIME     ?= 60s
 STRESS_COUNT ?= 10
 FUZZ_TARGETS := ./fuzz:FuzzDifferential ./fuzz:FuzzAtomicRing ./fuzz:FuzzBuckets ./fuzz:FuzzConfig \
 	./core:FuzzStateWord ./resilience:FuzzBackoff ./resilience:FuzzBudget \
-	./httpbreaker:FuzzParseRetryAfter
+	./httpbreaker:FuzzParseRetryAfter ./httpbreaker:FuzzHostKey
 
 # stress-lin runs only the linearizability families whose clock steps
 # concurrently, LIN_COUNT (84) times: 84 x 3 families x 400 histories is

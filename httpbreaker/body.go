@@ -25,11 +25,9 @@ type watchedBody struct {
 
 func (w *watchedBody) Read(buf []byte) (int, error) {
 	n, err := w.ReadCloser.Read(buf)
-	switch {
-	case err == nil:
-	case errors.Is(err, io.EOF):
+	if errors.Is(err, io.EOF) {
 		w.finish(core.Success)
-	default:
+	} else if err != nil {
 		w.once.Do(func() {
 			o := core.Ignored // if the classifier panics, as on the headers' path
 			defer func() { w.t.record(w.b, w.p, o, nil) }()

@@ -137,23 +137,35 @@ func TestClassifyPanicInBodyReleasesAsIgnored(t *testing.T) {
 
 // A base transport that returns neither a response nor an error breaks
 // http.RoundTripper's contract; the default classifier counts it as a
-// failure instead of dereferencing the missing response.
-func TestNilResponseIsAFailure(t *testing.T) {
+// failure instead of dereferencing the missing response. A custom one may
+// call it a success; with RecordBodyErrors there is then no body to
+// watch: the outcome is recorded at once.
+func TestNilResponse(t *testing.T) {
 	base := roundTripperFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
-	tr, err := httpbreaker.New(httpbreaker.Options{Config: edgeConfig(), Base: base})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, _ := http.NewRequest("GET", "http://example.test/", nil)
-	if _, err := tr.RoundTrip(req); err != nil {
-		t.Fatal(err)
-	}
-	b, err := tr.Registry().Get("example.test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m := b.Metrics(); m.Failures != 1 {
-		t.Errorf("metrics %+v after a nil response, want one failure", m)
+	success := func(*http.Request, *http.Response, error) core.Outcome { return core.Success }
+	for _, tc := range []struct {
+		name string
+		o    httpbreaker.Options
+		want core.Metrics
+	}{
+		{"default classifier", httpbreaker.Options{Config: edgeConfig(), Base: base}, core.Metrics{Failures: 1}},
+		{"called a success, RecordBodyErrors", httpbreaker.Options{Config: edgeConfig(), Base: base, Classify: success, RecordBodyErrors: true}, core.Metrics{Successes: 1}},
+	} {
+		tr, err := httpbreaker.New(tc.o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest("GET", "http://example.test/", nil)
+		if _, err := tr.RoundTrip(req); err != nil {
+			t.Fatal(err)
+		}
+		b, err := tr.Registry().Get("example.test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := b.Metrics(); m.Failures != tc.want.Failures || m.Successes != tc.want.Successes {
+			t.Errorf("%s: metrics %+v, want %+v", tc.name, m, tc.want)
+		}
 	}
 }
 

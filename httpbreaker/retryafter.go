@@ -2,8 +2,6 @@ package httpbreaker
 
 import (
 	"math"
-	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -12,40 +10,71 @@ import (
 // longer asks are cut to it (and Config.MaxRetryAfter cuts further).
 const maxRetryAfterSeconds = math.MaxInt64 / int64(time.Second)
 
+// httpDateLayouts are the three forms of an HTTP-date (RFC 9110 section
+// 5.6.7): IMF-fixdate, which senders use, and the obsolete RFC 850 and
+// asctime forms that recipients must accept.
+var httpDateLayouts = [...]string{
+	"Mon, 02 Jan 2006 15:04:05 GMT",
+	"Monday, 02-Jan-06 15:04:05 GMT",
+	"Mon Jan _2 15:04:05 2006",
+}
+
 // ParseRetryAfter parses a Retry-After header value in either form of RFC
-// 9110 section 10.2.3: delay-seconds (a non-negative decimal integer) or
-// an HTTP-date, which is measured from now. It reports false for an empty
-// or malformed value, and for a date at or before now or a delay of 0
-// (no wait: no hint). Surrounding spaces are ignored; a delay too long for
-// a time.Duration is cut to the longest one. It never panics.
+// 9110 section 10.2.3: delay-seconds (one or more decimal digits, nothing
+// else) or an HTTP-date in one of its three forms, measured from now. It
+// reports false for an empty or malformed value, and for a date at or
+// before now or a delay of 0 (no wait: no hint). Spaces and tabs around
+// the value are ignored. A date is taken only as it would be written:
+// two-digit hours, minutes and seconds, the day of the week that the date
+// falls on, GMT, no fraction of a second. A delay too long for a
+// time.Duration (about 292 years, however many digits) is cut to the
+// longest whole number of seconds that fits, and a date further ahead to
+// the longest time.Duration, not refused: each is a valid ask for a very
+// long wait, which the breaker cuts to Config.MaxRetryAfter anyway. It never panics and allocates nothing for
+// delay-seconds.
 func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
+	v = strings.Trim(v, " \t")
 	if v == "" {
 		return 0, false
 	}
-	if v[0] >= '0' && v[0] <= '9' {
-		secs, err := strconv.ParseUint(v, 10, 64)
-		if err != nil && !isRange(err) {
+	if secs, ok := parseDelaySeconds(v); ok {
+		return time.Duration(secs) * time.Second, secs > 0
+	}
+	for _, layout := range httpDateLayouts {
+		if at, ok := parseHTTPDate(layout, v); ok {
+			if d := at.Sub(now); d > 0 {
+				return d, true
+			}
 			return 0, false
 		}
-		if secs == 0 {
-			return 0, false
-		}
-		return time.Duration(min(secs, uint64(maxRetryAfterSeconds))) * time.Second, true
-	}
-	at, err := http.ParseTime(v)
-	if err != nil {
-		return 0, false
-	}
-	if d := at.Sub(now); d > 0 {
-		return d, true
 	}
 	return 0, false
 }
 
-// isRange reports whether a strconv error is only that the digits exceed
-// 64 bits (the value is then cut, not refused).
-func isRange(err error) bool {
-	ne, ok := err.(*strconv.NumError)
-	return ok && ne.Err == strconv.ErrRange
+// parseDelaySeconds parses v if it is only decimal digits, up to
+// maxRetryAfterSeconds: a longer delay is cut to it.
+func parseDelaySeconds(v string) (int64, bool) {
+	var secs int64
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		// secs <= maxRetryAfterSeconds (about 9.2e9), so secs*10+9
+		// cannot overflow.
+		secs = min(secs*10+int64(c-'0'), maxRetryAfterSeconds)
+	}
+	return secs, true
+}
+
+// parseHTTPDate parses v in layout, and only if formatting the time back
+// gives v: time.Parse alone takes one-digit hours, fractions of a second
+// and any day of the week, none of which is an HTTP-date.
+func parseHTTPDate(layout, v string) (time.Time, bool) {
+	at, err := time.Parse(layout, v)
+	if err != nil {
+		return time.Time{}, false
+	}
+	var buf [40]byte
+	return at, string(at.AppendFormat(buf[:0], layout)) == v
 }

@@ -140,11 +140,14 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
-// Without MaxRetryAfter the header is not read: a 429 is a failure like
-// any other.
+// Without MaxRetryAfter the header is not read (nor the wall clock it
+// would be measured against): a 429 is a failure like any other.
 func TestRetryAfterNeedsMaxRetryAfter(t *testing.T) {
 	s := newServer(t, status(http.StatusTooManyRequests, "30"))
-	c, _, _ := client(t, httpbreaker.Options{Config: core.Config{ConsecutiveFailures: 2}})
+	c, _, _ := client(t, httpbreaker.Options{
+		Config: core.Config{ConsecutiveFailures: 2},
+		Now:    func() time.Time { t.Error("the wall clock was read"); return time.Now() },
+	})
 	_, err := get(context.Background(), c, s.URL)
 	require.NoError(t, err)
 	_, err = get(context.Background(), c, s.URL)
@@ -336,4 +339,33 @@ func TestConcurrentClients(t *testing.T) {
 func TestNewRejectsBadConfig(t *testing.T) {
 	_, err := httpbreaker.New(httpbreaker.Options{Config: core.Config{FailureRateThreshold: 150}})
 	require.ErrorIs(t, err, core.ErrInvalidConfig)
+}
+
+// The default classification at every boundary: the statuses around 429
+// and 500..599, a caller's cancel (by the error or by the request's
+// context) and a timeout.
+func TestDefaultClassify(t *testing.T) {
+	req := httptest.NewRequestWithContext(context.Background(), http.MethodGet, "http://example.test/", nil)
+	for code, want := range map[int]core.Outcome{
+		200: core.Success, 428: core.Success, 429: core.Failure, 430: core.Success, 499: core.Success,
+		500: core.Failure, 503: core.Failure, 599: core.Failure, 600: core.Success,
+	} {
+		require.Equal(t, want, httpbreaker.DefaultClassify(req, &http.Response{StatusCode: code}, nil), "status %d", code)
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name string
+		req  *http.Request
+		err  error
+		want core.Outcome
+	}{
+		{"cancelled", req, fmt.Errorf("read: %w", context.Canceled), core.Ignored},
+		{"its context cancelled", httptest.NewRequestWithContext(cancelled, http.MethodGet, "http://example.test/", nil), errors.New("connection reset"), core.Ignored},
+		{"timeout", req, fmt.Errorf("read: %w", context.DeadlineExceeded), core.Failure},
+		{"transport error", req, errors.New("connection refused"), core.Failure},
+		{"neither response nor error", req, nil, core.Failure},
+	} {
+		require.Equal(t, tc.want, httpbreaker.DefaultClassify(tc.req, nil, tc.err), tc.name)
+	}
 }
