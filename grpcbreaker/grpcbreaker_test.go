@@ -87,9 +87,24 @@ func TestUnaryTripsAndRejectsWithRetryInfo(t *testing.T) {
 	assert.ErrorIs(t, err, core.ErrRejected)
 	assert.Equal(t, 6*time.Second, core.RetryAfterOf(err))
 
+	assert.NotErrorIs(t, err, core.ErrForcedOpen, "a rejection matches its own reason only")
+
 	clock.Advance(6 * time.Second)
 	require.NoError(t, check(c, ""), "the probe goes through and closes the breaker")
 	assert.Equal(t, core.Closed, b.State())
+
+	// A rejection with no wait (forced open: only a manual control ends
+	// it) carries no RetryInfo and writes no pushback into the trailer.
+	require.NoError(t, b.ForceOpen(0))
+	trailer = nil
+	err = check(c, "", grpc.Trailer(&trailer))
+	assert.ErrorIs(t, err, core.ErrForcedOpen)
+	st, ok = status.FromError(err)
+	require.True(t, ok)
+	assert.Equal(t, codes.Unavailable, st.Code())
+	assert.Empty(t, st.Details(), "no wait, no RetryInfo")
+	assert.Empty(t, trailer.Get(grpcbreaker.PushbackKey), "no wait, no pushback")
+	assert.Equal(t, int64(5), h.calls.Load(), "a refused call is not sent")
 }
 
 func TestCallerMistakesAreNotTheServersFault(t *testing.T) {
