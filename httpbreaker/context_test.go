@@ -149,3 +149,35 @@ func (c *endingContext) Err() error {
 		return nil
 	}
 }
+
+// A request with no server to send to (no URL, or a URL with no host) is
+// the caller's mistake: it is refused with an error that says so, its body
+// closed, and no breaker is asked, so it cannot trip one.
+func TestRequestWithNoHostIsNotSentNorCounted(t *testing.T) {
+	_, tr, _ := client(t, httpbreaker.Options{Config: core.Config{ConsecutiveFailures: 1}})
+	for _, tc := range []struct {
+		name string
+		req  func() *http.Request
+		want string
+	}{
+		{"nil URL", func() *http.Request {
+			r := mustRequest(t, "http://example.com/", nil)
+			r.URL = nil
+			return r
+		}, "no URL"},
+		{"no host", func() *http.Request { return mustRequest(t, "http:///path", nil) }, `"http:///path" has no host`},
+		{"relative", func() *http.Request { return mustRequest(t, "/path", nil) }, `"/path" has no host`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := &closeSpy{Reader: strings.NewReader("payload")}
+			req := tc.req()
+			req.Body = body
+			for range 3 {
+				_, err := tr.RoundTrip(req)
+				require.ErrorContains(t, err, tc.want)
+			}
+			require.True(t, body.closed, "the body of a request not sent is closed")
+			require.Zero(t, tr.Registry().Len(), "no breaker asked")
+		})
+	}
+}

@@ -21,6 +21,7 @@ package httpbreaker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -166,7 +167,8 @@ func (t *Transport) Registry() *registry.Registry[string] { return t.reg }
 // RoundTrip sends req through its key's breaker. A request whose context
 // is done already is not sent and takes no permit: it says nothing about
 // the server. RoundTrip returns the context's error then (its cause, as
-// net/http does). A refused request is not sent either, and the error is
+// net/http does). A request with no URL, or a URL with no host, is not
+// sent and takes no permit either, and gets an error that says so. A refused request is not sent either, and the error is
 // the breaker's rejection (see the package doc), or the registry's
 // registry.ErrFull. A request not sent has its body, if any, closed, as
 // http.RoundTripper requires. Otherwise RoundTrip returns what the base
@@ -177,6 +179,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if ctx := req.Context(); ctx.Err() != nil {
 		return unsent(req, context.Cause(ctx))
+	}
+	// A request with no server to send to is the caller's mistake, which
+	// net/http's transport would refuse before dialling: not a verdict on
+	// any server's breaker.
+	if req.URL == nil {
+		return unsent(req, errors.New("httpbreaker: request has no URL (nil Request.URL): not sent, no breaker asked"))
+	}
+	if req.URL.Host == "" {
+		return unsent(req, fmt.Errorf("httpbreaker: request URL %q has no host: not sent, no breaker asked", req.URL.Redacted()))
 	}
 	b, err := t.reg.Get(t.key(req))
 	if err != nil {
