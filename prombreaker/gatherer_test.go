@@ -13,7 +13,7 @@ import (
 	"github.com/casbreaker/casbreaker/prombreaker"
 )
 
-// brokenCollector sends one good series and one error, as a collector
+// brokenCollector sends one good series and two errors, as a collector
 // that failed to read something does.
 type brokenCollector struct{ desc *prometheus.Desc }
 
@@ -22,6 +22,7 @@ func (b brokenCollector) Describe(ch chan<- *prometheus.Desc) { ch <- b.desc }
 func (b brokenCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(b.desc, prometheus.GaugeValue, 1)
 	ch <- prometheus.NewInvalidMetric(b.desc, errors.New("the database did not answer"))
+	ch <- prometheus.NewInvalidMetric(b.desc, errors.New("the cache did not answer"))
 }
 
 // A Collector's Gatherer beside another gatherer gives the families and
@@ -50,7 +51,16 @@ func TestGathererBesideOthers(t *testing.T) {
 			reg.MustRegister(brokenCollector{prometheus.NewDesc("db_up", "1 while the database answers.", nil, nil)})
 			return reg
 		},
-		wantErr: "the database did not answer",
+		wantErr: "did not answer",
+	}, {
+		name: "errors of the others and a family of the same name",
+		others: func(t *testing.T, _ *prombreaker.Collector) *prometheus.Registry {
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(brokenCollector{prometheus.NewDesc("db_up", "1 while the database answers.", nil, nil)},
+				prometheus.NewGauge(prometheus.GaugeOpts{Name: "casbreaker_state", Help: "something else."}))
+			return reg
+		},
+		wantErr: "did not answer",
 	}, {
 		name: "the Collector registered in the others too",
 		others: func(t *testing.T, c *prombreaker.Collector) *prometheus.Registry {
@@ -84,6 +94,11 @@ func TestGathererBesideOthers(t *testing.T) {
 			require.Error(t, wantErr)
 			assert.ErrorContains(t, gotErr, tt.wantErr)
 			assert.Equal(t, strings.Count(wantErr.Error(), tt.wantErr), strings.Count(gotErr.Error(), tt.wantErr))
+			var wantErrs, gotErrs prometheus.MultiError
+			if errors.As(wantErr, &wantErrs) {
+				require.ErrorAs(t, gotErr, &gotErrs)
+				assert.Len(t, gotErrs, len(wantErrs), "one list of errors: %v", gotErr)
+			}
 		})
 	}
 }

@@ -176,12 +176,11 @@ func (c *Collector) series(f *family, breaker *dto.LabelPair, labels []string, v
 		lps[f.slots[1+i]] = c.pairs.get(f.names[i], l)
 	}
 	s := series{f: f, labels: lps}
-	switch {
-	case f.counter:
+	if f.counter {
 		s.counter = sc.values.counter(v.Count)
-	case f.ratio:
+	} else if f.ratio {
 		s.gauge = sc.values.gauge(v.Ratio, false, 0)
-	default:
+	} else {
 		s.gauge = sc.values.gauge(float64(v.Count), true, v.Count)
 	}
 	return s

@@ -176,6 +176,59 @@ casbreaker_slow_call_ratio{breaker="db"} 0.25
 	})
 }
 
+// Values around those a scrape shares among its series (the whole
+// numbers below 64) are each their own: a gauge and a counter of 63, 64
+// and 65, and ratios.
+func TestValuesAroundTheSharedOnes(t *testing.T) {
+	var bs []observe.Breaker
+	for _, calls := range []struct {
+		name              string
+		failed, succeeded int
+	}{{"a", 0, 64}, {"b", 63, 65}} {
+		b, err := core.New(core.Config{Name: calls.name, WindowSize: 200, FailureRateThreshold: 100, CollectMetrics: true})
+		require.NoError(t, err)
+		for range calls.failed {
+			require.NoError(t, observetest.Call(b, observetest.ErrDown))
+		}
+		for range calls.succeeded {
+			require.NoError(t, observetest.Call(b, nil))
+		}
+		bs = append(bs, b)
+	}
+	src, err := observe.Breakers(bs...)
+	require.NoError(t, err)
+	c, err := prombreaker.New(src, prombreaker.Options{})
+	require.NoError(t, err)
+	want := `
+# HELP casbreaker_buffered_calls calls in the sliding window now, by kind: successful or failed.
+# TYPE casbreaker_buffered_calls gauge
+casbreaker_buffered_calls{breaker="a",kind="failed"} 0
+casbreaker_buffered_calls{breaker="a",kind="successful"} 64
+casbreaker_buffered_calls{breaker="b",kind="failed"} 63
+casbreaker_buffered_calls{breaker="b",kind="successful"} 65
+# HELP casbreaker_calls_total outcomes the breaker acted on, by kind: successful, failed (retry-after hints included) or ignored.
+# TYPE casbreaker_calls_total counter
+casbreaker_calls_total{breaker="a",kind="failed"} 0
+casbreaker_calls_total{breaker="a",kind="ignored"} 0
+casbreaker_calls_total{breaker="a",kind="successful"} 64
+casbreaker_calls_total{breaker="b",kind="failed"} 63
+casbreaker_calls_total{breaker="b",kind="ignored"} 0
+casbreaker_calls_total{breaker="b",kind="successful"} 65
+# HELP casbreaker_failure_ratio failed over all calls in the sliding window, 0..1; absent while the window holds no call.
+# TYPE casbreaker_failure_ratio gauge
+casbreaker_failure_ratio{breaker="a"} 0
+casbreaker_failure_ratio{breaker="b"} 0.4921875
+# HELP casbreaker_permitted_calls_total permits granted, half-open probes included.
+# TYPE casbreaker_permitted_calls_total counter
+casbreaker_permitted_calls_total{breaker="a"} 64
+casbreaker_permitted_calls_total{breaker="b"} 128
+`
+	forEachPath(t, c, func(t *testing.T, g prometheus.Gatherer) {
+		assert.NoError(t, testutil.GatherAndCompare(g, strings.NewReader(want),
+			"casbreaker_buffered_calls", "casbreaker_calls_total", "casbreaker_failure_ratio", "casbreaker_permitted_calls_total"))
+	})
+}
+
 func TestBadOptions(t *testing.T) {
 	_, err := prombreaker.New(nil, prombreaker.Options{})
 	assert.ErrorIs(t, err, core.ErrInvalidArgument)
