@@ -145,58 +145,50 @@ const smallValues = 64
 // values are the dto.Gauge and dto.Counter values of one scrape's
 // series, each small value's shared, the others taken from blocks.
 type values struct {
-	gauges   [smallValues]*dto.Gauge
-	counters [smallValues]*dto.Counter
-	gblock   []gaugeValue
-	cblock   []counterValue
-}
-
-type gaugeValue struct {
-	g dto.Gauge
-	v float64
-}
-
-type counterValue struct {
-	c dto.Counter
-	v float64
+	gauges   valueCells[dto.Gauge]
+	counters valueCells[dto.Counter]
 }
 
 // gauge returns a gauge of value v, and of count if v is whole.
 func (vs *values) gauge(v float64, whole bool, count uint64) *dto.Gauge {
-	small := whole && count < smallValues
-	if small && vs.gauges[count] != nil {
-		return vs.gauges[count]
-	}
-	if len(vs.gblock) == cap(vs.gblock) {
-		vs.gblock = make([]gaugeValue, 0, valuesBlock)
-	}
-	vs.gblock = vs.gblock[:len(vs.gblock)+1]
-	gv := &vs.gblock[len(vs.gblock)-1]
-	gv.v = v
-	gv.g.Value = &gv.v
-	if small {
-		vs.gauges[count] = &gv.g
-	}
-	return &gv.g
+	return vs.gauges.get(v, whole, count, func(g *dto.Gauge) **float64 { return &g.Value })
 }
 
 // counter returns a counter of count.
 func (vs *values) counter(count uint64) *dto.Counter {
-	small := count < smallValues
-	if small && vs.counters[count] != nil {
-		return vs.counters[count]
+	return vs.counters.get(float64(count), true, count, func(c *dto.Counter) **float64 { return &c.Value })
+}
+
+// valueCells are the values of one type, T a dto.Gauge or dto.Counter.
+type valueCells[T any] struct {
+	small [smallValues]*T
+	block []valueCell[T]
+}
+
+// valueCell is a value and the float64 its Value field points at.
+type valueCell[T any] struct {
+	m T
+	v float64
+}
+
+// get returns a T whose Value field, which field gives, points at v; of
+// count if v is whole, shared if that is below smallValues.
+func (vc *valueCells[T]) get(v float64, whole bool, count uint64, field func(*T) **float64) *T {
+	small := whole && count < smallValues
+	if small && vc.small[count] != nil {
+		return vc.small[count]
 	}
-	if len(vs.cblock) == cap(vs.cblock) {
-		vs.cblock = make([]counterValue, 0, valuesBlock)
+	if len(vc.block) == cap(vc.block) {
+		vc.block = make([]valueCell[T], 0, valuesBlock)
 	}
-	vs.cblock = vs.cblock[:len(vs.cblock)+1]
-	cv := &vs.cblock[len(vs.cblock)-1]
-	cv.v = float64(count)
-	cv.c.Value = &cv.v
+	vc.block = vc.block[:len(vc.block)+1]
+	cell := &vc.block[len(vc.block)-1]
+	cell.v = v
+	*field(&cell.m) = &cell.v
 	if small {
-		vs.counters[count] = &cv.c
+		vc.small[count] = &cell.m
 	}
-	return &cv.c
+	return &cell.m
 }
 
 // compareSeries orders one breaker's series as a gathered family is
