@@ -67,11 +67,12 @@ type Options struct {
 
 // Collector is a prometheus.Collector over the breakers of an
 // observe.Source. Make one with New: registering the zero value fails
-// with an error that names New, and it collects nothing. Collect reads the breakers on the scraping goroutine
-// and may run concurrently with itself and with the breakers' calls,
-// whose hot paths it adds nothing to; it holds a scrape's series until
-// every breaker is read, to send them in the order the gather sorts
-// them by.
+// with an error that names New, and it collects nothing. For many
+// breakers serve its Gatherer rather than registering it. Collect reads
+// the breakers on the scraping goroutine and may run concurrently with
+// itself and with the breakers' calls, whose hot paths it adds nothing
+// to; it holds a scrape's series until every breaker is read, to send
+// them in the order the gather sorts them by.
 type Collector struct {
 	reader   *observe.Reader
 	families map[*observe.Metric]*family
