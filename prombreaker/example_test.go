@@ -109,3 +109,50 @@ func ExampleNew() {
 	// Output:
 	// breaker=search service=frontend state=closed
 }
+
+// Many breakers served beside the application's own metrics, through the
+// Collector's Gatherer rather than a registry's gather of each series.
+func ExampleCollector_Gatherer() {
+	breakers, err := registry.New(registry.Options[string]{
+		Config:      core.Config{Name: "api", ConsecutiveFailures: 5},
+		MaxBreakers: 100000,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	src, _ := observe.Registry(breakers)
+	c, err := prombreaker.New(src, prombreaker.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	reg := prometheus.NewRegistry() // the application's metrics, c not among them
+	up := prometheus.NewGauge(prometheus.GaugeOpts{Name: "app_up", Help: "1 while the application runs."})
+	up.Set(1)
+	reg.MustRegister(up)
+	srv := httptest.NewServer(promhttp.HandlerFor(c.Gatherer(reg), promhttp.HandlerOpts{}))
+	defer srv.Close()
+
+	for _, host := range []string{"a.example", "b.example"} {
+		if _, err := breakers.Get(host); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	for sc := bufio.NewScanner(resp.Body); sc.Scan(); {
+		if line := sc.Text(); !strings.HasPrefix(line, "#") && !strings.HasSuffix(line, " 0") {
+			fmt.Println(line)
+		}
+	}
+	// Output:
+	// app_up 1
+	// casbreaker_state{breaker="api/a.example",state="closed"} 1
+	// casbreaker_state{breaker="api/b.example",state="closed"} 1
+}

@@ -22,14 +22,22 @@
 // cardinality. For several registries (an
 // HTTP and a gRPC one, say) give one Collector their observe.Join.
 //
-// A scrape costs about what client_golang's own gathering of that many
-// series costs, plus a few hundred bytes per breaker; docs/observability.md
-// has the figures.
+// A scrape through a registry costs what client_golang's own gathering
+// of that many series costs, plus a few hundred bytes per breaker. Served
+// through the Collector's Gatherer instead, beside the registry and not
+// registered in it,
+//
+//	http.Handle("/metrics", promhttp.HandlerFor(c.Gatherer(prometheus.DefaultGatherer), promhttp.HandlerOpts{}))
+//
+// the breakers' series skip that gathering and cost less than half the
+// CPU: the path for many breakers. docs/observability.md has the figures.
 package prombreaker
 
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,14 +67,16 @@ type Options struct {
 
 // Collector is a prometheus.Collector over the breakers of an
 // observe.Source. Make one with New: registering the zero value fails
-// with an error that names New, and it collects nothing. Collect reads the breakers on the scraping goroutine
-// and may run concurrently with itself and with the breakers' calls,
-// whose hot paths it adds nothing to; it holds a scrape's series until
-// every breaker is read, to send them in the order the gather sorts
-// them by.
+// with an error that names New, and it collects nothing. For many
+// breakers serve its Gatherer rather than registering it. Collect reads
+// the breakers on the scraping goroutine and may run concurrently with
+// itself and with the breakers' calls, whose hot paths it adds nothing
+// to; it holds a scrape's series until every breaker is read, to send
+// them in the order the gather sorts them by.
 type Collector struct {
 	reader   *observe.Reader
 	families map[*observe.Metric]*family
+	byName   []*family // families sorted by name
 	pairs    labelPairs
 	// breakers is how many breakers the latest scrape read: the next
 	// one's first guess.
@@ -74,6 +84,8 @@ type Collector struct {
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
+
+var errZero = errors.New("prombreaker: the Collector is a zero value: make one with prombreaker.New")
 
 // New returns a Collector over src. It returns an error matching
 // core.ErrInvalidArgument if src is nil, if Namespace or a constant
@@ -91,11 +103,16 @@ func New(src observe.Source, o Options) (*Collector, error) {
 		if m.Counter {
 			name += "_total"
 		}
-		f, err := newFamily(i, m, prometheus.NewDesc(name, m.Help+".", append([]string{"breaker"}, m.Labels...), o.ConstLabels))
+		f, err := newFamily(i, m, name, m.Help+".", o.ConstLabels)
 		if err != nil {
 			return nil, fmt.Errorf("%w: prombreaker.New: %v", core.ErrInvalidArgument, err)
 		}
 		c.families[m] = f
+		c.byName = append(c.byName, f)
+	}
+	slices.SortFunc(c.byName, func(a, b *family) int { return strings.Compare(a.name, b.name) })
+	for i, f := range c.byName {
+		f.rank = i
 	}
 	r, err := observe.NewReader(src, o.Transitions)
 	if err != nil {
@@ -108,7 +125,7 @@ func New(src observe.Source, o Options) (*Collector, error) {
 // Describe sends the descriptor of every family (prometheus.Collector).
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	if c.reader == nil {
-		ch <- prometheus.NewInvalidDesc(errors.New("prombreaker: the Collector is a zero value: make one with prombreaker.New"))
+		ch <- prometheus.NewInvalidDesc(errZero)
 		return
 	}
 	for _, m := range observe.Metrics {
@@ -127,20 +144,27 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if c.reader == nil {
 		return
 	}
-	sc := scrape{breakers: make([]breakerSeries, 0, c.breakers.Load())}
+	c.read().send(ch)
+}
+
+// read reads every breaker of the Source into a scrape, the series of
+// the breakers left out as duplicates included, sorted.
+func (c *Collector) read() *scrape {
+	sc := &scrape{breakers: make([]breakerSeries, 0, c.breakers.Load())}
 	err := c.reader.Read(func(s observe.Sample) {
 		breaker := newBreakerPair(s.Name)
 		s.Each(func(m *observe.Metric, labels []string, v observe.Point) {
-			sc.add(c.series(c.families[m], breaker, labels, v, &sc))
+			sc.add(c.series(c.families[m], breaker, labels, v, sc))
 		})
 		sc.endBreaker(s.Name)
 	})
 	c.breakers.Store(int64(len(sc.breakers)))
-	sc.send(ch)
 	for name, n := range observe.Duplicates(err) {
-		s := c.series(c.families[observe.DuplicateBreakers], newBreakerPair(name), nil, observe.Point{Count: uint64(n)}, &sc)
-		ch <- &s
+		sc.add(c.series(c.families[observe.DuplicateBreakers], newBreakerPair(name), nil, observe.Point{Count: uint64(n)}, sc))
+		sc.endBreaker(name)
 	}
+	sc.sort()
+	return sc
 }
 
 // series returns one series of family f for the breaker whose label pair
@@ -152,9 +176,13 @@ func (c *Collector) series(f *family, breaker *dto.LabelPair, labels []string, v
 	for i, l := range labels {
 		lps[f.slots[1+i]] = c.pairs.get(f.names[i], l)
 	}
-	val := float64(v.Count)
-	if f.ratio {
-		val = v.Ratio
+	s := series{f: f, labels: lps}
+	if f.counter {
+		s.counter = sc.values.counter(v.Count)
+	} else if f.ratio {
+		s.gauge = sc.values.gauge(v.Ratio, false, 0)
+	} else {
+		s.gauge = sc.values.gauge(float64(v.Count), true, v.Count)
 	}
-	return series{f: f, labels: lps, value: val}
+	return s
 }

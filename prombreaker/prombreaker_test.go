@@ -45,7 +45,17 @@ func tripped(t *testing.T, o prombreaker.Options, listen bool) *prombreaker.Coll
 	return c
 }
 
-func TestCollectAndCompare(t *testing.T) {
+// forEachPath runs f on each way to serve c's series: c registered in a
+// pedantic registry, and c's Gatherer beside an empty one.
+func forEachPath(t *testing.T, c *prombreaker.Collector, f func(t *testing.T, g prometheus.Gatherer)) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(c))
+	t.Run("collector", func(t *testing.T) { f(t, reg) })
+	t.Run("gatherer", func(t *testing.T) { f(t, c.Gatherer(prometheus.NewPedanticRegistry())) })
+}
+
+func TestGatherAndCompare(t *testing.T) {
 	c := tripped(t, prombreaker.Options{}, true)
 	want := `
 # HELP casbreaker_state 1 for the state the breaker is in, 0 for each other state.
@@ -71,11 +81,15 @@ casbreaker_not_permitted_calls_total{breaker="api",reason="ramping_up"} 0
 # TYPE casbreaker_transitions_total counter
 casbreaker_transitions_total{breaker="api",from="closed",reason="failure_rate",to="open"} 1
 `
-	assert.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want),
-		"casbreaker_state", "casbreaker_calls_total", "casbreaker_not_permitted_calls_total", "casbreaker_transitions_total",
-		"casbreaker_failure_ratio"), "an open breaker's fresh window has no failure ratio")
-	// Every family but the ratios: an open breaker's window holds no call.
-	assert.Equal(t, 6+3+1+4+1+1+1+2+2, testutil.CollectAndCount(c))
+	forEachPath(t, c, func(t *testing.T, g prometheus.Gatherer) {
+		assert.NoError(t, testutil.GatherAndCompare(g, strings.NewReader(want),
+			"casbreaker_state", "casbreaker_calls_total", "casbreaker_not_permitted_calls_total", "casbreaker_transitions_total",
+			"casbreaker_failure_ratio"), "an open breaker's fresh window has no failure ratio")
+		// Every family but the ratios: an open breaker's window holds no call.
+		n, err := testutil.GatherAndCount(g)
+		require.NoError(t, err)
+		assert.Equal(t, 6+3+1+4+1+1+1+2+2, n)
+	})
 }
 
 func TestTransitionsWithoutAListenerHaveNoReason(t *testing.T) {
@@ -85,7 +99,9 @@ func TestTransitionsWithoutAListenerHaveNoReason(t *testing.T) {
 # TYPE casbreaker_transitions_total counter
 casbreaker_transitions_total{breaker="api",from="closed",reason="",to="open"} 1
 `
-	assert.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "casbreaker_transitions_total"))
+	forEachPath(t, c, func(t *testing.T, g prometheus.Gatherer) {
+		assert.NoError(t, testutil.GatherAndCompare(g, strings.NewReader(want), "casbreaker_transitions_total"))
+	})
 }
 
 func TestNamespaceAndConstLabels(t *testing.T) {
@@ -95,23 +111,28 @@ func TestNamespaceAndConstLabels(t *testing.T) {
 # TYPE svc_breaker_permitted_calls_total counter
 svc_breaker_permitted_calls_total{breaker="api",service="checkout"} 2
 `
-	assert.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "svc_breaker_permitted_calls_total"))
+	forEachPath(t, c, func(t *testing.T, g prometheus.Gatherer) {
+		assert.NoError(t, testutil.GatherAndCompare(g, strings.NewReader(want), "svc_breaker_permitted_calls_total"))
+	})
 }
 
 func TestLint(t *testing.T) {
-	problems, err := testutil.CollectAndLint(tripped(t, prombreaker.Options{}, true))
-	require.NoError(t, err)
-	assert.Empty(t, problems)
+	forEachPath(t, tripped(t, prombreaker.Options{}, true), func(t *testing.T, g prometheus.Gatherer) {
+		problems, err := testutil.GatherAndLint(g)
+		require.NoError(t, err)
+		assert.Empty(t, problems)
+	})
 }
 
 // A pedantic registry checks that every collected series was described
-// and is consistent with its family.
+// and is consistent with its family; prometheus.Gatherers checks the
+// Gatherer's series as it checks any gatherer's.
 func TestPedanticRegistry(t *testing.T) {
-	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(tripped(t, prombreaker.Options{}, true)))
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	assert.Len(t, mfs, len(observe.Metrics)-3, "all families but the two ratios and the duplicates")
+	forEachPath(t, tripped(t, prombreaker.Options{}, true), func(t *testing.T, g prometheus.Gatherer) {
+		mfs, err := prometheus.Gatherers{g}.Gather()
+		require.NoError(t, err)
+		assert.Len(t, mfs, len(observe.Metrics)-3, "all families but the two ratios and the duplicates")
+	})
 }
 
 func TestWindowSeries(t *testing.T) {
@@ -146,9 +167,66 @@ casbreaker_failure_ratio{breaker="db"} 0.25
 # TYPE casbreaker_slow_call_ratio gauge
 casbreaker_slow_call_ratio{breaker="db"} 0.25
 `
-	assert.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want),
-		"casbreaker_buffered_calls", "casbreaker_buffered_slow_calls", "casbreaker_failure_ratio", "casbreaker_slow_call_ratio"))
-	assert.Equal(t, 0, testutil.CollectAndCount(c, "casbreaker_calls_total"), "no CollectMetrics: no counters")
+	forEachPath(t, c, func(t *testing.T, g prometheus.Gatherer) {
+		assert.NoError(t, testutil.GatherAndCompare(g, strings.NewReader(want),
+			"casbreaker_buffered_calls", "casbreaker_buffered_slow_calls", "casbreaker_failure_ratio", "casbreaker_slow_call_ratio"))
+		n, err := testutil.GatherAndCount(g, "casbreaker_calls_total")
+		require.NoError(t, err)
+		assert.Equal(t, 0, n, "no CollectMetrics: no counters")
+	})
+}
+
+// Values around those a scrape shares among its series (the whole
+// numbers below 64) are each their own: a gauge and a counter of 63, 64
+// and 65, and ratios.
+func TestValuesAroundTheSharedOnes(t *testing.T) {
+	var bs []observe.Breaker
+	for _, calls := range []struct {
+		name              string
+		failed, succeeded int
+	}{{"a", 0, 64}, {"b", 63, 65}} {
+		b, err := core.New(core.Config{Name: calls.name, WindowSize: 200, FailureRateThreshold: 100, CollectMetrics: true})
+		require.NoError(t, err)
+		for range calls.failed {
+			require.NoError(t, observetest.Call(b, observetest.ErrDown))
+		}
+		for range calls.succeeded {
+			require.NoError(t, observetest.Call(b, nil))
+		}
+		bs = append(bs, b)
+	}
+	src, err := observe.Breakers(bs...)
+	require.NoError(t, err)
+	c, err := prombreaker.New(src, prombreaker.Options{})
+	require.NoError(t, err)
+	want := `
+# HELP casbreaker_buffered_calls calls in the sliding window now, by kind: successful or failed.
+# TYPE casbreaker_buffered_calls gauge
+casbreaker_buffered_calls{breaker="a",kind="failed"} 0
+casbreaker_buffered_calls{breaker="a",kind="successful"} 64
+casbreaker_buffered_calls{breaker="b",kind="failed"} 63
+casbreaker_buffered_calls{breaker="b",kind="successful"} 65
+# HELP casbreaker_calls_total outcomes the breaker acted on, by kind: successful, failed (retry-after hints included) or ignored.
+# TYPE casbreaker_calls_total counter
+casbreaker_calls_total{breaker="a",kind="failed"} 0
+casbreaker_calls_total{breaker="a",kind="ignored"} 0
+casbreaker_calls_total{breaker="a",kind="successful"} 64
+casbreaker_calls_total{breaker="b",kind="failed"} 63
+casbreaker_calls_total{breaker="b",kind="ignored"} 0
+casbreaker_calls_total{breaker="b",kind="successful"} 65
+# HELP casbreaker_failure_ratio failed over all calls in the sliding window, 0..1; absent while the window holds no call.
+# TYPE casbreaker_failure_ratio gauge
+casbreaker_failure_ratio{breaker="a"} 0
+casbreaker_failure_ratio{breaker="b"} 0.4921875
+# HELP casbreaker_permitted_calls_total permits granted, half-open probes included.
+# TYPE casbreaker_permitted_calls_total counter
+casbreaker_permitted_calls_total{breaker="a"} 64
+casbreaker_permitted_calls_total{breaker="b"} 128
+`
+	forEachPath(t, c, func(t *testing.T, g prometheus.Gatherer) {
+		assert.NoError(t, testutil.GatherAndCompare(g, strings.NewReader(want),
+			"casbreaker_buffered_calls", "casbreaker_calls_total", "casbreaker_failure_ratio", "casbreaker_permitted_calls_total"))
+	})
 }
 
 func TestBadOptions(t *testing.T) {
@@ -175,6 +253,13 @@ func TestZeroCollector(t *testing.T) {
 	ch := make(chan prometheus.Metric, 1)
 	c.Collect(ch)
 	assert.Empty(t, ch)
+
+	others := prometheus.NewRegistry()
+	others.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "app_up", Help: "1."}))
+	mfs, err := c.Gatherer(others).Gather()
+	assert.ErrorContains(t, err, "make one with prombreaker.New")
+	require.Len(t, mfs, 1, "the others' families are gathered")
+	assert.Equal(t, "app_up", mfs[0].GetName())
 }
 
 // serve serves reg's /metrics on a loopback listener until the test ends.

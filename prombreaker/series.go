@@ -24,7 +24,12 @@ import (
 // family is one family of observe.Metrics as a Collector reports it.
 type family struct {
 	index int // in observe.Metrics: the order of one breaker's families
+	rank  int // in the Collector's families sorted by name
 	desc  *prometheus.Desc
+	// name, help and typ are the gathered family's (desc's, which does
+	// not give them back).
+	name, help string
+	typ        dto.MetricType
 	// counter and ratio are the Metric's Counter and Ratio.
 	counter, ratio bool
 	// names are the family's labels besides breaker (Metric.Labels).
@@ -38,8 +43,10 @@ type family struct {
 }
 
 // newFamily returns the family of m, the index-th of observe.Metrics,
-// described by d; the error is d's, a bad name or constant label.
-func newFamily(index int, m *observe.Metric, d *prometheus.Desc) (*family, error) {
+// named name, with help text help; the error is that of its
+// descriptor, a bad name or constant label.
+func newFamily(index int, m *observe.Metric, name, help string, constLabels prometheus.Labels) (*family, error) {
+	d := prometheus.NewDesc(name, help, append([]string{breakerLabel}, m.Labels...), constLabels)
 	// client_golang places the labels: a constant metric of d has them
 	// where Write puts them (and NewConstMetric reports d's error).
 	pm, err := prometheus.NewConstMetric(d, prometheus.GaugeValue, 0, make([]string, 1+len(m.Labels))...)
@@ -48,8 +55,12 @@ func newFamily(index int, m *observe.Metric, d *prometheus.Desc) (*family, error
 	}
 	var out dto.Metric
 	_ = pm.Write(&out) // a constant gauge's Write has no error to return
-	f := &family{index: index, desc: d, counter: m.Counter, ratio: m.Ratio, names: m.Labels,
+	f := &family{index: index, desc: d, name: name, help: help, typ: dto.MetricType_GAUGE,
+		counter: m.Counter, ratio: m.Ratio, names: m.Labels,
 		layout: make([]*dto.LabelPair, len(out.Label)), slots: make([]int, 1+len(m.Labels))}
+	if m.Counter {
+		f.typ = dto.MetricType_COUNTER
+	}
 	variable := append([]string{breakerLabel}, m.Labels...)
 	for i, lp := range out.Label {
 		if k := slices.Index(variable, lp.GetName()); k >= 0 {
@@ -105,7 +116,9 @@ func (p *labelPairs) get(name, value string) *dto.LabelPair {
 type series struct {
 	f      *family
 	labels []*dto.LabelPair // in layout's order
-	value  float64
+	// The value: gauge, or counter if f.counter.
+	gauge   *dto.Gauge
+	counter *dto.Counter
 }
 
 var _ prometheus.Metric = (*series)(nil)
@@ -115,13 +128,67 @@ func (s *series) Desc() *prometheus.Desc { return s.f.desc }
 // Write fills out with the series' pairs and value, which out shares: a
 // dto.Metric is immutable once written, by client_golang's contract.
 func (s *series) Write(out *dto.Metric) error {
-	out.Label = s.labels
-	if s.f.counter {
-		out.Counter = &dto.Counter{Value: &s.value}
-	} else {
-		out.Gauge = &dto.Gauge{Value: &s.value}
-	}
+	out.Label, out.Gauge, out.Counter = s.labels, s.gauge, s.counter
 	return nil
+}
+
+// fill fills m, a dto.Metric of a gathered family, with the series.
+func (s *series) fill(m *dto.Metric) {
+	m.Label, m.Gauge, m.Counter = s.labels, s.gauge, s.counter
+}
+
+// smallValues is how many whole values, from 0, a scrape shares one
+// dto.Gauge or dto.Counter for among its series: a state's series are 0
+// or 1, and a window's counts are mostly small.
+const smallValues = 64
+
+// values are the dto.Gauge and dto.Counter values of one scrape's
+// series, each small value's shared, the others taken from blocks.
+type values struct {
+	gauges   valueCells[dto.Gauge]
+	counters valueCells[dto.Counter]
+}
+
+// gauge returns a gauge of value v, and of count if v is whole.
+func (vs *values) gauge(v float64, whole bool, count uint64) *dto.Gauge {
+	return vs.gauges.get(v, whole, count, func(g *dto.Gauge) **float64 { return &g.Value })
+}
+
+// counter returns a counter of count.
+func (vs *values) counter(count uint64) *dto.Counter {
+	return vs.counters.get(float64(count), true, count, func(c *dto.Counter) **float64 { return &c.Value })
+}
+
+// valueCells are the values of one type, T a dto.Gauge or dto.Counter.
+type valueCells[T any] struct {
+	small [smallValues]*T
+	block []valueCell[T]
+}
+
+// valueCell is a value and the float64 its Value field points at.
+type valueCell[T any] struct {
+	m T
+	v float64
+}
+
+// get returns a T whose Value field, which field gives, points at v; of
+// count if v is whole, shared if that is below smallValues.
+func (vc *valueCells[T]) get(v float64, whole bool, count uint64, field func(*T) **float64) *T {
+	small := whole && count < smallValues
+	if small && vc.small[count] != nil {
+		return vc.small[count]
+	}
+	if len(vc.block) == cap(vc.block) {
+		vc.block = make([]valueCell[T], 0, valuesBlock)
+	}
+	vc.block = vc.block[:len(vc.block)+1]
+	cell := &vc.block[len(vc.block)-1]
+	cell.v = v
+	*field(&cell.m) = &cell.v
+	if small {
+		vc.small[count] = &cell.m
+	}
+	return &cell.m
 }
 
 // compareSeries orders one breaker's series as a gathered family is
@@ -144,15 +211,18 @@ func compareSeries(a, b series) int {
 const (
 	seriesBlock = 4096
 	labelsBlock = 4 * seriesBlock
+	valuesBlock = 1024
 )
 
-// scrape holds the series of one Collect until every breaker is read, so
-// that it can send them in order.
+// scrape holds the series of one scrape until every breaker is read, so
+// that it can hand them over in order.
 type scrape struct {
 	block    []series // the current breaker's series end it
 	start    int      // where the current breaker's series begin in block
 	lblock   []*dto.LabelPair
+	values   values
 	breakers []breakerSeries
+	n        int // series in breakers
 }
 
 // breakerSeries are the series of one breaker, ordered.
@@ -188,11 +258,17 @@ func (sc *scrape) endBreaker(name string) {
 	slices.SortFunc(mine, compareSeries)
 	sc.breakers = append(sc.breakers, breakerSeries{name: name, series: mine})
 	sc.start = len(sc.block)
+	sc.n += len(mine)
 }
 
-// send sends every series, by breaker name.
-func (sc *scrape) send(ch chan<- prometheus.Metric) {
+// sort orders the breakers by name: each family's series are then in the
+// order a gathered family is sorted by.
+func (sc *scrape) sort() {
 	slices.SortFunc(sc.breakers, func(a, b breakerSeries) int { return strings.Compare(a.name, b.name) })
+}
+
+// send sends every series, in order.
+func (sc *scrape) send(ch chan<- prometheus.Metric) {
 	for _, b := range sc.breakers {
 		for i := range b.series {
 			ch <- &b.series[i]
