@@ -223,10 +223,11 @@ func (t *Transport) send(b *registry.Breaker, p core.Permit, req *http.Request) 
 	recorded = true
 	// A 101's body is the upgraded connection, which net/http hands back
 	// as an io.ReadWriteCloser: recorded at the headers, and left
-	// unwrapped so that it stays writable. A nil response with no error
-	// breaks http.RoundTripper's contract; a custom Classify may still
-	// call it a success.
-	if err != nil || o != core.Success || !t.bodyErrors || resp == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+	// unwrapped so that it stays writable. A nil response with no error,
+	// or a nil Body, breaks http.RoundTripper's contract; a custom
+	// Classify may still call the first a success, and http.Client mends
+	// the second with an empty body, which a wrapper would hide from it.
+	if err != nil || o != core.Success || !t.bodyErrors || resp == nil || resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
 		t.record(b, p, o, resp)
 		return resp, err
 	}
