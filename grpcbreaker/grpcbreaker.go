@@ -76,16 +76,19 @@ type Options struct {
 	Classify func(err error) core.Outcome
 	// MaxBreakers bounds the number of breakers, so that keys made from
 	// what callers send (a tenant, a target) cannot grow the registry
-	// without limit: at the bound, a new key's breaker replaces the least
-	// recently used closed one with no call in flight, and if every
-	// breaker is open, half-open or busy the call fails unsent with
+	// without limit: at the bound, a new key's breaker replaces one not
+	// used lately (an approximation of least recently used) that is
+	// neither open nor forced open and has no call in flight (a half-open
+	// one between probes may go, and its key starts over closed); if
+	// every breaker is open or busy the call fails unsent with
 	// registry.ErrFull (see registry.Options). An evicted key starts over
 	// with a fresh window, so keep the bound above the number of keys in
 	// use. Zero: DefaultMaxBreakers. Negative (NoLimit): no bound.
 	MaxBreakers int
-	// IdleAfter is how long a closed breaker may go without a call before
-	// the registry may evict it (see registry.Options.IdleAfter). Zero:
-	// DefaultIdleAfter. Negative (NoLimit): never idle.
+	// IdleAfter is how long a breaker that is not open may go without a
+	// call before the registry may evict it (see
+	// registry.Options.IdleAfter). Zero: DefaultIdleAfter. Negative
+	// (NoLimit): never idle.
 	IdleAfter time.Duration
 }
 

@@ -3,6 +3,7 @@ package grpcbreaker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -67,17 +68,51 @@ func clientsOwn(ctx context.Context, err error, req any, opts []grpc.CallOption)
 }
 
 // badMetadata reports whether msg is gRPC's refusal of a key or a value
-// of ctx's outgoing metadata. gRPC names the key as the caller wrote it;
-// metadata.FromOutgoingContext gives it in lower case, so the comparison
-// folds case.
+// of ctx's outgoing metadata, and that key or value is one gRPC refuses:
+// a server (or a proxy passing its own client's error on) may answer
+// with the same text about a key the caller sent in good form, and that
+// is the server's failure. gRPC names the key as the caller wrote it;
+// metadata.FromOutgoingContext gives it in lower case, so a refused key
+// matches in any case, and is taken as refused when the message spells
+// it in another case (upper case is what gRPC refuses) or its lower case
+// has a character outside [0-9a-z-_.]. A refused value's key passed the
+// key check, so it is in lower case already.
 func badMetadata(ctx context.Context, msg string) bool {
 	if msg != emptyKey && !strings.HasPrefix(msg, metadataPrefix) {
 		return false
 	}
 	md, _ := metadata.FromOutgoingContext(ctx)
-	for k := range md {
-		if k == "" && msg == emptyKey ||
-			strings.EqualFold(msg, fmt.Sprintf(badKey, k)) || strings.EqualFold(msg, fmt.Sprintf(badValue, k)) {
+	// If statements, not a switch: Go's coverage, and so mutation testing,
+	// does not see the conditions of case clauses.
+	for k, vals := range md {
+		if k == "" {
+			if msg == emptyKey {
+				return true
+			}
+		} else if msg == fmt.Sprintf(badValue, k) {
+			if !strings.HasSuffix(k, "-bin") && slices.ContainsFunc(vals, notPrintableASCII) {
+				return true
+			}
+		} else if strings.EqualFold(msg, fmt.Sprintf(badKey, k)) {
+			if msg != fmt.Sprintf(badKey, k) || strings.ContainsFunc(k, notKeyRune) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// notKeyRune reports whether r is a character gRPC refuses in a metadata
+// key, which it allows only [0-9a-z-_.] in.
+func notKeyRune(r rune) bool {
+	return !('a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '-' || r == '_' || r == '.')
+}
+
+// notPrintableASCII reports whether v has a byte gRPC refuses in a
+// metadata value (of a key not ending in "-bin"): one outside ' '..'~'.
+func notPrintableASCII(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] < ' ' || v[i] > '~' {
 			return true
 		}
 	}

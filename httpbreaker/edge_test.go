@@ -1,7 +1,8 @@
 package httpbreaker_test
 
 // Edge cases that are easy to get wrong: a 101 body that must stay
-// writable, the zero Transport, a classifier that panics on a body read.
+// writable, the zero Transport, a classifier that panics on a body read,
+// a base transport that breaks http.RoundTripper's contract.
 
 import (
 	"bufio"
@@ -166,6 +167,35 @@ func TestNilResponse(t *testing.T) {
 		if m := b.Metrics(); m.Failures != tc.want.Failures || m.Successes != tc.want.Successes {
 			t.Errorf("%s: metrics %+v, want %+v", tc.name, m, tc.want)
 		}
+	}
+}
+
+// A response with a nil Body breaks http.RoundTripper's contract too, and
+// http.Client mends it with an empty body. With RecordBodyErrors the
+// outcome is then recorded at the headers, and the body left nil for the
+// Client to mend: a watched nil body made the caller's first Read panic
+// and kept the permit out for good.
+func TestNilResponseBody(t *testing.T) {
+	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Request: r}, nil
+	})
+	tr, err := httpbreaker.New(httpbreaker.Options{Config: edgeConfig(), Base: base, RecordBodyErrors: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Transport: tr}).Get("http://example.test/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	b, err := tr.Registry().Get("example.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := b.Metrics(); m.Successes != 1 {
+		t.Errorf("metrics %+v, want one success", m)
 	}
 }
 

@@ -12,8 +12,14 @@ import (
 // one canonical form, so that every spelling of one server shares one
 // breaker and the key is fit to name it. It is the URL's host and port
 // with
-//   - the host in lower case and its trailing dots dropped
-//     (http://Example.COM./ and http://example.com/ are one server);
+//   - the host's ASCII letters in lower case and its trailing dots
+//     dropped (http://Example.COM./ and http://example.com/ are one
+//     server); other characters are kept as they are, since Unicode's
+//     lower case is not the mapping by which a client finds the server
+//     (IDNA): http://İ.example/ goes to xn--i-9bb.example, not to
+//     i.example, and http://ẞ.example/ to ss.example, not to ß.example.
+//     So a host spelled in two non-ASCII cases (Ä and ä) may get two
+//     breakers, but two servers never share one;
 //   - an IPv6 address in its canonical form, in brackets ([::1], and
 //     [fe80::1%25eth0] with its zone escaped as in a URL);
 //   - the port without leading zeros, and left out when it is empty or
@@ -118,7 +124,8 @@ func parseIP(host string) (netip.Addr, bool) {
 }
 
 // appendEscaped appends s with every byte that is not part of a printable
-// UTF-8 character, and every '%', escaped as %XX, in lower case if lower.
+// UTF-8 character, and every '%', escaped as %XX, with its ASCII letters
+// in lower case if lower.
 func appendEscaped(dst []byte, s string, lower bool) []byte {
 	const hex = "0123456789ABCDEF"
 	for i := 0; i < len(s); {
@@ -139,8 +146,6 @@ func appendEscaped(dst []byte, s string, lower bool) []byte {
 			for _, c := range []byte(s[i : i+n]) {
 				dst = append(dst, '%', hex[c>>4], hex[c&0xf])
 			}
-		} else if lower {
-			dst = utf8.AppendRune(dst, unicode.ToLower(r))
 		} else {
 			dst = append(dst, s[i:i+n]...)
 		}

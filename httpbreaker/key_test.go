@@ -51,6 +51,15 @@ func TestOneServerOneBreaker(t *testing.T) {
 		"http://[::1]/", "http://[0:0::1]:80/", "http://[::1]:8080/", "http://[0::0001]:08080/", "http://127.0.0.1:8080/"))
 }
 
+// Hosts that a client sends to different servers get different breakers,
+// even where Unicode's lower case would make them one: by IDNA, İ.example
+// is xn--i-9bb.example, not i.example, and ẞ.example is ss.example, not
+// ß.example. A failing host must not trip another's breaker.
+func TestTwoServersNeverShareABreaker(t *testing.T) {
+	require.ElementsMatch(t, []string{"api/i.example", "api/İ.example", "api/ß.example", "api/ẞ.example"}, names(t,
+		"http://i.example/", "http://%C4%B0.example/", "http://%C3%9F.example/", "http://%E1%BA%9E.example/"))
+}
+
 // A host that is not valid UTF-8 (or not printable) still makes a
 // breaker name that is: a metric label can carry it.
 func TestKeyOfABadHostIsValidUTF8(t *testing.T) {
@@ -87,7 +96,9 @@ func TestHostKey(t *testing.T) {
 		{"http://[fe80::1%25En0]/", "[fe80::1%25En0]"}, // a zone is a name, case and all
 		{"http://%ff.example/", "%FF.example"},
 		{"http://%25ff.example/", "%25ff.example"}, // a '%' of the host is escaped too: no clash with the line above
-		{"http://%C3%84.Example/", "ä.example"},
+		{"http://%C3%84.Example/", "Ä.example"},    // only ASCII is lowered: see the next two
+		{"http://%C4%B0.example/", "İ.example"},    // xn--i-9bb.example to a client, not i.example
+		{"http://%E1%BA%9E.example/", "ẞ.example"}, // ss.example to a client, not ß.example
 		{"http://ä.example/", "ä.example"},
 		{"http://%c2%85.example/", "%C2%85.example"},
 		{"http://%ef%bf%bd.example/", "\ufffd.example"}, // a real U+FFFD is printable

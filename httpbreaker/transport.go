@@ -58,17 +58,19 @@ type Options struct {
 	RecordBodyErrors bool
 	// MaxBreakers bounds the number of breakers, so that a client sent to
 	// ever new hosts (one that fetches URLs it is given) does not grow
-	// without limit: at the bound, a new host's breaker replaces the least
-	// recently used closed one with no request in flight, and if every
-	// breaker is open, half-open or busy the request fails with
+	// without limit: at the bound, a new host's breaker replaces one not
+	// used lately (an approximation of least recently used) that is
+	// neither open nor forced open and has no request in flight (a
+	// half-open one between probes may go, and its host starts over
+	// closed); if every breaker is open or busy the request fails with
 	// registry.ErrFull unsent (see registry.Options). An evicted host
 	// starts over with a fresh window, so keep the bound above the number
 	// of hosts in use. Zero: DefaultMaxBreakers. Negative (NoLimit): no
 	// bound.
 	MaxBreakers int
-	// IdleAfter is how long a closed breaker may go unused before the
-	// registry may evict it (see registry.Options.IdleAfter). Zero:
-	// DefaultIdleAfter. Negative (NoLimit): never idle.
+	// IdleAfter is how long a breaker that is not open may go unused
+	// before the registry may evict it (see registry.Options.IdleAfter).
+	// Zero: DefaultIdleAfter. Negative (NoLimit): never idle.
 	IdleAfter time.Duration
 	// Now is the wall clock an HTTP-date Retry-After is measured against.
 	// Zero: time.Now.
@@ -223,10 +225,11 @@ func (t *Transport) send(b *registry.Breaker, p core.Permit, req *http.Request) 
 	recorded = true
 	// A 101's body is the upgraded connection, which net/http hands back
 	// as an io.ReadWriteCloser: recorded at the headers, and left
-	// unwrapped so that it stays writable. A nil response with no error
-	// breaks http.RoundTripper's contract; a custom Classify may still
-	// call it a success.
-	if err != nil || o != core.Success || !t.bodyErrors || resp == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+	// unwrapped so that it stays writable. A nil response with no error,
+	// or a nil Body, breaks http.RoundTripper's contract; a custom
+	// Classify may still call the first a success, and http.Client mends
+	// the second with an empty body, which a wrapper would hide from it.
+	if err != nil || o != core.Success || !t.bodyErrors || resp == nil || resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
 		t.record(b, p, o, resp)
 		return resp, err
 	}

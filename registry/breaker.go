@@ -14,6 +14,10 @@ import (
 // Allow, Done, Record and RecordHint, or pass it to core.Do, rather than
 // those of the embedded *core.Breaker, or the registry cannot see the
 // permits. Safe for concurrent use; allocation-free like core.Breaker.
+// Get one from Registry.Get: a zero Breaker has no core breaker, and its
+// Allow, Done, Record and RecordHint panic with "registry: Breaker used
+// without Registry.Get" (the methods of the embedded *core.Breaker, which
+// is nil, with a nil dereference).
 //
 // The count is exact when every permit of Allow is reported once, by
 // Done, Record or RecordHint, to the Breaker that granted it (panics of
@@ -49,8 +53,18 @@ type Breaker struct {
 
 var _ core.CircuitBreaker = (*Breaker)(nil)
 
+const noGet = "registry: Breaker used without Registry.Get: a zero Breaker has no core breaker"
+
+// mustHaveCore panics, naming the misuse, for a zero Breaker.
+func (b *Breaker) mustHaveCore() {
+	if b.Breaker == nil {
+		panic(noGet)
+	}
+}
+
 // Allow is core.Breaker.Allow, counting the permit.
 func (b *Breaker) Allow() (core.Permit, error) {
+	b.mustHaveCore()
 	p, err := b.Breaker.Allow()
 	// Counted once granted, so that a panicking listener inside the core's
 	// Allow leaves no count behind. An eviction between the grant and the
@@ -67,6 +81,7 @@ func (b *Breaker) Allow() (core.Permit, error) {
 // permit is released after the outcome is recorded, also when the
 // classifier or a listener panics.
 func (b *Breaker) Done(p core.Permit, err error) {
+	b.mustHaveCore()
 	defer b.release(p)
 	b.Breaker.Done(p, err)
 }
@@ -74,6 +89,7 @@ func (b *Breaker) Done(p core.Permit, err error) {
 // Record is core.Breaker.Record for a permit of this Breaker's Allow; see
 // Done.
 func (b *Breaker) Record(p core.Permit, o core.Outcome) {
+	b.mustHaveCore()
 	defer b.release(p)
 	b.Breaker.Record(p, o)
 }
@@ -81,6 +97,7 @@ func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 // RecordHint is core.Breaker.RecordHint for a permit of this Breaker's
 // Allow; see Done.
 func (b *Breaker) RecordHint(p core.Permit, retryAfter time.Duration) {
+	b.mustHaveCore()
 	defer b.release(p)
 	b.Breaker.RecordHint(p, retryAfter)
 }

@@ -11,3 +11,13 @@ func RingCap[K comparable](r *Registry[K]) int {
 	defer r.mu.Unlock()
 	return cap(r.ring)
 }
+
+// Locked reports whether r's mutex is held, for the test that checks the
+// Name function runs outside it.
+func Locked[K comparable](r *Registry[K]) bool {
+	if r.mu.TryLock() {
+		r.mu.Unlock()
+		return false
+	}
+	return true
+}

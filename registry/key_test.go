@@ -3,6 +3,7 @@ package registry_test
 import (
 	"math"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -86,4 +87,37 @@ func TestKeyNotUTF8IsNamedQuoted(t *testing.T) {
 	require.True(t, utf8.ValidString(err.Error()), "%q", err.Error())
 	require.ErrorContains(t, err, `breaker for "\xff.example"`)
 	require.Zero(t, raw.Len())
+}
+
+// The Name function is user code: it runs outside the registry's mutex,
+// so one that calls back into the registry (here Get of another key, with
+// eviction on) does not wait forever on its own Get's mutex; a panic in
+// it leaves the registry as it was.
+func TestNameRunsOutsideTheMutex(t *testing.T) {
+	var r *registry.Registry[string]
+	var locked []bool
+	r, err := registry.New(registry.Options[string]{
+		Config: core.Config{ConsecutiveFailures: 1, Clock: core.NewManualClock(0)}, MaxBreakers: 4, IdleAfter: time.Minute,
+		Name: func(k string) string {
+			locked = append(locked, registry.Locked(r))
+			switch {
+			case k == "bad":
+				panic("bad name")
+			case locked[len(locked)-1]:
+				// Get would wait forever: the assertion below fails instead.
+			case k == "child":
+				_, err := r.Get("parent")
+				require.NoError(t, err)
+			}
+			return k
+		},
+	})
+	require.NoError(t, err)
+	require.Panics(t, func() { _, _ = r.Get("bad") })
+	child, err := r.Get("child")
+	require.NoError(t, err)
+	require.Equal(t, "child", child.Settings().Name)
+	require.Equal(t, []bool{false, false, false}, locked)
+	require.Equal(t, 2, r.Len())
+	require.False(t, registry.Locked(r))
 }

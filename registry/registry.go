@@ -87,7 +87,11 @@ type Options[K comparable] struct {
 	// one no metrics label may hold) is named by that text quoted as a Go
 	// string literal (strconv.Quote: "\xff.example" with its quotes and
 	// backslash). A Name function that returns invalid UTF-8 makes Get of
-	// that key fail with core.ErrInvalidConfig.
+	// that key fail with core.ErrInvalidConfig. It runs on the goroutine
+	// of a Get that finds no breaker for key, outside the registry's
+	// mutex, so it may call the registry (Get of another key, Len); it
+	// may run more than once for a key when Gets of it race, and a panic
+	// in it propagates out of that Get, which makes no breaker.
 	Name func(key K) string
 	// MaxBreakers bounds the number of breakers. At the bound, making a
 	// new one first evicts one that may be evicted (see the package doc),
@@ -286,6 +290,9 @@ func (r *Registry[K]) create(key K) (*Breaker, error) {
 	if err := keyError(key); err != nil {
 		return nil, err
 	}
+	// User code, run before the mutex: a Name that calls back into the
+	// registry must not wait on a mutex its own Get holds.
+	name := r.name(key)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var now time.Duration
@@ -307,7 +314,7 @@ func (r *Registry[K]) create(key K) (*Breaker, error) {
 		}
 	}
 	cfg := r.cfg
-	cfg.Name = r.name(key)
+	cfg.Name = name
 	cb, err := core.New(cfg)
 	if err != nil {
 		// The template was validated by New and only Name changed.

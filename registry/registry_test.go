@@ -62,6 +62,12 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	require.PanicsWithValue(t, "registry: Registry used without New: make one with registry.New", func() {
 		_, _ = new(registry.Registry[string]).Get("a")
 	})
+	const noGet = "registry: Breaker used without Registry.Get: a zero Breaker has no core breaker"
+	var zero registry.Breaker
+	require.PanicsWithValue(t, noGet, func() { _, _ = zero.Allow() })
+	require.PanicsWithValue(t, noGet, func() { zero.Done(core.Permit{}, nil) })
+	require.PanicsWithValue(t, noGet, func() { zero.Record(core.Permit{}, core.Success) })
+	require.PanicsWithValue(t, noGet, func() { zero.RecordHint(core.Permit{}, time.Second) })
 }
 
 // Two goroutines, or many, asking for the same new key get the same
