@@ -169,6 +169,41 @@ func TestMaxBreakersPassesOverBusyBreakers(t *testing.T) {
 	require.Equal(t, 0, countOf(r, busy), "its permit is presumed lost after PermitTimeout without a Get")
 }
 
+// A full registry (every breaker open) answers each new key after a look
+// at a few breakers, not all of them, and finds a breaker that may be
+// evicted again within MaxBreakers/64 new keys; one of 32 or fewer
+// breakers still looks at every one, so it finds it at the next new key.
+func TestFullRegistryFindsARecoveredBreaker(t *testing.T) {
+	for _, tc := range []struct{ bound, within int }{{32, 1}, {1000, 1000/64 + 1}} {
+		t.Run(fmt.Sprint(tc.bound), func(t *testing.T) {
+			r := newReg(t, core.NewManualClock(0), tc.bound, 0)
+			var open []*registry.Breaker
+			for k := range tc.bound {
+				b := get(t, r, fmt.Sprint(k))
+				b.Done(mustAllow(t, b), errFail)
+				open = append(open, b)
+			}
+			for i := range 3 {
+				_, err := r.Get(fmt.Sprint("new", i))
+				require.ErrorIs(t, err, registry.ErrFull)
+			}
+			open[tc.bound/2].Reset() // closed: it may be evicted again
+			n := 0
+			for {
+				n++
+				_, err := r.Get(fmt.Sprint("late", n))
+				if err == nil {
+					break
+				}
+				require.ErrorIs(t, err, registry.ErrFull)
+				require.Less(t, n, tc.within, "not found within %d new keys", tc.within)
+			}
+			require.Equal(t, tc.bound, r.Len())
+			require.NotSame(t, open[tc.bound/2], get(t, r, fmt.Sprint(tc.bound/2)), "the recovered breaker was the one evicted")
+		})
+	}
+}
+
 // A full registry is a local limit: a breaker around its caller, with the
 // default classifier, does not count it, in both implementations.
 func TestErrFullIsNeutral(t *testing.T) {

@@ -74,6 +74,10 @@ const DefaultPermitTimeout = time.Hour
 // evicted.
 const idleSteps = 4
 
+// fullSteps is how many breakers the hand examines for a new key at the
+// bound once the registry is full (Options.MaxBreakers).
+const fullSteps = 64
+
 // Options configures a Registry.
 type Options[K comparable] struct {
 	// Config is the template of every breaker. Its Name is the prefix of
@@ -101,10 +105,15 @@ type Options[K comparable] struct {
 	// unmarked (or idle). A breaker looked up since the hand last passed
 	// it is spared once; one made and never looked up again is not, so a
 	// stream of keys seen once does not push out the keys in use. If the
-	// hand goes round twice and finds none, Get returns ErrFull.
-	// Amortized O(1) per new key while most breakers may be evicted; when
-	// most are open or busy, one new key may examine every breaker twice.
-	// Zero: no bound. Negative: an error.
+	// hand goes round twice and finds none, Get returns ErrFull, and the
+	// registry is full: from then on each new key examines the next 64
+	// breakers only (all of them, twice, in a registry of 32 or fewer),
+	// and gets ErrFull if none of those may be evicted, until one of them
+	// may and the registry is no longer full. So a new key costs O(1)
+	// amortized at any bound, with every breaker open too; a breaker that
+	// may be evicted again (its open duration passed, its permits back) is
+	// found within MaxBreakers/64 new keys. Zero: no bound. Negative: an
+	// error.
 	//
 	// An evicted breaker takes its window and its run of failures with
 	// it: with fewer breakers allowed than keys in use, a failing key can
@@ -154,6 +163,10 @@ type Registry[K comparable] struct {
 	mu   sync.Mutex
 	ring []slot[K] // every breaker of m, in the hand's order; guarded by mu
 	hand int       // the next slot the hand examines; guarded by mu
+	// full is set when the hand went round twice at the bound and found
+	// no breaker it may evict, and cleared when it finds one or the
+	// registry is below the bound; guarded by mu.
+	full bool
 }
 
 // slot is a breaker in the hand's ring, with its key.
@@ -348,12 +361,19 @@ func (r *Registry[K]) sweep(now time.Duration) (victim int, full bool) {
 		steps = idleSteps
 	}
 	limit := steps + 2*len(r.ring)
+	if r.full {
+		// Nothing could be evicted the last time round: look a little
+		// further each time, not round again, so that a registry of open
+		// breakers does not cost each new key a scan of all of them.
+		limit = steps + min(fullSteps, 2*len(r.ring))
+	}
 	for i := 0; len(r.ring) > 0; i++ {
 		atBound := r.max > 0 && len(r.ring) >= r.max
 		if !atBound && i >= steps {
 			break
 		}
 		if i >= limit {
+			r.full = true
 			return 0, true
 		}
 		if r.hand >= len(r.ring) {
@@ -364,6 +384,7 @@ func (r *Registry[K]) sweep(now time.Duration) (victim int, full bool) {
 		switch {
 		case (idle || atBound && !b.ref.Load()) && b.evictable(now, r.permitTimeout):
 			if atBound {
+				r.full = false
 				return r.hand, false
 			}
 			r.drop(r.hand) // the last slot moves here: examine it next
@@ -374,6 +395,7 @@ func (r *Registry[K]) sweep(now time.Duration) (victim int, full bool) {
 			r.hand++
 		}
 	}
+	r.full = false
 	return -1, false // the loop ends only below the bound
 }
 

@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"syscall"
@@ -61,31 +62,43 @@ func BenchmarkGet(b *testing.B) {
 // breaker closed and free to go: each Get makes a breaker and evicts one.
 // Its cost per new key must not grow with the bound (the hand's amortized
 // O(1)); with idle eviction on, each new key also examines four breakers
-// for idleness (none is idle: the clock stands still). Besides ns/op it
+// for idleness (none is idle: the clock stands still); with every breaker
+// open (open=true), each new key is refused with ErrFull, after a look at
+// 64 breakers once the registry is full. Besides ns/op it
 // reports cpu-ns/op, the process's CPU time (user and system, the garbage
 // collector's included) per new key, which a machine shared with other
 // work disturbs less than the wall clock.
 func BenchmarkNewKeyAtBound(b *testing.B) {
 	for _, bound := range []int{1_000, 10_000, 100_000} {
-		for _, idle := range []time.Duration{0, time.Minute} {
-			b.Run(fmt.Sprintf("bound=%d/idle=%v", bound, idle > 0), func(b *testing.B) {
+		for _, v := range []struct {
+			name string
+			idle time.Duration
+			open bool
+		}{{"idle=false", 0, false}, {"idle=true", time.Minute, false}, {"open=true", time.Minute, true}} {
+			b.Run(fmt.Sprintf("bound=%d/%s", bound, v.name), func(b *testing.B) {
 				r, err := registry.New(registry.Options[int]{
-					Config:      core.Config{ConsecutiveFailures: 5, Clock: core.NewManualClock(0)},
-					MaxBreakers: bound, IdleAfter: idle,
+					Config:      core.Config{ConsecutiveFailures: 1, OpenDuration: time.Hour, Clock: core.NewManualClock(0)},
+					MaxBreakers: bound, IdleAfter: v.idle,
 				})
 				if err != nil {
 					b.Fatal(err)
 				}
 				for k := range bound {
-					if _, err := r.Get(k); err != nil {
+					br, err := r.Get(k)
+					if err != nil {
 						b.Fatal(err)
+					}
+					if v.open {
+						p, _ := br.Allow()
+						br.Done(p, errors.New("down"))
 					}
 				}
 				b.ReportAllocs()
 				k := bound
 				start := cpuTime(b)
 				for b.Loop() {
-					if _, err := r.Get(k); err != nil {
+					// Every breaker open: each new key is refused.
+					if _, err := r.Get(k); (err != nil) != v.open {
 						b.Fatal(err)
 					}
 					k++
