@@ -1,6 +1,7 @@
 package resilience_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -25,19 +26,40 @@ func TestBudgetGrantsPercentOfCalls(t *testing.T) {
 	require.Zero(t, b.Saved())
 }
 
+// TestBudgetFloorPerSecond: each whole second of the clock, rounded down,
+// grants the floor once, whichever way the clock moved to it: forward, back
+// to an earlier second, to a negative reading, or across zero.
 func TestBudgetFloorPerSecond(t *testing.T) {
-	clock := core.NewManualClock(0)
-	b := must(resilience.NewBudget(resilience.BudgetConfig{MinPerSecond: 3, Clock: clock}))(t)
-	for sec := range 3 {
-		clock.Set(time.Duration(sec)*time.Second + 500*time.Millisecond)
-		granted := 0
-		for b.TryWithdraw() {
-			granted++
-		}
-		require.Equal(t, 3, granted, "second %d", sec)
+	type step struct {
+		at      time.Duration // the clock's reading
+		granted int           // floor grants there, asked until refused
 	}
-	clock.Set(time.Second) // back in an earlier second: it counts in the newest one seen, spent
-	require.False(t, b.TryWithdraw())
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"forward", []step{{500 * time.Millisecond, 3}, {1500 * time.Millisecond, 3}, {2500 * time.Millisecond, 3}, {2999 * time.Millisecond, 0}}},
+		{"back to an earlier second", []step{{2500 * time.Millisecond, 3}, {time.Second, 3}, {1999 * time.Millisecond, 0}, {3 * time.Second, 3}}},
+		{"back one second", []step{{2500 * time.Millisecond, 3}, {1500 * time.Millisecond, 3}, {2 * time.Second, 3}}},
+		{"back to a negative reading", []step{{time.Hour, 3}, {-time.Second - 1, 3}, {-1, 3}, {-time.Second, 0}, {0, 3}, {time.Second, 3}}},
+		{"negative seconds round down", []step{{-1500 * time.Millisecond, 3}, {-time.Second - 1, 0}, {-time.Second, 3}, {-500 * time.Millisecond, 0}}},
+		{"negative from the start", []step{{-100 * time.Hour, 3}, {-99 * time.Hour, 3}, {time.Second, 3}}},
+		{"past the 32-bit wrap of seconds", []step{{(1<<32 - 1) * time.Second, 3}, {1 << 32 * time.Second, 3}, {(1<<32 + 1) * time.Second, 3}}},
+		{"the extremes", []step{{math.MinInt64, 3}, {math.MaxInt64, 3}, {math.MinInt64, 3}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := core.NewManualClock(0)
+			b := must(resilience.NewBudget(resilience.BudgetConfig{MinPerSecond: 3, Clock: clock}))(t)
+			for i, st := range tc.steps {
+				clock.Set(st.at)
+				granted := 0
+				for b.TryWithdraw() {
+					granted++
+				}
+				require.Equal(t, st.granted, granted, "step %d, at %v", i, st.at)
+			}
+		})
+	}
 }
 
 func TestBudgetFloorComesBeforeBalance(t *testing.T) {
