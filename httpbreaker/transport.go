@@ -129,13 +129,24 @@ func (t *Transport) Registry() *registry.Registry[string] { return t.reg }
 // sent: its body, if any, is closed, as http.RoundTripper requires, and
 // the error is the breaker's rejection (see the package doc). Otherwise it
 // returns what the base transport returns, after recording the outcome. A
-// full registry (registry.ErrFull) is returned as the error too.
+// full registry (registry.ErrFull) is returned as the error too. A request
+// whose context holds a permit of its key's breaker already (a
+// resilience.Stack's breaker layer given the breaker from Registry: see
+// core.HeldPermit) is sent under that permit without taking its own, and
+// its classification, with the Retry-After hint of a failure, is reported
+// to the holder, which records it; its body is not watched.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.reg == nil {
 		panic("httpbreaker: Transport used without New")
 	}
 	b, err := t.reg.Get(t.key(req))
 	if err == nil {
+		if held := core.HeldPermitOf(req.Context(), b.Breaker); held != nil {
+			resp, err := t.base.RoundTrip(req)
+			o := t.classify(req, resp, err)
+			held.Report(o, t.hint(b, o, resp))
+			return resp, err
+		}
 		var p core.Permit
 		if p, err = b.Allow(); err == nil {
 			return t.send(b, p, req)
@@ -175,13 +186,22 @@ func (t *Transport) send(b *registry.Breaker, p core.Permit, req *http.Request) 
 // record records o for p, with the response's Retry-After as the hint of a
 // failure when the breaker honours hints.
 func (t *Transport) record(b *registry.Breaker, p core.Permit, o core.Outcome, resp *http.Response) {
-	if o == core.Failure && resp != nil && b.Settings().MaxRetryAfter > 0 {
-		if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), t.now()); ok {
-			b.RecordHint(p, d) // bounded by MaxRetryAfter there
-			return
-		}
+	if d := t.hint(b, o, resp); d > 0 {
+		b.RecordHint(p, d) // bounded by MaxRetryAfter there
+		return
 	}
 	b.Record(p, o)
+}
+
+// hint is the response's Retry-After if o is a failure and b honours
+// hints, and 0 otherwise.
+func (t *Transport) hint(b *registry.Breaker, o core.Outcome, resp *http.Response) time.Duration {
+	if o == core.Failure && resp != nil && b.Settings().MaxRetryAfter > 0 {
+		if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), t.now()); ok {
+			return d
+		}
+	}
+	return 0
 }
 
 // CloseIdleConnections closes the base transport's idle connections, if
