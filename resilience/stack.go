@@ -46,14 +46,16 @@ func WithTimeLimiter(tl *TimeLimiter) Layer { return Layer{limiter: tl} }
 
 // name says which layer l is, for errors.
 func (l Layer) name() string {
-	switch {
-	case l.retry != nil:
+	if l.retry != nil {
 		return "retry"
-	case l.guard != nil:
+	}
+	if l.guard != nil {
 		return "breaker"
-	case l.bulkhead != nil:
+	}
+	if l.bulkhead != nil {
 		return "bulkhead"
-	case l.limiter != nil:
+	}
+	if l.limiter != nil {
 		return "time limiter"
 	}
 	return "zero Layer"
@@ -153,19 +155,19 @@ func (st step[T]) call(ctx context.Context) (T, error) {
 		return st.fn(ctx)
 	}
 	l, next := st.layers[0], step[T]{layers: st.layers[1:], fn: st.fn}
-	switch {
-	case l.retry != nil:
+	if l.retry != nil {
 		return retryCall(ctx, l.retry, next)
-	case l.guard != nil:
-		if b, ok := l.guard.(*registry.Breaker); ok {
-			return heldCall(ctx, b, next)
-		}
-		return core.Do(ctx, l.guard, next.call)
-	case l.bulkhead != nil:
-		return bulkheadCall(ctx, l.bulkhead, next)
-	default:
-		return limitCall(ctx, l.limiter, next)
 	}
+	if b, ok := l.guard.(*registry.Breaker); ok {
+		return heldCall(ctx, b, next)
+	}
+	if l.guard != nil {
+		return core.Do(ctx, l.guard, next.call)
+	}
+	if l.bulkhead != nil {
+		return bulkheadCall(ctx, l.bulkhead, next)
+	}
+	return limitCall(ctx, l.limiter, next)
 }
 
 // heldCall is core.Do for a registry's breaker, which an httpbreaker
