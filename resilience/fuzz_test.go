@@ -40,6 +40,13 @@ func FuzzBackoff(f *testing.F) {
 				if got < lo || got > d {
 					t.Fatalf("jittered(%v, %v, %#x) = %v, outside [%v, %v]", d, j, rnd, got, lo, d)
 				}
+				// The extreme draws reach the ends of the range.
+				if got := jittered(d, j, 0); got != lo {
+					t.Fatalf("jittered(%v, %v, 0) = %v, want %v", d, j, got, lo)
+				}
+				if got := jittered(d, j, ^uint64(0)); got != d {
+					t.Fatalf("jittered(%v, %v, 2^64-1) = %v, want %v", d, j, got, d)
+				}
 			}
 		}
 	})
