@@ -306,3 +306,36 @@ func TestStackWithATransportsBreaker(t *testing.T) {
 		})
 	}
 }
+
+// The breaker layer of a registry's breaker keeps core.Do's rules: a done
+// context takes no permit and calls nothing, an open breaker rejects
+// without calling, and a panic is recorded as a failure and passes on.
+func TestStackRegistryBreakerLayerKeepsDosRules(t *testing.T) {
+	clock := core.NewManualClock(0)
+	reg := must(registry.New(registry.Options[string]{Config: core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, CollectMetrics: true, Clock: clock}}))(t)
+	b := must(reg.Get("host"))(t)
+	s := mustStack(t, resilience.WithBreaker(b))
+	d := &dep{}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := resilience.Do(ctx, s, d.call)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Zero(t, b.Metrics().Admitted, "a done context took a permit")
+
+	require.PanicsWithValue(t, "boom", func() {
+		_, _ = resilience.Do(context.Background(), s, func(context.Context) (int, error) { panic("boom") })
+	})
+	require.Equal(t, core.Open, b.State(), "the panic was not recorded as a failure")
+	_, err = resilience.Do(context.Background(), s, d.call)
+	require.ErrorIs(t, err, core.ErrOpen)
+	require.Zero(t, d.calls)
+
+	clock.Advance(time.Second)
+	v, err := resilience.Do(context.Background(), s, d.call)
+	require.NoError(t, err)
+	require.Equal(t, 1, v)
+	m := b.Metrics()
+	require.Equal(t, [...]uint64{2, 1, 1, 1, 0}, [...]uint64{m.Admitted, m.RejectedOpen, m.Failures, m.Successes, m.Dropped},
+		"admitted, rejected open, failures, successes, dropped")
+}
