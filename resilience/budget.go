@@ -81,22 +81,22 @@ type Budget struct {
 // ErrInvalidConfig and name the field; it never panics.
 func NewBudget(c BudgetConfig) (*Budget, error) {
 	var errs []error
-	if c.Percent == 0 {
-		c.Percent = 10
-	} else if c.Percent < 0 || c.Percent > MaxBudgetPercent {
+	if c.Percent < 0 || c.Percent > MaxBudgetPercent {
 		errs = append(errs, configError("BudgetConfig.Percent", "%d is outside 1..%d (0: 10)", c.Percent, MaxBudgetPercent))
+	} else if c.Percent == 0 {
+		c.Percent = 10
 	}
-	if c.MinPerSecond == 0 {
-		c.MinPerSecond = 10
-	} else if c.MinPerSecond == NoFloor {
+	if c.MinPerSecond == NoFloor {
 		c.MinPerSecond = 0
 	} else if c.MinPerSecond < 0 || c.MinPerSecond > MaxBudgetFloor {
 		errs = append(errs, configError("BudgetConfig.MinPerSecond", "%d is outside 0..%d (0: 10, NoFloor: none)", c.MinPerSecond, MaxBudgetFloor))
+	} else if c.MinPerSecond == 0 {
+		c.MinPerSecond = 10
 	}
-	if c.MaxSaved == 0 {
-		c.MaxSaved = 100
-	} else if c.MaxSaved < 0 || c.MaxSaved > MaxBudgetSaved {
+	if c.MaxSaved < 0 || c.MaxSaved > MaxBudgetSaved {
 		errs = append(errs, configError("BudgetConfig.MaxSaved", "%d is outside 1..%d (0: 100)", c.MaxSaved, MaxBudgetSaved))
+	} else if c.MaxSaved == 0 {
+		c.MaxSaved = 100
 	}
 	if err := nilInside("BudgetConfig.Clock", c.Clock); err != nil {
 		errs = append(errs, err)

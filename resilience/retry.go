@@ -121,20 +121,20 @@ type Retry struct {
 // name each bad field; it never panics.
 func NewRetry(c RetryConfig) (*Retry, error) {
 	var errs []error
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 3
-	} else if c.MaxAttempts < 0 {
+	if c.MaxAttempts < 0 {
 		errs = append(errs, configError("RetryConfig.MaxAttempts", "%d is negative (0: 3)", c.MaxAttempts))
+	} else if c.MaxAttempts == 0 {
+		c.MaxAttempts = 3
 	}
-	if c.BaseDelay == 0 {
-		c.BaseDelay = 100 * time.Millisecond
-	} else if c.BaseDelay < 0 {
+	if c.BaseDelay < 0 {
 		errs = append(errs, configError("RetryConfig.BaseDelay", "%v is negative (0: 100ms)", c.BaseDelay))
+	} else if c.BaseDelay == 0 {
+		c.BaseDelay = 100 * time.Millisecond
 	}
-	if c.MaxDelay == 0 {
-		c.MaxDelay = max(10*time.Second, c.BaseDelay)
-	} else if c.MaxDelay < 0 {
+	if c.MaxDelay < 0 {
 		errs = append(errs, configError("RetryConfig.MaxDelay", "%v is negative (0: 10s)", c.MaxDelay))
+	} else if c.MaxDelay == 0 {
+		c.MaxDelay = max(10*time.Second, c.BaseDelay)
 	} else if c.MaxDelay < c.BaseDelay {
 		errs = append(errs, configError("RetryConfig.MaxDelay", "%v is below BaseDelay %v", c.MaxDelay, c.BaseDelay))
 	}
