@@ -77,7 +77,7 @@ type ManualTimer struct {
 	step  bool
 
 	mu      sync.Mutex
-	changed *sync.Cond    // broadcast when a wait starts or ends
+	changed *sync.Cond    // broadcast when a wait starts: AwaitSleepers waits for more
 	waits   []*manualWait // sleeps and timeouts not yet over
 	sleeps  int           // how many of waits are sleeps
 	slept   []time.Duration
@@ -269,9 +269,6 @@ func (t *ManualTimer) Advance(d time.Duration) time.Duration {
 	}
 	clear(t.waits[len(kept):])
 	t.waits = kept
-	if len(due) > 0 {
-		t.changed.Broadcast()
-	}
 	t.mu.Unlock()
 	for _, w := range due {
 		w.fire()
@@ -318,7 +315,6 @@ func (t *ManualTimer) remove(w *manualWait) {
 			if w.sleep {
 				t.sleeps--
 			}
-			t.changed.Broadcast()
 			return
 		}
 	}
