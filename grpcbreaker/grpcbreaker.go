@@ -167,8 +167,11 @@ func (ic *Interceptors) Registry() *registry.Registry[string] { return ic.reg }
 // admit returns the breaker of the call and its permit, or the error to
 // fail the call with: the context's own status if it is done already (no
 // permit taken), the rejection, or a full registry. It first raises a
-// panic recovered on a stream context's goroutine, if one is pending.
-func (ic *Interceptors) admit(ctx context.Context, cc *grpc.ClientConn, method string) (*registry.Breaker, core.Permit, error) {
+// panic recovered on a stream context's goroutine, if one is pending. If
+// the call's context holds a permit of the breaker already
+// (core.HeldPermitOf), it returns that holder's mark instead of a permit
+// of its own.
+func (ic *Interceptors) admit(ctx context.Context, cc *grpc.ClientConn, method string) (*registry.Breaker, core.Permit, *core.HeldPermit, error) {
 	if ic.reg == nil {
 		panic("grpcbreaker: Interceptors used without New")
 	}
@@ -176,30 +179,40 @@ func (ic *Interceptors) admit(ctx context.Context, cc *grpc.ClientConn, method s
 		ic.raise(r)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, core.Permit{}, toStatusError(err)
+		return nil, core.Permit{}, nil, toStatusError(err)
 	}
 	b, err := ic.reg.Get(ic.key(ctx, cc, method))
 	if err != nil {
-		return nil, core.Permit{}, newRejection(err, "", 0)
+		return nil, core.Permit{}, nil, newRejection(err, "", 0)
+	}
+	if held := core.HeldPermitOf(ctx, b.Breaker); held != nil {
+		return b, core.Permit{}, held, nil
 	}
 	p, err := b.Allow()
 	if err != nil {
-		return nil, core.Permit{}, newRejection(err, b.Settings().Name, p.Wait)
+		return nil, core.Permit{}, nil, newRejection(err, b.Settings().Name, p.Wait)
 	}
-	return b, p, nil
+	return b, p, nil, nil
 }
 
 // record records the outcome of err, the call's final error, for p, with
 // the server's pushback as the hint of a failure when the breaker honours
 // hints.
 func (ic *Interceptors) record(b *registry.Breaker, p core.Permit, o core.Outcome, err error, trailer metadata.MD) {
-	if o == core.Failure && b.Settings().MaxRetryAfter > 0 {
-		if d := Pushback(err, trailer); d > 0 {
-			b.RecordHint(p, d) // bounded by MaxRetryAfter there
-			return
-		}
+	if d := hint(b, o, err, trailer); d > 0 {
+		b.RecordHint(p, d) // bounded by MaxRetryAfter there
+		return
 	}
 	b.Record(p, o)
+}
+
+// hint is the server's pushback if o is a failure and b honours hints, and
+// 0 otherwise.
+func hint(b *registry.Breaker, o core.Outcome, err error, trailer metadata.MD) time.Duration {
+	if o == core.Failure && b.Settings().MaxRetryAfter > 0 {
+		return Pushback(err, trailer)
+	}
+	return 0
 }
 
 // Unary returns the unary client interceptor. A refused call is not sent
@@ -208,17 +221,20 @@ func (ic *Interceptors) record(b *registry.Breaker, p core.Permit, o core.Outcom
 // refused to send it. A panic in the invoker releases the permit as
 // Ignored and propagates. A call first raises the panic of a stream's
 // context callback that no stream method has raised yet (see the package
-// doc).
+// doc). A call whose context holds a permit of its breaker already (a
+// resilience.Stack's breaker layer given the breaker from Registry: see
+// core.HeldPermit) is sent under that permit without taking its own, and
+// its outcome and pushback are reported to the holder, which records them.
 func (ic *Interceptors) Unary() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		b, p, err := ic.admit(ctx, cc, method)
+		b, p, held, err := ic.admit(ctx, cc, method)
 		if err != nil {
 			fillTrailers(opts, err)
 			return err
 		}
 		recorded := false
 		defer func() {
-			if !recorded {
+			if !recorded && held == nil {
 				b.Record(p, core.Ignored) // the invoker or the classifier panicked
 			}
 		}()
@@ -232,6 +248,10 @@ func (ic *Interceptors) Unary() grpc.UnaryClientInterceptor {
 			o = ic.classify(err)
 		}
 		recorded = true
+		if held != nil {
+			held.Report(o, hint(b, o, err, trailer))
+			return err
+		}
 		ic.record(b, p, o, err, trailer)
 		return err
 	}
@@ -250,12 +270,20 @@ func (ic *Interceptors) Unary() grpc.UnaryClientInterceptor {
 // neither read to its end nor cancelled keeps its permit, as it keeps
 // gRPC's resources. A panic that the end of the stream's context causes
 // in the classifier or a listener is raised by the stream's next method,
-// or by the interceptors' next call (see the package doc).
+// or by the interceptors' next call (see the package doc). A stream whose
+// context holds a permit of its breaker already (see Unary) is opened
+// under that permit without taking its own; the holder records the call
+// that opened it by that call's error.
 func (ic *Interceptors) Stream() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		b, p, err := ic.admit(ctx, cc, method)
+		b, p, held, err := ic.admit(ctx, cc, method)
 		if err != nil {
 			return nil, err
+		}
+		if held != nil {
+			// The holder records the call by its own error: a stream
+			// outlives the call that opens it.
+			return streamer(ctx, desc, cc, method, opts...)
 		}
 		opened := false
 		defer func() {

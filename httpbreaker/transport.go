@@ -170,11 +170,17 @@ func (t *Transport) Registry() *registry.Registry[string] { return t.reg }
 // is done already is not sent and takes no permit: it says nothing about
 // the server. RoundTrip returns the context's error then (its cause, as
 // net/http does). A request with no URL, or a URL with no host, is not
-// sent and takes no permit either, and gets an error that says so. A refused request is not sent either, and the error is
-// the breaker's rejection (see the package doc), or the registry's
-// registry.ErrFull. A request not sent has its body, if any, closed, as
-// http.RoundTripper requires. Otherwise RoundTrip returns what the base
-// transport returns, after recording the outcome.
+// sent and takes no permit either, and gets an error that says so. A
+// refused request is not sent either, and the error is the breaker's
+// rejection (see the package doc), or the registry's registry.ErrFull. A
+// request not sent has its body, if any, closed, as http.RoundTripper
+// requires. Otherwise RoundTrip returns what the base transport returns,
+// after recording the outcome. A request whose context holds a permit of
+// its key's breaker already (a resilience.Stack's breaker layer given the
+// breaker from Registry: see core.HeldPermit) is sent under that permit
+// without taking its own, and its classification, with the Retry-After
+// hint of a failure, is reported to the holder, which records it; its
+// body is not watched.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.reg == nil {
 		panic("httpbreaker: Transport used without New")
@@ -194,6 +200,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	b, err := t.reg.Get(t.key(req))
 	if err != nil {
 		return unsent(req, err)
+	}
+	if held := core.HeldPermitOf(req.Context(), b.Breaker); held != nil {
+		resp, err := t.base.RoundTrip(req)
+		o := t.classify(req, resp, err)
+		held.Report(o, t.hint(b, o, resp))
+		return resp, err
 	}
 	p, err := b.Allow()
 	if err != nil {
@@ -240,13 +252,22 @@ func (t *Transport) send(b *registry.Breaker, p core.Permit, req *http.Request) 
 // record records o for p, with the response's Retry-After as the hint of a
 // failure when the breaker honours hints.
 func (t *Transport) record(b *registry.Breaker, p core.Permit, o core.Outcome, resp *http.Response) {
-	if o == core.Failure && resp != nil && b.Settings().MaxRetryAfter > 0 {
-		if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), t.now()); ok {
-			b.RecordHint(p, d) // bounded by MaxRetryAfter there
-			return
-		}
+	if d := t.hint(b, o, resp); d > 0 {
+		b.RecordHint(p, d) // bounded by MaxRetryAfter there
+		return
 	}
 	b.Record(p, o)
+}
+
+// hint is the response's Retry-After if o is a failure and b honours
+// hints, and 0 otherwise.
+func (t *Transport) hint(b *registry.Breaker, o core.Outcome, resp *http.Response) time.Duration {
+	if o == core.Failure && resp != nil && b.Settings().MaxRetryAfter > 0 {
+		if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), t.now()); ok {
+			return d
+		}
+	}
+	return 0
 }
 
 // CloseIdleConnections closes the base transport's idle connections, if

@@ -31,10 +31,13 @@ type BudgetConfig struct {
 	// MinPerSecond is the floor: retries allowed in each whole second of
 	// the clock whatever the volume, before the deposited balance is
 	// touched, so that a dependency with little traffic can still be
-	// retried. 1..2^30; zero: 10. NoFloor turns it off. A reading older
-	// than the newest second seen (a clock that went back, or a caller
-	// descheduled after its read) counts in that newest second, so no
-	// second's floor is handed out twice.
+	// retried. 1..2^30; zero: 10. NoFloor turns it off. The seconds are
+	// those of the clock's reading, rounded down (so -0.5 s is second -1).
+	// A clock that steps back, to a negative reading too, starts the
+	// floor of the second it steps to afresh; a caller descheduled between
+	// its clock read and its withdrawal, whose reading is older than the
+	// newest grant's, reads the clock again, so no second's floor is
+	// handed out twice.
 	MinPerSecond int
 	// MaxSaved caps the deposited balance, in retries, 1..2^30: what a long
 	// healthy period can save up for a burst of failures. Zero: 100.
@@ -78,25 +81,22 @@ type Budget struct {
 // ErrInvalidConfig and name the field; it never panics.
 func NewBudget(c BudgetConfig) (*Budget, error) {
 	var errs []error
-	switch {
-	case c.Percent == 0:
-		c.Percent = 10
-	case c.Percent < 0 || c.Percent > MaxBudgetPercent:
+	if c.Percent < 0 || c.Percent > MaxBudgetPercent {
 		errs = append(errs, configError("BudgetConfig.Percent", "%d is outside 1..%d (0: 10)", c.Percent, MaxBudgetPercent))
+	} else if c.Percent == 0 {
+		c.Percent = 10
 	}
-	switch {
-	case c.MinPerSecond == 0:
-		c.MinPerSecond = 10
-	case c.MinPerSecond == NoFloor:
+	if c.MinPerSecond == NoFloor {
 		c.MinPerSecond = 0
-	case c.MinPerSecond < 0 || c.MinPerSecond > MaxBudgetFloor:
+	} else if c.MinPerSecond < 0 || c.MinPerSecond > MaxBudgetFloor {
 		errs = append(errs, configError("BudgetConfig.MinPerSecond", "%d is outside 0..%d (0: 10, NoFloor: none)", c.MinPerSecond, MaxBudgetFloor))
+	} else if c.MinPerSecond == 0 {
+		c.MinPerSecond = 10
 	}
-	switch {
-	case c.MaxSaved == 0:
-		c.MaxSaved = 100
-	case c.MaxSaved < 0 || c.MaxSaved > MaxBudgetSaved:
+	if c.MaxSaved < 0 || c.MaxSaved > MaxBudgetSaved {
 		errs = append(errs, configError("BudgetConfig.MaxSaved", "%d is outside 1..%d (0: 100)", c.MaxSaved, MaxBudgetSaved))
+	} else if c.MaxSaved == 0 {
+		c.MaxSaved = 100
 	}
 	if err := nilInside("BudgetConfig.Clock", c.Clock); err != nil {
 		errs = append(errs, err)
@@ -141,8 +141,12 @@ func (b *Budget) Deposit() {
 // current second if any is left there, otherwise one whole retry from the
 // balance, and reports whether it got one. Under any contention it never
 // grants more than the floor and the balance hold. A clock reading in
-// another whole second than the last grant starts that second's floor
-// afresh, also when the clock stepped back.
+// another whole second than the last floor grant starts that second's
+// floor afresh, also when the clock stepped back (to a negative reading
+// too); a reading older than the last grant's is taken again first, so
+// that a caller descheduled after its read does not restart a second that
+// has passed. It reads the clock once, twice in that case, and only when
+// the floor is on.
 func (b *Budget) TryWithdraw() bool {
 	b.mustInit()
 	if b.floor > 0 && b.fromFloor() {
@@ -161,23 +165,40 @@ func (b *Budget) TryWithdraw() bool {
 
 // fromFloor takes one retry from the current second's floor.
 func (b *Budget) fromFloor() bool {
-	now := uint64(uint32(int64(b.clock.Now() / time.Second)))
+	now := wholeSecond(b.clock.Now())
 	for {
 		w := b.second.Load()
-		// A reading older than the word's second (a caller descheduled
-		// between its clock read and here) counts in the word's second:
-		// moving the word back would hand out an old second's floor again.
-		sec, used := max(now, w>>32), uint32(w)
-		if w>>32 != sec {
+		sec, used := uint32(w>>32), uint32(w)
+		if int32(now-sec) < 0 {
+			// Older than the newest grant's second: either this caller
+			// read the clock before another one's grant (descheduled in
+			// between), and a fresh reading is in that grant's second or
+			// later, or the clock stepped back, and a fresh reading is
+			// still older: its second starts afresh.
+			now = wholeSecond(b.clock.Now())
+		}
+		if now != sec {
 			used = 0
 		}
 		if used >= b.floor {
 			return false
 		}
-		if b.second.CompareAndSwap(w, sec<<32|uint64(used+1)) {
+		if b.second.CompareAndSwap(w, uint64(now)<<32|uint64(used+1)) {
 			return true
 		}
 	}
+}
+
+// wholeSecond is the second a clock reading falls in, rounded down, in the
+// 32 bits of the floor word: seconds 2^32 apart share a number, and the
+// comparison of two is by their difference, so a clock that crosses zero
+// or the word's wrap is seen to move by what it moved.
+func wholeSecond(now time.Duration) uint32 {
+	s := now / time.Second
+	if now%time.Second < 0 {
+		s--
+	}
+	return uint32(int64(s))
 }
 
 // Saved returns the deposited balance in retries (fractions included),

@@ -1,6 +1,7 @@
 package resilience_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -11,8 +12,20 @@ import (
 	"github.com/casbreaker/casbreaker/resilience"
 )
 
+// countingClock is a manual clock that counts its readings.
+type countingClock struct {
+	*core.ManualClock
+	reads int
+}
+
+func (c *countingClock) Now() time.Duration {
+	c.reads++
+	return c.ManualClock.Now()
+}
+
 func TestBudgetGrantsPercentOfCalls(t *testing.T) {
-	b := must(resilience.NewBudget(resilience.BudgetConfig{Percent: 10, MinPerSecond: resilience.NoFloor, MaxSaved: 1000, Clock: core.NewManualClock(0)}))(t)
+	clock := &countingClock{ManualClock: core.NewManualClock(0)}
+	b := must(resilience.NewBudget(resilience.BudgetConfig{Percent: 10, MinPerSecond: resilience.NoFloor, MaxSaved: 1000, Clock: clock}))(t)
 	require.False(t, b.TryWithdraw(), "an empty budget grants nothing")
 	for range 1000 {
 		b.Deposit()
@@ -23,21 +36,49 @@ func TestBudgetGrantsPercentOfCalls(t *testing.T) {
 	}
 	require.Equal(t, 100, granted)
 	require.Zero(t, b.Saved())
+	require.Zero(t, clock.reads, "the clock was read with the floor off")
 }
 
+// TestBudgetFloorPerSecond: each whole second of the clock, rounded down,
+// grants the floor once, whichever way the clock moved to it: forward, back
+// to an earlier second, to a negative reading, or across zero.
 func TestBudgetFloorPerSecond(t *testing.T) {
-	clock := core.NewManualClock(0)
-	b := must(resilience.NewBudget(resilience.BudgetConfig{MinPerSecond: 3, Clock: clock}))(t)
-	for sec := range 3 {
-		clock.Set(time.Duration(sec)*time.Second + 500*time.Millisecond)
-		granted := 0
-		for b.TryWithdraw() {
-			granted++
-		}
-		require.Equal(t, 3, granted, "second %d", sec)
+	type step struct {
+		at      time.Duration // the clock's reading
+		granted int           // floor grants there, asked until refused
 	}
-	clock.Set(time.Second) // back in an earlier second: it counts in the newest one seen, spent
-	require.False(t, b.TryWithdraw())
+	for _, tc := range []struct {
+		name    string
+		steps   []step
+		rereads int // withdrawals whose reading was older than the last grant's: the clock is read twice
+	}{
+		{"forward", []step{{500 * time.Millisecond, 3}, {1500 * time.Millisecond, 3}, {2500 * time.Millisecond, 3}, {2999 * time.Millisecond, 0}}, 0},
+		{"back to an earlier second", []step{{2500 * time.Millisecond, 3}, {time.Second, 3}, {1999 * time.Millisecond, 0}, {3 * time.Second, 3}}, 1},
+		{"back one second", []step{{2500 * time.Millisecond, 3}, {1500 * time.Millisecond, 3}, {2 * time.Second, 3}}, 1},
+		{"back to a negative reading", []step{{time.Hour, 3}, {-time.Second - 1, 3}, {-1, 3}, {-time.Second, 0}, {0, 3}, {time.Second, 3}}, 1},
+		{"negative seconds round down", []step{{-1500 * time.Millisecond, 3}, {-time.Second - 1, 0}, {-time.Second, 3}, {-500 * time.Millisecond, 0}}, 1},
+		{"negative from the start", []step{{-100 * time.Hour, 3}, {-99 * time.Hour, 3}, {time.Second, 3}}, 1},
+		{"past the 32-bit wrap of seconds", []step{{(1<<32 - 1) * time.Second, 3}, {1 << 32 * time.Second, 3}, {(1<<32 + 1) * time.Second, 3}}, 1},
+		{"the extremes", []step{{math.MinInt64, 3}, {math.MaxInt64, 3}, {math.MinInt64, 3}}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &countingClock{ManualClock: core.NewManualClock(0)}
+			b := must(resilience.NewBudget(resilience.BudgetConfig{MinPerSecond: 3, Clock: clock}))(t)
+			for i, st := range tc.steps {
+				clock.Set(st.at)
+				granted := 0
+				for b.TryWithdraw() {
+					granted++
+				}
+				require.Equal(t, st.granted, granted, "step %d, at %v", i, st.at)
+			}
+			withdrawals := 0
+			for _, st := range tc.steps {
+				withdrawals += st.granted + 1
+			}
+			require.Equal(t, withdrawals+tc.rereads, clock.reads, "clock readings")
+		})
+	}
 }
 
 func TestBudgetFloorComesBeforeBalance(t *testing.T) {
@@ -88,6 +129,17 @@ func TestNewBudgetErrors(t *testing.T) {
 	require.ErrorIs(t, err, resilience.ErrInvalidConfig)
 	for _, field := range []string{"Percent 1001", "MinPerSecond -2", "MaxSaved -1"} {
 		require.ErrorContains(t, err, "BudgetConfig."+field)
+	}
+	_, err = resilience.NewBudget(resilience.BudgetConfig{Percent: -1, MinPerSecond: resilience.MaxBudgetFloor + 1, MaxSaved: resilience.MaxBudgetSaved + 1})
+	for _, field := range []string{"Percent -1", "MinPerSecond 1073741825", "MaxSaved 1073741825"} {
+		require.ErrorContains(t, err, "BudgetConfig."+field)
+	}
+	for _, c := range []resilience.BudgetConfig{
+		{Percent: resilience.MaxBudgetPercent, MinPerSecond: resilience.MaxBudgetFloor, MaxSaved: resilience.MaxBudgetSaved},
+		{Percent: 1, MinPerSecond: 1, MaxSaved: 1},
+	} {
+		_, err := resilience.NewBudget(c)
+		require.NoError(t, err, "%+v", c)
 	}
 	var zero resilience.Budget
 	require.PanicsWithValue(t, "resilience: Budget used without NewBudget", zero.Deposit)

@@ -144,6 +144,33 @@ func TestBulkheadWaitersAllServed(t *testing.T) {
 	require.Equal(t, 0, b.InFlight())
 }
 
+// wakeProbe is a timer that records, at each Sleep, how many wake-up
+// tokens are pending.
+type wakeProbe struct {
+	*resilience.ManualTimer
+	pending []int
+}
+
+func (p *wakeProbe) Sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
+	p.pending = append(p.pending, len(wake))
+	return p.ManualTimer.Sleep(ctx, d, wake)
+}
+
+// TestBulkheadLeavesNoStaleWakeUp: a Release leaves a wake-up token only
+// while a call waits; a wait that has ended, by its deadline here, no
+// longer counts as one, so the next wait finds no token left for nobody
+// (which would end its first sleep at once, for nothing).
+func TestBulkheadLeavesNoStaleWakeUp(t *testing.T) {
+	tm := &wakeProbe{ManualTimer: resilience.NewSteppingTimer(nil)}
+	b := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1, MaxWait: time.Second, Timer: tm}))(t)
+	for range 2 {
+		require.True(t, b.TryAcquire())
+		require.ErrorIs(t, b.Acquire(context.Background()), resilience.ErrBulkheadFull, "the wait ends at its deadline")
+		b.Release()
+	}
+	require.Equal(t, []int{0, 0}, tm.pending)
+}
+
 func TestBulkheadFullIsNeutral(t *testing.T) {
 	require.ErrorIs(t, resilience.ErrBulkheadFull, core.ErrNeutral)
 	require.Equal(t, core.Ignored, core.DefaultClassifier(fmt.Errorf("call: %w", resilience.ErrBulkheadFull)))
@@ -201,6 +228,10 @@ func TestNewBulkheadErrors(t *testing.T) {
 	require.ErrorContains(t, err, "BulkheadConfig.MaxWait -1ns is outside 0..8760h0m0s")
 	_, err = resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1, MaxWait: resilience.MaxBulkheadWait + 1})
 	require.ErrorContains(t, err, "BulkheadConfig.MaxWait 8760h0m0.000000001s is outside")
+	_, err = resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: resilience.MaxBulkheadConcurrent + 1})
+	require.ErrorContains(t, err, "BulkheadConfig.MaxConcurrent")
+	_, err = resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: resilience.MaxBulkheadConcurrent, MaxWait: resilience.MaxBulkheadWait})
+	require.NoError(t, err, "the largest values")
 	var zero resilience.Bulkhead
 	require.PanicsWithValue(t, "resilience: Bulkhead used without NewBulkhead", func() { zero.TryAcquire() })
 }

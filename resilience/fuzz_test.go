@@ -40,19 +40,29 @@ func FuzzBackoff(f *testing.F) {
 				if got < lo || got > d {
 					t.Fatalf("jittered(%v, %v, %#x) = %v, outside [%v, %v]", d, j, rnd, got, lo, d)
 				}
+				// The extreme draws reach the ends of the range.
+				if got := jittered(d, j, 0); got != lo {
+					t.Fatalf("jittered(%v, %v, 0) = %v, want %v", d, j, got, lo)
+				}
+				if got := jittered(d, j, ^uint64(0)); got != d {
+					t.Fatalf("jittered(%v, %v, 2^64-1) = %v, want %v", d, j, got, d)
+				}
 			}
 		}
 	})
 }
 
 // FuzzBudget drives a budget with a script of deposits, withdrawals and
-// clock steps, and checks it against the obvious model in whole units: the
-// balance stays in 0..MaxSaved, each second grants at most the floor, and
-// every grant is one the model grants too.
+// clock steps, forward and back across zero, and checks it against the
+// obvious model in whole units: the balance stays in 0..MaxSaved, the floor
+// grants at most its count in each second of the last floor grant and
+// starts afresh in any other second, and every grant is one the model
+// grants too.
 func FuzzBudget(f *testing.F) {
 	f.Add(10, 10, 100, []byte{0, 0, 0, 1, 1, 2, 1})
 	f.Add(1000, 0, 1, []byte{0, 1, 1, 1, 2, 2, 1})
 	f.Add(1, 3, 5, []byte{1, 1, 1, 1, 2, 1, 0})
+	f.Add(10, 2, 5, []byte{1, 1, 1, 125, 1, 1, 128, 1, 1, 2, 1, 254, 1})
 	f.Fuzz(func(t *testing.T, percent, floor, saved int, script []byte) {
 		clock := core.NewManualClock(0)
 		if floor == 0 {
@@ -62,7 +72,7 @@ func FuzzBudget(f *testing.F) {
 		if err != nil {
 			return
 		}
-		balance, usedThisSecond, sec := int64(0), uint32(0), int64(0)
+		balance, used, grantSecond := int64(0), uint32(0), int64(0)
 		for _, op := range script {
 			switch op % 3 {
 			case 0:
@@ -70,26 +80,35 @@ func FuzzBudget(f *testing.F) {
 				balance = min(balance+b.perCall, b.max)
 			case 1:
 				want := false
-				if usedThisSecond < b.floor {
-					usedThisSecond++
+				if s := floorDiv(clock.Now(), time.Second); b.floor > 0 && s != grantSecond {
+					grantSecond, used = s, 0
+				}
+				if used < b.floor {
+					used++
 					want = true
 				} else if balance >= unit {
 					balance -= unit
 					want = true
 				}
 				if got := b.TryWithdraw(); got != want {
-					t.Fatalf("TryWithdraw = %v, the model says %v (balance %d, floor used %d of %d)", got, want, balance, usedThisSecond, b.floor)
+					t.Fatalf("TryWithdraw at %v = %v, the model says %v (balance %d, floor used %d of %d)", clock.Now(), got, want, balance, used, b.floor)
 				}
 			case 2:
-				step := time.Duration(op/3) * 100 * time.Millisecond
-				clock.Advance(step)
-				if s := int64(clock.Now() / time.Second); s != sec {
-					sec, usedThisSecond = s, 0
-				}
+				// -4.2 s to +4.2 s, in steps of 100 ms.
+				clock.Advance(time.Duration(int(op/3)-42) * 100 * time.Millisecond)
 			}
 			if got := b.balance.Load(); got != balance || got < 0 || got > b.max {
 				t.Fatalf("balance %d, the model says %d (max %d)", got, balance, b.max)
 			}
 		}
 	})
+}
+
+// floorDiv is a / b rounded down.
+func floorDiv(a, b time.Duration) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return int64(q)
 }

@@ -121,24 +121,21 @@ type Retry struct {
 // name each bad field; it never panics.
 func NewRetry(c RetryConfig) (*Retry, error) {
 	var errs []error
-	switch {
-	case c.MaxAttempts == 0:
-		c.MaxAttempts = 3
-	case c.MaxAttempts < 0:
+	if c.MaxAttempts < 0 {
 		errs = append(errs, configError("RetryConfig.MaxAttempts", "%d is negative (0: 3)", c.MaxAttempts))
+	} else if c.MaxAttempts == 0 {
+		c.MaxAttempts = 3
 	}
-	switch {
-	case c.BaseDelay == 0:
-		c.BaseDelay = 100 * time.Millisecond
-	case c.BaseDelay < 0:
+	if c.BaseDelay < 0 {
 		errs = append(errs, configError("RetryConfig.BaseDelay", "%v is negative (0: 100ms)", c.BaseDelay))
+	} else if c.BaseDelay == 0 {
+		c.BaseDelay = 100 * time.Millisecond
 	}
-	switch {
-	case c.MaxDelay == 0:
-		c.MaxDelay = max(10*time.Second, c.BaseDelay)
-	case c.MaxDelay < 0:
+	if c.MaxDelay < 0 {
 		errs = append(errs, configError("RetryConfig.MaxDelay", "%v is negative (0: 10s)", c.MaxDelay))
-	case c.MaxDelay < c.BaseDelay:
+	} else if c.MaxDelay == 0 {
+		c.MaxDelay = max(10*time.Second, c.BaseDelay)
+	} else if c.MaxDelay < c.BaseDelay {
 		errs = append(errs, configError("RetryConfig.MaxDelay", "%v is below BaseDelay %v", c.MaxDelay, c.BaseDelay))
 	}
 	if c.Jitter > NoJitter {

@@ -51,13 +51,22 @@ func TestRetryOneAttemptNeverRetries(t *testing.T) {
 }
 
 func TestRetryBackoffDoublesUpToMaxDelay(t *testing.T) {
-	tm, s := retrying(t, resilience.RetryConfig{
-		MaxAttempts: 8, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: resilience.NoJitter,
-	})
-	_, err := resilience.Do(context.Background(), s, (&dep{fail: always(errDown)}).call)
-	require.ErrorIs(t, err, errDown)
 	ms := time.Millisecond
-	require.Equal(t, []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, time.Second, time.Second, time.Second}, tm.Slept())
+	for _, tc := range []struct {
+		base, ceiling time.Duration
+		attempts      int
+		want          []time.Duration
+	}{
+		{100 * ms, time.Second, 8, []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, time.Second, time.Second, time.Second}},
+		{100, 201, 4, []time.Duration{100, 200, 201}},                            // the doubling that reaches the cap exactly is not cut
+		{100, 199, 3, []time.Duration{100, 199}},                                 // the one past it is
+		{time.Second, time.Second, 3, []time.Duration{time.Second, time.Second}}, // base at the cap
+	} {
+		tm, s := retrying(t, resilience.RetryConfig{MaxAttempts: tc.attempts, BaseDelay: tc.base, MaxDelay: tc.ceiling, Jitter: resilience.NoJitter})
+		_, err := resilience.Do(context.Background(), s, (&dep{fail: always(errDown)}).call)
+		require.ErrorIs(t, err, errDown)
+		require.Equal(t, tc.want, tm.Slept(), "base %v, max %v", tc.base, tc.ceiling)
+	}
 }
 
 // The two jitters stay inside their ranges, and one seed gives one sequence.
@@ -120,20 +129,33 @@ func TestRetryDefaultDoesNotRetryRejection(t *testing.T) {
 // open duration's time left and then goes as the probe.
 func TestRetryWaitOnRejectionHonoursRetryAfter(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
-		clock := core.NewManualClock(0)
-		tm := resilience.NewSteppingTimer(clock)
-		b := newBreaker(tripConfig(clock))
-		b.Done(mustAllow(t, b), errDown)
-		b.Done(mustAllow(t, b), errDown)
-		clock.Advance(300 * time.Millisecond) // 700 ms of the open duration left
-		r := must(resilience.NewRetry(resilience.RetryConfig{MaxAttempts: 3, MaxDelay: 5 * time.Second, WaitOnRejection: true, Timer: tm}))(t)
-		d := &dep{}
-		v, err := resilience.Do(context.Background(), mustStack(t, resilience.WithRetry(r), resilience.WithBreaker(b)), d.call)
-		require.NoError(t, err)
-		require.Equal(t, 1, v)
-		require.Equal(t, []time.Duration{700 * time.Millisecond}, tm.Slept())
-		require.Equal(t, core.Closed, b.State())
+		for _, maxDelay := range []time.Duration{5 * time.Second, 700 * time.Millisecond} { // a wait of MaxDelay is waited
+			clock := core.NewManualClock(0)
+			tm := resilience.NewSteppingTimer(clock)
+			b := newBreaker(tripConfig(clock))
+			b.Done(mustAllow(t, b), errDown)
+			b.Done(mustAllow(t, b), errDown)
+			clock.Advance(300 * time.Millisecond) // 700 ms of the open duration left
+			r := must(resilience.NewRetry(resilience.RetryConfig{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: maxDelay, WaitOnRejection: true, Timer: tm}))(t)
+			d := &dep{}
+			v, err := resilience.Do(context.Background(), mustStack(t, resilience.WithRetry(r), resilience.WithBreaker(b)), d.call)
+			require.NoError(t, err, "MaxDelay %v", maxDelay)
+			require.Equal(t, 1, v)
+			require.Equal(t, []time.Duration{700 * time.Millisecond}, tm.Slept())
+			require.Equal(t, core.Closed, b.State())
+		}
 	})
+}
+
+// allowCounter counts the Allow calls of the guard it wraps.
+type allowCounter struct {
+	core.Guard
+	allows int
+}
+
+func (g *allowCounter) Allow() (core.Permit, error) {
+	g.allows++
+	return g.Guard.Allow()
 }
 
 func TestRetryWaitOnRejectionStopsOnLongOrNoWait(t *testing.T) {
@@ -142,7 +164,8 @@ func TestRetryWaitOnRejectionStopsOnLongOrNoWait(t *testing.T) {
 		tm := resilience.NewSteppingTimer(clock)
 		b := newBreaker(tripConfig(clock))
 		r := must(resilience.NewRetry(resilience.RetryConfig{MaxAttempts: 3, MaxDelay: 5 * time.Second, WaitOnRejection: true, Timer: tm}))(t)
-		s := mustStack(t, resilience.WithRetry(r), resilience.WithBreaker(b))
+		g := &allowCounter{Guard: b}
+		s := mustStack(t, resilience.WithRetry(r), resilience.WithBreaker(g))
 		d := &dep{}
 
 		require.NoError(t, b.ForceOpen(time.Minute)) // 60 s left: above MaxDelay
@@ -155,6 +178,7 @@ func TestRetryWaitOnRejectionStopsOnLongOrNoWait(t *testing.T) {
 
 		require.Equal(t, 0, d.calls)
 		require.Empty(t, tm.Slept())
+		require.Equal(t, 2, g.allows, "one attempt each")
 	})
 }
 
@@ -234,6 +258,7 @@ func TestRetryBudgetCapsRetries(t *testing.T) {
 	_, err = resilience.Do(context.Background(), s, d.call) // 0.2 saved: no retry
 	require.ErrorIs(t, err, resilience.ErrRetryBudgetExhausted)
 	require.ErrorIs(t, err, errDown)
+	require.EqualError(t, err, "casbreaker/resilience: retry budget exhausted (last attempt: dependency down)")
 	require.Equal(t, 4, d.calls)
 	require.InDelta(t, 0.2, budget.Saved(), 1e-9)
 }
@@ -286,4 +311,29 @@ func TestRetryNoAttemptOnAContextThatEndedDuringTheBackoff(t *testing.T) {
 	require.Equal(t, []bool{false}, doneAtStart, "an attempt started on a done context")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, errDown)
+}
+
+// cancellingTimer is a timer whose Sleep ends the caller's context and
+// returns nil, as a wait and a deadline that are ready at once can.
+type cancellingTimer struct {
+	resilience.SystemTimer
+	cancel context.CancelFunc
+}
+
+func (c cancellingTimer) Sleep(context.Context, time.Duration, <-chan struct{}) error {
+	c.cancel()
+	return nil
+}
+
+// A wait that returns nil on a context that ended meanwhile ends the loop
+// with the context's error and the last attempt's: no attempt starts.
+func TestRetryNoAttemptWhenTheWaitEndsWithTheContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, s := retrying(t, resilience.RetryConfig{MaxAttempts: 3, Timer: cancellingTimer{cancel: cancel}})
+	d := &dep{fail: always(errDown)}
+	_, err := resilience.Do(ctx, s, d.call)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, errDown)
+	require.Equal(t, 1, d.calls)
 }

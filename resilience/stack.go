@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/registry"
 )
 
 // Layer is one part of a Stack: a Retry, a breaker, a Bulkhead or a
@@ -25,6 +26,15 @@ func WithRetry(r *Retry) Layer { return Layer{retry: r} }
 // breaker (core.Do): a *core.Breaker, a baseline breaker or any
 // core.Guard. An open breaker rejects the call without running the
 // layers inside it.
+//
+// A *registry.Breaker, such as the breaker of a host that an httpbreaker
+// Transport's Registry returns, or one of grpcbreaker's, may also guard
+// the call inside: the layer marks the call's context with its permit
+// (core.WithHeldPermit, one allocation per call), and that Transport or
+// interceptor then sends under it, taking no second permit, and reports
+// its verdict, a failure of which the layer records even if the call
+// returned no error. Pass the *registry.Breaker itself, not its embedded
+// *core.Breaker, which the layer does not mark.
 func WithBreaker(b core.Guard) Layer { return Layer{guard: b} }
 
 // WithBulkhead is the layer that runs what is inside it in a slot of b.
@@ -36,14 +46,16 @@ func WithTimeLimiter(tl *TimeLimiter) Layer { return Layer{limiter: tl} }
 
 // name says which layer l is, for errors.
 func (l Layer) name() string {
-	switch {
-	case l.retry != nil:
+	if l.retry != nil {
 		return "retry"
-	case l.guard != nil:
+	}
+	if l.guard != nil {
 		return "breaker"
-	case l.bulkhead != nil:
+	}
+	if l.bulkhead != nil {
 		return "bulkhead"
-	case l.limiter != nil:
+	}
+	if l.limiter != nil {
 		return "time limiter"
 	}
 	return "zero Layer"
@@ -58,7 +70,8 @@ func (l Layer) name() string {
 // A Stack is immutable and safe for concurrent use; it is shared by every
 // call through it and by every result type. Through a stack of any
 // layers, a call that succeeds at once allocates nothing but what its
-// layers do (a TimeLimiter's deadline context) and takes no lock.
+// layers do (a TimeLimiter's deadline context, a *registry.Breaker's
+// permit mark) and takes no lock.
 type Stack struct {
 	layers []Layer
 }
@@ -142,14 +155,49 @@ func (st step[T]) call(ctx context.Context) (T, error) {
 		return st.fn(ctx)
 	}
 	l, next := st.layers[0], step[T]{layers: st.layers[1:], fn: st.fn}
-	switch {
-	case l.retry != nil:
+	if l.retry != nil {
 		return retryCall(ctx, l.retry, next)
-	case l.guard != nil:
-		return core.Do(ctx, l.guard, next.call)
-	case l.bulkhead != nil:
-		return bulkheadCall(ctx, l.bulkhead, next)
-	default:
-		return limitCall(ctx, l.limiter, next)
 	}
+	if b, ok := l.guard.(*registry.Breaker); ok {
+		return heldCall(ctx, b, next)
+	}
+	if l.guard != nil {
+		return core.Do(ctx, l.guard, next.call)
+	}
+	if l.bulkhead != nil {
+		return bulkheadCall(ctx, l.bulkhead, next)
+	}
+	return limitCall(ctx, l.limiter, next)
+}
+
+// heldCall is core.Do for a registry's breaker, which an httpbreaker
+// Transport or a grpcbreaker interceptor inside the call may hold too: the
+// call runs under a context that says it holds a permit of b
+// (core.WithHeldPermit), so such a layer takes no second permit and reports
+// its verdict instead, and a failure it reported is recorded (with its
+// retry-after hint) even if the call returned no error.
+func heldCall[T any](ctx context.Context, b *registry.Breaker, next step[T]) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	p, err := b.Allow()
+	if err != nil {
+		return zero, err
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			b.Record(p, core.Failure)
+		}
+	}()
+	held, mark := core.WithHeldPermit(ctx, b.Breaker)
+	v, err := next.call(held)
+	finished = true
+	if o, hint, ok := mark.Reported(); ok && o == core.Failure {
+		b.RecordHint(p, hint)
+	} else {
+		b.Done(p, err)
+	}
+	return v, err
 }

@@ -2,13 +2,19 @@ package resilience_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/atomic"
 
 	"github.com/casbreaker/casbreaker/baseline"
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/httpbreaker"
+	"github.com/casbreaker/casbreaker/registry"
 	"github.com/casbreaker/casbreaker/resilience"
 )
 
@@ -130,7 +136,8 @@ func TestNewStackErrors(t *testing.T) {
 
 // TestSuccessAllocatesNothing: a call that succeeds at once through each
 // companion, and through the whole stack, allocates nothing but the time
-// limiter's deadline context, which costs what context.WithTimeout costs.
+// limiter's deadline context, which costs what context.WithTimeout costs,
+// and a registry breaker's permit mark.
 func TestSuccessAllocatesNothing(t *testing.T) {
 	br, err := core.New(core.Config{WindowSize: 20, FailureRateThreshold: 50})
 	require.NoError(t, err)
@@ -160,6 +167,12 @@ func TestSuccessAllocatesNothing(t *testing.T) {
 	full, err = resilience.DefaultStack(r, br, bh, tl)
 	require.NoError(t, err)
 	require.Equal(t, withTimeout, allocs(full))
+
+	reg, err := registry.New(registry.Options[string]{Config: core.Config{ConsecutiveFailures: 5}})
+	require.NoError(t, err)
+	rb, err := reg.Get("host")
+	require.NoError(t, err)
+	require.Equal(t, 1.0, allocs(mustStack(t, resilience.WithBreaker(rb))), "a registry's breaker: its permit mark")
 }
 
 func TestInvalidConfigMatchesTheCoresToo(t *testing.T) {
@@ -212,4 +225,117 @@ func TestNewStackRefusesANilBaselineBreaker(t *testing.T) {
 	var nilBaseline *baseline.Breaker
 	_, err := resilience.NewStack(resilience.WithBreaker(nilBaseline))
 	require.ErrorIs(t, err, resilience.ErrInvalidConfig)
+}
+
+// TestStackWithATransportsBreaker: the breaker of a host that an
+// httpbreaker Transport holds, given to DefaultStack too, takes one permit
+// per call, not one in the stack and one in the transport. The transport
+// sends under the stack's permit and reports its verdict, so a 500 is a
+// failure whether or not the call turns it into an error; the breaker
+// trips after three requests, rejects without sending while open, and
+// readmits the recovered server after one open duration (with two permits
+// per call it stayed half-open: the stack took the only probe and the
+// transport was refused "no probe permit left").
+func TestStackWithATransportsBreaker(t *testing.T) {
+	calls := map[string]func(*http.Response) error{
+		"5xx is an error": func(resp *http.Response) error {
+			if resp.StatusCode >= 500 {
+				return fmt.Errorf("status %d", resp.StatusCode)
+			}
+			return nil
+		},
+		"the response as it is": func(*http.Response) error { return nil },
+	}
+	for name, judge := range calls {
+		t.Run(name, func(t *testing.T) {
+			var down atomic.Bool
+			var hits atomic.Int64
+			down.Store(true)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				hits.Inc()
+				if down.Load() {
+					w.WriteHeader(http.StatusInternalServerError)
+				}
+			}))
+			defer srv.Close()
+			clock := core.NewManualClock(0)
+			tm := resilience.NewSteppingTimer(clock)
+			tr := must(httpbreaker.New(httpbreaker.Options{Config: core.Config{
+				ConsecutiveFailures: 3, OpenDuration: time.Minute, PermittedCallsInHalfOpen: 1, CollectMetrics: true, Clock: clock}}))(t)
+			defer tr.CloseIdleConnections()
+			client := &http.Client{Transport: tr}
+			b := must(tr.Registry().Get(srv.Listener.Addr().String()))(t)
+			s := must(resilience.DefaultStack(
+				must(resilience.NewRetry(resilience.RetryConfig{MaxAttempts: 1, Timer: tm}))(t), b,
+				must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 4}))(t),
+				must(resilience.NewTimeLimiter(resilience.TimeLimiterConfig{Timeout: time.Second, Timer: tm}))(t)))(t)
+			fetch := func(ctx context.Context) (int, error) {
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+				if err != nil {
+					return 0, err
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					return 0, err
+				}
+				resp.Body.Close()
+				return resp.StatusCode, judge(resp)
+			}
+
+			for i := range 3 {
+				_, err := resilience.Do(context.Background(), s, fetch)
+				require.NotErrorIs(t, err, core.ErrRejected, "request %d", i)
+			}
+			require.Equal(t, core.Open, b.State(), "three 500s, one failure each")
+			require.Equal(t, int64(3), hits.Load())
+			_, err := resilience.Do(context.Background(), s, fetch)
+			require.ErrorIs(t, err, core.ErrOpen)
+			require.Equal(t, int64(3), hits.Load(), "sent while open")
+
+			down.Store(false)
+			clock.Advance(time.Minute)
+			status, err := resilience.Do(context.Background(), s, fetch)
+			require.NoError(t, err, "the probe after one open duration")
+			require.Equal(t, http.StatusOK, status)
+			require.Equal(t, core.Closed, b.State())
+			_, err = client.Get(srv.URL)
+			require.NoError(t, err, "the transport alone, after the stack's calls: no permit left out")
+			m := b.Metrics()
+			require.Equal(t, [...]uint64{5, 1, 0, 3, 2, 0, 0}, [...]uint64{m.Admitted, m.RejectedOpen, m.RejectedHalfOpenFull,
+				m.Failures, m.Successes, m.Ignored, m.Dropped}, "one permit per request: admitted, rejected open, rejected half-open full, failures, successes, ignored, dropped")
+		})
+	}
+}
+
+// The breaker layer of a registry's breaker keeps core.Do's rules: a done
+// context takes no permit and calls nothing, an open breaker rejects
+// without calling, and a panic is recorded as a failure and passes on.
+func TestStackRegistryBreakerLayerKeepsDosRules(t *testing.T) {
+	clock := core.NewManualClock(0)
+	reg := must(registry.New(registry.Options[string]{Config: core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, CollectMetrics: true, Clock: clock}}))(t)
+	b := must(reg.Get("host"))(t)
+	s := mustStack(t, resilience.WithBreaker(b))
+	d := &dep{}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := resilience.Do(ctx, s, d.call)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Zero(t, b.Metrics().Admitted, "a done context took a permit")
+
+	require.PanicsWithValue(t, "boom", func() {
+		_, _ = resilience.Do(context.Background(), s, func(context.Context) (int, error) { panic("boom") })
+	})
+	require.Equal(t, core.Open, b.State(), "the panic was not recorded as a failure")
+	_, err = resilience.Do(context.Background(), s, d.call)
+	require.ErrorIs(t, err, core.ErrOpen)
+	require.Zero(t, d.calls)
+
+	clock.Advance(time.Second)
+	v, err := resilience.Do(context.Background(), s, d.call)
+	require.NoError(t, err)
+	require.Equal(t, 1, v)
+	m := b.Metrics()
+	require.Equal(t, [...]uint64{2, 1, 1, 1, 0}, [...]uint64{m.Admitted, m.RejectedOpen, m.Failures, m.Successes, m.Dropped},
+		"admitted, rejected open, failures, successes, dropped")
 }

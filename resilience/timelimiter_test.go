@@ -47,6 +47,72 @@ func TestTimeLimiterTimeoutIsFailure(t *testing.T) {
 	})
 }
 
+// pastDeadline is SystemTimer with every deadline passed already: the
+// context production's WithTimeout gives once its deadline has passed,
+// without waiting for one.
+type pastDeadline struct{ resilience.SystemTimer }
+
+func (pastDeadline) WithTimeout(parent context.Context, _ time.Duration) (context.Context, context.CancelFunc) {
+	return resilience.SystemTimer{}.WithTimeout(parent, 0)
+}
+
+// TestTimeLimiterTimeoutIsFailureAsInProduction: whatever the call returns
+// of the context its deadline ended (its Err or Cause, or those of a
+// context made from it, as an HTTP or gRPC client makes one), a manual
+// timer's timeout reaches the breaker as production's does: an ErrTimeout
+// that wraps context.DeadlineExceeded, never context.Canceled, counted as
+// a failure.
+func TestTimeLimiterTimeoutIsFailureAsInProduction(t *testing.T) {
+	const timeout = 2 * time.Second
+	// Each call starts its work under ctx, then hangs past the deadline
+	// (hang), then returns.
+	returns := map[string]func(ctx context.Context, hang func()) error{
+		"Err":         func(ctx context.Context, hang func()) error { hang(); <-ctx.Done(); return ctx.Err() },
+		"Cause":       func(ctx context.Context, hang func()) error { hang(); <-ctx.Done(); return context.Cause(ctx) },
+		"child Err":   func(ctx context.Context, hang func()) error { return viaChild(ctx, hang, context.Context.Err) },
+		"child Cause": func(ctx context.Context, hang func()) error { return viaChild(ctx, hang, context.Cause) },
+	}
+	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
+		for _, timer := range []string{"production", "manual", "stepping"} {
+			for name, ret := range returns {
+				t.Run(timer+"/"+name, func(t *testing.T) {
+					clock := core.NewManualClock(0)
+					var tm resilience.Timer = pastDeadline{}
+					pass := func() {}
+					switch timer {
+					case "manual":
+						m := resilience.NewManualTimer(clock)
+						tm, pass = m, func() { m.Advance(timeout) }
+					case "stepping":
+						m := resilience.NewSteppingTimer(clock)
+						tm, pass = m, func() { require.NoError(t, m.Sleep(context.Background(), timeout, nil)) }
+					}
+					br := newBreaker(core.Config{ConsecutiveFailures: 1, Clock: clock})
+					tl := must(resilience.NewTimeLimiter(resilience.TimeLimiterConfig{Timeout: timeout, Timer: tm}))(t)
+					s := mustStack(t, resilience.WithBreaker(br), resilience.WithTimeLimiter(tl))
+					_, err := resilience.Do(context.Background(), s, func(ctx context.Context) (int, error) {
+						return 0, ret(ctx, pass)
+					})
+					require.ErrorIs(t, err, resilience.ErrTimeout)
+					require.ErrorIs(t, err, context.DeadlineExceeded)
+					require.NotErrorIs(t, err, context.Canceled)
+					require.Equal(t, core.Open, br.State(), "the breaker did not count the timeout")
+				})
+			}
+		}
+	})
+}
+
+// viaChild makes a context from ctx, hangs, waits for the context's end
+// and returns what of it get reads.
+func viaChild(ctx context.Context, hang func(), get func(context.Context) error) error {
+	child, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hang()
+	<-child.Done()
+	return get(child)
+}
+
 func TestTimeLimiterCallerCancelIsNotTimeout(t *testing.T) {
 	tm := resilience.NewManualTimer(core.NewManualClock(0))
 	s := mustStack(t, resilience.WithTimeLimiter(must(resilience.NewTimeLimiter(resilience.TimeLimiterConfig{Timeout: time.Second, Timer: tm}))(t)))

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"go.uber.org/atomic"
-
 	"github.com/casbreaker/casbreaker/core"
 )
 
@@ -79,7 +77,7 @@ type ManualTimer struct {
 	step  bool
 
 	mu      sync.Mutex
-	changed *sync.Cond    // broadcast when a wait starts or ends
+	changed *sync.Cond    // broadcast when a wait starts: AwaitSleepers waits for more
 	waits   []*manualWait // sleeps and timeouts not yet over
 	sleeps  int           // how many of waits are sleeps
 	slept   []time.Duration
@@ -183,22 +181,22 @@ func (t *ManualTimer) Sleep(ctx context.Context, d time.Duration, wake <-chan st
 }
 
 // WithTimeout returns a child of parent that is done once the clock reaches
-// d from now (Err: context.DeadlineExceeded), when parent is done, or when
-// cancel is called. Its Deadline reports none: the deadline is on the
-// manual clock, which has no wall-clock time.
+// d from now, when parent is done, or when cancel is called, whichever comes
+// first, and ends as context.WithTimeout's context would: its Err and
+// context.Cause are context.DeadlineExceeded at the deadline (at once for
+// d <= 0), parent's Err when parent ended it, and context.Canceled after
+// cancel; a context made from it (context.WithCancel, an HTTP request's)
+// ends with the same Err, on another goroutine, as a context made from
+// one of a type the context package does not know does. Its Deadline is
+// parent's: the manual deadline has no wall-clock time.
 func (t *ManualTimer) WithTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	t.mustInit()
-	inner, cancel := context.WithCancel(parent)
+	inner, cancel := context.WithCancelCause(parent)
 	ctx := &manualDeadline{Context: inner}
-	expire := func() {
-		if inner.Err() == nil {
-			ctx.expired.Store(true)
-		}
-		cancel()
-	}
+	expire := func() { cancel(context.DeadlineExceeded) }
 	if d <= 0 {
 		expire()
-		return ctx, cancel
+		return ctx, func() { cancel(context.Canceled) }
 	}
 	w := &manualWait{at: after(t.clock.Now(), d), fire: expire}
 	t.mu.Lock()
@@ -206,7 +204,7 @@ func (t *ManualTimer) WithTimeout(parent context.Context, d time.Duration) (cont
 	t.mu.Unlock()
 	return ctx, func() {
 		t.remove(w)
-		cancel()
+		cancel(context.Canceled)
 	}
 }
 
@@ -219,19 +217,36 @@ func after(now, d time.Duration) time.Duration {
 	return now + d
 }
 
-// manualDeadline is a ManualTimer context: a cancel context whose Err says
-// DeadlineExceeded once the manual deadline has ended it.
+// manualDeadline is a ManualTimer context: a cancel context that the
+// deadline cancels with the cause context.DeadlineExceeded, and whose Err
+// says so. The context package must not find the cancel context inside
+// (Value hides it): it would end a context made from this one with the
+// cancel context's own Err, context.Canceled. Not finding it, the package
+// ends such a context with this one's Err, through AfterFunc.
 type manualDeadline struct {
-	context.Context
-	expired atomic.Bool
+	context.Context // the cancel context
 }
 
 func (c *manualDeadline) Err() error {
-	if c.expired.Load() {
+	err := c.Context.Err()
+	if err != nil && context.Cause(c.Context) == context.DeadlineExceeded {
 		return context.DeadlineExceeded
 	}
-	return c.Context.Err()
+	return err
 }
+
+// Value is the cancel context's, except that the context package's lookup
+// of its innermost cancel context, which answers with itself, finds none.
+func (c *manualDeadline) Value(key any) any {
+	if v := c.Context.Value(key); v != any(c.Context) {
+		return v
+	}
+	return nil
+}
+
+// AfterFunc is context.AfterFunc on the cancel context, which the context
+// package uses to end a context made from this one.
+func (c *manualDeadline) AfterFunc(f func()) func() bool { return context.AfterFunc(c.Context, f) }
 
 // Advance moves the clock by d and ends every sleep and timeout whose end
 // the clock has reached; a negative d moves the clock back and ends
@@ -254,9 +269,6 @@ func (t *ManualTimer) Advance(d time.Duration) time.Duration {
 	}
 	clear(t.waits[len(kept):])
 	t.waits = kept
-	if len(due) > 0 {
-		t.changed.Broadcast()
-	}
 	t.mu.Unlock()
 	for _, w := range due {
 		w.fire()
@@ -303,7 +315,6 @@ func (t *ManualTimer) remove(w *manualWait) {
 			if w.sleep {
 				t.sleeps--
 			}
-			t.changed.Broadcast()
 			return
 		}
 	}

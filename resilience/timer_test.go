@@ -51,6 +51,9 @@ func TestManualTimerWakeEndsSleep(t *testing.T) {
 func TestSteppingTimerMovesTheClock(t *testing.T) {
 	clock := core.NewManualClock(0)
 	tm := resilience.NewSteppingTimer(clock)
+	require.NoError(t, tm.Sleep(context.Background(), 0, nil))
+	require.NoError(t, tm.Sleep(context.Background(), -time.Second, nil))
+	require.Empty(t, tm.Slept(), "nothing to wait is no sleep")
 	ctx, cancel := tm.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	require.NoError(t, tm.Sleep(context.Background(), 2*time.Second, nil))
@@ -69,13 +72,36 @@ func TestSteppingTimerMovesTheClock(t *testing.T) {
 func TestManualTimerWithTimeout(t *testing.T) {
 	tm := resilience.NewManualTimer(core.NewManualClock(0))
 	ctx, cancel := tm.WithTimeout(context.Background(), time.Second)
+	child, cancelChild := context.WithCancel(ctx)
+	defer cancelChild()
 	tm.Advance(time.Second - 1)
 	require.NoError(t, ctx.Err())
+	require.NoError(t, context.Cause(ctx))
 	tm.Advance(1)
 	require.True(t, done(ctx.Done()))
-	require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+	require.Equal(t, context.DeadlineExceeded, ctx.Err())
+	require.Equal(t, context.DeadlineExceeded, context.Cause(ctx))
+	<-child.Done()
+	require.Equal(t, context.DeadlineExceeded, child.Err(), "a context made before the deadline")
+	require.Equal(t, context.DeadlineExceeded, context.Cause(child))
+	late, cancelLate := context.WithCancel(ctx)
+	defer cancelLate()
+	require.Equal(t, context.DeadlineExceeded, late.Err(), "a context made after the deadline")
 	cancel()
 	require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded, "cancel after the deadline keeps DeadlineExceeded")
+
+	type key struct{}
+	ctx, cancel = tm.WithTimeout(context.WithValue(context.Background(), key{}, "v"), time.Second)
+	require.Equal(t, "v", ctx.Value(key{}), "the parent's values")
+	child, cancelChild = context.WithCancel(ctx)
+	defer cancelChild()
+	cancel()
+	require.Equal(t, context.Canceled, ctx.Err())
+	require.Equal(t, context.Canceled, context.Cause(ctx))
+	<-child.Done()
+	require.Equal(t, context.Canceled, child.Err())
+	tm.Advance(time.Second)
+	require.Equal(t, context.Canceled, ctx.Err(), "the deadline after cancel")
 
 	parent, stop := context.WithCancel(context.Background())
 	ctx, cancel = tm.WithTimeout(parent, time.Second)
@@ -117,6 +143,18 @@ func TestSystemTimerWaitEndsByContextOrWake(t *testing.T) {
 	wake <- struct{}{}
 	require.NoError(t, tm.Sleep(context.Background(), time.Hour, wake))
 	require.NoError(t, tm.Sleep(context.Background(), 0, nil))
+	require.ErrorIs(t, tm.Sleep(ctx, 0, nil), context.Canceled, "a done context, even with nothing to wait")
+	require.Zero(t, testing.AllocsPerRun(10, func() { _ = tm.Sleep(context.Background(), 0, nil) }), "no timer for no wait")
+
+	// An unbuffered wake-up is received only by a sleeper that waits.
+	wake = make(chan struct{})
+	go func() { out <- tm.Sleep(context.Background(), time.Hour, wake) }()
+	select {
+	case wake <- struct{}{}:
+		require.NoError(t, <-out)
+	case err := <-out:
+		t.Fatalf("Sleep of an hour returned %v without waiting", err)
+	}
 
 	tctx, tcancel := tm.WithTimeout(context.Background(), time.Hour)
 	dl, ok := tctx.Deadline()
@@ -138,4 +176,8 @@ func TestConstructorsRefuseANilTimerPointer(t *testing.T) {
 	require.ErrorIs(t, err, resilience.ErrInvalidConfig, "NewBulkhead")
 	_, err = resilience.NewTimeLimiter(resilience.TimeLimiterConfig{Timeout: time.Second, Timer: nilTimer})
 	require.ErrorIs(t, err, resilience.ErrInvalidConfig, "NewTimeLimiter")
+	var nilClock *core.ManualClock
+	_, err = resilience.NewBudget(resilience.BudgetConfig{Clock: nilClock})
+	require.ErrorIs(t, err, resilience.ErrInvalidConfig, "NewBudget")
+	require.ErrorContains(t, err, "BudgetConfig.Clock is a nil *core.ManualClock")
 }
