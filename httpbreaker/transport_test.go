@@ -176,21 +176,41 @@ func TestHangingServer(t *testing.T) {
 	go func() { <-arrived; cancel() }()
 	_, err := get(ctx, c, s.URL)
 	require.ErrorIs(t, err, context.Canceled)
-	code, err := get(contextDone(t), c, s.URL+"/?after-cancel")
+	code, err := get(expiresOnArrival(arrived), c, s.URL+"/?after-cancel")
 	require.Zero(t, code)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "still closed: the request was sent and timed out")
-	<-arrived
 
 	// The timeout above was a failure: the breaker is open.
 	_, err = get(context.Background(), c, s.URL)
 	require.ErrorIs(t, err, core.ErrOpen)
 }
 
-// contextDone is a context whose deadline passes while the request hangs.
-func contextDone(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	t.Cleanup(cancel)
+// expiresOnArrival is a context whose deadline passes once the request
+// has reached the server (a receive from arrived), whatever the machine's
+// speed: a deadline of wall time could pass before the request is sent,
+// which the transport then refuses unsent.
+func expiresOnArrival(arrived <-chan struct{}) context.Context {
+	ctx := &expiring{Context: context.Background(), done: make(chan struct{})}
+	go func() { <-arrived; close(ctx.done) }()
 	return ctx
+}
+
+// expiring is a context that ends with context.DeadlineExceeded when done
+// is closed.
+type expiring struct {
+	context.Context
+	done chan struct{}
+}
+
+func (c *expiring) Done() <-chan struct{} { return c.done }
+
+func (c *expiring) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
 }
 
 // One breaker per host: a failing host does not refuse requests to a
