@@ -19,10 +19,12 @@ import (
 // Make one with WithHeldPermit; find one with HeldPermitOf. Its methods are
 // safe for concurrent use, and allocate nothing.
 type HeldPermit struct {
-	b *Breaker
 	// The latest verdict: 0 while none was reported, else the outcome + 1
 	// in the low 2 bits and the retry-after hint in nanoseconds above.
+	// First, so that it is 64-bit aligned on 32-bit platforms (heldContext
+	// holds the HeldPermit first, and it is allocated).
 	verdict atomic.Uint64
+	b       *Breaker
 	// outer is the context the mark was put on, where the search for a
 	// mark of another breaker goes on.
 	outer context.Context
@@ -30,8 +32,8 @@ type HeldPermit struct {
 
 // heldContext is a context with a HeldPermit: one allocation for both.
 type heldContext struct {
+	held HeldPermit // first: see HeldPermit.verdict
 	context.Context
-	held HeldPermit
 }
 
 // heldPermitKey is the context key under which a heldContext answers with

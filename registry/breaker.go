@@ -38,17 +38,21 @@ import (
 //     no Get for Options.PermitTimeout; after that the registry presumes
 //     the permits lost and may evict the Breaker as if none were out.
 type Breaker struct {
-	*core.Breaker
-	track bool // the registry evicts: count permits, mark uses
+	// The 64-bit atomics come first: the first word of an allocated struct
+	// is 64-bit aligned on 32-bit platforms too, and the ones after it are
+	// while they stay in pairs of 32-bit words.
 
-	// ref is set by a Get and cleared by the registry's eviction hand as it
-	// passes: a breaker used since the hand's last pass is spared once.
-	ref atomic.Bool
 	// permits is the number of permits out, never below zero.
 	permits atomic.Int64
 	// used is the clock reading of the last Get, kept to the registry's
 	// slack so that a hot key's Get rarely writes it.
 	used atomic.Int64
+
+	*core.Breaker
+	track bool // the registry evicts: count permits, mark uses
+	// ref is set by a Get and cleared by the registry's eviction hand as it
+	// passes: a breaker used since the hand's last pass is spared once.
+	ref atomic.Bool
 }
 
 var _ core.CircuitBreaker = (*Breaker)(nil)
