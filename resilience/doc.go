@@ -16,7 +16,9 @@
 //
 // Like package core, every part is lock-free on its admission path and a
 // call that succeeds at once allocates nothing in Retry, Budget, Bulkhead
-// and Stack (a TimeLimiter costs its deadline context). Time comes from an
+// and Stack (a TimeLimiter costs its deadline context, and a breaker layer
+// given a *registry.Breaker the 48-byte context that marks its permit,
+// core.WithHeldPermit). Time comes from an
 // injected Timer: SystemTimer in production, ManualTimer (on a
 // core.ManualClock) in tests, so that no test sleeps.
 //
