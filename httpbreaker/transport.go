@@ -143,8 +143,10 @@ func bound[T int | time.Duration](v, def T) T {
 
 // DefaultClassify is the default Options.Classify: an error that matches
 // context.Canceled, or any error of a request whose context was cancelled,
-// is Ignored (the caller gave up, which says nothing about the server);
-// every other error is a Failure, timeouts (context.DeadlineExceeded)
+// is Ignored (the caller gave up, which says nothing about the server), and
+// so is one that matches core.ErrNeutral (a local limit in the base
+// transport refused the request: another breaker's rejection, a full
+// registry, a full bulkhead); every other error is a Failure, timeouts (context.DeadlineExceeded)
 // included; a response with status 429 or 500..599 is a Failure and any
 // other response a Success; no response and no error (a base transport
 // that breaks http.RoundTripper's contract) is a Failure.
@@ -152,7 +154,7 @@ func DefaultClassify(req *http.Request, resp *http.Response, err error) core.Out
 	// If statements, not a switch: Go's coverage, and so mutation
 	// testing, does not see the conditions of case clauses.
 	if err != nil {
-		if errors.Is(err, context.Canceled) || errors.Is(req.Context().Err(), context.Canceled) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, core.ErrNeutral) || errors.Is(req.Context().Err(), context.Canceled) {
 			return core.Ignored
 		}
 		return core.Failure

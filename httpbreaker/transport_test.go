@@ -17,6 +17,7 @@ import (
 
 	"github.com/casbreaker/casbreaker/core"
 	"github.com/casbreaker/casbreaker/httpbreaker"
+	"github.com/casbreaker/casbreaker/registry"
 )
 
 // server answers every request with status and header, counting hits.
@@ -385,7 +386,34 @@ func TestDefaultClassify(t *testing.T) {
 		{"timeout", req, fmt.Errorf("read: %w", context.DeadlineExceeded), core.Failure},
 		{"transport error", req, errors.New("connection refused"), core.Failure},
 		{"neither response nor error", req, nil, core.Failure},
+		{"a local limit", req, fmt.Errorf("base: %w", core.ErrNeutral), core.Ignored},
+		{"another breaker's rejection", req, fmt.Errorf("base: %w", core.ErrOpen), core.Ignored},
+		{"a full registry", req, registry.ErrFull, core.Ignored},
 	} {
 		require.Equal(t, tc.want, httpbreaker.DefaultClassify(tc.req, nil, tc.err), tc.name)
 	}
+}
+
+// A Transport whose base is another breaker's transport does not count
+// that breaker's refusals as the server's failures: only the one request
+// the server failed counts, and the outer breaker stays closed.
+func TestInnerRejectionsAreNotTheServers(t *testing.T) {
+	s := newServer(t, status(http.StatusInternalServerError, ""))
+	inner, err := httpbreaker.New(httpbreaker.Options{Config: core.Config{ConsecutiveFailures: 1, Clock: core.NewManualClock(0)}})
+	require.NoError(t, err)
+	outer, err := httpbreaker.New(httpbreaker.Options{Base: inner, Config: core.Config{ConsecutiveFailures: 3, CollectMetrics: true, Clock: core.NewManualClock(0)}})
+	require.NoError(t, err)
+	c := &http.Client{Transport: outer}
+	defer c.CloseIdleConnections()
+	code, err := get(context.Background(), c, s.URL)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusInternalServerError, code)
+	for range 5 {
+		_, err := get(context.Background(), c, s.URL)
+		require.ErrorIs(t, err, core.ErrOpen, "the inner breaker refuses")
+	}
+	b, err := outer.Registry().Get(httpbreaker.HostKey(mustRequest(t, s.URL, nil)))
+	require.NoError(t, err)
+	require.Equal(t, core.Closed, b.State())
+	require.Equal(t, uint64(5), b.Metrics().Ignored)
 }
