@@ -12,7 +12,8 @@ import (
 // Gatherer returns a prometheus.Gatherer of c's series beside those of
 // others (the application's registry, say; nil for none), to serve with
 // promhttp.HandlerFor in place of registering c: a scrape of many
-// breakers then costs less than half as much CPU and a third less memory
+// breakers then costs about half the CPU at 1,000 breakers, under two
+// fifths at 10,000 and more, and a third less memory
 // (docs/observability.md has the figures). It gathers the series Collect
 // sends, with the same names, labels, help texts and values, as
 // dto.MetricFamily values built directly and already sorted, where a
