@@ -171,10 +171,10 @@ func TestMaxBreakersPassesOverBusyBreakers(t *testing.T) {
 
 // A full registry (every breaker open) answers each new key after a look
 // at a few breakers, not all of them, and finds a breaker that may be
-// evicted again within MaxBreakers/64 new keys; one of 32 or fewer
+// evicted again within MaxBreakers/8 new keys; one of 4 or fewer
 // breakers still looks at every one, so it finds it at the next new key.
 func TestFullRegistryFindsARecoveredBreaker(t *testing.T) {
-	for _, tc := range []struct{ bound, within int }{{32, 1}, {1000, 1000/64 + 1}} {
+	for _, tc := range []struct{ bound, within int }{{4, 1}, {1000, 1000/8 + 1}} {
 		t.Run(fmt.Sprint(tc.bound), func(t *testing.T) {
 			r := newReg(t, core.NewManualClock(0), tc.bound, 0)
 			var open []*registry.Breaker

@@ -76,7 +76,7 @@ const idleSteps = 4
 
 // fullSteps is how many breakers the hand examines for a new key at the
 // bound once the registry is full (Options.MaxBreakers).
-const fullSteps = 64
+const fullSteps = 8
 
 // Options configures a Registry.
 type Options[K comparable] struct {
@@ -106,13 +106,13 @@ type Options[K comparable] struct {
 	// it is spared once; one made and never looked up again is not, so a
 	// stream of keys seen once does not push out the keys in use. If the
 	// hand goes round twice and finds none, Get returns ErrFull, and the
-	// registry is full: from then on each new key examines the next 64
-	// breakers only (all of them, twice, in a registry of 32 or fewer),
+	// registry is full: from then on each new key examines the next 8
+	// breakers only (all of them, twice, in a registry of 4 or fewer),
 	// and gets ErrFull if none of those may be evicted, until one of them
 	// may and the registry is no longer full. So a new key costs O(1)
 	// amortized at any bound, with every breaker open too; a breaker that
 	// may be evicted again (its open duration passed, its permits back) is
-	// found within MaxBreakers/64 new keys. Zero: no bound. Negative: an
+	// found within MaxBreakers/8 new keys. Zero: no bound. Negative: an
 	// error.
 	//
 	// An evicted breaker takes its window and its run of failures with
