@@ -11,7 +11,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/cputime"
+	"github.com/casbreaker/casbreaker/internal/observetest"
 	"github.com/casbreaker/casbreaker/observe"
 	"github.com/casbreaker/casbreaker/otelbreaker"
 )
@@ -20,19 +21,10 @@ import (
 // benchmarks.
 var benchSizes = []int{1000, 10000, 100000}
 
-// benchBreakers returns n breakers with a window of 10 and no cumulative
-// counters: 10 data points each (6 states, 4 window counts).
+// benchBreakers returns observetest.ManyBreakers(n).
 func benchBreakers(b *testing.B, n int) observe.Source {
 	b.Helper()
-	bs := make([]observe.Breaker, n)
-	for i := range bs {
-		br, err := core.New(core.Config{Name: "host-" + strconv.Itoa(i) + ".example", WindowSize: 10, FailureRateThreshold: 50})
-		if err != nil {
-			b.Fatal(err)
-		}
-		bs[i] = br
-	}
-	src, err := observe.Breakers(bs...)
+	src, err := observetest.ManyBreakers(n)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,13 +36,13 @@ func benchBreakers(b *testing.B, n int) observe.Source {
 func collectBench(b *testing.B, reader *sdkmetric.ManualReader, points int) {
 	var rm metricdata.ResourceMetrics
 	b.ReportAllocs()
-	cpu := cpuTime()
+	cpu := cputime.Now()
 	for b.Loop() {
 		if err := reader.Collect(context.Background(), &rm); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(cpuTime()-cpu)/1e9/float64(b.N), "cpu-sec/op")
+	b.ReportMetric(float64(cputime.Now()-cpu)/1e9/float64(b.N), "cpu-sec/op")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(points), "ns/point")
 }
 

@@ -11,7 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/cputime"
+	"github.com/casbreaker/casbreaker/internal/observetest"
 	"github.com/casbreaker/casbreaker/observe"
 	"github.com/casbreaker/casbreaker/prombreaker"
 )
@@ -19,19 +20,10 @@ import (
 // benchSizes are the numbers of breakers a scrape reads in the benchmarks.
 var benchSizes = []int{1000, 10000, 100000}
 
-// benchBreakers returns n breakers with a window of 10 and no cumulative
-// counters: 10 series each (6 states, 4 window counts).
+// benchBreakers returns observetest.ManyBreakers(n).
 func benchBreakers(b *testing.B, n int) observe.Source {
 	b.Helper()
-	bs := make([]observe.Breaker, n)
-	for i := range bs {
-		br, err := core.New(core.Config{Name: "host-" + strconv.Itoa(i) + ".example", WindowSize: 10, FailureRateThreshold: 50})
-		if err != nil {
-			b.Fatal(err)
-		}
-		bs[i] = br
-	}
-	src, err := observe.Breakers(bs...)
+	src, err := observetest.ManyBreakers(n)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -57,12 +49,12 @@ func scrapeBench(b *testing.B, g prometheus.Gatherer, series int) {
 	h.ServeHTTP(&discard{h: http.Header{}}, req)
 	runtime.GC()
 	b.ReportAllocs()
-	cpu := cpuTime()
+	cpu := cputime.Now()
 	for b.Loop() {
 		w := &discard{h: http.Header{}}
 		h.ServeHTTP(w, req)
 	}
-	b.ReportMetric(float64(cpuTime()-cpu)/1e9/float64(b.N), "cpu-sec/op")
+	b.ReportMetric(float64(cputime.Now()-cpu)/1e9/float64(b.N), "cpu-sec/op")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(series), "ns/series")
 }
 

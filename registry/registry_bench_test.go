@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/cputime"
 	"github.com/casbreaker/casbreaker/registry"
 )
 
@@ -96,7 +96,7 @@ func BenchmarkNewKeyAtBound(b *testing.B) {
 				}
 				b.ReportAllocs()
 				k := bound
-				start := cpuTime(b)
+				start := cputime.Now()
 				for b.Loop() {
 					// Every breaker open: each new key is refused.
 					if _, err := r.Get(k); (err != nil) != v.open {
@@ -104,7 +104,7 @@ func BenchmarkNewKeyAtBound(b *testing.B) {
 					}
 					k++
 				}
-				b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+				b.ReportMetric(float64(cputime.Now()-start)/float64(b.N), "cpu-ns/op")
 			})
 		}
 	}
@@ -123,7 +123,7 @@ func BenchmarkNewKeyFloor(b *testing.B) {
 				m.Store(k, &struct{ p *int }{})
 			}
 			k := bound
-			start := cpuTime(b)
+			start := cputime.Now()
 			for b.Loop() {
 				if _, ok := m.Load(k); ok {
 					b.Fatal("found a new key")
@@ -132,19 +132,9 @@ func BenchmarkNewKeyFloor(b *testing.B) {
 				m.Delete(k - bound)
 				k++
 			}
-			b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(cputime.Now()-start)/float64(b.N), "cpu-ns/op")
 		})
 	}
-}
-
-// cpuTime returns the CPU time the process has used so far, user and
-// system.
-func cpuTime(b *testing.B) time.Duration {
-	var u syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }
 
 // BenchmarkMemoryPerKey reports the heap a registry keeps per string key

@@ -1,11 +1,13 @@
 // Package observetest is what the tests of observe and of the exporters
 // built on it (prombreaker, otelbreaker) share: a breaker tripped in a
-// known way, one call through a breaker, traffic from goroutines, and two
-// breakers of one name.
+// known way, one call through a breaker, traffic from goroutines, two
+// breakers of one name, a breaker under a name of the test's choosing, and
+// many breakers for the scrape benchmarks.
 package observetest
 
 import (
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -115,4 +117,19 @@ func (n Named) Settings() core.Settings {
 	s := n.Breaker.Settings()
 	s.Name = n.Name
 	return s
+}
+
+// ManyBreakers returns a Source of n breakers, each with a count window of
+// 10 calls and no cumulative counters, so 10 series each (6 states, 4
+// window counts): the exporters' scrape benchmarks read them.
+func ManyBreakers(n int) (observe.Source, error) {
+	bs := make([]observe.Breaker, n)
+	for i := range bs {
+		br, err := core.New(core.Config{Name: "host-" + strconv.Itoa(i) + ".example", WindowSize: 10, FailureRateThreshold: 50})
+		if err != nil {
+			return nil, err
+		}
+		bs[i] = br
+	}
+	return observe.Breakers(bs...)
 }
