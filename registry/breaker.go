@@ -44,8 +44,8 @@ type Breaker struct {
 
 	// permits is the number of permits out, never below zero.
 	permits atomic.Int64
-	// used is the clock reading of the last Get, kept to the registry's
-	// slack so that a hot key's Get rarely writes it.
+	// used is the clock reading at which the registry's hand last found
+	// the reference mark set (or b was made): no Get reads the clock.
 	used atomic.Int64
 
 	*core.Breaker
@@ -121,20 +121,30 @@ func (b *Breaker) release(p core.Permit) {
 	}
 }
 
-// touch records a Get at reading now: the reference mark, unless set
-// already, and the idle stamp, unless less than slack old, so that a key
-// hit constantly writes nothing.
-func (b *Breaker) touch(now, slack time.Duration) {
+// touch records a Get: the reference mark, unless set already, so that a
+// key hit constantly writes nothing. It reads no clock: the registry's
+// hand stamps the time when it finds the mark (seen).
+func (b *Breaker) touch() {
 	if !b.ref.Load() {
 		b.ref.Store(true)
 	}
-	if now-time.Duration(b.used.Load()) > slack {
-		b.used.Store(int64(now))
-	}
 }
 
-// idleFor returns how long before now b's key had its last Get (to the
-// registry's slack; negative after a clock step back).
+// seen reports whether b's key had a Get since the hand last passed (the
+// reference mark), and if so clears the mark and stamps reading now as
+// the time of its last known use. The caller holds the registry's mutex.
+func (b *Breaker) seen(now time.Duration) bool {
+	if !b.ref.Load() {
+		return false
+	}
+	b.ref.Store(false)
+	b.used.Store(int64(now))
+	return true
+}
+
+// idleFor returns how long before now the hand last found b's key looked
+// up, or b was made: its last Get was at least that long ago (negative
+// after a clock step back).
 func (b *Breaker) idleFor(now time.Duration) time.Duration {
 	return now - time.Duration(b.used.Load())
 }

@@ -230,39 +230,39 @@ func TestErrFullIsNeutral(t *testing.T) {
 	}
 }
 
-// Idle times are kept to a sixteenth of the smaller of IdleAfter and
-// PermitTimeout: a Get less than that after the last stamp writes nothing
-// (so a hot key's Get stays a read), and the breaker may go up to that
-// much early; a later Get stamps again.
-func TestIdleTimesKeptToASixteenth(t *testing.T) {
-	clock := core.NewManualClock(0)
+// A Get reads no clock: it sets the key's mark, and the idle time starts
+// when the hand (here EvictIdle) finds the mark. So a breaker goes no
+// sooner than IdleAfter after its last Get, and no later than IdleAfter
+// after the pass that saw it.
+func TestIdleTimeStartsWhenTheHandSeesAGet(t *testing.T) {
+	clock := &countingClock{}
 	r, err := registry.New(registry.Options[string]{
 		Config:    core.Config{ConsecutiveFailures: 1, Clock: clock},
-		IdleAfter: 16 * time.Minute, PermitTimeout: time.Hour,
+		IdleAfter: 16 * time.Minute, MaxBreakers: 10,
 	})
 	require.NoError(t, err)
 	get(t, r, "a")
-	clock.Set(time.Minute)
-	get(t, r, "a") // a minute after the stamp: not written
-	clock.Set(16 * time.Minute)
-	require.Equal(t, 1, r.EvictIdle(), "a: 16 minutes since its stamp, 15 since its last Get")
-
 	get(t, r, "b")
-	clock.Set(16*time.Minute + 30*time.Second)
-	get(t, r, "b") // not written
-	clock.Set(17*time.Minute + time.Nanosecond)
-	get(t, r, "c")
-	clock.Set(18*time.Minute + 2*time.Nanosecond)
-	get(t, r, "c") // more than a minute after the stamp: written
-	clock.Set(32 * time.Minute)
-	require.Equal(t, 1, r.EvictIdle(), "b goes, c stays")
-	clock.Set(34*time.Minute + 2*time.Nanosecond)
-	require.Equal(t, 1, r.EvictIdle(), "c, idle for 16 minutes since its second stamp")
+	clock.Set(time.Minute)
+	before := clock.reads.Load()
+	for range 100 {
+		get(t, r, "a")
+	}
+	require.Equal(t, before, clock.reads.Load(), "a Get of a key that has a breaker reads no clock")
+
+	clock.Set(16*time.Minute - time.Nanosecond)
+	require.Zero(t, r.EvictIdle(), "b is idle a nanosecond short; a's Get is seen now")
+	clock.Set(16 * time.Minute)
+	require.Equal(t, 1, r.EvictIdle(), "b: made 16 minutes ago, never looked up since")
+	clock.Set(32*time.Minute - 2*time.Nanosecond)
+	require.Zero(t, r.EvictIdle(), "a: 16 minutes since the pass that saw its Get, less a nanosecond")
+	clock.Set(32*time.Minute - time.Nanosecond)
+	require.Equal(t, 1, r.EvictIdle())
 	require.Zero(t, r.Len())
 }
 
-// With a bound and no IdleAfter, the last-Get stamps that PermitTimeout
-// reads are kept to a sixteenth of it.
+// With a bound and no IdleAfter, PermitTimeout counts from the hand's
+// last pass that found the key looked up.
 func TestPermitTimeoutAtTheBound(t *testing.T) {
 	clock := core.NewManualClock(0)
 	r, err := registry.New(registry.Options[string]{
@@ -273,20 +273,16 @@ func TestPermitTimeoutAtTheBound(t *testing.T) {
 	busy := get(t, r, "busy")
 	mustAllow(t, busy) // never reported
 	clock.Set(30 * time.Second)
-	get(t, r, "busy") // within a minute of the stamp: not written
+	get(t, r, "busy")
 	clock.Set(16 * time.Minute)
-	x := get(t, r, "x") // busy: no stamp for PermitTimeout
-	require.Equal(t, 0, countOf(r, busy))
-
-	mustAllow(t, x) // never reported
-	clock.Set(17*time.Minute + time.Nanosecond)
-	get(t, r, "x") // written
-	clock.Set(33 * time.Minute)
-	_, err = r.Get("y")
-	require.ErrorIs(t, err, registry.ErrFull, "x had a Get 16 minutes ago less a nanosecond")
-	clock.Set(33*time.Minute + time.Nanosecond)
-	get(t, r, "y")
-	require.Equal(t, 0, countOf(r, x))
+	_, err = r.Get("x")
+	require.ErrorIs(t, err, registry.ErrFull, "busy was looked up since it was made: its permit counts from this pass on")
+	clock.Set(32*time.Minute - time.Nanosecond)
+	_, err = r.Get("x")
+	require.ErrorIs(t, err, registry.ErrFull)
+	clock.Set(32 * time.Minute)
+	get(t, r, "x")
+	require.Equal(t, 0, countOf(r, busy), "no Get for PermitTimeout: its permit is presumed lost")
 }
 
 // Without a bound or IdleAfter the registry counts nothing and reads no
@@ -331,14 +327,16 @@ func TestRingGivesMemoryBack(t *testing.T) {
 	require.GreaterOrEqual(t, c, n)
 	require.Less(t, c, 4*n)
 	quarter := c / 4
-	// Keys 0 to quarter-1 are looked up again later: the last at 20 s, the
-	// others at 30 s.
+	// Keys 0 to quarter-1 are looked up again later, and seen by a sweep:
+	// the last at 20 s, the others at 30 s.
 	clock.Set(20 * time.Second)
 	get(t, r, fmt.Sprint(quarter-1))
+	require.Zero(t, r.EvictIdle())
 	clock.Set(30 * time.Second)
 	for i := range quarter - 1 {
 		get(t, r, fmt.Sprint(i))
 	}
+	require.Zero(t, r.EvictIdle())
 	clock.Set(time.Minute)
 	require.Equal(t, n-quarter, r.EvictIdle())
 	require.Equal(t, c, registry.RingCap(r), "a quarter used: kept")

@@ -103,6 +103,7 @@ func TestReportTooManyLeavesCountAtZero(t *testing.T) {
 			landed.Done(p, nil)
 			require.Zero(t, registry.PermitsOut(landed))
 
+			require.Zero(t, r.EvictIdle(), "the sweep sees the Gets: their idle time starts now")
 			clock.Advance(idle)
 			if leaked != nil {
 				require.EqualValues(t, 1, registry.PermitsOut(leaked))

@@ -2,10 +2,11 @@
 // tenant), each made from one template core.Config on first use.
 //
 // Looking up a key that has a breaker takes no lock and allocates nothing:
-// one lookup in a sync.Map, plus, when eviction is on, one clock reading
-// and two atomic loads (a store only when the key's reference mark or idle
-// stamp is due, so a key hit constantly writes nothing). Making a new
-// breaker, and evicting, take the registry's mutex.
+// one lookup in a sync.Map, plus, when eviction is on, one atomic load of
+// the key's reference mark (and a store when it is clear, so a key hit
+// constantly writes nothing). It reads no clock: idle times are measured
+// by the eviction hand, which stamps the time when it finds a mark.
+// Making a new breaker, and evicting, take the registry's mutex.
 //
 // An optional bound (Options.MaxBreakers) and idle eviction
 // (Options.IdleAfter) drop only breakers that may be evicted: not open or
@@ -131,11 +132,16 @@ type Options[K comparable] struct {
 	// goroutine: with keys arriving steadily, the registry holds at most
 	// about 4/3 as many breakers as keys with a Get within IdleAfter, plus
 	// those that may not be evicted; with no new key, nothing grows and
-	// nothing is dropped until EvictIdle. Idle times are kept to a sixteenth of the smaller of IdleAfter and
-	// PermitTimeout, so a breaker may be dropped up to that much early.
-	// Zero: nothing is dropped for idleness. Negative: an error.
+	// nothing is dropped until EvictIdle. A Get reads no clock: its mark
+	// is found by the hand's next pass (or EvictIdle), which stamps that
+	// time as the breaker's last use. So a breaker is never dropped sooner
+	// than IdleAfter after its last Get, and may be dropped up to the time
+	// the hand takes to come round again later (with EvictIdle run every
+	// IdleAfter, at most twice IdleAfter after its last Get). Zero:
+	// nothing is dropped for idleness. Negative: an error.
 	IdleAfter time.Duration
-	// PermitTimeout is how long a breaker's key may go without a Get,
+	// PermitTimeout is how long a breaker's key may go without a Get (as
+	// IdleAfter measures it: from the pass that last found it looked up),
 	// while permits of the breaker are out, before the registry presumes
 	// those permits lost (reported to another breaker, or never) and may
 	// evict the breaker as if none were out, at the bound or when idle. A
@@ -155,9 +161,8 @@ type Registry[K comparable] struct {
 	max           int
 	idle          time.Duration
 	permitTimeout time.Duration
-	slack         time.Duration // how stale an idle time may be
-	track         bool          // eviction is on: count permits and uses
-	checkKey      bool          // K holds an interface: comparing a key may panic
+	track         bool // eviction is on: count permits and uses
+	checkKey      bool // K holds an interface: comparing a key may panic
 
 	m    sync.Map // K -> *Breaker
 	mu   sync.Mutex
@@ -213,10 +218,6 @@ func New[K comparable](o Options[K]) (*Registry[K], error) {
 	if r.permitTimeout == 0 {
 		r.permitTimeout = DefaultPermitTimeout
 	}
-	r.slack = r.permitTimeout / 16
-	if r.idle > 0 {
-		r.slack = min(r.idle, r.permitTimeout) / 16
-	}
 	r.track = r.max > 0 || r.idle > 0
 	return r, nil
 }
@@ -264,7 +265,7 @@ func (r *Registry[K]) Get(key K) (*Breaker, error) {
 	}
 	b := v.(*Breaker)
 	if r.track {
-		b.touch(r.clock.Now(), r.slack)
+		b.touch()
 	}
 	return b, nil
 }
@@ -315,7 +316,7 @@ func (r *Registry[K]) create(key K) (*Breaker, error) {
 	if v, ok := r.m.Load(key); ok {
 		b := v.(*Breaker)
 		if r.track {
-			b.touch(now, r.slack)
+			b.touch()
 		}
 		return b, nil
 	}
@@ -380,20 +381,19 @@ func (r *Registry[K]) sweep(now time.Duration) (victim int, full bool) {
 			r.hand = 0
 		}
 		b := r.ring[r.hand].b
-		idle := r.idle > 0 && b.idleFor(now) >= r.idle
-		switch {
-		case (idle || atBound && !b.ref.Load()) && b.evictable(now, r.permitTimeout):
+		// A breaker looked up since the hand last passed is spared once,
+		// and its idle time starts again now.
+		seen := b.seen(now)
+		idle := !seen && r.idle > 0 && b.idleFor(now) >= r.idle
+		if (idle || atBound && !seen) && b.evictable(now, r.permitTimeout) {
 			if atBound {
 				r.full = false
 				return r.hand, false
 			}
 			r.drop(r.hand) // the last slot moves here: examine it next
-		default:
-			if b.ref.Load() {
-				b.ref.Store(false)
-			}
-			r.hand++
+			continue
 		}
+		r.hand++
 	}
 	r.full = false
 	return -1, false // the loop ends only below the bound
@@ -432,7 +432,7 @@ func (r *Registry[K]) EvictIdle() int {
 	n := 0
 	for i := 0; i < len(r.ring); {
 		b := r.ring[i].b
-		if b.idleFor(now) >= r.idle && b.evictable(now, r.permitTimeout) {
+		if !b.seen(now) && b.idleFor(now) >= r.idle && b.evictable(now, r.permitTimeout) {
 			r.drop(i) // the last slot moves here: examine it next
 			n++
 			continue
