@@ -204,6 +204,41 @@ func TestFullRegistryFindsARecoveredBreaker(t *testing.T) {
 	}
 }
 
+// Once full, each new key looks at the next 8 breakers in the hand's
+// order (the order they were made): a breaker that may be evicted again
+// 8 places on is found by the second new key, not the first.
+func TestFullRegistryLooksAtEightBreakersAKey(t *testing.T) {
+	r := newReg(t, core.NewManualClock(0), 100, 0)
+	var open []*registry.Breaker
+	for k := range 100 {
+		b := get(t, r, fmt.Sprint(k))
+		b.Done(mustAllow(t, b), errFail)
+		open = append(open, b)
+	}
+	_, err := r.Get("first")
+	require.ErrorIs(t, err, registry.ErrFull, "twice round: full, the hand back where it started")
+	open[8].Reset()
+	_, err = r.Get("second")
+	require.ErrorIs(t, err, registry.ErrFull, "breakers 0 to 7 only")
+	get(t, r, "third")
+	require.Equal(t, 0, countOf(r, open[8]))
+}
+
+// A new key's sweep drops a breaker idle for exactly IdleAfter, not one a
+// nanosecond short of it.
+func TestNewKeyDropsABreakerIdleForIdleAfter(t *testing.T) {
+	clock := core.NewManualClock(0)
+	r := newReg(t, clock, 0, time.Minute)
+	a := get(t, r, "a")
+	clock.Set(time.Minute - time.Nanosecond)
+	get(t, r, "b")
+	require.Equal(t, 1, countOf(r, a))
+	clock.Set(time.Minute)
+	get(t, r, "c")
+	require.Equal(t, 0, countOf(r, a))
+	require.Equal(t, 2, r.Len())
+}
+
 // A full registry is a local limit: a breaker around its caller, with the
 // default classifier, does not count it, in both implementations.
 func TestErrFullIsNeutral(t *testing.T) {
