@@ -13,23 +13,8 @@ import (
 
 	"github.com/casbreaker/casbreaker/internal/cputime"
 	"github.com/casbreaker/casbreaker/internal/observetest"
-	"github.com/casbreaker/casbreaker/observe"
 	"github.com/casbreaker/casbreaker/otelbreaker"
 )
-
-// benchSizes are the numbers of breakers a collection reads in the
-// benchmarks.
-var benchSizes = []int{1000, 10000, 100000}
-
-// benchBreakers returns observetest.ManyBreakers(n).
-func benchBreakers(b *testing.B, n int) observe.Source {
-	b.Helper()
-	src, err := observetest.ManyBreakers(n)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return src
-}
 
 // collectBench collects reader b.N times, into one ResourceMetrics as a
 // PeriodicReader does.
@@ -49,12 +34,12 @@ func collectBench(b *testing.B, reader *sdkmetric.ManualReader, points int) {
 // BenchmarkCollect is a collection of n breakers (10 data points each):
 // the callback's read and the SDK's aggregation.
 func BenchmarkCollect(b *testing.B) {
-	for _, n := range benchSizes {
+	for _, n := range observetest.ScrapeSizes {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			reader := sdkmetric.NewManualReader()
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 			defer func() { _ = mp.Shutdown(context.Background()) }()
-			if _, err := otelbreaker.Register(mp, benchBreakers(b, n), otelbreaker.Options{}); err != nil {
+			if _, err := otelbreaker.Register(mp, observetest.ManyBreakers(b, n), otelbreaker.Options{}); err != nil {
 				b.Fatal(err)
 			}
 			collectBench(b, reader, 10*n)
@@ -66,7 +51,7 @@ func BenchmarkCollect(b *testing.B) {
 // attribute sets made before the collection, in one callback: the SDK's
 // aggregation alone, the floor under any callback.
 func BenchmarkCollectFloor(b *testing.B) {
-	for _, n := range benchSizes {
+	for _, n := range observetest.ScrapeSizes {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			reader := sdkmetric.NewManualReader()
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))

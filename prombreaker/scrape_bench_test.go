@@ -13,22 +13,8 @@ import (
 
 	"github.com/casbreaker/casbreaker/internal/cputime"
 	"github.com/casbreaker/casbreaker/internal/observetest"
-	"github.com/casbreaker/casbreaker/observe"
 	"github.com/casbreaker/casbreaker/prombreaker"
 )
-
-// benchSizes are the numbers of breakers a scrape reads in the benchmarks.
-var benchSizes = []int{1000, 10000, 100000}
-
-// benchBreakers returns observetest.ManyBreakers(n).
-func benchBreakers(b *testing.B, n int) observe.Source {
-	b.Helper()
-	src, err := observetest.ManyBreakers(n)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return src
-}
 
 // discard is a ResponseWriter that keeps nothing of the body.
 type discard struct{ h http.Header }
@@ -69,7 +55,7 @@ func scrapeBench(b *testing.B, g prometheus.Gatherer, series int) {
 // gather sorts them by: client_golang's gather and encoding alone, the
 // floor under any Collector.
 func BenchmarkScrape(b *testing.B) {
-	for _, n := range benchSizes {
+	for _, n := range observetest.ScrapeSizes {
 		for _, path := range []string{"collector", "gatherer", "gatherers", "floor"} {
 			b.Run(fmt.Sprintf("n=%d/path=%s", n, path), func(b *testing.B) {
 				reg := prometheus.NewRegistry()
@@ -78,7 +64,7 @@ func BenchmarkScrape(b *testing.B) {
 				case "floor":
 					reg.MustRegister(newConstCollector(n))
 				default:
-					c, err := prombreaker.New(benchBreakers(b, n), prombreaker.Options{})
+					c, err := prombreaker.New(observetest.ManyBreakers(b, n), prombreaker.Options{})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/casbreaker/casbreaker/core"
@@ -119,17 +120,27 @@ func (n Named) Settings() core.Settings {
 	return s
 }
 
+// ScrapeSizes are the numbers of breakers the exporters' scrape
+// benchmarks read.
+var ScrapeSizes = []int{1000, 10000, 100000}
+
 // ManyBreakers returns a Source of n breakers, each with a count window of
 // 10 calls and no cumulative counters, so 10 series each (6 states, 4
-// window counts): the exporters' scrape benchmarks read them.
-func ManyBreakers(n int) (observe.Source, error) {
+// window counts): the exporters' scrape benchmarks read them. It fails tb
+// if a breaker cannot be made.
+func ManyBreakers(tb testing.TB, n int) observe.Source {
+	tb.Helper()
 	bs := make([]observe.Breaker, n)
 	for i := range bs {
 		br, err := core.New(core.Config{Name: "host-" + strconv.Itoa(i) + ".example", WindowSize: 10, FailureRateThreshold: 50})
 		if err != nil {
-			return nil, err
+			tb.Fatal(err)
 		}
 		bs[i] = br
 	}
-	return observe.Breakers(bs...)
+	src, err := observe.Breakers(bs...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return src
 }
