@@ -72,9 +72,7 @@ func isCanonical(scheme, hostport string) bool {
 	if colon == len(hostport) {
 		return true
 	}
-	return port != "" && port[0] != '0' &&
-		!(port == "80" && strings.EqualFold(scheme, "http")) &&
-		!(port == "443" && strings.EqualFold(scheme, "https"))
+	return port != "" && port[0] != '0' && !defaultPort(scheme, port)
 }
 
 // appendHostKey appends the key of host and port, as url.URL's Hostname
@@ -106,7 +104,7 @@ func appendHostKey(dst []byte, scheme, host, port string, bracketed bool) []byte
 		// Leading zeros name the same port to the dialer; keep one digit.
 		port = port[min(len(port)-1, len(port)-len(strings.TrimLeft(port, "0"))):]
 	}
-	if port == "" || port == "80" && strings.EqualFold(scheme, "http") || port == "443" && strings.EqualFold(scheme, "https") {
+	if port == "" || defaultPort(scheme, port) {
 		return dst
 	}
 	return append(append(dst, ':'), port...)
@@ -142,7 +140,7 @@ func appendEscaped(dst []byte, s string, lower bool) []byte {
 			continue
 		}
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == '%' || !unicode.IsPrint(r) || r == utf8.RuneError && n == 1 {
+		if !unicode.IsPrint(r) || r == utf8.RuneError && n == 1 {
 			for _, c := range []byte(s[i : i+n]) {
 				dst = append(dst, '%', hex[c>>4], hex[c&0xf])
 			}
@@ -152,4 +150,10 @@ func appendEscaped(dst []byte, s string, lower bool) []byte {
 		i += n
 	}
 	return dst
+}
+
+// defaultPort reports whether port, without leading zeros, is scheme's
+// default (80 for http, 443 for https), which the key leaves out.
+func defaultPort(scheme, port string) bool {
+	return port == "80" && strings.EqualFold(scheme, "http") || port == "443" && strings.EqualFold(scheme, "https")
 }

@@ -2,6 +2,7 @@ package httpbreaker
 
 import (
 	"math"
+	"net/http"
 	"strings"
 	"time"
 )
@@ -12,11 +13,13 @@ const maxRetryAfterSeconds = math.MaxInt64 / int64(time.Second)
 
 // httpDateLayouts are the three forms of an HTTP-date (RFC 9110 section
 // 5.6.7): IMF-fixdate, which senders use, and the obsolete RFC 850 and
-// asctime forms that recipients must accept.
+// asctime forms that recipients must accept. The RFC 850 form is
+// time.RFC850 with its zone fixed to GMT, so that a date in another zone,
+// which time.Parse would take, is refused.
 var httpDateLayouts = [...]string{
-	"Mon, 02 Jan 2006 15:04:05 GMT",
+	http.TimeFormat,
 	"Monday, 02-Jan-06 15:04:05 GMT",
-	"Mon Jan _2 15:04:05 2006",
+	time.ANSIC,
 }
 
 // ParseRetryAfter parses a Retry-After header value in either form of RFC
@@ -30,8 +33,8 @@ var httpDateLayouts = [...]string{
 // time.Duration (about 292 years, however many digits) is cut to the
 // longest whole number of seconds that fits, and a date further ahead to
 // the longest time.Duration, not refused: each is a valid ask for a very
-// long wait, which the breaker cuts to Config.MaxRetryAfter anyway. It never panics and allocates nothing for
-// delay-seconds.
+// long wait, which the breaker cuts to Config.MaxRetryAfter anyway. It
+// never panics and allocates nothing for delay-seconds.
 func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.Trim(v, " \t")
 	if v == "" {
