@@ -245,10 +245,7 @@ func (ic *Interceptors) Unary() grpc.UnaryClientInterceptor {
 		// spare capacity.
 		opts = append(slices.Clip(opts), grpc.Trailer(&trailer))
 		err = invoker(ctx, method, req, reply, cc, opts...)
-		o := core.Ignored
-		if !clientsOwn(ctx, err, req, opts) {
-			o = ic.classify(err)
-		}
+		o := ic.judge(ctx, err, req, opts)
 		recorded = true
 		if held != nil {
 			held.Report(o, hint(b, o, err, trailer))
@@ -295,10 +292,7 @@ func (ic *Interceptors) Stream() grpc.StreamClientInterceptor {
 		}()
 		cs, err := streamer(ctx, desc, cc, method, opts...)
 		if err != nil {
-			o := core.Ignored
-			if !clientsOwn(ctx, err, nil, opts) {
-				o = ic.classify(err)
-			}
+			o := ic.judge(ctx, err, nil, opts)
 			opened = true
 			ic.record(b, p, o, err, nil)
 			return nil, err

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/casbreaker/casbreaker/core"
 )
 
 // The messages of the statuses gRPC's client (grpc-go v1.85) makes itself
@@ -30,6 +32,16 @@ const (
 	badValue        = "header key %q contains value with non-printable ASCII characters"
 	emptyKey        = "there is an empty key in the header"
 )
+
+// judge is the outcome of err, the error of a call (with context ctx,
+// request req and call options opts): Ignored if the client refused to
+// send the call (clientsOwn), else the classifier's.
+func (ic *Interceptors) judge(ctx context.Context, err error, req any, opts []grpc.CallOption) core.Outcome {
+	if clientsOwn(ctx, err, req, opts) {
+		return core.Ignored
+	}
+	return ic.classify(err)
+}
 
 // clientsOwn reports whether err, the error of a call with context ctx
 // that sent req with opts (or of a stream's SendMsg(req); req is nil for

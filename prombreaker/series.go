@@ -128,11 +128,12 @@ func (s *series) Desc() *prometheus.Desc { return s.f.desc }
 // Write fills out with the series' pairs and value, which out shares: a
 // dto.Metric is immutable once written, by client_golang's contract.
 func (s *series) Write(out *dto.Metric) error {
-	out.Label, out.Gauge, out.Counter = s.labels, s.gauge, s.counter
+	s.fill(out)
 	return nil
 }
 
-// fill fills m, a dto.Metric of a gathered family, with the series.
+// fill fills m (a Collector's Write, or a dto.Metric of a family the
+// Gatherer builds) with the series.
 func (s *series) fill(m *dto.Metric) {
 	m.Label, m.Gauge, m.Counter = s.labels, s.gauge, s.counter
 }
