@@ -76,8 +76,13 @@ type Breaker struct {
 	base atomic.Uint64
 	_    [cacheline.Size - 16]byte
 
-	cfg      Settings
-	slow     bool // slow calls are measured: permits carry Start
+	cfg  Settings
+	slow bool // slow calls are measured: permits carry Start
+	// system is cfg.Clock when that is a SystemClock (the default), read
+	// by a direct, inlined call rather than through the interface; sysClock
+	// says which (see now).
+	system   SystemClock
+	sysClock bool
 	ring     *atomicring.Ring
 	buckets  *buckets.Window
 	dispatch *dispatcher
@@ -142,6 +147,7 @@ func New(c Config) (*Breaker, error) {
 		return nil, err
 	}
 	b := &Breaker{cfg: s, slow: s.slowEnabled()}
+	b.system, b.sysClock = s.Clock.(SystemClock)
 	switch {
 	case s.WindowSize == 0:
 	case s.WindowType == TimeBased:
@@ -171,6 +177,16 @@ func New(c Config) (*Breaker, error) {
 		b.success = successInBuckets
 	}
 	return b, nil
+}
+
+// now reads the breaker's clock. The default SystemClock is read by a
+// direct call, inlined here: through the interface, the reading that a
+// time-window outcome needs cost about 2 ns more (docs/benchmarks.md).
+func (b *Breaker) now() time.Duration {
+	if b.sysClock {
+		return b.system.Now()
+	}
+	return b.cfg.Clock.Now()
 }
 
 // Settings returns the validated settings the breaker runs with.
@@ -236,14 +252,14 @@ func (b *Breaker) allow() (Permit, error) {
 			// The hot path: no write, no clock unless slow calls are measured.
 			p := Permit{Generation: gen}
 			if b.slow {
-				if p.Start = b.cfg.Clock.Now(); !b.unmoved(w) {
+				if p.Start = b.now(); !b.unmoved(w) {
 					continue
 				}
 			}
 			b.countAdmitted()
 			return p, nil
 		case Open:
-			now := max(b.cfg.Clock.Now(), 0)
+			now := max(b.now(), 0)
 			if wait := untilDeadline(w.deadline(), now); wait > 0 {
 				if b.peek() != w {
 					// A transition (a manual control) came between the
@@ -283,7 +299,7 @@ func (b *Breaker) allow() (Permit, error) {
 func (b *Breaker) admitUnchanged(w stateWord, gen uint64) (Permit, bool) {
 	p := Permit{Generation: gen}
 	if b.slow && w.state() == MetricsOnly {
-		if p.Start = b.cfg.Clock.Now(); !b.unmoved(w) {
+		if p.Start = b.now(); !b.unmoved(w) {
 			return Permit{}, false
 		}
 	}
@@ -313,7 +329,7 @@ func (b *Breaker) allowHalfOpen(w stateWord, gen uint64) (p Permit, decided bool
 		p, err = b.reject(Permit{Wait: b.cfg.HalfOpenFullWait}, rejectHalfOpenFull)
 		return p, true, err
 	}
-	now := max(b.cfg.Clock.Now(), 0)
+	now := max(b.now(), 0)
 	if wait, expired := b.halfOpenFullWait(u, now); !expired {
 		if b.peek() != w {
 			// A probe's outcome (or any transition) came between the load
@@ -365,7 +381,7 @@ func (b *Breaker) unmoved(w stateWord) bool {
 // allowRamping is Allow in closed state during the ramp-up after closing,
 // on word w of generation gen.
 func (b *Breaker) allowRamping(w stateWord, gen uint64) (Permit, error) {
-	now := b.cfg.Clock.Now()
+	now := b.now()
 	u := w.fields()
 	if left := signedDiff(uint64(u.rampEnd), b.cfg.rampUnits(now), rampBits); !b.cfg.rampOver(left) {
 		if !b.unmoved(w) {
@@ -439,7 +455,7 @@ func (b *Breaker) retryAfter() time.Duration {
 		var wait time.Duration
 		switch w.state() {
 		case Open:
-			wait = untilDeadline(w.deadline(), b.cfg.Clock.Now())
+			wait = untilDeadline(w.deadline(), b.now())
 		case HalfOpen:
 			u := w.fields()
 			if int(u.inFlight) < b.cfg.PermittedCallsInHalfOpen && int(u.inFlight)+int(u.success) < b.cfg.SuccessesToClose {
@@ -448,7 +464,7 @@ func (b *Breaker) retryAfter() time.Duration {
 			if b.cfg.MaxWaitInHalfOpen == WaitForever {
 				return b.cfg.HalfOpenFullWait
 			}
-			wait, _ = b.halfOpenFullWait(u, max(b.cfg.Clock.Now(), 0))
+			wait, _ = b.halfOpenFullWait(u, max(b.now(), 0))
 		default:
 			return 0
 		}
@@ -478,25 +494,16 @@ func (b *Breaker) startIf(now time.Duration) time.Duration {
 // propagates. Call Done or Record exactly once per permit: a second
 // call for the same half-open probe may release another probe's slot.
 func (b *Breaker) Done(p Permit, err error) {
-	if err == nil {
-		b.Record(p, Success)
+	if err != nil {
+		b.mustBeNew()
+		b.recordError(p, err)
 		return
 	}
-	b.mustBeNew()
-	b.recordError(p, err)
-}
-
-// counting reports whether s counts outcomes in a window.
-func counting(s State) bool { return s == Closed || s == MetricsOnly }
-
-// Record records outcome o for the call made with p. An outcome whose permit
-// is of another generation is stale and changes nothing, nor does one
-// recorded while Disabled. An Outcome value other than Success, Failure and
-// Ignored counts as Failure.
-func (b *Breaker) Record(p Permit, o Outcome) {
-	// The fast paths for a success outside half-open, kept apart from the
-	// rest of record's frame and spills.
-	if o == Success && !p.Probe {
+	// The fast paths for a success outside half-open, the outcome nearly
+	// every call reports, taken here rather than in Record: a call level
+	// less measured 1 to 2 ns of a count- or time-window success
+	// (docs/benchmarks.md). Record(p, Success) comes here too.
+	if !p.Probe {
 		switch b.success {
 		case successIgnored:
 			// The word's low generation bits suffice: a stale success here
@@ -509,13 +516,42 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 			// loads, no write, no call (atomicring.Ring.RecordFastSuccess).
 			// As above, a stale success would change nothing either.
 			if !b.peek().closedNoRun(p.Generation) || !b.ring.RecordFastSuccess(uint32(p.Generation)) {
-				// A tail call: with nothing to restore after it, p and o
-				// need no spill on the path above.
-				b.recordRingSuccess(p)
+				// A tail call: with nothing to restore after it, p needs
+				// no spill on the path above.
+				b.recordRingOutcome(p, Success)
 			}
 			return
 		case successInBuckets:
 			b.recordBucketsSuccess(p)
+			return
+		}
+	}
+	b.mustBeNew() // a zero Breaker takes successRecorded
+	b.record(p, Success)
+}
+
+// counting reports whether s counts outcomes in a window.
+func counting(s State) bool { return s == Closed || s == MetricsOnly }
+
+// Record records outcome o for the call made with p. An outcome whose permit
+// is of another generation is stale and changes nothing, nor does one
+// recorded while Disabled. An Outcome value other than Success, Failure and
+// Ignored counts as Failure.
+func (b *Breaker) Record(p Permit, o Outcome) {
+	if o == Success {
+		b.Done(p, nil) // Done's fast paths
+		return
+	}
+	// A failure outside half-open on a breaker whose window is all there is
+	// to record in has paths of its own too, kept apart from the rest of
+	// record's frame and spills.
+	if o == Failure && !p.Probe {
+		switch b.success {
+		case successInRing:
+			b.recordRingOutcome(p, Failure)
+			return
+		case successInBuckets:
+			b.recordBucketsFailure(p)
 			return
 		}
 	}
@@ -540,41 +576,49 @@ func (b *Breaker) ofWord(w stateWord, gen uint64) bool {
 // word, and so base's bound on it, did not move in between.
 func (b *Breaker) genOf(w stateWord) uint64 { return fullGen(b.base.Load(), w) }
 
-// recordRingSuccess records a success on a breaker whose only state to
-// keep is its count window (successInRing); what it cannot take (a run of
-// failures to end, a stale or a very old generation) it leaves to record,
-// with nothing recorded.
+// recordRingOutcome records a success or a failure o on a breaker whose
+// only state to keep is its count window (successInRing): one claim on the
+// ring. What it cannot take (a run of failures to end, a stale or a very
+// old generation) it leaves to record, with nothing recorded.
 //
-// It and recordBucketsSuccess repeat recordInRing's and recordInBuckets'
-// window writes on purpose: one shared function for both, called from
-// here, measured 7% slower on a count window and 5.5% on a time window
-// (pinned A/B runs, 10 each, p=0.000), the cost of the extra call this path
-// exists to avoid.
-func (b *Breaker) recordRingSuccess(p Permit) {
+// It and recordBuckets* repeat recordInRing's and recordInBuckets' window
+// writes on purpose: one shared function for both, called from here,
+// measured 7% slower on a count window and 5.5% on a time window (pinned
+// A/B runs, 10 each, p=0.000), the cost of the extra call this path exists
+// to avoid.
+func (b *Breaker) recordRingOutcome(p Permit, o Outcome) {
 	if w := b.peek(); !w.closedNoRun(p.Generation) || !b.ofWord(w, p.Generation) {
-		b.record(p, Success)
+		b.mustBeNew()
+		b.record(p, o)
 		return
 	}
-	switch _, v := b.ring.RecordTrip(uint32(p.Generation), false, false, &b.cfg.rule); v {
+	switch b.ring.Claim(uint32(p.Generation), o == Failure, false, &b.cfg.rule) {
 	case atomicring.Recorded:
 	case atomicring.Tripped, atomicring.AfterTrip:
 		// This outcome's trip, or another's that came first (then this
 		// one is stale): commit it, as record does.
 		b.finishTrip(p.Generation)
 	default:
-		b.record(p, Success) // Stale: nothing was recorded; record decides
+		b.record(p, o) // Stale: nothing was recorded; record decides
 	}
 }
 
-// recordBucketsSuccess is recordRingSuccess for a time window
+// recordBucketsSuccess is recordRingOutcome for a success on a time window
 // (successInBuckets); what it leaves to record has no clock read yet.
 func (b *Breaker) recordBucketsSuccess(p Permit) {
 	if w := b.peek(); !w.closedNoRun(p.Generation) || !b.ofWord(w, p.Generation) {
 		b.record(p, Success)
 		return
 	}
-	now := b.cfg.Clock.Now()
-	ok, trips := b.buckets.RecordTrip(uint32(p.Generation), now, false, false, &b.cfg.rule)
+	// b.now, spelled out: it is too big to inline, and this path reads
+	// the clock for every outcome.
+	var now time.Duration
+	if b.sysClock {
+		now = b.system.Now()
+	} else {
+		now = b.cfg.Clock.Now()
+	}
+	ok, trips := b.buckets.RecordSuccess(uint32(p.Generation), now, &b.cfg.rule)
 	if !ok {
 		// As in recordInBuckets, and with the same reading of the clock:
 		// one per outcome (docs/design.md).
@@ -583,6 +627,31 @@ func (b *Breaker) recordBucketsSuccess(p Permit) {
 	}
 	if trips {
 		b.finishTrip(p.Generation) // as record does on a time window
+	}
+}
+
+// recordBucketsFailure is recordBucketsSuccess for a failure: where a time
+// window is all there is to record in (successInBuckets), a failure has
+// nothing to keep but its window write and the trip that may follow.
+func (b *Breaker) recordBucketsFailure(p Permit) {
+	if w := b.peek(); !w.closedNoRun(p.Generation) || !b.ofWord(w, p.Generation) {
+		b.mustBeNew()
+		b.record(p, Failure)
+		return
+	}
+	var now time.Duration
+	if b.sysClock {
+		now = b.system.Now()
+	} else {
+		now = b.cfg.Clock.Now()
+	}
+	ok, trips := b.buckets.RecordFailure(uint32(p.Generation), now, &b.cfg.rule)
+	if !ok {
+		b.countDropped()
+		return
+	}
+	if trips {
+		b.finishTrip(p.Generation)
 	}
 }
 
@@ -626,7 +695,7 @@ func (b *Breaker) record(p Permit, o Outcome) {
 		trips, more = b.recordInBuckets(p, o)
 	default:
 		// No window: counted at the swap of the state word.
-		c = deferredCount{o: o, slow: b.slow && b.cfg.isSlow(b.cfg.Clock.Now()-p.Start), due: true}
+		c = deferredCount{o: o, slow: b.slow && b.cfg.isSlow(b.now()-p.Start), due: true}
 	}
 	for more {
 		run := w.consec()
@@ -682,9 +751,9 @@ func (b *Breaker) recordIgnored(gen uint64) {
 // run of failures to keep; a stale outcome is counted as dropped instead.
 func (b *Breaker) recordInRing(p Permit, o Outcome) (trips, more bool) {
 	gen, fail := uint32(p.Generation), o == Failure
-	slow := b.slow && b.cfg.isSlow(b.cfg.Clock.Now()-p.Start)
-	_, v := b.ring.RecordTrip(gen, fail, slow, &b.cfg.rule)
-	for ; v == atomicring.Stale; _, v = b.ring.RecordTrip(gen, fail, slow, &b.cfg.rule) {
+	slow := b.slow && b.cfg.isSlow(b.now()-p.Start)
+	v := b.ring.RecordOutcome(gen, fail, slow, &b.cfg.rule)
+	for ; v == atomicring.Stale; v = b.ring.RecordOutcome(gen, fail, slow, &b.cfg.rule) {
 		if !b.current(p.Generation) {
 			b.countDropped()
 			return false, false // stale (R8)
@@ -711,7 +780,7 @@ func (b *Breaker) recordInRing(p Permit, o Outcome) (trips, more bool) {
 // reading for the outcome's second and its duration. The judgement is O(1)
 // but for about one outcome a second (buckets.Window.RecordTrip).
 func (b *Breaker) recordInBuckets(p Permit, o Outcome) (trips, more bool) {
-	now := b.cfg.Clock.Now()
+	now := b.now()
 	slow := b.slow && b.cfg.isSlow(now-p.Start)
 	// A drop is final: the outcome's generation is stale, or its second
 	// left the window while it was recorded. (Taking the bucket over for
@@ -834,7 +903,7 @@ func (b *Breaker) commit(w, c stateWord) (time.Duration, bool) {
 	if !b.cas(w, c) {
 		return 0, false
 	}
-	now := b.cfg.Clock.Now()
+	now := b.now()
 	b.cas(c, b.settle(c, now))
 	return now, true
 }
@@ -842,7 +911,7 @@ func (b *Breaker) commit(w, c stateWord) (time.Duration, bool) {
 // help completes the transition claimed in c with a reading of the clock
 // taken now, after the claim, unless another call completed it first.
 func (b *Breaker) help(c stateWord) {
-	b.cas(c, b.settle(c, b.cfg.Clock.Now()))
+	b.cas(c, b.settle(c, b.now()))
 }
 
 // settle is the word that the claim c commits at clock reading now.
@@ -1020,7 +1089,7 @@ func (b *Breaker) clockIfListening() time.Duration {
 	if b.dispatch == nil {
 		return 0
 	}
-	return b.cfg.Clock.Now()
+	return b.now()
 }
 
 // admitProbe counts and announces from -> half-open, whose caller holds
@@ -1212,7 +1281,7 @@ func (b *Breaker) State() State {
 		if s := w.state(); s != Open {
 			return s
 		}
-		passed := untilDeadline(w.deadline(), b.cfg.Clock.Now()) == 0
+		passed := untilDeadline(w.deadline(), b.now()) == 0
 		if b.peek() != w {
 			continue // a transition came between the load and the reading
 		}
@@ -1251,7 +1320,7 @@ func (b *Breaker) Counts() Counts {
 					continue
 				}
 			case b.buckets != nil:
-				wc, owed = b.buckets.SnapshotOwed(uint32(c.Generation), b.cfg.Clock.Now())
+				wc, owed = b.buckets.SnapshotOwed(uint32(c.Generation), b.now())
 			}
 			if !b.peek().sameIn(w, stateAndGen) {
 				// A transition committed between the two reads: the window
@@ -1273,7 +1342,7 @@ func (b *Breaker) Counts() Counts {
 			}
 			c.Calls, c.Failures, c.SlowCalls, c.SlowFailures = wc.Calls, wc.Failures, wc.Slow, wc.SlowFailures
 		case Open:
-			if untilDeadline(u.deadline, b.cfg.Clock.Now()) == 0 {
+			if untilDeadline(u.deadline, b.now()) == 0 {
 				c.State = HalfOpen
 			}
 			if b.peek() != w {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"time"
+	_ "unsafe" // for go:linkname
 
 	"go.uber.org/atomic"
 )
@@ -26,15 +27,30 @@ type SystemClock struct {
 	since time.Duration
 }
 
-// processBase is the base of every SystemClock: a time.Time from time.Now,
-// so it carries Go's monotonic reading.
-var processBase = time.Now()
+// processNano and processBase are the process-wide base of every
+// SystemClock: the runtime's monotonic clock in nanoseconds, and the
+// wall-clock time taken right after it, for Wall.
+var (
+	processNano = nanotime()
+	processBase = time.Now()
+)
+
+// nanotime is the runtime's monotonic clock, the reading time.Now and
+// time.Since take their monotonic part from. Now calls it directly: through
+// time.Since it cost two more calls a reading, and a time-window outcome
+// reads the clock once (docs/benchmarks.md). The runtime keeps it
+// reachable by linkname for the packages that read it this way.
+//
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
 
 // NewSystemClock returns a SystemClock whose base is now.
-func NewSystemClock() SystemClock { return SystemClock{since: time.Since(processBase)} }
+func NewSystemClock() SystemClock { return SystemClock{since: time.Duration(nanotime() - processNano)} }
 
-// Now returns the monotonic time elapsed since the clock's base.
-func (c SystemClock) Now() time.Duration { return time.Since(processBase) - c.since }
+// Now returns the monotonic time elapsed since the clock's base. It is
+// small enough to inline where the caller holds a SystemClock, as the
+// breaker does for its default clock.
+func (c SystemClock) Now() time.Duration { return time.Duration(nanotime()-processNano) - c.since }
 
 // ManualClock is a Clock that moves only when told: for tests, simulations and
 // the examples. The zero value reads 0 and is ready to use. All methods are

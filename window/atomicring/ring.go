@@ -199,11 +199,41 @@ const (
 // Tripped) or zero (AfterTrip, Stale). It may run concurrently with every
 // other call on r.
 func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (window.Counts, Verdict) {
-	g := uint16(gen)
 	out := outBits(failure, slow)
 	if out == present && r.RecordFastSuccess(gen) {
 		return r.counts(^r.hot.notHealthy), Recorded
 	}
+	a, v := r.claim(uint16(gen), out, rule)
+	if v > Tripped {
+		return window.Counts{}, v
+	}
+	return r.counts(a), v
+}
+
+// RecordOutcome is RecordTrip without the counts: it returns only the
+// verdict, which is all a breaker needs, so nothing is unpacked for a
+// caller that drops it. A success (not failed, not slow) in a window full
+// of fast successes is counted by one load, as in RecordFastSuccess.
+func (r *Ring) RecordOutcome(gen uint32, failure, slow bool, rule *window.Rule) Verdict {
+	if !failure && !slow && r.RecordFastSuccess(gen) {
+		return Recorded
+	}
+	return r.Claim(gen, failure, slow, rule)
+}
+
+// Claim is RecordOutcome for a caller that has already tried
+// RecordFastSuccess (or knows the outcome is not a fast success): it
+// always claims a position, one compare-and-swap.
+func (r *Ring) Claim(gen uint32, failure, slow bool, rule *window.Rule) Verdict {
+	_, v := r.claim(uint16(gen), outBits(failure, slow), rule)
+	return v
+}
+
+// claim adds the outcome out to the window of generation g by one claim
+// (the protocol below), judging rule in the same swap, and returns A as
+// the swap left it with the verdict (A is meaningless for AfterTrip and
+// Stale).
+func (r *Ring) claim(g uint16, out uint64, rule *window.Rule) (uint64, Verdict) {
 	r.mustBeNew()
 	// The claim works on A itself, never on an unpacked copy: a struct of
 	// more than four fields lives in memory, and its copies cost more than
@@ -214,7 +244,7 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 		a := r.hot.a.Load()
 		if uint16(a>>genShift) != g {
 			if g-uint16(a>>genShift) >= 1<<15 {
-				return window.Counts{}, Stale
+				return 0, Stale
 			}
 			// Losing this swap means someone else moved A; either way the
 			// next load decides again.
@@ -222,7 +252,7 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 			continue
 		}
 		if a&closedBit != 0 {
-			return window.Counts{}, AfterTrip
+			return 0, AfterTrip
 		}
 		if a&present != 0 && !r.flush(a) {
 			continue
@@ -243,9 +273,9 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 		}
 		if r.hot.a.CompareAndSwap(a, next) {
 			if tripped {
-				return r.counts(next), Tripped
+				return next, Tripped
 			}
-			return r.counts(next), Recorded
+			return next, Recorded
 		}
 		// Lost to another claim: back off before the next load (see
 		// backoffFirst).

@@ -148,6 +148,7 @@ const (
 	countBits = 64 - incBits
 
 	genMask   = 1<<genBits - 1
+	incMask   = (1<<incBits - 1) << secBits // inc's bits in an id
 	maxSec    = 1<<secBits - 1
 	countMask = 1<<countBits - 1
 )

@@ -255,6 +255,87 @@ func (w *Window) RecordTrip(gen uint32, now time.Duration, failure, slow bool, r
 	return true, w.judge(gen&genMask, now, failure, slow, rule)
 }
 
+// RecordSuccess is RecordTrip for a fast success (neither failed nor
+// slow), the bulk of every stream, on a path of its own for the steady
+// state: now falls in the window's current second and that second's bucket
+// already holds gen. It then loads head, the bucket's id and its success
+// cell, raises the cell by one CAS, and judges the rule by one load of
+// lastUnclean and, in an unclean window, one load of the second's judgement.
+// Anything else (a new second, a bucket to recycle, a lost CAS, a
+// judgement to sum) goes to RecordTrip, with nothing recorded yet. It may
+// run concurrently with every other method and allocates nothing.
+func (w *Window) RecordSuccess(gen uint32, now time.Duration, rule *window.Rule) (recorded, trips bool) {
+	gen &= genMask
+	sec := second(now)
+	if len(w.ids) == 0 || sec != w.head.second.Load() {
+		return w.RecordTrip(gen, now, false, false, rule)
+	}
+	i := w.slot(sec)
+	id := w.ids[i].Load()
+	if id&^incMask != packID(gen, 0, sec) {
+		return w.RecordTrip(gen, now, false, false, rule)
+	}
+	inc := uint8(id >> secBits)
+	k := uint64(0)
+	if w.stripeMask != 0 {
+		k = uint64(pid()) & w.stripeMask
+	}
+	c := &w.succ[k*uint64(len(w.ids))+i]
+	if v := c.Load(); uint8(v>>countBits) != inc || !c.CompareAndSwap(v, v+1) {
+		return w.RecordTrip(gen, now, false, false, rule)
+	}
+	if rule == nil || w.cleanAt(sec) {
+		return true, false
+	}
+	// judge's first step for a success, on the bucket just written while
+	// it is still the current second's: any full judgement of its
+	// incarnation covers a success.
+	if w.head.second.Load() == sec {
+		j := w.counts[i].judge.Load()
+		if uint8(j>>countBits) == inc && j&(judgeSafe|judgeFull) == judgeSafe|judgeFull {
+			return true, false
+		}
+	}
+	return true, w.judge(gen, now, false, false, rule)
+}
+
+// RecordFailure is RecordTrip for a failure that was not slow, on a path of
+// its own for the steady state: now falls in the window's current second,
+// which is marked unclean already, and that second's bucket holds gen. It
+// then raises the bucket's failure counter and seq, and takes one unit of
+// the second's judgement, by one CAS each. Anything else goes to RecordTrip
+// with nothing recorded yet, or, once the failure is in, to the full
+// judgement. It may run concurrently with every other method and allocates
+// nothing.
+func (w *Window) RecordFailure(gen uint32, now time.Duration, rule *window.Rule) (recorded, trips bool) {
+	gen &= genMask
+	sec := second(now)
+	// lastUnclean covers sec: record's mark, made before the add, is made.
+	if len(w.ids) == 0 || sec != w.head.second.Load() || w.head.lastUnclean.Load() <= sec || rule == nil {
+		return w.RecordTrip(gen, now, true, false, rule)
+	}
+	i := w.slot(sec)
+	id := w.ids[i].Load()
+	if id&^incMask != packID(gen, 0, sec) {
+		return w.RecordTrip(gen, now, true, false, rule)
+	}
+	inc := uint8(id >> secBits)
+	b := &w.counts[i]
+	if v := b.ff.Load(); uint8(v>>countBits) != inc || !b.ff.CompareAndSwap(v, v+1) {
+		return w.RecordTrip(gen, now, true, false, rule)
+	}
+	w.seq.n.Inc() // after the add, as record's
+	// judge's first step for a failure, on the bucket just written while
+	// it is still the current second's: a unit of its judgement's slack.
+	if w.head.second.Load() == sec {
+		j := b.judge.Load()
+		if uint8(j>>countBits) == inc && j&judgeSafe != 0 && j&judgeSlack != 0 && b.judge.CompareAndSwap(j, j-1) {
+			return true, false
+		}
+	}
+	return true, w.judge(gen, now, true, false, rule)
+}
+
 // record adds the outcome and reports the window's current second as it
 // found it, and whether the outcome was added. Two words, returned in
 // registers: a six-word struct returned here came back through memory and

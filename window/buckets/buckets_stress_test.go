@@ -522,7 +522,7 @@ func TestStress_JudgementsCoverExactly(t *testing.T) {
 				defer wg.Done()
 				for j := range k {
 					h := uint64(round*g*k+i*k+j) * 0x9e3779b97f4a7c15 >> 40 % 100
-					_, _ = w.RecordTrip(1, now, int(h) < failPct, failPct < 100 && int(h)%7 == 0 && int(h) < 2*failPct, rule)
+					_, _ = recordVia(w, h%2 == 0, 1, now, int(h) < failPct, failPct < 100 && int(h)%7 == 0 && int(h) < 2*failPct, rule)
 				}
 			}()
 		}

@@ -50,6 +50,13 @@ func TestZeroWindow_HoldsNothing(t *testing.T) {
 	var w Window
 	assert.Equal(t, 0, w.Seconds())
 	assert.False(t, w.Record(0, sec, true, true))
+	for _, fast := range []bool{true, false} {
+		recorded, trips := w.RecordSuccess(0, sec, &judgeRules[0])
+		if !fast {
+			recorded, trips = w.RecordFailure(0, sec, &judgeRules[0])
+		}
+		assert.False(t, recorded || trips)
+	}
 	assert.Equal(t, window.Counts{}, w.Snapshot(0, sec))
 }
 
@@ -579,7 +586,7 @@ func randomOps(t *testing.T, b int, rule *window.Rule, ops int) {
 				for k := 0; k < burst && r.IntN(4) != 0; k++ {
 					f, s := r.IntN(100) < failPct, r.IntN(100) < failPct/2
 					ok := o.record(gen, now, f, s)
-					got, trips := w.RecordTrip(gen, now, f, s, rule)
+					got, trips := recordVia(w, r.IntN(2) == 0, gen, now, f, s, rule)
 					require.Equal(t, ok, got, "op %d (%s) at %v", i, desc, now)
 					require.Equal(t, ok && rule.Trips(o.snapshot(gen, now)), trips,
 						"op %d (%s) at %v: RecordTrip's judgement, rule %+v, window %+v", i, desc, now, *rule, o.snapshot(gen, now))
@@ -594,6 +601,19 @@ func randomOps(t *testing.T, b int, rule *window.Rule, ops int) {
 			}
 		}
 	}
+}
+
+// recordVia is RecordTrip, or with fast set, for a fast success or a plain
+// failure, RecordSuccess or RecordFailure, the breaker's paths for them:
+// each must leave the same window and give the same judgement.
+func recordVia(w *Window, fast bool, gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) (recorded, trips bool) {
+	switch {
+	case fast && !failure && !slow:
+		return w.RecordSuccess(gen, now, rule)
+	case fast && failure && !slow:
+		return w.RecordFailure(gen, now, rule)
+	}
+	return w.RecordTrip(gen, now, failure, slow, rule)
 }
 
 // judgeRules are the trip rules TestRandomOps_MatchOracle judges with:
@@ -630,6 +650,12 @@ func TestHotPath_DoesNotAllocate(t *testing.T) {
 		_, _ = w.RecordTrip(1, now, true, false, &judgeRules[0])
 	})
 	assert.Zero(t, allocs, "RecordTrip")
+	allocs = testing.AllocsPerRun(1000, func() {
+		now += 7 * time.Millisecond
+		_, _ = w.RecordSuccess(1, now, &judgeRules[0])
+		_, _ = w.RecordFailure(1, now, &judgeRules[0])
+	})
+	assert.Zero(t, allocs, "RecordSuccess and RecordFailure")
 }
 
 // Clean, step by step: a success leaves the window clean, a failure or a
