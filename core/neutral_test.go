@@ -1,6 +1,8 @@
 package core_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -22,6 +24,48 @@ func TestDefaultClassifierNeutral(t *testing.T) {
 	require.Equal(t, core.Ignored, core.DefaultClassifier(localLimit{}))
 	require.Equal(t, core.Ignored, core.DefaultClassifier(fmt.Errorf("wrapped: %w", localLimit{})))
 	require.Equal(t, core.Failure, core.DefaultClassifier(errFail))
+}
+
+// isOnly is an error whose Is method matches one target, and unwraps to
+// next.
+type isOnly struct {
+	target, next error
+}
+
+func (e isOnly) Error() string         { return "is " + fmt.Sprint(e.target) }
+func (e isOnly) Is(target error) bool  { return target == e.target }
+func (e isOnly) Unwrap() error         { return e.next }
+func (e multi) Unwrap() []error        { return e }
+func (e multi) Error() string          { return "multi" }
+func (e uncomparable) Error() string   { return "uncomparable" }
+func (e uncomparable) Unwrap() []error { return e.errs }
+
+type (
+	multi        []error
+	uncomparable struct{ errs []error }
+)
+
+// DefaultClassifier walks an error's tree once for both of its neutral
+// targets; it must say exactly what errors.Is says of each, over wrapping,
+// joins, Is methods, nil branches and errors whose type is not comparable.
+func TestDefaultClassifierIsErrorsIs(t *testing.T) {
+	canceled := fmt.Errorf("op: %w", context.Canceled)
+	cases := []error{
+		errFail, context.Canceled, context.DeadlineExceeded, core.ErrNeutral, canceled, localLimit{},
+		fmt.Errorf("a: %w", fmt.Errorf("b: %w", errFail)),
+		errors.Join(errFail, nil, canceled), errors.Join(errFail, errors.New("other")),
+		isOnly{target: core.ErrNeutral}, isOnly{target: context.Canceled}, isOnly{target: errFail, next: canceled},
+		isOnly{target: errFail}, multi{nil, errFail, multi{isOnly{target: core.ErrNeutral}}}, multi{},
+		uncomparable{errs: []error{errFail}}, uncomparable{errs: []error{nil, uncomparable{errs: []error{core.ErrNeutral}}}},
+		fmt.Errorf("%w and %w", errFail, uncomparable{errs: []error{context.Canceled}}),
+	}
+	for _, err := range cases {
+		want := core.Failure
+		if errors.Is(err, context.Canceled) || errors.Is(err, core.ErrNeutral) {
+			want = core.Ignored
+		}
+		require.Equal(t, want, core.DefaultClassifier(err), "%#v", err)
+	}
 }
 
 // TestNeutralErrorNotCounted: with the default classifier an error matching

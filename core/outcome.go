@@ -50,10 +50,41 @@ func DefaultClassifier(err error) Outcome {
 	switch {
 	case err == nil:
 		return Success
-	case errors.Is(err, context.Canceled), errors.Is(err, ErrNeutral):
+	case neutral(err):
 		return Ignored
 	}
 	return Failure
+}
+
+// neutral is errors.Is(err, context.Canceled) || errors.Is(err, ErrNeutral)
+// in one walk of err's tree, in the order errors.Is walks it (depth first,
+// each error before what it wraps), testing both targets at each error:
+// every failing call is classified, and the two walks cost a failure twice
+// the type assertions. Both targets are pointers, so == never panics.
+func neutral(err error) bool {
+	for {
+		if err == context.Canceled || err == ErrNeutral {
+			return true
+		}
+		if x, ok := err.(interface{ Is(error) bool }); ok && (x.Is(context.Canceled) || x.Is(ErrNeutral)) {
+			return true
+		}
+		switch x := err.(type) {
+		case interface{ Unwrap() error }:
+			if err = x.Unwrap(); err == nil {
+				return false
+			}
+		case interface{ Unwrap() []error }:
+			for _, e := range x.Unwrap() {
+				if e != nil && neutral(e) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
 }
 
 // Permit is the small value Allow returns: the right to make one call, tied to
