@@ -5,9 +5,14 @@
 # bench/peers (the other Go breakers) with the same flags, writes their raw
 # output, one file, to $BENCH_OUT, and prints the benchstat tables that
 # BENCH_TABLES names: impl (the floors, then every benchmark by /impl) or
-# mix (BenchmarkMix by /impl, over all -cpu and per -cpu). Every setting
-# comes from the environment (the Makefile sets them all); benchstat runs
-# from the pinned version in $BENCHSTAT.
+# mix (BenchmarkMix by /impl, over all -cpu and per -cpu, then the targets
+# table of bench/plot -targets, read from the same file, floors included).
+# Every setting comes from the environment (the Makefile sets them all);
+# benchstat runs from the pinned version in $BENCHSTAT.
+#
+# It exits 1, after writing the file and printing every table, when a
+# benchmark failed, or, with BENCH_TABLES=mix, when the targets table
+# could not be read or a target is over its bound.
 #
 # The BENCH_COUNT samples are taken in rounds: each module's test binary is
 # built once, then run BENCH_COUNT times with -test.count 1, so every
@@ -89,7 +94,7 @@ if [ "$BENCH_TABLES" = mix ]; then
 	echo "== the mix matrix per -cpu (one table, and one geomean, per -cpu) =="
 	"$GO" run "$BENCHSTAT" -filter '.name:Mix' -ignore pkg -table /gomaxprocs -col /impl "$BENCH_OUT"
 	echo
-	echo "== the targets that compare two cells, as ratios of medians and as medians of per-round ratios (docs/benchmarks.md) =="
+	echo "== the targets: lock-free against the mutex, its floor and the peers, time300 against time10, -cpu 2 against -cpu 1; as ratios of medians and as medians of per-round ratios (docs/benchmarks.md) =="
 	"$GO" -C bench/plot run . -in "$(cd "$(dirname "$BENCH_OUT")" && pwd)/$(basename "$BENCH_OUT")" -targets || status=1
 	exit $status
 fi

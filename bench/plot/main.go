@@ -11,9 +11,14 @@
 // library never enters casbreaker's go.mod.
 //
 // With -targets it draws nothing and prints, as a Markdown table, the
-// matrix's targets that compare two cells of the run, each read as the
-// ratio of the medians and as the median of the per-round ratios (see
-// ratio); `make bench-mix` prints it after benchstat's tables.
+// targets of the run (see targets): lock-free against the mutex per cell
+// and as a geomean per -cpu, the time windows against their floor
+// (BenchmarkFloorParallel/op=clockadd, from the same file), time300
+// against time10, -cpu 2 against -cpu 1, and lock-free against each peer
+// the file holds. Each is read as the ratio of the medians and as the
+// median of the per-round ratios (see ratio). It exits 1 when a target is
+// over its bound, after printing the table; `make bench-mix` prints it
+// after benchstat's tables and fails then too.
 //
 // Usage:
 //
@@ -24,6 +29,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,7 +49,7 @@ func main() {
 	}
 	run := run
 	if *targets {
-		run = func(in, _, _ string) error { return runTargets(in) }
+		run = func(in, _, _ string) error { return runTargets(os.Stdout, in) }
 	}
 	if err := run(*in, *out, *failures); err != nil {
 		fmt.Fprintln(os.Stderr, "plot:", err)
@@ -101,12 +107,17 @@ func run(in, out, failures string) error {
 	return nil
 }
 
-// runTargets prints the targets table of the result file in.
-func runTargets(in string) error {
+// runTargets prints the targets table of the result file in to w, and
+// fails when a target is over its bound.
+func runTargets(w io.Writer, in string) error {
 	m, err := load(in)
 	if err != nil {
 		return err
 	}
-	printTargets(os.Stdout, m.targets())
+	t := m.targets()
+	printTargets(w, t)
+	if over, bounded := t.overCount(); over > 0 {
+		return fmt.Errorf("%s: %d of %d targets over their bound (the rows marked **over**)", in, over, bounded)
+	}
 	return nil
 }

@@ -27,8 +27,10 @@ func noop() {}
 //     call overhead a breaker call cannot go below.
 //   - atomicload, atomicadd, cas: one atomic load, add, or successful
 //     compare-and-swap on a word nobody else touches.
-//   - clock: one reading of the default clock, core.SystemClock, through
-//     the core.Clock interface, as the breaker reads it.
+//   - clock: one reading of the default clock by a direct call on a
+//     concrete core.SystemClock, inlined, as the breaker reads its default
+//     clock (a Clock the caller supplies is read through the core.Clock
+//     interface, one indirect call more).
 //   - mutex: sync.Mutex Lock and Unlock, uncontended.
 func Floor(b *testing.B) {
 	b.Run("op=noop", func(b *testing.B) {
@@ -64,7 +66,7 @@ func Floor(b *testing.B) {
 		}
 	})
 	b.Run("op=clock", func(b *testing.B) {
-		var c core.Clock = core.NewSystemClock()
+		c := core.NewSystemClock()
 		s := time.Duration(0)
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -87,7 +89,16 @@ func Floor(b *testing.B) {
 
 // FloorParallel is BenchmarkFloorParallel/op=O: the same floors under
 // b.RunParallel, every goroutine on one shared word (or mutex): the
-// contended costs a shared breaker is read against.
+// contended costs a shared breaker is read against. Two more are the
+// least a closed breaker's Allow and Done can cost in a BenchmarkMix cell,
+// so a cell reads as a ratio to the floor of its window kind:
+//   - twoloads: two atomic loads of one shared word: the count window's
+//     floor, the least a call reads where its success writes nothing
+//     shared (the breaker's state in Allow, the window in Done).
+//   - clockadd: one reading of the default clock (as op=clock) and one
+//     atomic add to a word of the goroutine's own, on its own cache line:
+//     the time window's floor, one clock read plus one uncontended add
+//     per outcome.
 func FloorParallel(b *testing.B) {
 	b.Run("op=atomicload", func(b *testing.B) {
 		w := new(padded)
@@ -112,7 +123,7 @@ func FloorParallel(b *testing.B) {
 		})
 	})
 	b.Run("op=clock", func(b *testing.B) {
-		var c core.Clock = core.NewSystemClock()
+		c := core.NewSystemClock()
 		w := new(padded)
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -122,6 +133,37 @@ func FloorParallel(b *testing.B) {
 				s += c.Now()
 			}
 			w.v.Add(uint64(s))
+		})
+	})
+	b.Run("op=twoloads", func(b *testing.B) {
+		w := new(padded)
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			s := uint64(0)
+			for pb.Next() {
+				s += w.v.Load()
+				s += w.v.Load()
+			}
+			w.v.CompareAndSwap(^uint64(0), s) // never succeeds; keeps s alive
+		})
+	})
+	b.Run("op=clockadd", func(b *testing.B) {
+		c := core.NewSystemClock()
+		sink := new(padded)
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			// Each goroutine's own word, made here so that no other
+			// goroutine writes its line (escape analysis keeps it on
+			// this goroutine's stack; the heap would do as well).
+			own := new(padded)
+			s := time.Duration(0)
+			for pb.Next() {
+				s += c.Now()
+				own.v.Add(1)
+			}
+			sink.v.Add(uint64(s) + own.v.Load())
 		})
 	})
 	b.Run("op=mutex", func(b *testing.B) {
