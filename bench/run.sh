@@ -12,7 +12,7 @@
 #
 # It exits 1, after writing the file and printing every table, when a
 # benchmark failed, or, with BENCH_TABLES=mix, when the targets table
-# could not be read or a target is over its bound.
+# could not be read.
 #
 # The BENCH_COUNT samples are taken in rounds: each module's test binary is
 # built once, then run BENCH_COUNT times with -test.count 1, so every

@@ -107,8 +107,10 @@ func run(in, out, failures string) error {
 	return nil
 }
 
-// runTargets prints the targets table of the result file in to w, and
-// fails when a target is over its bound.
+// runTargets prints the targets table of the result file in to w, and a
+// last line counting the targets over their bound. A missed target is a
+// result, not an error: the figures depend on the machine, and the run's
+// file and tables are written either way; only a file it cannot read fails.
 func runTargets(w io.Writer, in string) error {
 	m, err := load(in)
 	if err != nil {
@@ -116,8 +118,7 @@ func runTargets(w io.Writer, in string) error {
 	}
 	t := m.targets()
 	printTargets(w, t)
-	if over, bounded := t.overCount(); over > 0 {
-		return fmt.Errorf("%s: %d of %d targets over their bound (the rows marked **over**)", in, over, bounded)
-	}
+	over, bounded := t.overCount()
+	fmt.Fprintf(w, "\n%d of %d targets over their bound (the rows marked **over**)\n", over, bounded)
 	return nil
 }
