@@ -314,10 +314,9 @@ func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 	switch {
 	case b.cfg.WindowSize == 0:
 	case b.cfg.WindowType == core.TimeBased:
-		b.time.add(now, fail, slow)
-		c = b.time.sum(now)
+		c = b.time.add(now, outcomeOf(fail, slow))
 	default:
-		b.count.add(fail, slow)
+		b.count.add(outcomeOf(fail, slow))
 		c = b.count.sum
 	}
 	switch {
