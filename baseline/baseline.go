@@ -46,6 +46,8 @@ import (
 // the classifier or a listener while holding the mutex. Allow, Done and
 // Record allocate nothing in steady state.
 type Breaker struct {
+	// The state, under mu; a closed breaker's Allow and Record touch the
+	// fields up to the windows'.
 	mu       sync.Mutex
 	state    core.State
 	ramping  bool   // closed: ramping up after half-open -> closed
