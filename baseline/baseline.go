@@ -3,7 +3,7 @@
 // executable reference model of the rules written out in
 // https://github.com/casbreaker/casbreaker/blob/main/docs/semantics.md that
 // the differential tests, race tests and fuzz targets compare the lock-free
-// core against, and the baseline its benchmarks are measured against.
+// core against, and the mutex breaker its benchmarks are measured against.
 //
 // It shares nothing with the lock-free core but the types and the validated
 // configuration (core.Settings' fields): it decides every rule itself (the
@@ -11,8 +11,18 @@
 // rounding, the coarse max-wait and ramp-up units, the ramp-up hash), and
 // its windows are its own sequential arrays, never
 // window/atomicring or window/buckets, so a bug in a rule or a window cannot
-// hide on both sides of a differential test. It is not a strawman either:
-// no allocation and no clock read that the rules do not need.
+// hide on both sides of a differential test.
+//
+// Plain is not wasteful: it is the mutex breaker one would ship. Both
+// windows keep running sums, so an outcome costs O(1) whatever the window's
+// size: the count window a ring of one byte per call, the time window the
+// total of its buckets, from which each second is subtracted once as it
+// leaves. The clock readings that only time a call or place an outcome in a
+// time window are taken before the mutex; those that decide or commit a
+// transition under it. A closed breaker's Allow and Record hold the mutex
+// for a few loads and stores, defer nothing and allocate nothing. The price
+// is a reading wasted now and then: a timed Allow that finds the breaker
+// anything but closed, a Record whose permit turns out stale.
 package baseline
 
 import (
@@ -25,36 +35,59 @@ import (
 
 // Breaker is the mutex-based breaker. Make one with New: a zero Breaker has
 // no configuration, and every method panics with "baseline: Breaker used
-// without New". All methods are safe for concurrent
-// use; each holds the mutex for a few field updates. It reads the Clock
-// under the mutex (Config.Clock must not panic or call into the breaker) but
-// never calls the classifier or a listener while holding it. Allow, Done and
+// without New". All methods are safe for concurrent use; each holds the
+// mutex for a few field updates, and a closed breaker's Allow and Record
+// hold it for a handful of loads and stores: a recorded outcome costs O(1)
+// in either window, whatever its size. The clock reading that stamps a
+// timed call, and the one that places an outcome in a time window, are
+// taken before the mutex; the readings that decide or commit a transition
+// (an open deadline, the max wait, a ramp-up's share) are taken under it,
+// so Config.Clock must not panic or call into the breaker. It never calls
+// the classifier or a listener while holding the mutex. Allow, Done and
 // Record allocate nothing in steady state.
 type Breaker struct {
+	// The state, under mu; a closed breaker's Allow and Record touch the
+	// fields up to the windows'.
 	mu       sync.Mutex
-	cfg      core.Settings
-	classify func(error) core.Outcome
-	maxWait  span // the half-open max wait; zero: off
-	ramp     span // the ramp-up after closing; zero: off
 	state    core.State
+	ramping  bool   // closed: ramping up after half-open -> closed
 	gen      uint64 // transitions committed since New; compared whole (R8, R15)
 	consec   uint64
+	count    countWindow
+	time     timeWindow
+	metrics  core.Metrics
 	deadline uint64        // open: first whole millisecond of the clock at which a call may probe
 	openFor  time.Duration // open, half-open: the open duration of this period, before any hint (R4's backoff)
 	inFlight int           // half-open probes in flight
 	success  int           // half-open probe successes
 	expiry   uint64        // half-open: max-wait deadline, in maxWait's units
-	ramping  bool          // closed: ramping up after half-open -> closed
 	rampEnd  uint64        // closed: ramp-up deadline, in ramp's units
-	metrics  core.Metrics
-	count    countWindow
-	time     timeWindow
+
+	// Decided in New from the configuration and never written again, so
+	// read without the mutex.
+	window   windowKind
+	timed    bool // slow calls are configured: a closed-state permit carries its Start
+	stamped  bool // a counted outcome needs a clock reading: timed, or a time window
+	consecOn bool // the run of consecutive failures is tracked
+	collect  bool // CollectMetrics
+	cfg      core.Settings
+	classify func(error) core.Outcome
+	maxWait  span // the half-open max wait; zero: off
+	ramp     span // the ramp-up after closing; zero: off
 
 	// Notifications wait here, in commit order, until the one goroutine that
 	// is delivering hands them to the listener with the mutex released.
 	queue      []core.Transition
 	delivering bool
 }
+
+// windowKind is the window a breaker counts outcomes in; zero: none.
+type windowKind uint8
+
+const (
+	countBased windowKind = iota + 1
+	timeBased
+)
 
 var _ core.CircuitBreaker = (*Breaker)(nil)
 
@@ -65,17 +98,21 @@ func New(c core.Config) (*Breaker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Breaker{cfg: s, classify: s.Classifier, maxWait: newSpan(s.MaxWaitInHalfOpen), ramp: newSpan(s.RampUpDuration)}
+	b := &Breaker{
+		cfg: s, classify: s.Classifier, maxWait: newSpan(s.MaxWaitInHalfOpen), ramp: newSpan(s.RampUpDuration),
+		timed: s.SlowCallDurationThreshold > 0, consecOn: s.ConsecutiveFailures > 0, collect: s.CollectMetrics,
+	}
 	if c.Classifier == nil {
 		b.classify = classify // R9's default, decided here too
 	}
 	switch {
 	case s.WindowSize == 0:
 	case s.WindowType == core.TimeBased:
-		b.time = newTimeWindow(s.WindowSize)
+		b.window, b.time = timeBased, newTimeWindow(s.WindowSize)
 	default:
-		b.count = newCountWindow(s.WindowSize)
+		b.window, b.count = countBased, newCountWindow(s.WindowSize)
 	}
+	b.stamped = b.timed || b.window == timeBased
 	if s.OnStateChange != nil {
 		b.queue = make([]core.Transition, 0, 8)
 	}
@@ -96,27 +133,54 @@ func (b *Breaker) mustBeNew() {
 // Allow asks to make one call; see core.Breaker.Allow.
 func (b *Breaker) Allow() (core.Permit, error) {
 	b.mustBeNew()
+	var start time.Duration
+	if b.timed {
+		// The call's Start: any reading within Allow stamps it, so it is
+		// taken before the mutex. Only the mutex tells whether the breaker
+		// is closed, so a rejected or disabled call wastes it.
+		start = b.cfg.Clock.Now()
+	}
 	b.mu.Lock()
+	if b.state == core.Closed && !b.ramping {
+		if b.collect {
+			b.metrics.Admitted++
+		}
+		gen := b.gen
+		b.mu.Unlock()
+		return core.Permit{Generation: gen, Start: start}, nil
+	}
+	return b.allowLocked(start)
+}
+
+// allowLocked is Allow on a breaker that is not closed or is ramping up,
+// with the mutex held and start the reading taken before it (zero unless
+// calls are timed); it unlocks.
+func (b *Breaker) allowLocked(start time.Duration) (core.Permit, error) {
 	switch b.state {
 	case core.Closed, core.Disabled, core.MetricsOnly:
 		p := core.Permit{Generation: b.gen}
 		if b.ramping {
+			// The share admitted, and the end of the ramp, are decided on
+			// a reading taken with the ramp's flag, under the mutex: each
+			// ramping Allow is decided exactly by its own reading.
 			now := b.cfg.Clock.Now()
 			if left := b.ramp.left(b.rampEnd, now); b.ramp.over(left) {
 				b.ramping = false
 			} else if !b.ramp.admits(b.cfg.RampUpStartPercent, uint64(left), now) {
 				return b.reject(core.Permit{}, rampingUp)
 			}
-			if b.timed() {
+			if b.timed {
 				p.Start = now
 			}
-		} else if b.timed() && b.state != core.Disabled {
-			p.Start = b.cfg.Clock.Now()
+		} else if b.state != core.Disabled {
+			p.Start = start
 		}
 		b.admit()
 		b.mu.Unlock()
 		return p, nil
 	case core.Open:
+		// Under the mutex: the reading decides, and may commit, the flip to
+		// half-open, whose max wait starts from it.
 		now := b.now()
 		if wait := b.wait(now); wait > 0 {
 			return b.reject(core.Permit{Wait: wait}, open)
@@ -171,18 +235,15 @@ func (b *Breaker) probe(now time.Duration) (core.Permit, error) {
 	return p, nil
 }
 
-// timed reports whether calls are timed (slow calls are configured).
-func (b *Breaker) timed() bool { return b.cfg.SlowCallDurationThreshold > 0 }
-
 func (b *Breaker) admit() {
-	if b.cfg.CollectMetrics {
+	if b.collect {
 		b.metrics.Admitted++
 	}
 }
 
 // reject counts a rejection for reason, unlocks and returns it.
 func (b *Breaker) reject(p core.Permit, reason int) (core.Permit, error) {
-	if b.cfg.CollectMetrics {
+	if b.collect {
 		switch reason {
 		case open:
 			b.metrics.RejectedOpen++
@@ -241,11 +302,17 @@ func (b *Breaker) retryAfter() time.Duration {
 // or the error's RetryAfter or Unwrap method, panics, the permit is
 // released as Ignored and the panic goes on.
 func (b *Breaker) Done(p core.Permit, err error) {
-	b.mustBeNew()
 	if err == nil {
 		b.Record(p, core.Success)
 		return
 	}
+	b.doneWithError(p, err)
+}
+
+// doneWithError is Done of a call that returned err (not nil): kept apart
+// so that a success neither sets up nor pays for the deferred release.
+func (b *Breaker) doneWithError(p core.Permit, err error) {
+	b.mustBeNew()
 	decided := false
 	defer func() {
 		if !decided {
@@ -286,57 +353,70 @@ func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 	if o > core.Ignored {
 		o = core.Failure
 	}
+	var now time.Duration
+	if b.stamped && !p.Probe && o != core.Ignored {
+		// The reading that times the call and places the outcome in a
+		// time window: any reading within Record will do (one older than
+		// the window's newest second counts in the newest), so it is
+		// taken before the mutex. A permit that turns out stale wastes it.
+		now = b.cfg.Clock.Now()
+	}
+	fail := o == core.Failure
+	slow := isSlow(&b.cfg, now-p.Start)
 	b.mu.Lock()
-	if !b.current(p) {
-		b.tally(false, o, false)
+	if o == core.Ignored || p.Probe || !b.current(p) {
+		b.recordUncounted(p, o)
+		return
+	}
+	b.tally(true, o, slow)
+	var c windowCounts
+	switch b.window {
+	case countBased:
+		b.count.add(outcomeOf(fail, slow))
+		c = b.count.sum
+	case timeBased:
+		c = b.time.add(now, outcomeOf(fail, slow))
+	}
+	if b.consecOn { // not tracked otherwise, as in the lock-free word
+		if !fail {
+			b.consec = 0
+		} else if b.consec < core.MaxConsecutiveFailures {
+			b.consec++
+		}
+	}
+	if !trips(&b.cfg, c, b.consec) {
+		// No transition, so nothing to deliver: notifications are only
+		// ever queued by a critical section that delivers them, or while
+		// another goroutine is delivering.
 		b.mu.Unlock()
 		return
 	}
-	if p.Probe {
+	b.trip(0, tripReason(&b.cfg, c))
+	b.unlockAndNotify()
+}
+
+// recordUncounted is Record of an outcome that no window counts: a stale
+// permit's, a probe's, or an Ignored one. The caller holds the mutex;
+// recordUncounted unlocks.
+func (b *Breaker) recordUncounted(p core.Permit, o core.Outcome) {
+	switch {
+	case !b.current(p):
+		b.tally(false, o, false)
+		b.mu.Unlock()
+	case p.Probe:
 		b.tally(true, o, false)
 		b.recordProbe(o)
 		b.unlockAndNotify()
-		return
-	}
-	if o == core.Ignored {
+	default:
 		b.tally(true, o, false)
 		b.mu.Unlock()
-		return
 	}
-	fail := o == core.Failure
-	var now time.Duration
-	if b.timed() || b.cfg.WindowType == core.TimeBased && b.cfg.WindowSize > 0 {
-		now = b.cfg.Clock.Now()
-	}
-	slow := isSlow(&b.cfg, now-p.Start)
-	b.tally(true, o, slow)
-	var c windowCounts
-	switch {
-	case b.cfg.WindowSize == 0:
-	case b.cfg.WindowType == core.TimeBased:
-		b.time.add(now, fail, slow)
-		c = b.time.sum(now)
-	default:
-		b.count.add(fail, slow)
-		c = b.count.sum
-	}
-	switch {
-	case b.cfg.ConsecutiveFailures == 0: // not tracked, as in the lock-free word
-	case !fail:
-		b.consec = 0
-	case b.consec < core.MaxConsecutiveFailures:
-		b.consec++
-	}
-	if trips(&b.cfg, c, b.consec) {
-		b.trip(0, tripReason(&b.cfg, c))
-	}
-	b.unlockAndNotify()
 }
 
 // tally counts one outcome in the metrics: acted on, or dropped.
 func (b *Breaker) tally(acted bool, o core.Outcome, slow bool) {
 	switch {
-	case !b.cfg.CollectMetrics:
+	case !b.collect:
 	case !acted:
 		b.metrics.Dropped++
 	case o == core.Success:
@@ -346,7 +426,7 @@ func (b *Breaker) tally(acted bool, o core.Outcome, slow bool) {
 	default:
 		b.metrics.Ignored++
 	}
-	if acted && slow && b.cfg.CollectMetrics {
+	if acted && slow && b.collect {
 		b.metrics.SlowCalls++
 	}
 }
@@ -441,7 +521,7 @@ func (b *Breaker) transition(to core.State, now time.Duration, why core.Reason) 
 	b.gen++ // 64 bits: a permit is stale across any number of transitions below 2^64
 	b.inFlight, b.success, b.consec = 0, 0, 0
 	b.ramping, b.expiry = false, 0
-	if b.cfg.CollectMetrics {
+	if b.collect {
 		b.metrics.Transitions[from][to]++
 	}
 	b.count.reset()
@@ -525,11 +605,12 @@ func (b *Breaker) Counts() core.Counts {
 	switch b.state {
 	case core.Closed, core.MetricsOnly:
 		var w windowCounts
-		switch {
-		case b.cfg.WindowSize == 0:
-		case b.cfg.WindowType == core.TimeBased:
+		switch b.window {
+		case timeBased:
+			// Under the mutex: only the state, read under it, says
+			// whether a reading is needed.
 			w = b.time.sum(b.cfg.Clock.Now())
-		default:
+		case countBased:
 			w = b.count.sum
 		}
 		c.Calls, c.Failures, c.SlowCalls, c.SlowFailures = w.n, w.f, w.s, w.sf

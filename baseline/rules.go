@@ -171,14 +171,9 @@ func trips(s *core.Settings, w windowCounts, consec uint64) bool {
 	if s.FailureCountThreshold > 0 && w.f >= uint64(s.FailureCountThreshold) && (enough || !s.MinimumAppliesToCount) {
 		return true
 	}
-	if !enough {
-		return false
-	}
 	// Percentages of at most 100 times at most 2^56 calls: 64 bits suffice.
-	if s.FailureRateThreshold > 0 && w.f*100 >= uint64(s.FailureRateThreshold)*w.n {
-		return true
-	}
-	return s.SlowCallRateThreshold > 0 && w.s*100 >= uint64(s.SlowCallRateThreshold)*w.n
+	return enough && (s.FailureRateThreshold > 0 && w.f*100 >= uint64(s.FailureRateThreshold)*w.n ||
+		s.SlowCallRateThreshold > 0 && w.s*100 >= uint64(s.SlowCallRateThreshold)*w.n)
 }
 
 // tripReason is the reason of a trip whose window holds w (trips holds):

@@ -1,101 +1,159 @@
 package baseline
 
-import "time"
+import (
+	"math"
+	"time"
+)
+
+// outcome is one counted call as the windows store it: failBit, slowBit
+// and, for a slow failure, both and slowFailBit, so that adding it to a sum
+// takes no branch.
+type outcome uint8
+
+const (
+	failBit outcome = 1 << iota
+	slowBit
+	slowFailBit
+)
+
+// outcomeOf encodes a counted call.
+func outcomeOf(fail, slow bool) outcome {
+	var o outcome
+	if fail {
+		o = failBit
+	}
+	if slow {
+		o |= slowBit
+		if fail {
+			o |= slowFailBit
+		}
+	}
+	return o
+}
 
 // windowCounts is the sum of a window: calls, failures, slow calls, slow
 // failures.
 type windowCounts struct{ n, f, s, sf uint64 }
 
-func (w *windowCounts) add(fail, slow bool, sign int) {
-	d := uint64(sign) // sign is +1 or -1; unsigned wrap-around makes -1 subtract
-	w.n += d
-	if fail {
-		w.f += d
-	}
-	if slow {
-		w.s += d
-	}
-	if fail && slow {
-		w.sf += d
-	}
+func (w *windowCounts) add(o outcome) {
+	w.n++
+	w.f += uint64(o & failBit)
+	w.s += uint64(o&slowBit) >> 1
+	w.sf += uint64(o) >> 2
 }
 
-// countWindow is the last W outcomes in a plain circular array, with running
-// sums: add evicts the outcome W calls back before adding the new one.
+// remove subtracts the counted call o, which the sum holds.
+func (w *windowCounts) remove(o outcome) {
+	w.n--
+	w.f -= uint64(o & failBit)
+	w.s -= uint64(o&slowBit) >> 1
+	w.sf -= uint64(o) >> 2
+}
+
+// subtract subtracts the sum c, which w holds.
+func (w *windowCounts) subtract(c windowCounts) {
+	w.n, w.f, w.s, w.sf = w.n-c.n, w.f-c.f, w.s-c.s, w.sf-c.sf
+}
+
+// countWindow is the last W outcomes in a plain circular array, one byte
+// each, with running sums: add evicts the outcome W calls back before
+// adding the new one.
 type countWindow struct {
-	fail, slow []bool
-	next, len  int
-	sum        windowCounts
+	ring []outcome
+	next int  // the slot the next outcome goes to
+	full bool // every slot holds an outcome of this window
+	sum  windowCounts
 }
 
-func newCountWindow(size int) countWindow {
-	return countWindow{fail: make([]bool, size), slow: make([]bool, size)}
-}
+func newCountWindow(size int) countWindow { return countWindow{ring: make([]outcome, size)} }
 
-func (w *countWindow) add(fail, slow bool) {
-	if w.len == len(w.fail) {
-		w.sum.add(w.fail[w.next], w.slow[w.next], -1)
-	} else {
-		w.len++
+func (w *countWindow) add(o outcome) {
+	if w.full {
+		w.sum.remove(w.ring[w.next])
 	}
-	w.fail[w.next], w.slow[w.next] = fail, slow
-	w.sum.add(fail, slow, +1)
-	w.next = (w.next + 1) % len(w.fail)
+	w.ring[w.next] = o
+	w.sum.add(o)
+	if w.next++; w.next == len(w.ring) {
+		w.next, w.full = 0, true
+	}
 }
 
 func (w *countWindow) reset() {
-	w.next, w.len, w.sum = 0, 0, windowCounts{}
+	w.next, w.full, w.sum = 0, false, windowCounts{}
 }
 
-// timeWindow keeps one bucket per second of the last B seconds. head is the
-// latest second seen, so a clock that goes backwards neither records into
-// the past nor brings an evicted second back (R14).
+// timeWindow keeps one bucket per second of the last B seconds, and their
+// total. head is the latest second seen (a negative reading counts as second
+// 0), so a clock that goes backwards neither records into the past nor
+// brings an evicted second back (R14): an outcome counts in head, and the
+// window holds the seconds head-B+1 through head. The buckets are a ring:
+// buckets[at] is head's, the one before it (circularly) head-1's, and so
+// on; every bucket outside the window is zero. When head moves on, the
+// buckets of the seconds it passes leave the total and are cleared, each
+// once, so an outcome costs O(1) amortized and never more than O(B).
 type timeWindow struct {
-	sec     []int64 // the second each bucket holds; -1 when empty
 	buckets []windowCounts
-	head    int64
+	total   windowCounts  // the sum of buckets
+	at      int           // head's bucket
+	head    int64         // the latest second seen
+	headEnd time.Duration // the first reading after head's second; MaxInt64 in the last second there is
 }
 
 func newTimeWindow(seconds int) timeWindow {
-	w := timeWindow{sec: make([]int64, seconds), buckets: make([]windowCounts, seconds)}
-	w.reset()
-	return w
+	return timeWindow{buckets: make([]windowCounts, seconds), headEnd: endOf(0)}
 }
 
-func (w *timeWindow) second(now time.Duration) int64 {
+// endOf is the first reading after second s, or math.MaxInt64 for the last
+// whole second a reading can be in.
+func endOf(s int64) time.Duration {
+	if s >= math.MaxInt64/int64(time.Second) {
+		return math.MaxInt64
+	}
+	return time.Duration(s+1) * time.Second
+}
+
+// move makes the second of the reading now head if it is newer.
+func (w *timeWindow) move(now time.Duration) {
+	if now < w.headEnd { // head's second, an earlier one, or a negative reading
+		return
+	}
 	s := int64(now / time.Second)
-	if now < 0 {
-		s = 0
+	jump := s - w.head
+	if jump <= 0 { // only in the last second a reading can be in
+		return
 	}
-	if s > w.head {
-		w.head = s
-	}
-	return w.head
-}
-
-func (w *timeWindow) add(now time.Duration, fail, slow bool) {
-	s := w.second(now)
-	i := s % int64(len(w.sec))
-	if w.sec[i] != s {
-		w.sec[i], w.buckets[i] = s, windowCounts{}
-	}
-	w.buckets[i].add(fail, slow, +1)
-}
-
-func (w *timeWindow) sum(now time.Duration) windowCounts {
-	s := w.second(now)
-	var t windowCounts
-	for i, bs := range w.sec {
-		if bs >= 0 && s-bs < int64(len(w.sec)) {
-			b := w.buckets[i]
-			t.n, t.f, t.s, t.sf = t.n+b.n, t.f+b.f, t.s+b.s, t.sf+b.sf
+	if jump >= int64(len(w.buckets)) { // every second leaves: any bucket may be head's
+		clear(w.buckets)
+		w.total = windowCounts{}
+	} else {
+		for range jump {
+			if w.at++; w.at == len(w.buckets) {
+				w.at = 0
+			}
+			w.total.subtract(w.buckets[w.at])
+			w.buckets[w.at] = windowCounts{}
 		}
 	}
-	return t
+	w.head, w.headEnd = s, endOf(s)
 }
 
+// add counts o at the reading now and returns the window's counts.
+func (w *timeWindow) add(now time.Duration, o outcome) windowCounts {
+	w.move(now)
+	w.buckets[w.at].add(o)
+	w.total.add(o)
+	return w.total
+}
+
+// sum is the window's counts at the reading now.
+func (w *timeWindow) sum(now time.Duration) windowCounts {
+	w.move(now)
+	return w.total
+}
+
+// reset empties the window; head stays, so a clock that went backwards
+// still records into it.
 func (w *timeWindow) reset() {
-	for i := range w.sec {
-		w.sec[i] = -1
-	}
+	clear(w.buckets)
+	w.total = windowCounts{}
 }
