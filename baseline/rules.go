@@ -2,7 +2,6 @@ package baseline
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/casbreaker/casbreaker/core"
@@ -207,10 +206,38 @@ func wall(c core.Clock, at time.Duration) time.Time {
 // failure. (Done never classifies nil: it is
 // a success.)
 func classify(err error) core.Outcome {
-	if errors.Is(err, context.Canceled) || errors.Is(err, core.ErrNeutral) {
+	if matchesNeutral(err) {
 		return core.Ignored
 	}
 	return core.Failure
+}
+
+// matchesNeutral reports whether any error in err's tree is, or says by its
+// Is method that it is, context.Canceled or core.ErrNeutral: what
+// errors.Is decides for each target, in one walk for both, so a failure
+// pays for one (errors.Is takes the tree depth first; the answer does not
+// depend on the order).
+func matchesNeutral(err error) bool {
+	if err == nil {
+		return false
+	}
+	if err == context.Canceled || err == core.ErrNeutral {
+		return true
+	}
+	if is, ok := err.(interface{ Is(error) bool }); ok && (is.Is(context.Canceled) || is.Is(core.ErrNeutral)) {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return matchesNeutral(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if matchesNeutral(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // retryAfter is the first positive hint in err's tree, walked depth first

@@ -45,9 +45,10 @@ type (
 	uncomparable struct{ errs []error }
 )
 
-// DefaultClassifier walks an error's tree once for both of its neutral
-// targets; it must say exactly what errors.Is says of each, over wrapping,
-// joins, Is methods, nil branches and errors whose type is not comparable.
+// DefaultClassifier, and each implementation's own default (Classifier
+// unset), walks an error's tree once for both of its neutral targets; each
+// must say exactly what errors.Is says of each, over wrapping, joins, Is
+// methods, nil branches and errors whose type is not comparable.
 func TestDefaultClassifierIsErrorsIs(t *testing.T) {
 	canceled := fmt.Errorf("op: %w", context.Canceled)
 	cases := []error{
@@ -65,6 +66,15 @@ func TestDefaultClassifierIsErrorsIs(t *testing.T) {
 			want = core.Ignored
 		}
 		require.Equal(t, want, core.DefaultClassifier(err), "%#v", err)
+		forEachImpl(t, func(t *testing.T, mk maker) {
+			r := mk.build(t, core.Config{WindowSize: 10, FailureCountThreshold: 5})
+			r.B.Done(r.A(), err)
+			if want == core.Failure {
+				r.Cnt(1, 1, 0, 0)
+			} else {
+				r.Cnt(0, 0, 0, 0)
+			}
+		})
 	}
 }
 
