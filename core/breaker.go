@@ -522,7 +522,28 @@ func (b *Breaker) Done(p Permit, err error) {
 			}
 			return
 		case successInBuckets:
-			b.recordBucketsSuccess(p)
+			// recordInBuckets for a success, spelled out here: a call
+			// level less, the clock read inline (b.now is too big to
+			// inline) and the window's steady-state path, RecordSuccess.
+			// What it cannot take it leaves to record, with no clock read
+			// yet.
+			if w := b.peek(); !w.closedNoRun(p.Generation) || !b.ofWord(w, p.Generation) {
+				break
+			}
+			var now time.Duration
+			if b.sysClock {
+				now = b.system.Now()
+			} else {
+				now = b.cfg.Clock.Now()
+			}
+			switch ok, trips := b.buckets.RecordSuccess(uint32(p.Generation), now, &b.cfg.rule); {
+			case !ok:
+				// As in recordInBuckets, and with the same reading of the
+				// clock: one per outcome (docs/design.md).
+				b.countDropped()
+			case trips:
+				b.finishTrip(p.Generation) // as record does on a time window
+			}
 			return
 		}
 	}
@@ -581,11 +602,11 @@ func (b *Breaker) genOf(w stateWord) uint64 { return fullGen(b.base.Load(), w) }
 // ring. What it cannot take (a run of failures to end, a stale or a very
 // old generation) it leaves to record, with nothing recorded.
 //
-// It and recordBuckets* repeat recordInRing's and recordInBuckets' window
-// writes on purpose: one shared function for both, called from here,
-// measured 7% slower on a count window and 5.5% on a time window (pinned
-// A/B runs, 10 each, p=0.000), the cost of the extra call this path exists
-// to avoid.
+// It and the time window's paths (Done's, recordBucketsFailure) repeat
+// recordInRing's and recordInBuckets' window writes on purpose: one shared
+// function for both, called from here, measured 7% slower on a count
+// window and 5.5% on a time window (pinned A/B runs, 10 each, p=0.000),
+// the cost of the extra call these paths exist to avoid.
 func (b *Breaker) recordRingOutcome(p Permit, o Outcome) {
 	if w := b.peek(); !w.closedNoRun(p.Generation) || !b.ofWord(w, p.Generation) {
 		b.mustBeNew()
@@ -603,34 +624,8 @@ func (b *Breaker) recordRingOutcome(p Permit, o Outcome) {
 	}
 }
 
-// recordBucketsSuccess is recordRingOutcome for a success on a time window
-// (successInBuckets); what it leaves to record has no clock read yet.
-func (b *Breaker) recordBucketsSuccess(p Permit) {
-	if w := b.peek(); !w.closedNoRun(p.Generation) || !b.ofWord(w, p.Generation) {
-		b.record(p, Success)
-		return
-	}
-	// b.now, spelled out: it is too big to inline, and this path reads
-	// the clock for every outcome.
-	var now time.Duration
-	if b.sysClock {
-		now = b.system.Now()
-	} else {
-		now = b.cfg.Clock.Now()
-	}
-	ok, trips := b.buckets.RecordSuccess(uint32(p.Generation), now, &b.cfg.rule)
-	if !ok {
-		// As in recordInBuckets, and with the same reading of the clock:
-		// one per outcome (docs/design.md).
-		b.countDropped()
-		return
-	}
-	if trips {
-		b.finishTrip(p.Generation) // as record does on a time window
-	}
-}
-
-// recordBucketsFailure is recordBucketsSuccess for a failure: where a time
+// recordBucketsFailure is Done's success path on a time window, for a
+// failure: where a time
 // window is all there is to record in (successInBuckets), a failure has
 // nothing to keep but its window write and the trip that may follow.
 func (b *Breaker) recordBucketsFailure(p Permit) {

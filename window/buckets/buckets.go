@@ -161,8 +161,23 @@ type paddedHead struct {
 	// swept is the generation (low 24 bits) of the last sweep (Advance).
 	// It is loaded once per breaker transition and stored once per 2^22.
 	swept atomic.Uint64
-	_     [cacheLine - 24]byte
+	// slot is the current second with its bucket's index, sec<<slotShift |
+	// sec mod B, raised after second: the steady-state paths read the index
+	// beside second, with no multiply, so that the loads of the bucket's id
+	// and counter do not wait for the clock reading (an index computed from
+	// it put two multiplies and those loads between the reading and the
+	// CAS). A reader uses it only where its second is the one it wants, so
+	// a value that trails second costs a multiply, never a wrong bucket.
+	slot atomic.Uint64
+	_    [cacheLine - 32]byte
 }
+
+// slotShift and slotMask split paddedHead.slot: the index below, the second
+// above (MaxSeconds < 2^12, and a second is at most 2^32-1).
+const (
+	slotShift = 12
+	slotMask  = 1<<slotShift - 1
+)
 
 // cacheLine is the padding's line size (cacheline.Size has the reason).
 const cacheLine = cacheline.Size
@@ -267,10 +282,11 @@ func (w *Window) RecordTrip(gen uint32, now time.Duration, failure, slow bool, r
 func (w *Window) RecordSuccess(gen uint32, now time.Duration, rule *window.Rule) (recorded, trips bool) {
 	gen &= genMask
 	sec := second(now)
-	if len(w.ids) == 0 || sec != w.head.second.Load() {
+	hs := w.head.slot.Load()
+	if hs>>slotShift != sec || sec != w.head.second.Load() || len(w.ids) == 0 {
 		return w.RecordTrip(gen, now, false, false, rule)
 	}
-	i := w.slot(sec)
+	i := hs & slotMask
 	id := w.ids[i].Load()
 	if id&^incMask != packID(gen, 0, sec) {
 		return w.RecordTrip(gen, now, false, false, rule)
@@ -310,11 +326,12 @@ func (w *Window) RecordSuccess(gen uint32, now time.Duration, rule *window.Rule)
 func (w *Window) RecordFailure(gen uint32, now time.Duration, rule *window.Rule) (recorded, trips bool) {
 	gen &= genMask
 	sec := second(now)
+	hs := w.head.slot.Load()
 	// lastUnclean covers sec: record's mark, made before the add, is made.
-	if len(w.ids) == 0 || sec != w.head.second.Load() || w.head.lastUnclean.Load() <= sec || rule == nil {
+	if hs>>slotShift != sec || sec != w.head.second.Load() || w.head.lastUnclean.Load() <= sec || rule == nil || len(w.ids) == 0 {
 		return w.RecordTrip(gen, now, true, false, rule)
 	}
-	i := w.slot(sec)
+	i := hs & slotMask
 	id := w.ids[i].Load()
 	if id&^incMask != packID(gen, 0, sec) {
 		return w.RecordTrip(gen, now, true, false, rule)
@@ -642,7 +659,13 @@ func (w *Window) markUnclean(sec uint64) { raise(&w.head.lastUnclean, sec+1) }
 // advance returns the current second, max(second(now), head), and raises
 // head to it. The CAS only runs on the first call of a new second. Success
 // transfers: the window's current second, from the old head to the new.
-func (w *Window) advance(now time.Duration) uint64 { return raise(&w.head.second, second(now)) }
+func (w *Window) advance(now time.Duration) uint64 {
+	sec := raise(&w.head.second, second(now))
+	if w.head.slot.Load()>>slotShift < sec {
+		raise(&w.head.slot, sec<<slotShift|w.slot(sec))
+	}
+	return sec
+}
 
 // raise makes x at least v with a CAS-max loop and returns the value x then
 // holds. x only ever grows.

@@ -50,12 +50,14 @@ func TestZeroWindow_HoldsNothing(t *testing.T) {
 	var w Window
 	assert.Equal(t, 0, w.Seconds())
 	assert.False(t, w.Record(0, sec, true, true))
-	for _, fast := range []bool{true, false} {
-		recorded, trips := w.RecordSuccess(0, sec, &judgeRules[0])
-		if !fast {
-			recorded, trips = w.RecordFailure(0, sec, &judgeRules[0])
+	for _, now := range []time.Duration{-sec, 0, sec} {
+		for _, fast := range []bool{true, false} {
+			recorded, trips := w.RecordSuccess(0, now, &judgeRules[0])
+			if !fast {
+				recorded, trips = w.RecordFailure(0, now, &judgeRules[0])
+			}
+			assert.False(t, recorded || trips)
 		}
-		assert.False(t, recorded || trips)
 	}
 	assert.Equal(t, window.Counts{}, w.Snapshot(0, sec))
 }
@@ -85,6 +87,7 @@ func TestLayout(t *testing.T) {
 	runtime.KeepAlive(keep) // every object stays allocated, so none is placed where another was
 	assert.Equal(t, uintptr(8), unsafe.Offsetof(paddedHead{}.lastUnclean))
 	assert.Equal(t, uintptr(16), unsafe.Offsetof(paddedHead{}.swept))
+	assert.Equal(t, uintptr(24), unsafe.Offsetof(paddedHead{}.slot))
 
 	for _, c := range []struct {
 		gen uint32
