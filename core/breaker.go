@@ -93,6 +93,10 @@ type Breaker struct {
 	// success is how Record takes a closed-state success (Record's fast
 	// paths), chosen in New.
 	success successPath
+	// plainErrors: the default classifier, no retry-after hints, and a
+	// window all there is to record in (successInRing or successInBuckets),
+	// so Done takes a plain error's failure straight to the window.
+	plainErrors bool
 }
 
 // successPath is the way Record takes a success outside half-open.
@@ -176,6 +180,7 @@ func New(c Config) (*Breaker, error) {
 	default:
 		b.success = successInBuckets
 	}
+	b.plainErrors = c.Classifier == nil && s.MaxRetryAfter == 0 && (b.success == successInRing || b.success == successInBuckets)
 	return b, nil
 }
 
@@ -495,6 +500,21 @@ func (b *Breaker) startIf(now time.Duration) time.Duration {
 // call for the same half-open probe may release another probe's slot.
 func (b *Breaker) Done(p Permit, err error) {
 	if err != nil {
+		// The default classification of a plain error, with no Is and no
+		// Unwrap method, runs no code of the caller's: on a breaker whose
+		// window is all it records, its failure goes to the window's path
+		// at once, without recordError's deferred release, its indirect
+		// call and Record (docs/benchmarks.md).
+		if b.plainErrors && !p.Probe {
+			if o, ok := plainOutcome(err); ok && o == Failure {
+				if b.success == successInRing {
+					b.recordRingOutcome(p, Failure)
+				} else {
+					b.recordBucketsFailure(p)
+				}
+				return
+			}
+		}
 		b.mustBeNew()
 		b.recordError(p, err)
 		return

@@ -56,6 +56,22 @@ func DefaultClassifier(err error) Outcome {
 	return Failure
 }
 
+// plainOutcome is DefaultClassifier for an error whose type has no Is and
+// no Unwrap method (errors.New's, and most sentinels): such an error runs
+// no code of its own while it is classified, so the classification cannot
+// panic and needs no deferred release of the permit. ok is false for any
+// other error.
+func plainOutcome(err error) (o Outcome, ok bool) {
+	switch err.(type) {
+	case interface{ Is(error) bool }, interface{ Unwrap() error }, interface{ Unwrap() []error }:
+		return Failure, false
+	}
+	if err == context.Canceled || err == ErrNeutral {
+		return Ignored, true
+	}
+	return Failure, true
+}
+
 // neutral is errors.Is(err, context.Canceled) || errors.Is(err, ErrNeutral)
 // in one walk of err's tree, in the order errors.Is walks it (depth first,
 // each error before what it wraps), testing both targets at each error:
