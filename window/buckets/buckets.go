@@ -169,7 +169,15 @@ type paddedHead struct {
 	// CAS). A reader uses it only where its second is the one it wants, so
 	// a value that trails second costs a multiply, never a wrong bucket.
 	slot atomic.Uint64
-	_    [cacheLine - 32]byte
+	// full is the id of the last bucket incarnation in which a full
+	// judgement was installed (judge.go): the minimum number of calls is
+	// met there for the rest of the second, so its fast successes need no
+	// judgement. Stored at most once per incarnation, and 0 (none) when a
+	// judgement finds the rule holding. An id comes back only when its
+	// bucket holds the same second of a generation 2^24 transitions later,
+	// all within that one second of the clock (head never goes back).
+	full atomic.Uint64
+	_    [cacheLine - 40]byte
 }
 
 // slotShift and slotMask split paddedHead.slot: the index below, the second
@@ -297,20 +305,15 @@ func (w *Window) RecordSuccess(gen uint32, now time.Duration, rule *window.Rule)
 		k = uint64(pid()) & w.stripeMask
 	}
 	c := &w.succ[k*uint64(len(w.ids))+i]
+	// Read before the add: judge.go, minimumMet. Id 0, second 0 of
+	// generation 0 as New leaves every bucket, is never taken for one:
+	// head.full's zero means none.
+	minimumMet := w.head.full.Load() == id && id != 0
 	if v := c.Load(); uint8(v>>countBits) != inc || !c.CompareAndSwap(v, v+1) {
 		return w.RecordTrip(gen, now, false, false, rule)
 	}
-	if rule == nil || w.cleanAt(sec) {
+	if rule == nil || minimumMet && w.head.second.Load() == sec || w.cleanAt(sec) {
 		return true, false
-	}
-	// judge's first step for a success, on the bucket just written while
-	// it is still the current second's: any full judgement of its
-	// incarnation covers a success.
-	if w.head.second.Load() == sec {
-		j := w.counts[i].judge.Load()
-		if uint8(j>>countBits) == inc && j&(judgeSafe|judgeFull) == judgeSafe|judgeFull {
-			return true, false
-		}
 	}
 	return true, w.judge(gen, now, false, false, rule)
 }

@@ -88,6 +88,7 @@ func TestLayout(t *testing.T) {
 	assert.Equal(t, uintptr(8), unsafe.Offsetof(paddedHead{}.lastUnclean))
 	assert.Equal(t, uintptr(16), unsafe.Offsetof(paddedHead{}.swept))
 	assert.Equal(t, uintptr(24), unsafe.Offsetof(paddedHead{}.slot))
+	assert.Equal(t, uintptr(32), unsafe.Offsetof(paddedHead{}.full))
 
 	for _, c := range []struct {
 		gen uint32

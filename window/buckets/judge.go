@@ -47,6 +47,24 @@ import (
 // comes back for a stale CAS to match (short of 2^24 moves in one
 // incarnation).
 //
+// A fast success needs no judgement at all once the minimum number of
+// calls is met in its second (minimumMet): within one second and one
+// generation the window's calls only grow, and a fast success only lowers
+// every rate and changes no count, so a window that trips with it trips
+// without it, and that trip is owed to, and judged by, the failure or slow
+// call that made the rule hold (covered ones cannot, by their slack; an
+// uncovered one sums the window itself), unless the rule already holds:
+// then the success is judged too, as every outcome is. The first full
+// judgement installed in a bucket's incarnation proves the minimum met for
+// the rest of it and the rule false, and publishes that incarnation's id
+// in head.full, which a judgement that finds the rule holding clears
+// again; a success that read it
+// before its own add (so that what the judgement summed holds the minimum
+// without this success) and finds head still at its second after the add
+// (a new second evicts calls) skips. That is RecordSuccess's check, one
+// load on a line written once a second, where the judgement word that every
+// failure writes cost a second core a cache miss per remote failure.
+//
 // A fast success may skip on any installed full judgement, spent or not:
 // with the minimum met, a fast success only lowers every rate, so it trips
 // the rule only on a window that trips without it, and that window's
@@ -140,6 +158,9 @@ func (w *Window) sumAndJudge(g *judging, gen uint32, now time.Duration, rule *wi
 		testHookJudged()
 	}
 	if rule.Trips(c) {
+		// The rule holds: no success may skip its judgement on a minimum
+		// met (minimumMet) until a judgement that finds it false again.
+		w.head.full.Store(0)
 		g.revoke()
 		return true
 	}
@@ -147,7 +168,19 @@ func (w *Window) sumAndJudge(g *judging, gen uint32, now time.Duration, rule *wi
 	// Snapshot has shown its state (no trip) to our caller either way, so
 	// unless our judgement is the current second's, retract whatever was
 	// summed before it (see retract).
-	installed := g.ours && summed == g.sec && g.b.id.Load() == g.id && g.b.judge.CompareAndSwap(g.j, nextJudgement(g.j, g.inc, margin(rule, c)))
+	m := margin(rule, c)
+	installed := g.ours && summed == g.sec && g.b.id.Load() == g.id && g.b.judge.CompareAndSwap(g.j, nextJudgement(g.j, g.inc, m))
+	if installed && m&judgeFull != 0 && w.head.full.Load() != g.id {
+		// The minimum is met in this incarnation from now on, and the rule
+		// false: its fast successes need no judgement (minimumMet). A
+		// failure that moved the judgement meanwhile sums the window
+		// itself and may find the rule holding and clear head.full before
+		// this store: then take it back, so that its clear stands.
+		w.head.full.Store(g.id)
+		if j := g.b.judge.Load(); j&judgeSafe == 0 || uint8(j>>countBits) != g.inc {
+			w.head.full.CompareAndSwap(g.id, 0)
+		}
+	}
 	if !installed || w.current(now) != g.sec {
 		w.retract(gen, now)
 	}
