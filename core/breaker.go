@@ -90,8 +90,8 @@ type Breaker struct {
 	// plainAllow: no slow calls and no metrics, so a closed-state Allow
 	// has nothing to do but read the word (Allow's fast path).
 	plainAllow bool
-	// success is how Record takes a closed-state success (Record's fast
-	// paths), chosen in New.
+	// success is how Done takes a closed-state success (its fast paths),
+	// chosen in New.
 	success successPath
 	// plainErrors: the default classifier, no retry-after hints, and a
 	// window all there is to record in (successInRing or successInBuckets),
@@ -99,7 +99,7 @@ type Breaker struct {
 	plainErrors bool
 }
 
-// successPath is the way Record takes a success outside half-open.
+// successPath is the way Done takes a success outside half-open.
 type successPath uint8
 
 const (
@@ -168,10 +168,18 @@ func New(c Config) (*Breaker, error) {
 	if s.CollectMetrics {
 		b.metrics = new(counters)
 	}
+	b.choosePaths(c.Classifier == nil)
+	return b, nil
+}
+
+// choosePaths decides, once, which fast paths New's breaker takes: Allow's
+// (plainAllow), a success's (success) and a plain error's (plainErrors,
+// which needs the default classifier: defaultClassifier).
+func (b *Breaker) choosePaths(defaultClassifier bool) {
 	b.plainAllow = !b.slow && b.metrics == nil
 	windowed := b.ring != nil || b.buckets != nil
 	switch {
-	case !b.plainAllow, windowed && s.ConsecutiveFailures != 0:
+	case !b.plainAllow, windowed && b.cfg.ConsecutiveFailures != 0:
 		b.success = successRecorded
 	case !windowed:
 		b.success = successIgnored
@@ -180,8 +188,7 @@ func New(c Config) (*Breaker, error) {
 	default:
 		b.success = successInBuckets
 	}
-	b.plainErrors = c.Classifier == nil && s.MaxRetryAfter == 0 && (b.success == successInRing || b.success == successInBuckets)
-	return b, nil
+	b.plainErrors = defaultClassifier && b.cfg.MaxRetryAfter == 0 && (b.success == successInRing || b.success == successInBuckets)
 }
 
 // now reads the breaker's clock. The default SystemClock is read by a
@@ -500,23 +507,7 @@ func (b *Breaker) startIf(now time.Duration) time.Duration {
 // call for the same half-open probe may release another probe's slot.
 func (b *Breaker) Done(p Permit, err error) {
 	if err != nil {
-		// The default classification of a plain error, with no Is and no
-		// Unwrap method, runs no code of the caller's: on a breaker whose
-		// window is all it records, its failure goes to the window's path
-		// at once, without recordError's deferred release, its indirect
-		// call and Record (docs/benchmarks.md).
-		if b.plainErrors && !p.Probe {
-			if o, ok := plainOutcome(err); ok && o == Failure {
-				if b.success == successInRing {
-					b.recordRingOutcome(p, Failure)
-				} else {
-					b.recordBucketsFailure(p)
-				}
-				return
-			}
-		}
-		b.mustBeNew()
-		b.recordError(p, err)
+		b.doneError(p, err)
 		return
 	}
 	// The fast paths for a success outside half-open, the outcome nearly
@@ -569,6 +560,26 @@ func (b *Breaker) Done(p Permit, err error) {
 	}
 	b.mustBeNew() // a zero Breaker takes successRecorded
 	b.record(p, Success)
+}
+
+// doneError is Done for an error. The default classification of a plain
+// error, with no Is and no Unwrap method, runs no code of the caller's: on
+// a breaker whose window is all it records, its failure goes to the
+// window's path at once, without recordError's deferred release, its
+// indirect call and Record.
+func (b *Breaker) doneError(p Permit, err error) {
+	if b.plainErrors && !p.Probe {
+		if o, ok := plainOutcome(err); ok && o == Failure {
+			if b.success == successInRing {
+				b.recordRingOutcome(p, Failure)
+			} else {
+				b.recordBucketsFailure(p)
+			}
+			return
+		}
+	}
+	b.mustBeNew()
+	b.recordError(p, err)
 }
 
 // counting reports whether s counts outcomes in a window.
