@@ -194,7 +194,7 @@ func (w stateWord) ramping() bool { return w&rampFlag != 0 }
 
 // closedNoRun reports whether w is closed, with the low 20 bits of
 // generation gen, and no run of failures that a success would have to end:
-// what both of Record's fast paths need. It does not consult base, so it
+// what the fast paths of Done and Record need. It does not consult base, so it
 // cannot tell gen from a generation 2^20 away; where that matters the
 // caller asks Breaker.ofWord too.
 func (w stateWord) closedNoRun(gen uint64) bool {
