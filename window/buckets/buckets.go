@@ -169,13 +169,14 @@ type paddedHead struct {
 	// CAS). A reader uses it only where its second is the one it wants, so
 	// a value that trails second costs a multiply, never a wrong bucket.
 	slot atomic.Uint64
-	// full is the id of the last bucket incarnation in which a full
-	// judgement was installed (judge.go): the minimum number of calls is
-	// met there for the rest of the second, so its fast successes need no
-	// judgement. Stored at most once per incarnation, and 0 (none) when a
-	// judgement finds the rule holding. An id comes back only when its
-	// bucket holds the same second of a generation 2^24 transitions later,
-	// all within that one second of the clock (head never goes back).
+	// full is the complement of the id of the last bucket incarnation in
+	// which a full judgement was installed (judge.go): the minimum number
+	// of calls is met there for the rest of the second, so its fast
+	// successes need no judgement. Stored at most once per incarnation,
+	// and 0 (none) when a judgement finds the rule holding. An id comes
+	// back only when its bucket holds the same second of a generation 2^24
+	// transitions later, all within that one second of the clock (head
+	// never goes back).
 	full atomic.Uint64
 	_    [cacheLine - 40]byte
 }
@@ -305,10 +306,11 @@ func (w *Window) RecordSuccess(gen uint32, now time.Duration, rule *window.Rule)
 		k = uint64(pid()) & w.stripeMask
 	}
 	c := &w.succ[k*uint64(len(w.ids))+i]
-	// Read before the add: judge.go, minimumMet. Id 0, second 0 of
-	// generation 0 as New leaves every bucket, is never taken for one:
-	// head.full's zero means none.
-	minimumMet := w.head.full.Load() == id && id != 0
+	// Read before the add: judge.go, minimumMet. head.full holds the id's
+	// complement, so that its zero, none, names the one id that is never
+	// taken for one (all ones: the saturated second of generation 2^24-1,
+	// 255th incarnation).
+	minimumMet := w.head.full.Load() == ^id && id != ^uint64(0)
 	if v := c.Load(); uint8(v>>countBits) != inc || !c.CompareAndSwap(v, v+1) {
 		return w.RecordTrip(gen, now, false, false, rule)
 	}

@@ -57,7 +57,7 @@ import (
 // then the success is judged too, as every outcome is. The first full
 // judgement installed in a bucket's incarnation proves the minimum met for
 // the rest of it and the rule false, and publishes that incarnation's id
-// in head.full, which a judgement that finds the rule holding clears
+// (complemented) in head.full, which a judgement that finds the rule holding clears
 // again; a success that read it
 // before its own add (so that what the judgement summed holds the minimum
 // without this success) and finds head still at its second after the add
@@ -170,15 +170,15 @@ func (w *Window) sumAndJudge(g *judging, gen uint32, now time.Duration, rule *wi
 	// summed before it (see retract).
 	m := margin(rule, c)
 	installed := g.ours && summed == g.sec && g.b.id.Load() == g.id && g.b.judge.CompareAndSwap(g.j, nextJudgement(g.j, g.inc, m))
-	if installed && m&judgeFull != 0 && w.head.full.Load() != g.id {
+	if installed && m&judgeFull != 0 && w.head.full.Load() != ^g.id {
 		// The minimum is met in this incarnation from now on, and the rule
 		// false: its fast successes need no judgement (minimumMet). A
 		// failure that moved the judgement meanwhile sums the window
 		// itself and may find the rule holding and clear head.full before
 		// this store: then take it back, so that its clear stands.
-		w.head.full.Store(g.id)
+		w.head.full.Store(^g.id)
 		if j := g.b.judge.Load(); j&judgeSafe == 0 || uint8(j>>countBits) != g.inc {
-			w.head.full.CompareAndSwap(g.id, 0)
+			w.head.full.CompareAndSwap(^g.id, 0)
 		}
 	}
 	if !installed || w.current(now) != g.sec {

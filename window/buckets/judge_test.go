@@ -202,3 +202,32 @@ func parkedJudges(t *testing.T) (w *Window, rule *window.Rule, now time.Duration
 	t.Cleanup(func() { testHookJudged = nil })
 	return w, rule, 1500 * time.Millisecond, arrived
 }
+
+// A full judgement publishes its incarnation in head.full, which lets that
+// incarnation's fast successes skip their judgement: for every incarnation,
+// the first one too (second 0 of generation 0, the id New leaves, which a
+// breaker whose clock starts at 0 records into for its first second), and
+// a judgement that finds the rule holding takes it back.
+func TestJudge_FullJudgementPublishesItsIncarnation(t *testing.T) {
+	// A count rule: a success after the trip leaves it holding.
+	rule := &window.Rule{FailureCountThreshold: 12, MinimumNumberOfCalls: 10, MinimumAppliesToCount: true}
+	for _, now := range []time.Duration{0, 7 * sec} {
+		w := mustNew(t, 3)
+		w.RecordFailure(0, now, rule)
+		for range 20 {
+			_, trips := w.RecordSuccess(0, now, rule)
+			require.False(t, trips)
+		}
+		id := w.ids[w.slot(second(now))].Load()
+		require.Equal(t, ^id, w.head.full.Load(), "at %v: the minimum is met and the rule false", now)
+		for n := 0; ; n++ {
+			if _, trips := w.RecordFailure(0, now, rule); trips {
+				break
+			}
+			require.Less(t, n, 30, "the failures never tripped the rule")
+		}
+		require.Zero(t, w.head.full.Load(), "at %v: the rule holds", now)
+		_, trips := w.RecordSuccess(0, now, rule)
+		require.True(t, trips, "at %v: a success on a window that trips is judged, and trips", now)
+	}
+}
