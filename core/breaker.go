@@ -665,7 +665,13 @@ func (b *Breaker) recordBucketsFailure(p Permit) {
 		b.record(p, Failure)
 		return
 	}
-	ok, trips := b.buckets.RecordFailure(uint32(p.Generation), b.now(), &b.cfg.rule)
+	var now time.Duration
+	if b.sysClock {
+		now = b.system.Now()
+	} else {
+		now = b.cfg.Clock.Now()
+	}
+	ok, trips := b.buckets.RecordFailure(uint32(p.Generation), now, &b.cfg.rule)
 	if !ok {
 		b.countDropped()
 		return
