@@ -392,7 +392,10 @@ func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 		b.count.add(outcomeOf(fail, slow))
 		c = b.count.sum
 	case timeBased:
-		c = b.time.add(now, outcomeOf(fail, slow))
+		if now >= b.time.headEnd {
+			b.time.move(now)
+		}
+		c = b.time.addHead(outcomeOf(fail, slow))
 	}
 	if b.consecOn { // not tracked otherwise, as in the lock-free word
 		if !fail {

@@ -137,9 +137,11 @@ func (w *timeWindow) move(now time.Duration) {
 	w.head, w.headEnd = s, endOf(s)
 }
 
-// add counts o at the reading now and returns the window's counts.
-func (w *timeWindow) add(now time.Duration, o outcome) windowCounts {
-	w.move(now)
+// addHead counts o in head's second and returns the window's counts: an
+// outcome at the reading now is counted by move(now) (which the caller
+// skips while now < headEnd: a call the inliner will not take) and then
+// addHead, which inlines.
+func (w *timeWindow) addHead(o outcome) windowCounts {
 	w.buckets[w.at].add(o)
 	w.total.add(o)
 	return w.total

@@ -111,7 +111,8 @@ func TestTimeWindowTotalIsTheSumOfItsSeconds(t *testing.T) {
 				got = w.sum(now)
 			default:
 				o := counted{sec: head, fail: rng.IntN(3) == 0, slow: rng.IntN(4) == 0}
-				got = w.add(now, outcomeOf(o.fail, o.slow))
+				w.move(now)
+				got = w.addHead(outcomeOf(o.fail, o.slow))
 				outs = append(outs, o)
 			}
 			want := naiveSum(outs, func(o counted) bool { return head-o.sec < int64(size) })
