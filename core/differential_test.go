@@ -110,8 +110,14 @@ func randomOp(h *history, cfg core.Config) difftest.Op {
 	case op < 13 && h.holds():
 		return difftest.Op{Kind: difftest.RecordHint, Permit: h.take(false), D: randomHint(rng, cfg)}
 	case op < 14 && h.holds():
-		// The classifier says Failure, so a positive hint is acted on.
 		p := h.take(false)
+		if rng.IntN(2) == 0 {
+			// A plain error (no Is, no Unwrap), which the lock-free
+			// breaker with the default classifier and no hints takes
+			// straight to its window's path.
+			return difftest.Op{Kind: difftest.Done, Permit: p, Err: []error{errFail, errFail, context.Canceled, core.ErrNeutral}[rng.IntN(4)]}
+		}
+		// Failure by either classifier, so a positive hint is acted on.
 		return difftest.Op{Kind: difftest.Done, Permit: p, Err: core.WithRetryAfter(errFail, randomHint(rng, cfg))}
 	case op < 17:
 		var d time.Duration
@@ -215,6 +221,12 @@ func randomConfig(rng *rand.Rand) core.Config {
 			c.MaxRetryAfter = time.Duration(1+rng.IntN(6000)) * time.Millisecond
 		}
 		c.CollectMetrics = rng.IntN(4) != 0
+		if rng.IntN(4) == 0 {
+			// Lean: the default classifier, no hints and no metrics, so
+			// that a breaker with a window and no run of failures to keep
+			// takes its fast paths for successes and plain errors.
+			c.Classifier, c.MaxRetryAfter, c.CollectMetrics = nil, 0, false
+		}
 		if _, err := c.Validate(); err == nil {
 			return c
 		} else if !errors.Is(err, core.ErrInvalidConfig) {

@@ -43,7 +43,21 @@ func (e uncomparable) Unwrap() []error { return e.errs }
 type (
 	multi        []error
 	uncomparable struct{ errs []error }
+	// plainPtr and plainSlice have neither Is nor Unwrap, so the
+	// lock-free breaker classifies them without calling the classifier
+	// (a typed nil one, and one whose type is not comparable, too).
+	plainPtr   struct{ msg string }
+	plainSlice []string
 )
+
+func (e *plainPtr) Error() string {
+	if e == nil {
+		return "nil plainPtr"
+	}
+	return e.msg
+}
+
+func (e plainSlice) Error() string { return "plain slice" }
 
 // DefaultClassifier, and each implementation's own default (Classifier
 // unset), walks an error's tree once for both of its neutral targets; each
@@ -59,6 +73,7 @@ func TestDefaultClassifierIsErrorsIs(t *testing.T) {
 		isOnly{target: errFail}, multi{nil, errFail, multi{isOnly{target: core.ErrNeutral}}}, multi{},
 		uncomparable{errs: []error{errFail}}, uncomparable{errs: []error{nil, uncomparable{errs: []error{core.ErrNeutral}}}},
 		fmt.Errorf("%w and %w", errFail, uncomparable{errs: []error{context.Canceled}}),
+		(*plainPtr)(nil), &plainPtr{msg: "context canceled"}, plainSlice{"x"}, errors.New(context.Canceled.Error()),
 	}
 	for _, err := range cases {
 		want := core.Failure
@@ -67,12 +82,18 @@ func TestDefaultClassifierIsErrorsIs(t *testing.T) {
 		}
 		require.Equal(t, want, core.DefaultClassifier(err), "%#v", err)
 		forEachImpl(t, func(t *testing.T, mk maker) {
-			r := mk.build(t, core.Config{WindowSize: 10, FailureCountThreshold: 5})
-			r.B.Done(r.A(), err)
-			if want == core.Failure {
+			// Both windows: the lock-free breaker takes a plain error's
+			// failure straight to either window's own path.
+			for _, wt := range []core.WindowType{core.CountBased, core.TimeBased} {
+				r := mk.build(t, core.Config{WindowType: wt, WindowSize: 10, FailureCountThreshold: 2})
+				r.B.Done(r.A(), err)
+				if want == core.Ignored {
+					r.Cnt(0, 0, 0, 0)
+					continue
+				}
 				r.Cnt(1, 1, 0, 0)
-			} else {
-				r.Cnt(0, 0, 0, 0)
+				r.B.Done(r.A(), err) // the second failure trips
+				require.Equal(t, core.Open, r.B.State(), "%v window, %#v", wt, err)
 			}
 		})
 	}

@@ -173,7 +173,8 @@ type paddedHead struct {
 	// which a full judgement was installed (judge.go): the minimum number
 	// of calls is met there for the rest of the second, so its fast
 	// successes need no judgement. Stored at most once per incarnation,
-	// and 0 (none) when a judgement finds the rule holding. An id comes
+	// and 0 (none) when a judgement finds the rule holding or a Snapshot
+	// retracts the second's judgements (retract). An id comes
 	// back only when its bucket holds the same second of a generation 2^24
 	// transitions later, all within that one second of the clock (head
 	// never goes back).
@@ -545,6 +546,12 @@ func (w *Window) retract(gen uint32, now time.Duration) {
 			return // none of this incarnation yet, or the bucket moved on
 		}
 		if b.judge.CompareAndSwap(j, nextJudgement(j, inc, 0)) {
+			// head.full is a judgement made before the retraction too.
+			// After the move: an install that stores it later finds
+			// the move when it checks judge, and takes its store back.
+			if w.head.full.Load() == ^id {
+				w.head.full.CompareAndSwap(^id, 0)
+			}
 			return
 		}
 	}

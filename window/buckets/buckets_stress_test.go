@@ -481,9 +481,9 @@ func TestStress_SweepUnderLoad(t *testing.T) {
 // out no slack the window does not have. Each round, goroutines record a
 // mix of outcomes into one second of a window judged with one of the
 // judgeRules (so judgements, their slack and lost installs all race); then
-// one goroutine records failures one at a time until the rule trips, and
-// every one of those must be judged exactly as rule.Trips on the window's
-// Snapshot says. A failure of the concurrent phase that escaped both the
+// one goroutine records failures one at a time, each followed by a fast
+// success, until the rule trips, and every one of those must be judged
+// exactly as rule.Trips on the window's Snapshot says. A failure of the concurrent phase that escaped both the
 // installed judgement's Snapshot and its slack would leave a slack larger
 // than the window's, and a sequential failure would then be covered on a
 // window that trips.
@@ -529,8 +529,16 @@ func TestStress_JudgementsCoverExactly(t *testing.T) {
 		wg.Wait()
 		for n := 0; ; n++ {
 			_, trips := w.RecordTrip(1, now, true, false, rule)
+			// Then a fast success, before any Snapshot (whose retraction
+			// would hide a head.full that the concurrent phase left
+			// standing): judged as Trips says on the window with it, and
+			// the failure on the window without it.
+			_, successTrips := w.RecordSuccess(1, now, rule)
 			c := w.Snapshot(1, now)
-			require.Equal(t, rule.Trips(c), trips, "round %d, rule %+v, sequential failure %d: window %+v", round, *rule, n, c)
+			before := c
+			before.Calls--
+			require.Equal(t, rule.Trips(before), trips, "round %d, rule %+v, sequential failure %d: window %+v", round, *rule, n, before)
+			require.Equal(t, rule.Trips(c), successTrips, "round %d, rule %+v, the success after sequential failure %d: window %+v", round, *rule, n, c)
 			if trips || n == 2*g*k {
 				break
 			}

@@ -58,7 +58,8 @@ import (
 // judgement installed in a bucket's incarnation proves the minimum met for
 // the rest of it and the rule false, and publishes that incarnation's id
 // (complemented) in head.full, which a judgement that finds the rule holding clears
-// again; a success that read it
+// again, as a retraction does (a Snapshot may have shown failures still on
+// their way to judge, and the rule holding); a success that read it
 // before its own add (so that what the judgement summed holds the minimum
 // without this success) and finds head still at its second after the add
 // (a new second evicts calls) skips. That is RecordSuccess's check, one
@@ -175,7 +176,8 @@ func (w *Window) sumAndJudge(g *judging, gen uint32, now time.Duration, rule *wi
 		// false: its fast successes need no judgement (minimumMet). A
 		// failure that moved the judgement meanwhile sums the window
 		// itself and may find the rule holding and clear head.full before
-		// this store: then take it back, so that its clear stands.
+		// this store, as a retraction clears it after its own move: then
+		// take it back, so that their clear stands.
 		w.head.full.Store(^g.id)
 		if j := g.b.judge.Load(); j&judgeSafe == 0 || uint8(j>>countBits) != g.inc {
 			w.head.full.CompareAndSwap(^g.id, 0)

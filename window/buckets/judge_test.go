@@ -231,3 +231,37 @@ func TestJudge_FullJudgementPublishesItsIncarnation(t *testing.T) {
 		require.True(t, trips, "at %v: a success on a window that trips is judged, and trips", now)
 	}
 }
+
+// A Snapshot retracts every judgement made before it (retract), head.full
+// included: a fast success after it may not skip on a full judgement made
+// before it. F1 installs a full judgement (the minimum met, one unit of
+// slack under a count threshold of 3); F2 and F3 are recorded and their
+// goroutines descheduled before judge; a Snapshot holds all three, and the
+// rule. S, which began after that Snapshot returned, is ordered after F2
+// and F3, and its window trips the rule: RecordTrip sums it, finding the
+// judgement retracted, and trips; RecordSuccess must too, not skip on
+// head.full. (In the breaker, Counts commits the trip it shows only when
+// the window holds an outcome of its current second.)
+func TestJudge_SuccessAfterARetractionIsJudged(t *testing.T) {
+	rule := &window.Rule{FailureCountThreshold: 3, MinimumNumberOfCalls: 2, MinimumAppliesToCount: true}
+	const gen = 1
+	now := 500 * time.Millisecond
+	for _, fast := range []bool{false, true} {
+		w := mustNew(t, 10)
+		_, trips := w.RecordTrip(gen, now, false, false, rule) // a clean window: no judgement
+		require.False(t, trips)
+		_, trips = w.RecordTrip(gen, now, true, false, rule) // F1: sums {2, 1}, installs slack 1, full
+		require.False(t, trips)
+		require.Equal(t, ^w.ids[w.slot(0)].Load(), w.head.full.Load(), "F1's judgement is full")
+		for range 2 { // F2 and F3, in flight: recorded, not judged
+			_, ok := w.record(gen, now, true, false, false)
+			require.True(t, ok)
+		}
+		c := w.Snapshot(gen, now)
+		require.Equal(t, window.Counts{Calls: 4, Failures: 3}, c)
+		require.True(t, rule.Trips(c))
+		_, trips = recordVia(w, fast, gen, now, false, false, rule) // S
+		require.Equal(t, window.Counts{Calls: 5, Failures: 3}, w.Snapshot(gen, now))
+		require.True(t, trips, "fast %v: S comes after a Snapshot that held three failures: it must trip", fast)
+	}
+}
