@@ -213,7 +213,9 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 // RecordOutcome is RecordTrip without the counts: it returns only the
 // verdict, which is all a breaker needs, so nothing is unpacked for a
 // caller that drops it. A success (not failed, not slow) in a window full
-// of fast successes is counted by one load, as in RecordFastSuccess.
+// of fast successes is counted by one load, as in RecordFastSuccess. It
+// may run concurrently with every other call on r; on the zero Ring it
+// panics naming New, as RecordTrip does.
 func (r *Ring) RecordOutcome(gen uint32, failure, slow bool, rule *window.Rule) Verdict {
 	if !failure && !slow && r.RecordFastSuccess(gen) {
 		return Recorded
@@ -223,7 +225,10 @@ func (r *Ring) RecordOutcome(gen uint32, failure, slow bool, rule *window.Rule) 
 
 // Claim is RecordOutcome for a caller that has already tried
 // RecordFastSuccess (or knows the outcome is not a fast success): it
-// always claims a position, one compare-and-swap.
+// always claims a position, one compare-and-swap (more only after losing
+// one to another claim), with the same verdict RecordTrip would give. It
+// may run concurrently with every other call on r; on the zero Ring it
+// panics naming New.
 func (r *Ring) Claim(gen uint32, failure, slow bool, rule *window.Rule) Verdict {
 	_, v := r.claim(uint16(gen), outBits(failure, slow), rule)
 	return v

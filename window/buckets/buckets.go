@@ -280,15 +280,17 @@ func (w *Window) RecordTrip(gen uint32, now time.Duration, failure, slow bool, r
 	return true, w.judge(gen&genMask, now, failure, slow, rule)
 }
 
-// RecordSuccess is RecordTrip for a fast success (neither failed nor
-// slow), the bulk of every stream, on a path of its own for the steady
-// state: now falls in the window's current second and that second's bucket
-// already holds gen. It then loads head, the bucket's id and its success
-// cell, raises the cell by one CAS, and judges the rule by one load of
-// lastUnclean and, in an unclean window, one load of the second's judgement.
-// Anything else (a new second, a bucket to recycle, a lost CAS, a
-// judgement to sum) goes to RecordTrip, with nothing recorded yet. It may
-// run concurrently with every other method and allocates nothing.
+// RecordSuccess is RecordTrip(gen, now, false, false, rule) for a fast
+// success (neither failed nor slow), the bulk of every stream, with the
+// same results, on a path of its own for the steady state: now falls in
+// the window's current second and that second's bucket already holds gen.
+// It then reads the head's line and the bucket's id, raises the bucket's
+// success cell by one CAS, and is done once the window is clean or the
+// second's minimum number of calls is known met with the rule false
+// (judge.go); anything else it leaves to RecordTrip (before the add) or to
+// the judgement (after it). On the zero Window it records nothing and
+// reports false, false. It may run concurrently with every other method,
+// allocates nothing and never panics.
 func (w *Window) RecordSuccess(gen uint32, now time.Duration, rule *window.Rule) (recorded, trips bool) {
 	gen &= genMask
 	sec := second(now)
@@ -321,14 +323,16 @@ func (w *Window) RecordSuccess(gen uint32, now time.Duration, rule *window.Rule)
 	return true, w.judge(gen, now, false, false, rule)
 }
 
-// RecordFailure is RecordTrip for a failure that was not slow, on a path of
-// its own for the steady state: now falls in the window's current second,
-// which is marked unclean already, and that second's bucket holds gen. It
-// then raises the bucket's failure counter and seq, and takes one unit of
-// the second's judgement, by one CAS each. Anything else goes to RecordTrip
-// with nothing recorded yet, or, once the failure is in, to the full
-// judgement. It may run concurrently with every other method and allocates
-// nothing.
+// RecordFailure is RecordTrip(gen, now, true, false, rule) for a failure
+// that was not slow, with the same results, on a path of its own for the
+// steady state: now falls in the window's current second, which is marked
+// unclean already, and that second's bucket holds gen. It then raises the
+// bucket's failure counter and seq, and takes one unit of the second's
+// judgement, by one CAS each. Anything else goes to RecordTrip with
+// nothing recorded yet, or, once the failure is in, to the full judgement.
+// On the zero Window it records nothing and reports false, false. It may
+// run concurrently with every other method, allocates nothing and never
+// panics.
 func (w *Window) RecordFailure(gen uint32, now time.Duration, rule *window.Rule) (recorded, trips bool) {
 	gen &= genMask
 	sec := second(now)
