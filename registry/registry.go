@@ -416,6 +416,10 @@ func (r *Registry[K]) drop(i int) {
 
 // EvictIdle drops every breaker that had no Get for Options.IdleAfter and
 // may be evicted (see the package doc), and returns how many it dropped.
+// A Get reads no clock, it only marks its breaker: idle time runs from the
+// first pass (of EvictIdle, or of the hand that new keys move) that finds
+// the mark, so a breaker looked up since the last pass is spared by this
+// one and may go at a later one.
 // New keys already drop idle breakers a few at a time; EvictIdle is the
 // full sweep, for a registry that gets no new keys, for example from a
 // time.Ticker loop of your own. A caller still holding a dropped breaker
