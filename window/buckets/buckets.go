@@ -294,13 +294,8 @@ func (w *Window) RecordTrip(gen uint32, now time.Duration, failure, slow bool, r
 func (w *Window) RecordSuccess(gen uint32, now time.Duration, rule *window.Rule) (recorded, trips bool) {
 	gen &= genMask
 	sec := second(now)
-	hs := w.head.slot.Load()
-	if hs>>slotShift != sec || sec != w.head.second.Load() || len(w.ids) == 0 {
-		return w.RecordTrip(gen, now, false, false, rule)
-	}
-	i := hs & slotMask
-	id := w.ids[i].Load()
-	if id&^incMask != packID(gen, 0, sec) {
+	i, id, ok := w.steady(gen, sec)
+	if !ok {
 		return w.RecordTrip(gen, now, false, false, rule)
 	}
 	inc := uint8(id >> secBits)
@@ -323,6 +318,20 @@ func (w *Window) RecordSuccess(gen uint32, now time.Duration, rule *window.Rule)
 	return true, w.judge(gen, now, false, false, rule)
 }
 
+// steady reports whether an outcome of generation gen (masked) at second
+// sec is in the steady state of RecordSuccess and RecordFailure: sec is the
+// window's current second and its bucket, i, holds that second of gen
+// already, under id. The index comes from head.slot, not from sec.
+func (w *Window) steady(gen uint32, sec uint64) (i, id uint64, ok bool) {
+	hs := w.head.slot.Load()
+	i = hs & slotMask
+	if hs>>slotShift != sec || sec != w.head.second.Load() || i >= uint64(len(w.ids)) {
+		return 0, 0, false // i past the end: the zero Window
+	}
+	id = w.ids[i].Load()
+	return i, id, id&^incMask == uint64(gen)<<(incBits+secBits)|sec // packID(gen, 0, sec), spelled out: with the call, steady no longer inlines
+}
+
 // RecordFailure is RecordTrip(gen, now, true, false, rule) for a failure
 // that was not slow, with the same results, on a path of its own for the
 // steady state: now falls in the window's current second, which is marked
@@ -336,14 +345,12 @@ func (w *Window) RecordSuccess(gen uint32, now time.Duration, rule *window.Rule)
 func (w *Window) RecordFailure(gen uint32, now time.Duration, rule *window.Rule) (recorded, trips bool) {
 	gen &= genMask
 	sec := second(now)
-	hs := w.head.slot.Load()
 	// lastUnclean covers sec: record's mark, made before the add, is made.
-	if hs>>slotShift != sec || sec != w.head.second.Load() || w.head.lastUnclean.Load() <= sec || rule == nil || len(w.ids) == 0 {
+	if w.head.lastUnclean.Load() <= sec || rule == nil {
 		return w.RecordTrip(gen, now, true, false, rule)
 	}
-	i := hs & slotMask
-	id := w.ids[i].Load()
-	if id&^incMask != packID(gen, 0, sec) {
+	i, id, ok := w.steady(gen, sec)
+	if !ok {
 		return w.RecordTrip(gen, now, true, false, rule)
 	}
 	inc := uint8(id >> secBits)
