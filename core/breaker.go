@@ -568,15 +568,13 @@ func (b *Breaker) Done(p Permit, err error) {
 // window's path at once, without recordError's deferred release, its
 // indirect call and Record.
 func (b *Breaker) doneError(p Permit, err error) {
-	if b.plainErrors && !p.Probe {
-		if o, ok := plainOutcome(err); ok && o == Failure {
-			if b.success == successInRing {
-				b.recordRingOutcome(p, Failure)
-			} else {
-				b.recordBucketsFailure(p)
-			}
-			return
+	if b.plainErrors && !p.Probe && plainFailure(err) {
+		if b.success == successInRing {
+			b.recordRingOutcome(p, Failure)
+		} else {
+			b.recordBucketsFailure(p)
 		}
+		return
 	}
 	b.mustBeNew()
 	b.recordError(p, err)

@@ -56,20 +56,17 @@ func DefaultClassifier(err error) Outcome {
 	return Failure
 }
 
-// plainOutcome is DefaultClassifier for an error whose type has no Is and
-// no Unwrap method (errors.New's, and most sentinels): such an error runs
-// no code of its own while it is classified, so the classification cannot
-// panic and needs no deferred release of the permit. ok is false for any
-// other error.
-func plainOutcome(err error) (o Outcome, ok bool) {
+// plainFailure reports whether DefaultClassifier makes err a Failure
+// without running any code of err's own: its type has no Is and no Unwrap
+// method (errors.New's, and most sentinels) and it is neither neutral
+// target, so classifying it cannot panic and needs no deferred release of
+// the permit. False says nothing: DefaultClassifier decides such an error.
+func plainFailure(err error) bool {
 	switch err.(type) {
 	case interface{ Is(error) bool }, interface{ Unwrap() error }, interface{ Unwrap() []error }:
-		return Failure, false
+		return false
 	}
-	if err == context.Canceled || err == ErrNeutral {
-		return Ignored, true
-	}
-	return Failure, true
+	return err != context.Canceled && err != ErrNeutral
 }
 
 // neutral is errors.Is(err, context.Canceled) || errors.Is(err, ErrNeutral)
