@@ -70,6 +70,11 @@ type Breaker struct {
 	stamped  bool // a counted outcome needs a clock reading: timed, or a time window
 	consecOn bool // the run of consecutive failures is tracked
 	collect  bool // CollectMetrics
+	// system is cfg.Clock when that is a SystemClock, the default, which
+	// sysClock says: read by a direct call, as the lock-free breaker reads
+	// it, so that neither pays an indirect call the other does not.
+	system   core.SystemClock
+	sysClock bool
 	cfg      core.Settings
 	classify func(error) core.Outcome
 	maxWait  span // the half-open max wait; zero: off
@@ -113,6 +118,7 @@ func New(c core.Config) (*Breaker, error) {
 		b.window, b.count = countBased, newCountWindow(s.WindowSize)
 	}
 	b.stamped = b.timed || b.window == timeBased
+	b.system, b.sysClock = s.Clock.(core.SystemClock)
 	if s.OnStateChange != nil {
 		b.queue = make([]core.Transition, 0, 8)
 	}
@@ -122,13 +128,10 @@ func New(c core.Config) (*Breaker, error) {
 // noNew is what every method of a zero Breaker panics with.
 const noNew = "baseline: Breaker used without New: a zero Breaker has no configuration; make one with baseline.New"
 
-// read is the clock's reading for the hot paths: a SystemClock, the
-// default, by a direct call (its Now inlines to the runtime's clock), any
-// other through the interface, as the lock-free breaker reads it, so that
-// neither pays an indirect call the other does not.
+// read is the clock's reading for the hot paths (system).
 func (b *Breaker) read() time.Duration {
-	if c, ok := b.cfg.Clock.(core.SystemClock); ok {
-		return c.Now()
+	if b.sysClock {
+		return b.system.Now()
 	}
 	return b.cfg.Clock.Now()
 }
@@ -372,8 +375,8 @@ func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 		// taken before the mutex. A permit that turns out stale wastes it.
 		// b.read, spelled out: too big to inline, and every outcome of a
 		// time window reads the clock here.
-		if c, ok := b.cfg.Clock.(core.SystemClock); ok {
-			now = c.Now()
+		if b.sysClock {
+			now = b.system.Now()
 		} else {
 			now = b.cfg.Clock.Now()
 		}
