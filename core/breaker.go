@@ -78,15 +78,16 @@ type Breaker struct {
 
 	cfg  Settings
 	slow bool // slow calls are measured: permits carry Start
-	// system is cfg.Clock when that is a SystemClock (the default), read
-	// by a direct, inlined call rather than through the interface; sysClock
+	// sysOrigin is the runtime-clock reading at the base of cfg.Clock when
+	// that is a SystemClock (the default), which is then read by a direct,
+	// inlined call rather than through the interface (readSystem); sysClock
 	// says which (see now).
-	system   SystemClock
-	sysClock bool
-	ring     *atomicring.Ring
-	buckets  *buckets.Window
-	dispatch *dispatcher
-	metrics  *counters // nil unless Config.CollectMetrics
+	sysOrigin int64
+	sysClock  bool
+	ring      *atomicring.Ring
+	buckets   *buckets.Window
+	dispatch  *dispatcher
+	metrics   *counters // nil unless Config.CollectMetrics
 	// plainAllow: no slow calls and no metrics, so a closed-state Allow
 	// has nothing to do but read the word (Allow's fast path).
 	plainAllow bool
@@ -151,7 +152,9 @@ func New(c Config) (*Breaker, error) {
 		return nil, err
 	}
 	b := &Breaker{cfg: s, slow: s.slowEnabled()}
-	b.system, b.sysClock = s.Clock.(SystemClock)
+	if c, ok := s.Clock.(SystemClock); ok {
+		b.sysOrigin, b.sysClock = c.origin(), true
+	}
 	switch {
 	case s.WindowSize == 0:
 	case s.WindowType == TimeBased:
@@ -196,7 +199,7 @@ func (b *Breaker) choosePaths(defaultClassifier bool) {
 // time-window outcome needs cost about 2 ns more (docs/benchmarks.md).
 func (b *Breaker) now() time.Duration {
 	if b.sysClock {
-		return b.system.Now()
+		return readSystem(b.sysOrigin)
 	}
 	return b.cfg.Clock.Now()
 }
@@ -538,12 +541,12 @@ func (b *Breaker) Done(p Permit, err error) {
 			// inline) and the window's steady-state path, RecordSuccess.
 			// What it cannot take it leaves to record, with no clock read
 			// yet.
-			if w := b.peek(); !w.closedNoRun(p.Generation) || !b.ofWord(w, p.Generation) {
+			if !b.closedOf(b.peek(), p.Generation) {
 				break
 			}
 			var now time.Duration
 			if b.sysClock {
-				now = b.system.Now()
+				now = readSystem(b.sysOrigin)
 			} else {
 				now = b.cfg.Clock.Now()
 			}
@@ -621,6 +624,16 @@ func (b *Breaker) ofWord(w stateWord, gen uint64) bool {
 	return w.genField() == gen&genMask && gen-b.base.Load() < genSpan
 }
 
+// closedOf reports whether word w, which the caller loaded, is closed with
+// no run of failures (closedNoRun) and of breaker generation gen (ofWord):
+// the fast paths' one test. closedNoRun's comparison of the low 20 bits
+// is ofWord's first, so only ofWord's bound on base is added.
+func (b *Breaker) closedOf(w stateWord, gen uint64) bool {
+	// Both tests are zero when they pass, so one test of their OR decides:
+	// with && the result was a materialized bool, five instructions more.
+	return uint64((w^stateWord(gen<<genShift))&noRunMask)|(gen-b.base.Load())>>genBits == 0
+}
+
 // genOf is the breaker generation of word w, which the caller loaded before
 // this call and will swap: exact whenever that swap succeeds, because the
 // word, and so base's bound on it, did not move in between.
@@ -637,7 +650,7 @@ func (b *Breaker) genOf(w stateWord) uint64 { return fullGen(b.base.Load(), w) }
 // window and 5.5% on a time window (pinned A/B runs, 10 each, p=0.000),
 // the cost of the extra call these paths exist to avoid.
 func (b *Breaker) recordRingOutcome(p Permit, o Outcome) {
-	if w := b.peek(); !w.closedNoRun(p.Generation) || !b.ofWord(w, p.Generation) {
+	if !b.closedOf(b.peek(), p.Generation) {
 		b.mustBeNew()
 		b.record(p, o)
 		return
@@ -658,14 +671,14 @@ func (b *Breaker) recordRingOutcome(p Permit, o Outcome) {
 // window is all there is to record in (successInBuckets), a failure has
 // nothing to keep but its window write and the trip that may follow.
 func (b *Breaker) recordBucketsFailure(p Permit) {
-	if w := b.peek(); !w.closedNoRun(p.Generation) || !b.ofWord(w, p.Generation) {
+	if !b.closedOf(b.peek(), p.Generation) {
 		b.mustBeNew()
 		b.record(p, Failure)
 		return
 	}
 	var now time.Duration
 	if b.sysClock {
-		now = b.system.Now()
+		now = readSystem(b.sysOrigin)
 	} else {
 		now = b.cfg.Clock.Now()
 	}

@@ -52,6 +52,14 @@ func NewSystemClock() SystemClock { return SystemClock{since: time.Duration(nano
 // breaker does for its default clock.
 func (c SystemClock) Now() time.Duration { return time.Duration(nanotime()-processNano) - c.since }
 
+// origin is the runtime-clock reading at c's base: Now is readSystem(origin).
+func (c SystemClock) origin() int64 { return processNano + int64(c.since) }
+
+// readSystem is the reading of a SystemClock whose origin is origin, for
+// the breaker, which keeps that sum rather than the clock: one load and one
+// subtraction a reading instead of two of each.
+func readSystem(origin int64) time.Duration { return time.Duration(nanotime() - origin) }
+
 // ManualClock is a Clock that moves only when told: for tests, simulations and
 // the examples. The zero value reads 0 and is ready to use. All methods are
 // safe for concurrent use; a Set or Advance synchronizes before every Now that

@@ -196,12 +196,16 @@ func (w stateWord) ramping() bool { return w&rampFlag != 0 }
 // generation gen, and no run of failures that a success would have to end:
 // what the fast paths of Done and Record need. It does not consult base, so it
 // cannot tell gen from a generation 2^20 away; where that matters the
-// caller asks Breaker.ofWord too.
+// caller asks Breaker.closedOf, which adds base's bound.
 func (w stateWord) closedNoRun(gen uint64) bool {
 	// gen<<genShift keeps only gen's low 20 bits, in the field's place, so
 	// one XOR and one mask test state, run and generation together.
-	return (w^stateWord(gen<<genShift))&(stateMask|consecMask<<consecShift|genMask<<genShift) == 0
+	return (w^stateWord(gen<<genShift))&noRunMask == 0
 }
+
+// noRunMask is closedNoRun's: the state, the run of failures and the
+// generation.
+const noRunMask = stateMask | consecMask<<consecShift | genMask<<genShift
 
 // explicitMillis is an open claim's explicit duration in whole
 // milliseconds, and whether it has one (else: the step's open duration).

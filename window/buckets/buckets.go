@@ -299,11 +299,10 @@ func (w *Window) RecordSuccess(gen uint32, now time.Duration, rule *window.Rule)
 		return w.RecordTrip(gen, now, false, false, rule)
 	}
 	inc := uint8(id >> secBits)
-	k := uint64(0)
+	c := &w.succ[i] // stripe 0, all there is with one stripe
 	if w.stripeMask != 0 {
-		k = uint64(pid()) & w.stripeMask
+		c = &w.succ[(uint64(pid())&w.stripeMask)*uint64(len(w.ids))+i]
 	}
-	c := &w.succ[k*uint64(len(w.ids))+i]
 	// Read before the add: judge.go, minimumMet. head.full holds the id's
 	// complement, so that its zero, none, names the one id that is never
 	// taken for one (all ones: the saturated second of generation 2^24-1,
