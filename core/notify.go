@@ -244,3 +244,38 @@ func (d *dispatcher) take(gen uint64) (Transition, bool) {
 	}
 	return t, ok
 }
+
+// clockIfListening reads the clock only when someone will see the reading.
+func (b *Breaker) clockIfListening() time.Duration {
+	if b.dispatch == nil {
+		return 0
+	}
+	return b.now()
+}
+
+func (b *Breaker) notify(from, to State, gen uint64, at time.Duration, why Reason) {
+	b.committed(from, to, gen)
+	if b.dispatch != nil {
+		b.dispatch.publish(from, to, gen, at, why, 0)
+	}
+}
+
+// notifyOpen is notify for a transition into Open committed at reading at
+// for the open duration d: the notification's OpenUntil is the deadline
+// the commit set, computed the same way (deadlineMillis).
+func (b *Breaker) notifyOpen(from State, gen uint64, at time.Duration, why Reason, d time.Duration) {
+	b.committed(from, Open, gen)
+	if b.dispatch != nil {
+		until := time.Duration(deadlineMillis(at, d)) * time.Millisecond
+		b.dispatch.publish(from, Open, gen, at, why, until)
+	}
+}
+
+// tripReasonIfListening is tripReason when someone will see it, and 0
+// otherwise, so that a breaker without a listener pays nothing for it.
+func (b *Breaker) tripReasonIfListening(gen uint64, h time.Duration) Reason {
+	if b.dispatch == nil {
+		return 0
+	}
+	return b.tripReason(gen, h)
+}

@@ -338,3 +338,32 @@ func claimHalfOpen(step uint8, gen uint32) stateWord { return claimWord(claimOth
 
 // claimRampUp claims closed, ramping up.
 func claimRampUp(gen uint32) stateWord { return claimWord(claimOther, 0, gen, claimFlag>>payShift) }
+
+// deadline is the open-state payload: the first whole millisecond at or
+// after now+d, mod 2^36. Rounding up keeps the open duration from being
+// shortened by the coarser unit.
+func deadline(now, d time.Duration) uint64 {
+	return deadlineMillis(now, d) % deadlineMod
+}
+
+// deadlineMillis is the open deadline rule: the first whole millisecond of
+// the clock at or after now+d, with a negative reading counted as zero. It
+// works in milliseconds so that no clock reading (up to 2^63-1 ns) and
+// duration (up to a year) can overflow.
+func deadlineMillis(now, d time.Duration) uint64 { return ceilUnits(now, d, time.Millisecond) }
+
+// untilDeadline is how long before a call at now may probe, or 0 if it may.
+// The difference is taken mod 2^36 and read as signed, so it is exact for
+// clock readings within 2^35 ms of the deadline; a reading that went
+// backwards only makes the wait longer (R14).
+func untilDeadline(dl uint64, now time.Duration) time.Duration {
+	if now < 0 {
+		now = 0
+	}
+	nowMs := uint64(now / time.Millisecond)
+	diff := signedDiff(dl, nowMs, payBits)
+	if diff <= 0 {
+		return 0
+	}
+	return time.Duration(diff)*time.Millisecond - now%time.Millisecond
+}

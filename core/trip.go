@@ -1,0 +1,124 @@
+package core
+
+import "time"
+
+// tripPending commits the trip of the counting generation gen (the word
+// unpacked in u) if an outcome has closed its count window but the trip is
+// not committed yet, and reports whether it did (the caller reloads). Every
+// transition out of a counting generation other than that trip calls it
+// first, so an outcome that closed the window always ends in its own trip,
+// never superseded: the outcome, counted where it entered the window, is
+// never stale.
+func (b *Breaker) tripPending(u word, gen uint64) bool {
+	if b.ring == nil || !counting(u.state) {
+		return false
+	}
+	if _, closed := b.ring.SnapshotClosed(uint32(gen)); !closed {
+		return false
+	}
+	b.finishTrip(gen)
+	return true
+}
+
+// finishTrip commits the trip of counting generation gen whose window has
+// decided it (a count window a RecordTrip has closed, or a time window whose
+// Snapshot trips the rule), unless the state word has moved on already.
+func (b *Breaker) finishTrip(gen uint64) {
+	for {
+		w := b.load()
+		if !w.counting() || !b.ofWord(w, gen) || b.trip(w, gen, 0, deferredCount{}) {
+			return
+		}
+	}
+}
+
+// trip commits the trip of the counting generation gen whose word was w
+// (the caller checked it with ofWord):
+// closed -> open for an open duration of at least hint, or, in
+// MetricsOnly, MetricsOnly -> MetricsOnly ("would have opened": a fresh
+// generation and window, and nothing rejected). It reports whether the swap
+// won; a lost swap means the caller reloads.
+//
+// c is the outcome to count once the swap wins, before the notification
+// goes out, so a listener never sees a transition without the outcome that
+// caused it.
+func (b *Breaker) trip(w stateWord, gen uint64, hint time.Duration, c deferredCount) bool {
+	g := gen + 1
+	if w.state() == MetricsOnly {
+		if !b.cas(w, word{state: MetricsOnly, gen: lowGen(g)}.packed()) {
+			return false
+		}
+		b.countDeferred(c)
+		b.notify(MetricsOnly, MetricsOnly, g, b.clockIfListening(), b.tripReasonIfListening(gen, hint))
+		return true
+	}
+	// closed -> open: a successful claim is the one trip of this
+	// generation; every other recorder of the old generation becomes
+	// stale and the window is abandoned with it (R8, R11).
+	now, ok := b.commit(w, b.claimOpen(0, lowGen(g), hint))
+	if !ok {
+		return false
+	}
+	b.countDeferred(c)
+	b.notifyOpen(Closed, g, now, b.tripReasonIfListening(gen, hint), b.cfg.openDurationHinted(0, hint))
+	return true
+}
+
+// RecordHint records a failure for p that carries the dependency's
+// retry-after hint: bounded by Config.MaxRetryAfter, it trips a closed
+// breaker at once (MetricsOnly: "would have opened") or re-opens a
+// half-open one, for the longer of the configured open duration and the
+// hint, which is kept in whole milliseconds, rounded up (as ForceOpen's
+// duration). With hints off or a hint of zero or less it is
+// Record(p, Failure). A stale permit changes nothing.
+func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
+	h := b.cfg.hint(retryAfter)
+	if h == 0 {
+		b.Record(p, Failure)
+		return
+	}
+	for {
+		w := b.load()
+		u := w.fields()
+		switch {
+		case !b.ofWord(w, p.Generation):
+		case !p.Probe && counting(u.state):
+			if b.tripPending(u, p.Generation) {
+				continue // this hint comes after that trip: stale
+			}
+			if b.trip(w, p.Generation, h, deferredCount{o: Failure, due: true}) {
+				return
+			}
+			continue
+		case p.Probe && u.state == HalfOpen && u.inFlight > 0:
+			if b.reopen(w, u, p.Generation, h) {
+				return
+			}
+			continue
+		}
+		b.countDropped()
+		return
+	}
+}
+
+// reopen commits half-open -> open for the half-open word w (unpacked u,
+// of generation gen, checked by the caller with ofWord):
+// the first failure of the generation re-opens with the next backoff step,
+// for at least hint; later failures of the same generation are stale (R7,
+// B12, B29). It reports whether the swap won, and counts the failure before
+// notifying.
+func (b *Breaker) reopen(w stateWord, u word, gen uint64, hint time.Duration) bool {
+	g := gen + 1
+	step := b.cfg.nextStep(u.step)
+	t, ok := b.commit(w, b.claimOpen(step, lowGen(g), hint))
+	if !ok {
+		return false
+	}
+	b.countOutcome(Failure, false)
+	why := ReasonProbeFailed
+	if hint > 0 {
+		why = ReasonRetryAfter // the dependency's own word is the more telling reason
+	}
+	b.notifyOpen(HalfOpen, g, t, why, b.cfg.openDurationHinted(step, hint))
+	return true
+}
