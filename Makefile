@@ -121,7 +121,7 @@ LIN_COUNT    ?= 84
 .PHONY: stress stress-lin fuzz
 
 stress: ## full-size core, window and race/ tests under the race detector; race/ STRESS_COUNT (10) times, halting on the first race
-	GORACE=halt_on_error=1 $(GO) test -race -count=1 -timeout=0 ./core/ ./window/...
+	GORACE=halt_on_error=1 $(GO) test -race -count=1 -timeout=0 ./core/ ./window/... ./internal/window/...
 	GORACE=halt_on_error=1 $(GO) test -race -count=$(STRESS_COUNT) -timeout=0 -v ./race/
 
 stress-lin: ## the stepping linearizability families at full size, LIN_COUNT (84) times, under the race detector

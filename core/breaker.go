@@ -6,8 +6,8 @@ import (
 	"go.uber.org/atomic"
 
 	"github.com/casbreaker/casbreaker/internal/cacheline"
-	"github.com/casbreaker/casbreaker/window/atomicring"
-	"github.com/casbreaker/casbreaker/window/buckets"
+	"github.com/casbreaker/casbreaker/internal/window/atomicring"
+	"github.com/casbreaker/casbreaker/internal/window/buckets"
 )
 
 // Breaker is the lock-free circuit breaker. Its state, open deadline,

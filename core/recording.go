@@ -3,7 +3,7 @@ package core
 import (
 	"time"
 
-	"github.com/casbreaker/casbreaker/window/atomicring"
+	"github.com/casbreaker/casbreaker/internal/window/atomicring"
 )
 
 // Done records the outcome of the call made with p, classifying err with

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/casbreaker/casbreaker/window"
-	"github.com/casbreaker/casbreaker/window/atomicring"
-	"github.com/casbreaker/casbreaker/window/buckets"
+	"github.com/casbreaker/casbreaker/internal/window/atomicring"
+	"github.com/casbreaker/casbreaker/internal/window/buckets"
 )
 
 // outcome is one recorded call of a naive window.

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 go=${GO:-go}
 probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT
-GOARCH=386 $go test -c -o "$probe/ring.test" ./window/atomicring/
+GOARCH=386 $go test -c -o "$probe/ring.test" ./internal/window/atomicring/
 if "$probe/ring.test" -test.run '^$' >/dev/null 2>&1; then
 	exec env GOARCH=386 $go test -count=1 -short "$@" ./...
 fi

@@ -1,715 +1,97 @@
-// Package buckets is the time-based sliding window of the breaker: B
-// per-second buckets (1 <= B <= 3600) that hold the outcomes of the last B
-// seconds, lock-free and allocation-free.
+// Package buckets is a lock-free, allocation-free time-based sliding window
+// for use on its own: the counts of the outcomes of the last B whole
+// seconds, B in 1..MaxSeconds, one bucket a second, on the caller's clock.
+// It is the window casbreaker's breaker keeps for a time-based policy,
+// without the breaker's side of it (the trip judged as each outcome is
+// recorded, which lives in the module's internal packages).
 //
-// At time now the window holds the outcomes whose completion second falls
-// in floor(now)-B+1 .. floor(now), however long the window was idle (the
-// window membership rule of
-// https://github.com/casbreaker/casbreaker/blob/main/docs/semantics.md).
-// Every bucket is tagged with the breaker generation of its outcomes, so a newer generation starts an empty window
-// without a clear step, and a late outcome of an older generation is stale
-// and dropped.
+// Every outcome carries a generation, as the breaker's permits do: a
+// bucket holds outcomes of one generation, a newer generation starts an
+// empty window, and a late outcome of an older one is stale and dropped. A
+// caller with no use for generations records every outcome under the same
+// one.
 package buckets
 
 import (
-	"errors"
-	"fmt"
-	"math/bits"
 	"time"
-	"unsafe"
 
-	"go.uber.org/atomic"
-
-	"github.com/casbreaker/casbreaker/internal/cacheline"
+	"github.com/casbreaker/casbreaker/internal/window/buckets"
 	"github.com/casbreaker/casbreaker/window"
 )
 
 // MaxSeconds is the largest window New accepts, in seconds (one hour). It
-// bounds the memory of a window (40 bytes a second, plus 8 per success stripe) and the cost of
-// Snapshot, which reads every bucket.
-const MaxSeconds = 3600
+// bounds a window's memory (40 bytes a second, plus 8 a second for each
+// success stripe) and the cost of Snapshot, which reads
+// every bucket.
+const MaxSeconds = buckets.MaxSeconds
 
 // ErrSize is returned, wrapped with the rejected value, by New when the
-// window size is outside 1..MaxSeconds. Check it with errors.Is.
-var ErrSize = errors.New("buckets: window size must be between 1 and 3600 seconds")
+// window size is outside 1..MaxSeconds. Test for it with errors.Is.
+var ErrSize = buckets.ErrSize
 
-// Window counts outcomes over the last B seconds in B per-second buckets;
-// second S lives in bucket S mod B.
+// Window is a time-based sliding window over the last B whole seconds of
+// the caller's clock: an outcome at time now (a duration since any fixed
+// base, as core.Clock reads) belongs to second floor(now / 1 s), and the
+// window at now holds seconds floor(now/1s)-B+1 through floor(now/1s). A
+// reading below zero counts as second 0; a clock that goes back is
+// tolerated, and never brings an evicted second back.
 //
-// Create it with New. The zero value is a window of zero seconds: it holds
-// nothing, Record drops every outcome and Snapshot returns zero Counts. A
-// Window must not be copied after first use. All methods are safe for
-// concurrent use, never block, never allocate and never panic.
+// Only the low 24 bits of a generation are kept, compared with wrap-around:
+// a is newer than b when (a-b) mod 2^24 is in (0, 2^23).
 //
-// Time is an argument: a time.Duration on the breaker's monotonic clock
-// (time since an arbitrary base; a negative reading counts as 0). Readings
-// past 2^32-1 seconds (136 years) count as that second. The window keeps
-// the newest second any call has seen (head) and uses max(floor(now), head)
-// as the current second, so when the clock goes backwards elapsed time is
-// zero and nothing evicted comes back; an outcome reported with an
-// older time is counted in the head second.
-//
-// Cost. In the steady state (the bucket of the current second already holds
-// it) Record is one load of head, one load of the bucket's id and one to
-// four CAS, one per counter it raises (a failure or a slow call adds a
-// CAS-max on the clean mark, at most once a second); Clean is two loads;
-// Snapshot is O(B*S) loads (S success stripes). RecordTrip adds, on an
-// unclean window, one load of the current second's judgement (what the last
-// Snapshot of that second proved: how many more failures or slow calls, its
-// slack, the rule can take before it trips) for a fast success and one CAS
-// on it for a failure or slow call; a Snapshot only for the first outcome
-// of a second and for a failure that finds the judgement's slack spent.
-// Something slower happens once per bucket per second (or per breaker
-// generation): the first Record of a new second or generation into
-// a bucket recycles it with one CAS on its id and then moves its four
-// counters forward, each with an id re-check and a CAS, and the first call
-// of a new second advances head with one CAS. Writers never wait for a
-// recycle: one that reaches a counter before the recycler does moves it
-// along itself.
-//
-// Ordering rule: a counter is only ever moved forward, to a newer
-// incarnation of its bucket, by CAS; there is no clear that could wipe an
-// outcome already counted for the bucket's current second. Snapshot reads a
-// bucket's counters in the reverse of the order Record writes them and
-// re-checks the bucket's id, so every bucket it sums is one consistent
-// incarnation.
-//
-// Loss. None within the bounds below: an outcome is dropped only when its
-// generation is older than its bucket's (stale) or its second left the
-// window while it was being recorded, and Record reports both.
-//   - The 8-bit incarnation (docs/design.md, The time window): no loss
-//     unless a goroutine stays paused, inside one Record call, while its
-//     bucket is recycled 128 times or more: at least 128*B seconds, or 128 breaker transitions each
-//     followed by an outcome in that very bucket. Even then the worst case
-//     of all but a two-instruction pause is one outcome over-counted.
-//   - The 24-bit generation: a bucket nobody wrote to while the generation
-//     advanced by 2^23 or more (8,388,608 transitions) would hold a
-//     generation that looks newer than the current one, so that Record
-//     drops its second's outcomes, and one left 2^24 behind would look
-//     like the current one, so that Snapshot counts outcomes of a
-//     generation long gone. A caller that reports every generation it
-//     commits to Advance (the breaker does) never lets a bucket fall that
-//     far behind: Advance retires every bucket 2^22 generations behind,
-//     once every 2^22 generations. Without it, or when a sweep comes late, a
-//     caller that knows its generation is current uses RecordCurrent, which
-//     takes the bucket over (the breaker does not: it relies on Advance).
-//
-// Memory model: every operation here is a sequentially consistent atomic.
-// A Record that returned true is synchronized before every Snapshot that
-// begins after it, and that Snapshot includes the outcome if gen is the
-// outcome's generation, no newer generation has recorded into its bucket,
-// and its second is still in the window. Records running concurrently with
-// a Snapshot may or may not be included, bucket by bucket, but every
-// Snapshot keeps the invariants of window.Counts.
+// The zero Window is not usable: Record on it panics with a message naming
+// New, and its Snapshot is empty. All methods of a Window made by New are
+// safe for concurrent use with each other, allocate nothing, never block
+// (lock-free) and never panic.
 type Window struct {
-	// head is first so that its word is the first of the allocation, which
-	// the Go allocator 64-bit aligns on every platform.
-	head paddedHead
-	// seq counts the failed and slow outcomes recorded (see Snapshot).
-	// Written by each of them, so it has a line of its own: on head's, every
-	// failure would evict the word every Record loads first.
-	seq paddedSeq
-	layout
-	// The padding makes a Window a whole number of cache lines, so that its
-	// allocation, in a size class of such multiples, starts on a line and
-	// head has its line to itself (see atomicring.Ring, where an
-	// adversarial review found the same gap).
-	// (Never zero bytes: a zero-size last field would be padded itself.)
-	_ [cacheLine - unsafe.Sizeof(layout{})%cacheLine]byte
-}
-
-// layout is what a Window reads but never changes after New.
-type layout struct {
-	// ids and counts never change after New: bucket i is ids[i] and
-	// counts[i] (see bucket for why they are apart). Their elements are 8
-	// and 32 bytes, multiples of 8, so they all stay 64-bit aligned too.
-	ids    []atomic.Uint64
-	counts []counters
-	// succ counts fast successes (neither failed nor slow), the bulk of a
-	// healthy stream, in stripes: stripe k is succ[k*B : (k+1)*B], one cell
-	// per bucket, and a goroutine adds to the stripe of the P it runs on
-	// (pid). Successes from different cores in one second therefore write
-	// different cache lines, where a single n would bounce between them.
-	// Stripe-major, so a stripe's cells for consecutive seconds sit together
-	// and two stripes share a line only at their ends.
-	succ       []atomic.Uint64
-	stripeMask uint64
-	// modM is ceil(2^64 / B), for the bucket index of a second without a
-	// division (slot): a 64-bit DIV was a tenth of a fast success.
-	modM uint64
-}
-
-// bucket returns bucket i.
-func (w *Window) bucket(i uint64) bucket {
-	return bucket{&w.ids[i], &w.counts[i], w, i}
-}
-
-// paddedHead gives head a cache line of its own. head is loaded by every
-// Record and Snapshot and stored about once a second; without padding,
-// writes to whatever the allocator places next to the Window would evict
-// it from every core's cache. 24 bytes of words + 40 of padding = 64, the
-// cache line of amd64 and arm64, pinned by a size test.
-type paddedHead struct {
-	// second is the largest whole second any call has seen; it only grows.
-	second atomic.Uint64
-	// lastUnclean is 1 + the largest second in which a failure or a slow
-	// call was offered to Record (0: never); it only grows. Clean reads it
-	// so that a success in a clean window skips Snapshot. It shares head's
-	// line: both are read together and each is written at most once a
-	// second.
-	lastUnclean atomic.Uint64
-	// swept is the generation (low 24 bits) of the last sweep (Advance).
-	// It is loaded once per breaker transition and stored once per 2^22.
-	swept atomic.Uint64
-	// slot is the current second with its bucket's index, sec<<slotShift |
-	// sec mod B, raised after second: the steady-state paths read the index
-	// beside second, with no multiply, so that the loads of the bucket's id
-	// and counter do not wait for the clock reading (an index computed from
-	// it put two multiplies and those loads between the reading and the
-	// CAS). A reader uses it only where its second is the one it wants, so
-	// a value that trails second costs a multiply, never a wrong bucket.
-	slot atomic.Uint64
-	// full is the complement of the id of the last bucket incarnation in
-	// which a full judgement was installed (judge.go): the minimum number
-	// of calls is met there for the rest of the second, so its fast
-	// successes need no judgement. Stored at most once per incarnation,
-	// and 0 (none) when a judgement finds the rule holding or a Snapshot
-	// retracts the second's judgements (retract). An id comes
-	// back only when its bucket holds the same second of a generation 2^24
-	// transitions later, all within that one second of the clock (head
-	// never goes back).
-	full atomic.Uint64
-	_    [cacheLine - 40]byte
-}
-
-// slotShift and slotMask split paddedHead.slot: the index below, the second
-// above (MaxSeconds < 2^12, and a second is at most 2^32-1).
-const (
-	slotShift = 12
-	slotMask  = 1<<slotShift - 1
-)
-
-// cacheLine is the padding's line size (cacheline.Size has the reason).
-const cacheLine = cacheline.Size
-
-// paddedSeq is Window.seq on a cache line of its own.
-type paddedSeq struct {
-	n atomic.Uint64
-	_ [cacheLine - 8]byte
+	w *buckets.Window
 }
 
 // New returns an empty window of seconds seconds. It returns an error
 // wrapping ErrSize, naming the value, when seconds is outside
 // 1..MaxSeconds; it never panics.
 func New(seconds int) (*Window, error) {
-	if seconds < 1 || seconds > MaxSeconds {
-		return nil, fmt.Errorf("%w: got %d", ErrSize, seconds)
+	w, err := buckets.New(seconds)
+	if err != nil {
+		return nil, err
 	}
-	k := stripesFor()
-	return &Window{layout: layout{
-		ids:        make([]atomic.Uint64, seconds),
-		counts:     make([]counters, seconds),
-		succ:       make([]atomic.Uint64, k*seconds),
-		stripeMask: uint64(k - 1),
-		modM:       ^uint64(0)/uint64(seconds) + 1,
-	}}, nil
+	return &Window{w: w}, nil
 }
 
-// slot is sec mod B, the index of second sec's bucket, by Lemire's
-// multiply-shift remainder: exact for sec and B below 2^32, which second
-// and New guarantee (Lemire, Kaser, Kurz, "Faster Remainder by Direct
-// Computation", 2019).
-func (w *Window) slot(sec uint64) uint64 {
-	hi, _ := bits.Mul64(w.modM*sec, uint64(len(w.ids)))
-	return hi
-}
-
-// Seconds returns the window size B in seconds (0 for the zero Window).
-func (w *Window) Seconds() int {
-	return len(w.ids)
-}
-
-// Record counts one outcome completed at now under breaker generation gen:
-// a call, and also a failure and/or a slow call as flagged. Only the low 24
-// bits of gen are used; generations compare with wrap-around (a is newer
-// than b iff (a-b) mod 2^24 is in (0, 2^23)).
-//
-// It returns true if the outcome was added to its second's bucket, where
-// Snapshot counts it for as long as that second is in the window, and false
-// if it was dropped: because gen is older than the generation its bucket
-// already holds (stale), or because a newer second took over its bucket
-// while it was being recorded (its second left the window). An outcome
-// recorded under the newest generation is never dropped by a sequential
-// caller, and by concurrent ones only when it raced with a clock that moved
-// B seconds on.
+// Record counts one outcome completed at now under generation gen: a call
+// that failed or not, and was slow or not. It returns true if the outcome
+// was added to its second's bucket, where Snapshot counts it while that
+// second is in the window, and false if it was dropped: its generation is
+// older than the one its bucket holds, or a newer second took its bucket
+// over while it was being recorded (its second had left the window). It
+// panics, naming New, on a zero Window.
 func (w *Window) Record(gen uint32, now time.Duration, failure, slow bool) bool {
-	_, ok := w.record(gen, now, failure, slow, false)
-	return ok
+	if w.w == nil {
+		panic("buckets: Window used without New: make one with buckets.New")
+	}
+	return w.w.Record(gen, now, failure, slow)
 }
 
-// RecordCurrent is Record for a caller that knows gen is the current
-// generation although Record reported the outcome dropped: a bucket nobody
-// wrote while the generation advanced 2^23 or more (and no Advance retired
-// it) holds a generation that serial-number arithmetic reads as newer.
-// RecordCurrent takes over a bucket of any other generation. It returns
-// false only when the outcome's second left the window while it was being
-// recorded (or gen lost a race with another caller's generation). It must
-// not be called for a generation that may have been succeeded since the
-// caller checked it: it would take the successor's bucket over and drop the
-// successor's outcomes of that second. A caller that calls Advance for
-// every generation it commits never needs it (the breaker does not use it).
-func (w *Window) RecordCurrent(gen uint32, now time.Duration, failure, slow bool) bool {
-	_, ok := w.record(gen, now, failure, slow, true)
-	return ok
-}
-
-// RecordTrip is Record followed by the judgement of rule on the window the
-// outcome was recorded in: recorded is Record's result, and trips whether
-// rule.Trips holds on the window with the outcome in it (always false when
-// the outcome was not recorded, or rule is nil). An outcome is judged in
-// O(1) but for the first of a second and a failure or slow call that finds
-// the second's slack spent, which take a Snapshot (the judgement and its
-// slack are described under Window). In sequential use it equals
-// rule.Trips(Snapshot(gen, now)) after the record. It may run concurrently
-// with every other method and allocates nothing.
-func (w *Window) RecordTrip(gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) (recorded, trips bool) {
-	sec, ok := w.record(gen, now, failure, slow, false)
-	if !ok || rule == nil || w.cleanAt(sec) {
-		return ok, false
-	}
-	return true, w.judge(gen&genMask, now, failure, slow, rule)
-}
-
-// RecordSuccess is RecordTrip(gen, now, false, false, rule) for a fast
-// success (neither failed nor slow), the bulk of every stream, with the
-// same results, on a path of its own for the steady state: now falls in
-// the window's current second and that second's bucket already holds gen.
-// It then reads the head's line and the bucket's id, raises the bucket's
-// success cell by one CAS, and is done once the window is clean or the
-// second's minimum number of calls is known met with the rule false
-// (judge.go); anything else it leaves to RecordTrip (before the add) or to
-// the judgement (after it). On the zero Window it records nothing and
-// reports false, false. It may run concurrently with every other method,
-// allocates nothing and never panics.
-func (w *Window) RecordSuccess(gen uint32, now time.Duration, rule *window.Rule) (recorded, trips bool) {
-	gen &= genMask
-	sec := second(now)
-	i, id, ok := w.steady(gen, sec)
-	if !ok {
-		return w.RecordTrip(gen, now, false, false, rule)
-	}
-	inc := uint8(id >> secBits)
-	c := &w.succ[i] // stripe 0, all there is with one stripe
-	if w.stripeMask != 0 {
-		c = &w.succ[(uint64(pid())&w.stripeMask)*uint64(len(w.ids))+i]
-	}
-	// Read before the add: judge.go, minimumMet. head.full holds the id's
-	// complement, so that its zero, none, names the one id that is never
-	// taken for one (all ones: the saturated second of generation 2^24-1,
-	// 255th incarnation).
-	minimumMet := w.head.full.Load() == ^id && id != ^uint64(0)
-	if v := c.Load(); uint8(v>>countBits) != inc || !c.CompareAndSwap(v, v+1) {
-		return w.RecordTrip(gen, now, false, false, rule)
-	}
-	if rule == nil || minimumMet && w.head.second.Load() == sec || w.cleanAt(sec) {
-		return true, false
-	}
-	return true, w.judge(gen, now, false, false, rule)
-}
-
-// steady reports whether an outcome of generation gen (masked) at second
-// sec is in the steady state of RecordSuccess and RecordFailure: sec is the
-// window's current second and its bucket, i, holds that second of gen
-// already, under id. The index comes from head.slot, not from sec.
-func (w *Window) steady(gen uint32, sec uint64) (i, id uint64, ok bool) {
-	hs := w.head.slot.Load()
-	i = hs & slotMask
-	if hs>>slotShift != sec || sec != w.head.second.Load() || i >= uint64(len(w.ids)) {
-		return 0, 0, false // i past the end: the zero Window
-	}
-	id = w.ids[i].Load()
-	return i, id, id&^incMask == uint64(gen)<<(incBits+secBits)|sec // packID(gen, 0, sec), spelled out: with the call, steady no longer inlines
-}
-
-// RecordFailure is RecordTrip(gen, now, true, false, rule) for a failure
-// that was not slow, with the same results, on a path of its own for the
-// steady state: now falls in the window's current second, which is marked
-// unclean already, and that second's bucket holds gen. It then raises the
-// bucket's failure counter and seq, and takes one unit of the second's
-// judgement, by one CAS each. Anything else goes to RecordTrip with
-// nothing recorded yet, or, once the failure is in, to the full judgement.
-// On the zero Window it records nothing and reports false, false. It may
-// run concurrently with every other method, allocates nothing and never
-// panics.
-func (w *Window) RecordFailure(gen uint32, now time.Duration, rule *window.Rule) (recorded, trips bool) {
-	gen &= genMask
-	sec := second(now)
-	// lastUnclean covers sec: record's mark, made before the add, is made.
-	if w.head.lastUnclean.Load() <= sec || rule == nil {
-		return w.RecordTrip(gen, now, true, false, rule)
-	}
-	i, id, ok := w.steady(gen, sec)
-	if !ok {
-		return w.RecordTrip(gen, now, true, false, rule)
-	}
-	inc := uint8(id >> secBits)
-	b := &w.counts[i]
-	if v := b.ff.Load(); uint8(v>>countBits) != inc || !b.ff.CompareAndSwap(v, v+1) {
-		return w.RecordTrip(gen, now, true, false, rule)
-	}
-	w.seq.n.Inc() // after the add, as record's
-	// judge's first step for a failure, on the bucket just written while
-	// it is still the current second's: a unit of its judgement's slack.
-	if w.head.second.Load() == sec {
-		j := b.judge.Load()
-		if uint8(j>>countBits) == inc && j&judgeSafe != 0 && j&judgeSlack != 0 && b.judge.CompareAndSwap(j, j-1) {
-			return true, false
-		}
-	}
-	return true, w.judge(gen, now, true, false, rule)
-}
-
-// record adds the outcome and reports the window's current second as it
-// found it, and whether the outcome was added. Two words, returned in
-// registers: a six-word struct returned here came back through memory and
-// was re-read with 16-byte loads that missed store forwarding, 9% of a
-// time-window success in pprof -disasm.
-func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bool) (uint64, bool) {
-	size := uint64(len(w.ids))
-	if size == 0 {
-		return 0, false
-	}
-	gen &= genMask
-	sec := w.advance(now)
-	if failure || slow {
-		// Before the bucket, so that a Snapshot that sees the outcome also
-		// sees the window marked unclean.
-		w.markUnclean(sec)
-	}
-	b := w.bucket(w.slot(sec))
-	for {
-		id := b.id.Load()
-		idGen, inc, idSec := unpackID(id)
-		switch {
-		case idGen == gen && idSec == sec:
-			if !failure && !slow {
-				// One P, one stripe: no P id to look up.
-				k := uint64(0)
-				if w.stripeMask != 0 {
-					k = uint64(pid()) & w.stripeMask
-				}
-				return sec, b.addTagged(b.cell(k), id)
-			}
-			if !b.add(id, failure, slow) {
-				return 0, false
-			}
-			// After the add and before returning: a Snapshot that ran
-			// across this outcome's add, or across its return and the
-			// start of a later call, sees seq move and reads again.
-			w.seq.n.Inc()
-			return sec, true
-		case recycles(gen, idGen, sec, idSec, current):
-			// Recycle: the bucket holds an expired second or a dead
-			// generation. Only one CAS wins; it then owes the reset. Losers
-			// and the winner alike retry and find the bucket holding
-			// (gen, sec), or something newer.
-			next := packID(gen, inc+1, sec)
-			if b.id.CompareAndSwap(id, next) {
-				b.reset(next)
-			}
-		default:
-			// The bucket holds a newer (gen, sec) than ours: our generation
-			// is stale, or our second left the window after we read head.
-			return 0, false
-		}
-	}
-}
-
-// recycles reports whether a record of second sec of generation gen (with
-// current as in RecordCurrent) takes over a bucket that holds second idSec
-// of generation idGen: the bucket holds a dead generation (an older one,
-// or for current any other), or an expired second of gen.
-func recycles(gen, idGen uint32, sec, idSec uint64, current bool) bool {
-	return newerGen(gen, idGen) || (current && idGen != gen) || (idGen == gen && sec > idSec)
-}
-
-// sweepEvery is how many generations apart Advance sweeps the window (2^22,
-// a quarter of the 24-bit range), and retireAfter how far behind the
-// sweep's generation a bucket must be to be retired (2^21: so a sweep may
-// come up to 2^21 generations late and still find every bucket less than
-// 2^23 behind, where serial arithmetic reads it right).
-const (
-	sweepEvery  = 1 << (genBits - 2)
-	retireAfter = 1 << (genBits - 3)
-)
-
-// Advance reports that the caller has committed generation gen (low 24
-// bits used), so that no bucket is left holding a generation far enough
-// behind to be misread: the breaker calls it after every transition, as
-// it calls atomicring.Ring.Advance. The first call at least 2^22
-// generations past the last sweep's (and less than 2^23: a late call for a
-// generation already passed changes nothing) sweeps the window: every
-// bucket holding a generation 2^21 to 2^23-1 behind gen is retired (moved,
-// as a recycle does, to a new incarnation with empty counters, of
-// generation gen-1, which no caller records in any more). After a sweep
-// for gen every bucket holds gen-2^21+1 or newer, and the next sweep comes
-// 2^22 generations later (up to 2^21 more if the caller that should run it
-// is late), so while the caller reports its generations no bucket is ever
-// 2^23 behind the current one: none reads as newer (to be taken over with
-// RecordCurrent) nor, 2^24 behind, as the current one.
-//
-// Other calls are one load. A sweep is one load per bucket and, for each
-// retired one, a CAS on its id and its reset; it runs once per 2^22
-// generations, on the caller's goroutine, and never waits. It may run
-// concurrently with every other method: a bucket recycled for a newer
-// generation while the sweep looks at it is left alone (its CAS fails),
-// and an outcome being added to a retired incarnation is dropped, as in a
-// recycle; it was 2^21 generations stale.
-func (w *Window) Advance(gen uint32) {
-	gen &= genMask
-	for {
-		s := w.head.swept.Load()
-		if d := (gen - uint32(s)) & genMask; d < sweepEvery || d >= 1<<(genBits-1) {
-			return
-		}
-		// Success transfers: the sweep for gen, to this caller alone.
-		if w.head.swept.CompareAndSwap(s, uint64(gen)) {
-			break
-		}
-	}
-	for i := range uint64(len(w.ids)) {
-		w.bucket(i).retire(gen)
-	}
-}
-
-// Snapshot returns the sums of the outcomes of generation gen (low 24 bits)
-// inside the window at now. It also moves the window's current second
-// forward to floor(now) if that is newer, so it never reports an outcome
-// that had left the window before now.
-//
-// The sums are one state of the window: while gen is current, there is an
-// order of the outcomes recorded, consistent with real time, such that the
-// Snapshot holds exactly those before some point of it. Each outcome is one
-// atomic write (bucket); the failed and slow ones, which are rare, also
-// raise seq after their write and before they return. Snapshot reads seq,
-// then the failed and slow counts of every bucket, then the fast successes
-// of every bucket, then seq again, and reads everything again if seq, the
-// current second or the set of buckets in the window moved. Why that is
-// enough: a failure the Snapshot holds was written before the success
-// cells were read, so every success that returned before it started is
-// held too; a failure written in between that the Snapshot misses, and a
-// success written after it that the Snapshot holds, would have moved seq
-// in between. Fast successes are alike, so which of them are held does not
-// matter, only how many. It retries only when a failed or slow outcome
-// was recorded meanwhile, so it is lock-free, not wait-free.
-//
-// gen is meant to be the breaker's current generation. For an older one the
-// result may miss outcomes whose buckets a newer generation has since taken
-// over.
+// Snapshot returns the counts of generation gen's outcomes inside the
+// window at now, and moves the window's current second forward to now's if
+// that is newer, so it never reports an outcome that had left the window
+// before now. The counts are one state of the window, never torn: there is
+// an order of the recorded outcomes, consistent with real time, such that
+// they hold exactly those before some point of it. It retries
+// only while failures or slow calls are being recorded (lock-free, not
+// wait-free). On a zero Window it returns the zero Counts.
 func (w *Window) Snapshot(gen uint32, now time.Duration) window.Counts {
-	c, _ := w.SnapshotOwed(gen, now)
-	return c
-}
-
-// SnapshotOwed is Snapshot that also reports whether the state it returns
-// holds an outcome of its current second. Every outcome is counted in the
-// current second, and a second evicts nothing once it is current, so then
-// the state is the window as its newest outcome left it: if it trips the
-// rule, the trip rule, judged after every outcome, owes that outcome (or an
-// earlier one) a trip. Otherwise eviction may have raised a rate since the
-// last outcome, and no trip is owed until the next outcome is judged. It
-// writes one word: it retracts the current second's judgement, so that an
-// outcome in flight that this snapshot showed is judged on a full sum
-// rather than on slack the snapshot has already counted.
-func (w *Window) SnapshotOwed(gen uint32, now time.Duration) (c window.Counts, owed bool) {
-	c, owed, _, _ = w.sum(gen, now, nil)
-	w.retract(gen&genMask, now)
-	return c, owed
-}
-
-// retract moves the judge word of the current second's bucket to a new
-// version with safe clear, if the bucket holds that second of generation
-// gen (low 24 bits). A caller whose Snapshot showed its state to someone
-// calls it before returning: the Snapshot may hold a failure still on its
-// way to judge, whose unit of slack a later failure could otherwise take,
-// and be judged not to trip on a window holding every failure the Snapshot
-// showed and its own. After the retraction no judgement made before it
-// covers an outcome after it (each such outcome sums, or takes slack from
-// a judgement summed since), and no install from a word loaded before it
-// succeeds. Only the current second's needs it: an outcome that starts
-// after the retraction judges in that second or a later one, never in an
-// older second's bucket.
-func (w *Window) retract(gen uint32, now time.Duration) {
-	if len(w.ids) == 0 {
-		return // the zero Window: no bucket, no judgement
+	if w.w == nil {
+		return window.Counts{}
 	}
-	sec := w.current(now)
-	b := w.bucket(w.slot(sec))
-	id := b.id.Load()
-	idGen, inc, idSec := unpackID(id)
-	if idGen != gen || idSec != sec {
-		return // no judgement of that second of gen to retract
-	}
-	for {
-		j := b.judge.Load()
-		if tag, _ := unpackCount(j); tag != inc || b.id.Load() != id {
-			return // none of this incarnation yet, or the bucket moved on
-		}
-		if b.judge.CompareAndSwap(j, nextJudgement(j, inc, 0)) {
-			// head.full is a judgement made before the retraction too.
-			// After the move: an install that stores it later finds
-			// the move when it checks judge, and takes its store back.
-			if w.head.full.Load() == ^id {
-				w.head.full.CompareAndSwap(^id, 0)
-			}
-			return
-		}
-	}
+	return w.w.Snapshot(gen, now)
 }
 
-// sum is SnapshotOwed, for a judge (judge.go) that may stop summing once
-// another judgement covers its outcome: between two attempts it asks
-// covered, if not nil, and returns stopped true (and no counts) if so.
-// Without it, a judge summing a long window while another core records
-// failures could retry for as long as they come (each one moves seq), and
-// the judgement that the other core installs meanwhile is as good as its own.
-func (w *Window) sum(gen uint32, now time.Duration, covered *judging) (c window.Counts, owed, stopped bool, sec uint64) {
-	gen &= genMask
-	sec = w.advance(now)
-	for {
-		seq := w.seq.n.Load()
-		sum, members, headFailedOrSlow := w.collect(gen, sec, true)
-		fast, again, headFast := w.collect(gen, sec, false)
-		if again == members && w.seq.n.Load() == seq && w.head.second.Load() == sec {
-			sum.Calls += fast.Calls
-			return sum, headFailedOrSlow+headFast > 0, false, sec
-		}
-		if covered != nil && covered.now() {
-			return window.Counts{}, false, true, sec
-		}
-		sec = w.advance(now)
-	}
-}
-
-// member reports whether a bucket whose id is (idGen, idSec) holds second
-// idSec of generation gen inside the window whose current second is sec.
-// idSec > sec: a concurrent call moved head past our now and recycled the
-// bucket for a later second, which our read does not cover.
-func (w *Window) member(gen, idGen uint32, sec, idSec uint64) bool {
-	return idGen == gen && idSec <= sec && sec-idSec < uint64(len(w.ids))
-}
-
-// collect sums, over the buckets of gen in the window at second sec, their
-// failed and slow outcomes (failedOrSlow) or their fast successes (in
-// Calls), counts the buckets it read, and returns the calls it found in
-// second sec's.
-func (w *Window) collect(gen uint32, sec uint64, failedOrSlow bool) (sum window.Counts, members int, head uint64) {
-	for i := range uint64(len(w.ids)) {
-		b := w.bucket(i)
-		for {
-			id := b.id.Load()
-			idGen, inc, idSec := unpackID(id)
-			if !w.member(gen, idGen, sec, idSec) {
-				break
-			}
-			var c window.Counts
-			if failedOrSlow {
-				c = b.readFailedOrSlow(inc)
-			} else {
-				c.Calls = b.readFast(inc)
-			}
-			if b.id.Load() != id {
-				// Recycled while we read: the counters may mix two
-				// incarnations. A recycle always installs a newer
-				// (gen, sec), so an id never comes back and an unchanged
-				// one proves they did not.
-				continue
-			}
-			members++
-			if idSec == sec {
-				// += : a bucket New left at id 0 also names second 0
-				// of generation 0, empty.
-				head += c.Calls
-			}
-			sum.Calls += c.Calls
-			sum.Failures += c.Failures
-			sum.Slow += c.Slow
-			sum.SlowFailures += c.SlowFailures
-			break
-		}
-	}
-	return sum, members, head
-}
-
-// Clean reports whether no failure and no slow call was offered to Record,
-// under any generation and whether or not it was counted, in a second the
-// window covers at now. A window that is clean holds neither, so no rule
-// that needs a failure or a slow call (every window.Rule) can trip on it,
-// and a caller may skip Snapshot: that is the time-based window's cheap
-// success path, one load beside head's. A failure or a slow call makes the
-// window unclean for B seconds, even if it was dropped or its generation
-// has passed; that only costs the caller a Snapshot.
-//
-// It reads and writes nothing else: the current second is max(floor(now),
-// head), as for Record, without moving head. It may run concurrently with
-// every other method; a Record running concurrently may or may not be seen,
-// but one that returned before Clean began is.
-func (w *Window) Clean(now time.Duration) bool {
-	return w.cleanAt(w.current(now))
-}
-
-// current is the window's current second at now, max(floor(now), head),
-// read without moving head: the second whose bucket holds the judgement
-// every outcome at now consults.
-func (w *Window) current(now time.Duration) uint64 {
-	return max(second(now), w.head.second.Load())
-}
-
-// cleanAt is Clean with the current second sec already known. A sec older
-// than the current one can only answer "unclean" where Clean would say
-// clean, which costs a judgement, never a trip missed.
-func (w *Window) cleanAt(sec uint64) bool {
-	last := w.head.lastUnclean.Load()
-	return last == 0 || last+uint64(len(w.ids)) <= sec+1
-}
-
-// markUnclean raises lastUnclean to 1 + sec; the CAS runs at most once per second
-// that sees a failure or a slow call. Success transfers: the unclean span,
-// to sec + B - 1.
-func (w *Window) markUnclean(sec uint64) { raise(&w.head.lastUnclean, sec+1) }
-
-// advance returns the current second, max(second(now), head), and raises
-// head to it. The CAS only runs on the first call of a new second. Success
-// transfers: the window's current second, from the old head to the new.
-func (w *Window) advance(now time.Duration) uint64 {
-	sec := raise(&w.head.second, second(now))
-	if w.head.slot.Load()>>slotShift < sec {
-		raise(&w.head.slot, sec<<slotShift|w.slot(sec))
-	}
-	return sec
-}
-
-// raise makes x at least v with a CAS-max loop and returns the value x then
-// holds. x only ever grows.
-func raise(x *atomic.Uint64, v uint64) uint64 {
-	for {
-		old := x.Load()
-		if v <= old {
-			return old
-		}
-		if x.CompareAndSwap(old, v) {
-			return v
-		}
-	}
-}
-
-// second converts a clock reading to whole seconds, with negative readings
-// as 0 and readings past 136 years saturated to the largest second an id
-// can hold, so that no reading can make one bucket's second wrap below
-// another's.
-func second(now time.Duration) uint64 {
-	if now <= 0 {
+// Seconds returns the window size B in seconds, as given to New; 0 for the
+// zero Window.
+func (w *Window) Seconds() int {
+	if w.w == nil {
 		return 0
 	}
-	return min(uint64(now/time.Second), maxSec)
+	return w.w.Seconds()
 }
