@@ -94,8 +94,6 @@ const (
 	timeBased
 )
 
-var _ core.CircuitBreaker = (*Breaker)(nil)
-
 // New returns a closed breaker at generation 0, or the errors of
 // core.Config.Validate. It never panics.
 func New(c core.Config) (*Breaker, error) {

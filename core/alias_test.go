@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 )
 
 // aliasKind is one kind of transition that TestPermitHeldAcrossWrapsIsStale
@@ -35,7 +36,7 @@ type aliasKind struct {
 // that kept 2^20 notifications would spend the test on memory.
 type aliasRig struct {
 	t     testing.TB
-	b     core.CircuitBreaker
+	b     breakers.Breaker
 	clock *core.ManualClock
 	n     uint64 // notifications delivered
 	bad   string // the first notification out of sequence

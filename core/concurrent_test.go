@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 	"github.com/casbreaker/casbreaker/internal/difftest"
 )
 
@@ -213,7 +214,7 @@ const stormProbes = 2
 // storm is one run of controlStorm: the breaker and what its callers,
 // controller and listener observed.
 type storm struct {
-	b   core.CircuitBreaker
+	b   breakers.Breaker
 	clk *core.ManualClock
 
 	nmu   sync.Mutex

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/casbreaker/casbreaker/internal/trip"
 	"github.com/casbreaker/casbreaker/window"
 )
 
@@ -267,7 +268,7 @@ type Settings struct {
 	Clock                     Clock
 	OnStateChange             func(Transition)
 
-	rule          window.Rule
+	rule          trip.Rule
 	halfOpenWait  coarse
 	rampUp        coarse
 	openDurations [MaxBackoffSteps + 1]time.Duration
@@ -309,7 +310,7 @@ func (c Config) Validate() (Settings, error) {
 	c.validateRampUpAndHints(&errs)
 	// Negative values are errors above, and an invalid config returns no
 	// Settings, so the conversions below only ever see valid values.
-	s.rule = window.Rule{
+	s.rule = trip.Rule{
 		MinimumNumberOfCalls:  uint64(s.MinimumNumberOfCalls),
 		MinimumAppliesToCount: s.MinimumAppliesToCount,
 		FailureCountThreshold: uint64(c.FailureCountThreshold),

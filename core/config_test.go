@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 )
 
 // R3: every bad field is rejected with an error that names it and matches
@@ -242,7 +243,7 @@ func TestFeaturesConfigValidation(t *testing.T) {
 			_, err := c.Validate()
 			check(err)
 			forEachImpl(t, func(t *testing.T, mk maker) {
-				var b core.CircuitBreaker
+				var b breakers.Breaker
 				require.NotPanics(t, func() { b, err = mk.new(c) })
 				require.Nil(t, b)
 				check(err)

@@ -22,21 +22,6 @@ type Guard interface {
 	Record(p Permit, o Outcome)
 }
 
-// CircuitBreaker is the contract both implementations keep: the lock-free
-// Breaker in this package and the mutex baseline in package baseline. Every
-// behavioural test runs against both through it.
-type CircuitBreaker interface {
-	Guard
-	RecordHint(p Permit, retryAfter time.Duration)
-	State() State
-	Counts() Counts
-	Metrics() Metrics
-	ForceOpen(d time.Duration) error
-	Disable()
-	MetricsOnly()
-	Reset()
-}
-
 // recordError is Done for an error: it classifies err with the
 // classifier and records the outcome for p; a Failure whose error carries a
 // retry-after hint (RetryAfterOf) is recorded with RecordHint when

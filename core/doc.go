@@ -1,7 +1,6 @@
 // Package core is casbreaker's lock-free circuit breaker: Breaker, its
 // Config, the Permit that ties a call to the breaker generation it was
-// admitted in, Do for the common case, clocks, and the contract
-// (CircuitBreaker) that the mutex baseline in package baseline keeps too.
+// admitted in, Do for the common case, and clocks.
 //
 // A call asks Allow for a Permit, makes the call only if Allow returned no
 // error, and reports the result with Done (or Record). Do wraps the three:

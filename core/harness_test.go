@@ -33,14 +33,14 @@ func forEachImpl(t *testing.T, fn func(t *testing.T, mk maker)) {
 }
 
 type maker struct {
-	new  func(core.Config) (core.CircuitBreaker, error)
-	zero func() core.CircuitBreaker // the zero value, made without New
+	new  func(core.Config) (breakers.Breaker, error)
+	zero func() breakers.Breaker // the zero value, made without New
 }
 
 // rig is a breaker on a manual clock with every notification recorded.
 type rig struct {
 	t     testing.TB
-	B     core.CircuitBreaker
+	B     breakers.Breaker
 	Clock *core.ManualClock
 
 	mu  sync.Mutex

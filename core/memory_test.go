@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 )
 
 // memoryConfigs are the window kinds and sizes whose memory per breaker
@@ -34,7 +35,7 @@ func withListener(cfg core.Config) core.Config {
 
 // cycle commits two transitions (forced open, then closed), so that memory
 // a breaker takes only when it first notifies is counted too.
-func cycle(tb testing.TB, b core.CircuitBreaker) {
+func cycle(tb testing.TB, b breakers.Breaker) {
 	require.NoError(tb, b.ForceOpen(0))
 	b.Reset()
 }
@@ -45,10 +46,10 @@ func cycle(tb testing.TB, b core.CircuitBreaker) {
 // garbage collections, divided by n. Unlike B/op it leaves out what New
 // allocates and drops, and it counts what the breaker allocates later
 // (drive).
-func heldPerBreaker(tb testing.TB, newB func(core.Config) (core.CircuitBreaker, error), cfg core.Config, n int,
-	drive func(testing.TB, core.CircuitBreaker)) float64 {
+func heldPerBreaker(tb testing.TB, newB func(core.Config) (breakers.Breaker, error), cfg core.Config, n int,
+	drive func(testing.TB, breakers.Breaker)) float64 {
 	tb.Helper()
-	keep := make([]core.CircuitBreaker, n)
+	keep := make([]breakers.Breaker, n)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -75,7 +76,7 @@ func TestListenerCostsUnderOneKiB(t *testing.T) {
 	for _, c := range memoryConfigs[:3] { // the listener's cost does not depend on the window
 		for _, drive := range []struct {
 			name string
-			fn   func(testing.TB, core.CircuitBreaker)
+			fn   func(testing.TB, breakers.Breaker)
 		}{{"new", nil}, {"notified", cycle}} {
 			t.Run("window="+c.name+"/"+drive.name, func(t *testing.T) {
 				forEachImpl(t, func(t *testing.T, mk maker) {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 )
 
 // misusePanic runs fn and returns what it panicked with, as text, and
@@ -42,29 +43,29 @@ func misusePanic(fn func()) (msg string, panicked, runtimeErr bool) {
 func TestZeroBreakerPanicsNamingNew(t *testing.T) {
 	calls := []struct {
 		name string
-		fn   func(b core.CircuitBreaker)
+		fn   func(b breakers.Breaker)
 	}{
-		{"Allow", func(b core.CircuitBreaker) { _, _ = b.Allow() }},
-		{"Done(nil)", func(b core.CircuitBreaker) { b.Done(core.Permit{}, nil) }},
-		{"Done(err)", func(b core.CircuitBreaker) { b.Done(core.Permit{}, errFail) }},
-		{"Record(Success)", func(b core.CircuitBreaker) { b.Record(core.Permit{}, core.Success) }},
-		{"Record(Failure)", func(b core.CircuitBreaker) { b.Record(core.Permit{}, core.Failure) }},
-		{"Record(Ignored)", func(b core.CircuitBreaker) { b.Record(core.Permit{}, core.Ignored) }},
-		{"Record(probe)", func(b core.CircuitBreaker) { b.Record(core.Permit{Probe: true}, core.Success) }},
-		{"RecordHint", func(b core.CircuitBreaker) { b.RecordHint(core.Permit{}, time.Second) }},
-		{"State", func(b core.CircuitBreaker) { _ = b.State() }},
-		{"Counts", func(b core.CircuitBreaker) { _ = b.Counts() }},
-		{"Metrics", func(b core.CircuitBreaker) { _ = b.Metrics() }},
-		{"ForceOpen(0)", func(b core.CircuitBreaker) { _ = b.ForceOpen(0) }},
-		{"ForceOpen(1s)", func(b core.CircuitBreaker) { _ = b.ForceOpen(time.Second) }},
-		{"ForceOpen(-1)", func(b core.CircuitBreaker) { _ = b.ForceOpen(-1) }},
-		{"Disable", func(b core.CircuitBreaker) { b.Disable() }},
-		{"MetricsOnly", func(b core.CircuitBreaker) { b.MetricsOnly() }},
-		{"Reset", func(b core.CircuitBreaker) { b.Reset() }},
-		{"Do", func(b core.CircuitBreaker) {
+		{"Allow", func(b breakers.Breaker) { _, _ = b.Allow() }},
+		{"Done(nil)", func(b breakers.Breaker) { b.Done(core.Permit{}, nil) }},
+		{"Done(err)", func(b breakers.Breaker) { b.Done(core.Permit{}, errFail) }},
+		{"Record(Success)", func(b breakers.Breaker) { b.Record(core.Permit{}, core.Success) }},
+		{"Record(Failure)", func(b breakers.Breaker) { b.Record(core.Permit{}, core.Failure) }},
+		{"Record(Ignored)", func(b breakers.Breaker) { b.Record(core.Permit{}, core.Ignored) }},
+		{"Record(probe)", func(b breakers.Breaker) { b.Record(core.Permit{Probe: true}, core.Success) }},
+		{"RecordHint", func(b breakers.Breaker) { b.RecordHint(core.Permit{}, time.Second) }},
+		{"State", func(b breakers.Breaker) { _ = b.State() }},
+		{"Counts", func(b breakers.Breaker) { _ = b.Counts() }},
+		{"Metrics", func(b breakers.Breaker) { _ = b.Metrics() }},
+		{"ForceOpen(0)", func(b breakers.Breaker) { _ = b.ForceOpen(0) }},
+		{"ForceOpen(1s)", func(b breakers.Breaker) { _ = b.ForceOpen(time.Second) }},
+		{"ForceOpen(-1)", func(b breakers.Breaker) { _ = b.ForceOpen(-1) }},
+		{"Disable", func(b breakers.Breaker) { b.Disable() }},
+		{"MetricsOnly", func(b breakers.Breaker) { b.MetricsOnly() }},
+		{"Reset", func(b breakers.Breaker) { b.Reset() }},
+		{"Do", func(b breakers.Breaker) {
 			_, _ = core.Do(context.Background(), b, func(context.Context) (int, error) { return 1, nil })
 		}},
-		{"Settings", func(b core.CircuitBreaker) {
+		{"Settings", func(b breakers.Breaker) {
 			if s, ok := b.(interface{ Settings() core.Settings }); ok {
 				_ = s.Settings()
 			} else {

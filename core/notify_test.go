@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 )
 
 // A listener that panics loses its own notification's delivery but never
@@ -276,7 +277,7 @@ func TestSlowListenerMayCallAllow(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		clock := core.NewManualClock(0)
 		var (
-			b        core.CircuitBreaker
+			b        breakers.Breaker
 			first    atomic.Bool
 			inside   = make(chan struct{})
 			proceed  = make(chan struct{})
@@ -345,7 +346,7 @@ func reentrantChainRound(t *testing.T, mk maker, panics bool, round int) {
 	var (
 		mu  sync.Mutex
 		got []core.Transition
-		b   core.CircuitBreaker
+		b   breakers.Breaker
 	)
 	var err error
 	b, err = mk.new(core.Config{WindowSize: 4, MinimumNumberOfCalls: 1, FailureRateThreshold: 50,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/casbreaker/casbreaker/internal/trip"
 	"github.com/casbreaker/casbreaker/window"
 )
 
@@ -84,10 +85,10 @@ func (r Reason) String() string {
 // the trip can cause, it is the first enabled of the four. The baseline
 // decides the same rule with its own code.
 //
-// Each window rule is asked of window.Rule, restricted to its one
+// Each window rule is asked of trip.Rule, restricted to its one
 // threshold, so the reason and the trip share one arithmetic.
 func (s *Settings) ruleReason(c window.Counts) Reason {
-	rate := window.Rule{MinimumNumberOfCalls: s.rule.MinimumNumberOfCalls, MinimumAppliesToCount: s.rule.MinimumAppliesToCount}
+	rate := trip.Rule{MinimumNumberOfCalls: s.rule.MinimumNumberOfCalls, MinimumAppliesToCount: s.rule.MinimumAppliesToCount}
 	slow, count := rate, rate
 	rate.FailureRateThreshold = s.rule.FailureRateThreshold
 	slow.SlowCallRateThreshold = s.rule.SlowCallRateThreshold

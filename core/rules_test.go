@@ -151,7 +151,7 @@ func TestRules_Trip(t *testing.T) {
 		// The ring and the buckets judge the window part with the rule
 		// alone, in the swap that records the outcome.
 		if c.Consecutive == 0 && s.rule.Trips(w) != c.Trips {
-			t.Errorf("%s: window.Rule.Trips(%+v) = %v, want %v", c.Name, w, !c.Trips, c.Trips)
+			t.Errorf("%s: trip.Rule.Trips(%+v) = %v, want %v", c.Name, w, !c.Trips, c.Trips)
 		}
 	}
 }

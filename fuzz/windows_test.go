@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/casbreaker/casbreaker/window"
 	"github.com/casbreaker/casbreaker/internal/window/atomicring"
 	"github.com/casbreaker/casbreaker/internal/window/buckets"
+	"github.com/casbreaker/casbreaker/window"
 )
 
 // outcome is one recorded call of a naive window.

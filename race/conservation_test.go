@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 )
 
 // checkSnapshot reports what is wrong with a snapshot read while writers run:
@@ -113,7 +114,7 @@ func TestConservationHammer(t *testing.T) {
 // goroutine 0 moves the clock 20s/per before each of its calls, so the
 // clock crosses 20 s while the others record. It returns the number of
 // snapshots read and the first problem found.
-func hammer(b core.CircuitBreaker, g, per int, total uint64, tick bool, clock *core.ManualClock, outcome func(gid, i int) core.Outcome) (int, string) {
+func hammer(b breakers.Breaker, g, per int, total uint64, tick bool, clock *core.ManualClock, outcome func(gid, i int) core.Outcome) (int, string) {
 	var writers, helpers sync.WaitGroup
 	stop := make(chan struct{})
 	var reads int

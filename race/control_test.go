@@ -93,7 +93,7 @@ type heldPermit struct {
 type controlRig struct {
 	t     *testing.T
 	seed  uint64
-	b     core.CircuitBreaker
+	b     breakers.Breaker
 	clock *core.ManualClock
 
 	mu    sync.Mutex // guards got

@@ -13,10 +13,10 @@ import (
 )
 
 // impls is the one table every test here runs against: the lock-free core and
-// the mutex baseline, behind the core.CircuitBreaker contract.
+// the mutex baseline, behind the breakers.Breaker contract.
 var impls = breakers.All
 
-type newFunc = func(core.Config) (core.CircuitBreaker, error)
+type newFunc = func(core.Config) (breakers.Breaker, error)
 
 // forEachImpl runs fn once per implementation, as subtest "impl=<name>".
 func forEachImpl(t *testing.T, fn func(t *testing.T, newB newFunc)) {
@@ -44,7 +44,7 @@ func size(full, short int) int {
 }
 
 // mustNew builds a breaker or fails the test.
-func mustNew(t testing.TB, newB newFunc, c core.Config) core.CircuitBreaker {
+func mustNew(t testing.TB, newB newFunc, c core.Config) breakers.Breaker {
 	t.Helper()
 	b, err := newB(c)
 	if err != nil {
@@ -149,7 +149,7 @@ func letter(s core.State) string {
 // tripWithOneFailure trips b, a closed breaker whose rule is one failure, at
 // the clock's current reading (generation 1 for a new one), failing round
 // if it refuses the call.
-func tripWithOneFailure(t testing.TB, b core.CircuitBreaker, round int) {
+func tripWithOneFailure(t testing.TB, b breakers.Breaker, round int) {
 	t.Helper()
 	p, err := b.Allow()
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/casbreaker/casbreaker/baseline"
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 	"github.com/casbreaker/casbreaker/internal/difftest"
 )
 
@@ -125,7 +126,7 @@ func (in linIn) op() difftest.Op {
 // interpreter, difftest.Apply, and returns its output, with a Counts
 // result passed through view. A history holds no failing ForceOpen and
 // no panicking call: apply panics on either, naming it.
-func apply(b core.CircuitBreaker, clk *core.ManualClock, in linIn, view countsView) linOut {
+func apply(b breakers.Breaker, clk *core.ManualClock, in linIn, view countsView) linOut {
 	o := difftest.Apply(b, clk, in.op())
 	if o.Panic != "" || (in.kind == linForceOpen && !o.Err.Nil()) {
 		panic(fmt.Sprintf("%v: %v%s", in, o.Err, o.Panic))
@@ -253,12 +254,12 @@ func linModel(cfg core.Config, start time.Duration, view countsView, steps *atom
 type historian struct {
 	stamp   atomic.Int64
 	clients [][]porcupine.Operation
-	b       core.CircuitBreaker
+	b       breakers.Breaker
 	clk     *core.ManualClock
 	view    countsView
 }
 
-func newHistorian(b core.CircuitBreaker, clk *core.ManualClock, view countsView, clients int) *historian {
+func newHistorian(b breakers.Breaker, clk *core.ManualClock, view countsView, clients int) *historian {
 	return &historian{b: b, clk: clk, view: view, clients: make([][]porcupine.Operation, clients)}
 }
 

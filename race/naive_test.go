@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 )
 
 // naiveBreaker is the tempting wrong version, kept here to be shown failing
@@ -47,7 +48,7 @@ type naiveBreaker struct {
 	inFlight atomic.Int32  // half-open: probes in flight
 }
 
-var _ core.CircuitBreaker = (*naiveBreaker)(nil)
+var _ breakers.Breaker = (*naiveBreaker)(nil)
 
 func (n *naiveBreaker) load() (core.State, uint64) {
 	w := n.sg.Load()
@@ -109,7 +110,7 @@ func (n *naiveBreaker) Record(p core.Permit, o core.Outcome) {
 // RecordHint has no hints to honour: the naive breaker only counts the failure.
 func (n *naiveBreaker) RecordHint(p core.Permit, _ time.Duration) { n.Record(p, core.Failure) }
 
-// noExtras completes core.CircuitBreaker for the naive teaching breakers:
+// noExtras completes breakers.Breaker for the naive teaching breakers:
 // they keep no metrics, and the manual controls are outside what the
 // teaching tests show, so calling one is a mistake in a test.
 type noExtras struct{}
@@ -223,7 +224,7 @@ type splitBreaker struct {
 	openedAt atomic.Int64 // the clock reading of the last trip
 }
 
-var _ core.CircuitBreaker = (*splitBreaker)(nil)
+var _ breakers.Breaker = (*splitBreaker)(nil)
 
 func (s *splitBreaker) Allow() (core.Permit, error) {
 	switch core.State(s.state.Load()) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 )
 
 // Notification order (R12; regressions B12, B13 test 2, B29). Each round
@@ -52,7 +53,7 @@ func notifyRound(t *testing.T, newB newFunc, variant string, round int) int {
 		mu    sync.Mutex
 		got   []core.Transition
 		fault string
-		b     core.CircuitBreaker
+		b     breakers.Breaker
 		ready = make(chan struct{})
 	)
 	listen := func(tr core.Transition) {

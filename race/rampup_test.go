@@ -79,11 +79,11 @@ type rampRig struct {
 	t       *testing.T
 	round   int
 	pct     int // the ramp's start percent
-	b       core.CircuitBreaker
+	b       breakers.Breaker
 	clk     *tickClock
 	rec     *transitions
 	end     time.Duration // the first reading at which the ramp is over
-	oracle  core.CircuitBreaker
+	oracle  breakers.Breaker
 	oclk    *core.ManualClock
 	workers *gang
 	counts  [][4]int // per goroutine: admitted, shed, failures recorded, other errors

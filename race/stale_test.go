@@ -195,7 +195,7 @@ func staleScript(t *testing.T, newB newFunc, cfg core.Config, seed uint64, steps
 // completeStale delivers the outcome of stale permit p in one of ten ways.
 // It returns what went wrong, if anything: only a classifier's panic may
 // come out of Done, unchanged (R10).
-func completeStale(b core.CircuitBreaker, p core.Permit, how int) (fault string) {
+func completeStale(b breakers.Breaker, p core.Permit, how int) (fault string) {
 	switch how {
 	case 0, 1, 2:
 		b.Record(p, core.Outcome(how))

@@ -43,7 +43,7 @@ func TestNaiveHalfOpenAdmitsEveryone(t *testing.T) {
 		admitted, held int
 		verdict        porcupine.CheckResult
 	}
-	run := func(t *testing.T, b core.CircuitBreaker, clk *core.ManualClock, gate *rendezvous, arm func()) result {
+	run := func(t *testing.T, b breakers.Breaker, clk *core.ManualClock, gate *rendezvous, arm func()) result {
 		t.Helper()
 		h := newHistorian(b, clk, fullCounts, callers+1)
 		setup := callers
@@ -157,7 +157,7 @@ func TestRaceDetectorChild(t *testing.T) {
 		t.Skip("runs only as the subprocess of TestRaceDetectorSeesNaiveReadOnly")
 	}
 	clk := core.NewManualClock(0)
-	var b core.CircuitBreaker
+	var b breakers.Breaker
 	cfg := core.Config{WindowType: core.TimeBased, WindowSize: 2, FailureRateThreshold: 50, MinimumNumberOfCalls: 2,
 		OpenDuration: time.Millisecond, PermittedCallsInHalfOpen: 2, Clock: clk, OnStateChange: func(core.Transition) {}}
 	switch variant {
@@ -249,7 +249,7 @@ func (r *racyBreaker) Counts() core.Counts {
 // fails. It returns the counts before and after that failure. Nothing runs
 // concurrently: the late outcome is a call that simply took long, and
 // the order is fixed.
-func staleFailureInHalfOpen(t *testing.T, b core.CircuitBreaker, clk *core.ManualClock, cycles int) (before, after core.Counts) {
+func staleFailureInHalfOpen(t *testing.T, b breakers.Breaker, clk *core.ManualClock, cycles int) (before, after core.Counts) {
 	t.Helper()
 	old, err := b.Allow()
 	require.NoError(t, err, "the first call of a closed breaker")
@@ -331,7 +331,7 @@ func TestNaiveGenerationWraps(t *testing.T) {
 }
 
 // allowRecorder is what the clock-parking teaching pairs drive: every
-// core.CircuitBreaker, and the naive readFirstBreaker.
+// breakers.Breaker, and the naive readFirstBreaker.
 type allowRecorder interface {
 	Allow() (core.Permit, error)
 	Record(core.Permit, core.Outcome)
@@ -391,7 +391,7 @@ func TestNaiveStatusAndTimestampApart(t *testing.T) {
 	procs(t, 2)
 	// recoverThenFail trips b at 0 s, closes it by a probe at 1 s, steps to
 	// 10 s and takes the call whose failure will trip it again.
-	recoverThenFail := func(t *testing.T, b core.CircuitBreaker, clk *core.ManualClock) core.Permit {
+	recoverThenFail := func(t *testing.T, b breakers.Breaker, clk *core.ManualClock) core.Permit {
 		t.Helper()
 		tripWithOneFailure(t, b, 0)
 		clk.Advance(time.Second)
@@ -467,7 +467,7 @@ func TestNaiveCallbackUnderTheLock(t *testing.T) {
 	})
 	forEachImpl(t, func(t *testing.T, newB newFunc) {
 		var (
-			b    core.CircuitBreaker
+			b    breakers.Breaker
 			seen []string
 		)
 		c := oneProbe

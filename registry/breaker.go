@@ -55,8 +55,6 @@ type Breaker struct {
 	ref atomic.Bool
 }
 
-var _ core.CircuitBreaker = (*Breaker)(nil)
-
 const noGet = "registry: Breaker used without Registry.Get: a zero Breaker has no core breaker"
 
 // mustHaveCore panics, naming the misuse, for a zero Breaker.

@@ -10,8 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 	"github.com/casbreaker/casbreaker/registry"
 )
+
+// A registry's Breaker keeps the contract of both implementations.
+var _ breakers.Breaker = (*registry.Breaker)(nil)
 
 var errFail = errors.New("dependency failed")
 

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/atomic"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 	"github.com/casbreaker/casbreaker/resilience"
 )
 
@@ -174,7 +175,7 @@ func TestBulkheadLeavesNoStaleWakeUp(t *testing.T) {
 func TestBulkheadFullIsNeutral(t *testing.T) {
 	require.ErrorIs(t, resilience.ErrBulkheadFull, core.ErrNeutral)
 	require.Equal(t, core.Ignored, core.DefaultClassifier(fmt.Errorf("call: %w", resilience.ErrBulkheadFull)))
-	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
+	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) breakers.Breaker) {
 		br := newBreaker(core.Config{ConsecutiveFailures: 1, Clock: core.NewManualClock(0)})
 		bh := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1}))(t)
 		require.True(t, bh.TryAcquire())
@@ -190,7 +191,7 @@ func TestBulkheadFullIsNeutral(t *testing.T) {
 // TestBulkheadFullReturnsProbeSlot: a half-open probe that meets a full
 // bulkhead gives its probe slot back, so the next call probes.
 func TestBulkheadFullReturnsProbeSlot(t *testing.T) {
-	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
+	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) breakers.Breaker) {
 		clock := core.NewManualClock(0)
 		br := newBreaker(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, PermittedCallsInHalfOpen: 1, Clock: clock})
 		bh := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1}))(t)

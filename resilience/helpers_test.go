@@ -65,11 +65,11 @@ func mustStack(t testing.TB, layers ...resilience.Layer) *resilience.Stack {
 
 // forEachImpl runs fn once per breaker implementation (the lock-free core
 // and the mutex baseline); newBreaker builds one from a Config.
-func forEachImpl(t *testing.T, fn func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker)) {
+func forEachImpl(t *testing.T, fn func(t *testing.T, newBreaker func(core.Config) breakers.Breaker)) {
 	t.Helper()
 	for _, im := range breakers.All {
 		t.Run("impl="+im.Name, func(t *testing.T) {
-			fn(t, func(c core.Config) core.CircuitBreaker {
+			fn(t, func(c core.Config) breakers.Breaker {
 				b, err := im.New(c)
 				require.NoError(t, err)
 				return b

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 	"github.com/casbreaker/casbreaker/resilience"
 )
 
@@ -105,7 +106,7 @@ func TestRetryJitterRangesAndSeed(t *testing.T) {
 }
 
 func TestRetryDefaultDoesNotRetryRejection(t *testing.T) {
-	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
+	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) breakers.Breaker) {
 		clock := core.NewManualClock(0)
 		tm := resilience.NewSteppingTimer(clock)
 		b := newBreaker(tripConfig(clock))
@@ -128,7 +129,7 @@ func TestRetryDefaultDoesNotRetryRejection(t *testing.T) {
 // With WaitOnRejection, a call refused by an open breaker waits exactly the
 // open duration's time left and then goes as the probe.
 func TestRetryWaitOnRejectionHonoursRetryAfter(t *testing.T) {
-	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
+	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) breakers.Breaker) {
 		for _, maxDelay := range []time.Duration{5 * time.Second, 700 * time.Millisecond} { // a wait of MaxDelay is waited
 			clock := core.NewManualClock(0)
 			tm := resilience.NewSteppingTimer(clock)
@@ -159,7 +160,7 @@ func (g *allowCounter) Allow() (core.Permit, error) {
 }
 
 func TestRetryWaitOnRejectionStopsOnLongOrNoWait(t *testing.T) {
-	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
+	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) breakers.Breaker) {
 		clock := core.NewManualClock(0)
 		tm := resilience.NewSteppingTimer(clock)
 		b := newBreaker(tripConfig(clock))

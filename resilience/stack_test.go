@@ -14,6 +14,7 @@ import (
 	"github.com/casbreaker/casbreaker/baseline"
 	"github.com/casbreaker/casbreaker/core"
 	"github.com/casbreaker/casbreaker/httpbreaker"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 	"github.com/casbreaker/casbreaker/registry"
 	"github.com/casbreaker/casbreaker/resilience"
 )
@@ -21,7 +22,7 @@ import (
 // With the retry outside the breaker every attempt passes the breaker, and
 // the rejection that comes once it has tripped ends the loop at once.
 func TestRetryOutsideBreakerStopsWhenItOpens(t *testing.T) {
-	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
+	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) breakers.Breaker) {
 		clock := core.NewManualClock(0)
 		tm := resilience.NewSteppingTimer(clock)
 		br := newBreaker(core.Config{ConsecutiveFailures: 2, OpenDuration: time.Minute, Clock: clock})
@@ -41,7 +42,7 @@ func TestRetryOutsideBreakerStopsWhenItOpens(t *testing.T) {
 // logical call: a call that succeeds on a retry is a success, and one whose
 // attempts all fail is one failure.
 func TestRetryInsideBreakerCountsOneCall(t *testing.T) {
-	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
+	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) breakers.Breaker) {
 		clock := core.NewManualClock(0)
 		tm := resilience.NewSteppingTimer(clock)
 		br := newBreaker(core.Config{ConsecutiveFailures: 2, OpenDuration: time.Minute, Clock: clock})
@@ -74,7 +75,7 @@ func TestRetryInsideBreakerCountsOneCall(t *testing.T) {
 // A panic passes through every layer, each giving back what it holds: the
 // bulkhead its slot, the breaker records a failure.
 func TestStackPanicReleasesEveryLayer(t *testing.T) {
-	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
+	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) breakers.Breaker) {
 		clock := core.NewManualClock(0)
 		tm := resilience.NewSteppingTimer(clock)
 		br := newBreaker(core.Config{ConsecutiveFailures: 1, Clock: clock})
@@ -190,7 +191,7 @@ func TestInvalidConfigMatchesTheCoresToo(t *testing.T) {
 // classifier counts as a failure, so the probe fails and the breaker
 // opens again.
 func TestStackBulkheadWaitEndedByTheDeadlineIsNotAFailure(t *testing.T) {
-	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
+	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) breakers.Breaker) {
 		tm := resilience.NewManualTimer(nil)
 		br := newBreaker(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, Clock: tm.Clock()})
 		bh := must(resilience.NewBulkhead(resilience.BulkheadConfig{MaxConcurrent: 1, MaxWait: time.Minute, Timer: tm}))(t)

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 	"github.com/casbreaker/casbreaker/resilience"
 )
 
@@ -23,7 +24,7 @@ func hang(started chan<- struct{}) func(context.Context) (int, error) {
 }
 
 func TestTimeLimiterTimeoutIsFailure(t *testing.T) {
-	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
+	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) breakers.Breaker) {
 		tm := resilience.NewManualTimer(core.NewManualClock(0))
 		br := newBreaker(core.Config{ConsecutiveFailures: 1, Clock: tm.Clock()})
 		tl := must(resilience.NewTimeLimiter(resilience.TimeLimiterConfig{Timeout: 2 * time.Second, Timer: tm}))(t)
@@ -72,7 +73,7 @@ func TestTimeLimiterTimeoutIsFailureAsInProduction(t *testing.T) {
 		"child Err":   func(ctx context.Context, hang func()) error { return viaChild(ctx, hang, context.Context.Err) },
 		"child Cause": func(ctx context.Context, hang func()) error { return viaChild(ctx, hang, context.Cause) },
 	}
-	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) core.CircuitBreaker) {
+	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) breakers.Breaker) {
 		for _, timer := range []string{"production", "manual", "stepping"} {
 			for name, ret := range returns {
 				t.Run(timer+"/"+name, func(t *testing.T) {

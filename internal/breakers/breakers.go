@@ -1,37 +1,53 @@
 // Package breakers is the one table of circuit-breaker implementations that
 // every behavioural test, race test and fuzz target runs against (the
 // uber-go/ratelimit pattern): the lock-free core and the mutex baseline,
-// behind the core.CircuitBreaker contract. Adding an implementation here adds
+// behind the Breaker contract. Adding an implementation here adds
 // it to every test at once.
 package breakers
 
 import (
 	"errors"
+	"time"
 
 	"github.com/casbreaker/casbreaker/baseline"
 	"github.com/casbreaker/casbreaker/core"
 )
 
+// Breaker is the contract both implementations keep: the lock-free
+// core.Breaker and the mutex baseline.Breaker. Every behavioural test runs
+// against both through it.
+type Breaker interface {
+	core.Guard
+	RecordHint(p core.Permit, retryAfter time.Duration)
+	State() core.State
+	Counts() core.Counts
+	Metrics() core.Metrics
+	ForceOpen(d time.Duration) error
+	Disable()
+	MetricsOnly()
+	Reset()
+}
+
 // Impl names one implementation and builds it from a Config.
 type Impl struct {
 	Name string
-	New  func(core.Config) (core.CircuitBreaker, error)
+	New  func(core.Config) (Breaker, error)
 	// Zero is the implementation's zero value, made without New (the
 	// misuse every method must refuse with a panic that names New).
-	Zero func() core.CircuitBreaker
+	Zero func() Breaker
 }
 
 // All lists every implementation, the lock-free core first.
 var All = []Impl{
 	{
 		Name: "lockfree",
-		New:  func(c core.Config) (core.CircuitBreaker, error) { return core.New(c) },
-		Zero: func() core.CircuitBreaker { return new(core.Breaker) },
+		New:  func(c core.Config) (Breaker, error) { return core.New(c) },
+		Zero: func() Breaker { return new(core.Breaker) },
 	},
 	{
 		Name: "mutex",
-		New:  func(c core.Config) (core.CircuitBreaker, error) { return baseline.New(c) },
-		Zero: func() core.CircuitBreaker { return new(baseline.Breaker) },
+		New:  func(c core.Config) (Breaker, error) { return baseline.New(c) },
+		Zero: func() Breaker { return new(baseline.Breaker) },
 	},
 }
 

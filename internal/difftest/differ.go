@@ -26,7 +26,7 @@ type Seen struct {
 // notifications.
 type Side struct {
 	Name  string
-	B     core.CircuitBreaker
+	B     breakers.Breaker
 	Clock *core.ManualClock
 
 	mu   sync.Mutex

@@ -13,13 +13,13 @@ import (
 
 // forgetful is a breaker that records every failure as a success: a rule
 // broken in one implementation.
-type forgetful struct{ core.CircuitBreaker }
+type forgetful struct{ breakers.Breaker }
 
 func (f forgetful) Record(p core.Permit, o core.Outcome) {
 	if o == core.Failure {
 		o = core.Success
 	}
-	f.CircuitBreaker.Record(p, o)
+	f.Breaker.Record(p, o)
 }
 
 var tripOnOne = core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, CollectMetrics: true}
@@ -27,7 +27,7 @@ var tripOnOne = core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, C
 // The Differ catches an implementation that breaks a rule the other keeps,
 // at the step where the two first disagree, and names it.
 func TestDifferCatchesABrokenRule(t *testing.T) {
-	broken := breakers.Impl{Name: "forgetful", New: func(c core.Config) (core.CircuitBreaker, error) {
+	broken := breakers.Impl{Name: "forgetful", New: func(c core.Config) (breakers.Breaker, error) {
 		b, err := breakers.All[1].New(c)
 		return forgetful{b}, err
 	}}

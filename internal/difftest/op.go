@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 )
 
 // Kind is what an Op calls.
@@ -118,14 +119,14 @@ type Obs struct {
 // many goroutines at once on one breaker, as the breaker's own methods
 // are; clk is only read or moved by the clock operations and Do. It
 // panics, naming the kind, when op.Kind is none of the operations.
-func Apply(b core.CircuitBreaker, clk *core.ManualClock, op Op) Obs {
+func Apply(b breakers.Breaker, clk *core.ManualClock, op Op) Obs {
 	if op.Kind >= numKinds {
 		panic(fmt.Sprintf("difftest.Apply: unknown operation %v", op.Kind))
 	}
 	return apply(b, clk, op)
 }
 
-func apply(b core.CircuitBreaker, clk *core.ManualClock, op Op) (obs Obs) {
+func apply(b breakers.Breaker, clk *core.ManualClock, op Op) (obs Obs) {
 	defer func() {
 		if v := recover(); v != nil {
 			obs.Panic = fmt.Sprint(v)
@@ -162,7 +163,7 @@ func apply(b core.CircuitBreaker, clk *core.ManualClock, op Op) (obs Obs) {
 }
 
 // read is Apply's State, Counts and Metrics.
-func read(b core.CircuitBreaker, k Kind) Obs {
+func read(b breakers.Breaker, k Kind) Obs {
 	switch k {
 	case State:
 		return Obs{State: b.State()}
@@ -174,7 +175,7 @@ func read(b core.CircuitBreaker, k Kind) Obs {
 
 // do is Apply's Do: the panic, if any, is recovered by Apply after Do has
 // released the permit.
-func do(b core.CircuitBreaker, clk *core.ManualClock, op Op) Obs {
+func do(b breakers.Breaker, clk *core.ManualClock, op Op) Obs {
 	ctx := context.Background()
 	if op.Cancelled {
 		cctx, cancel := context.WithCancel(ctx)

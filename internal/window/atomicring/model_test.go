@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casbreaker/casbreaker/internal/trip"
 	"github.com/casbreaker/casbreaker/window"
 )
 
@@ -54,7 +55,7 @@ type mcall struct {
 	op   mop
 	g    uint16
 	out  uint64 // opRecord: present, failure, slow
-	rule *window.Rule
+	rule *trip.Rule
 
 	pc        mpc
 	fastTried bool   // a fast success has had its RecordFastSuccess load
@@ -427,7 +428,7 @@ func randomRun(t testing.TB, seed uint64, back bool, steps int) modelStats {
 	rng := rand.New(rand.NewPCG(seed, b2u(back)))
 	size := 1 + rng.IntN(4)
 	m := newModel(t, size)
-	rule := &window.Rule{FailureCountThreshold: uint64(size), MinimumNumberOfCalls: uint64(size), MinimumAppliesToCount: true}
+	rule := &trip.Rule{FailureCountThreshold: uint64(size), MinimumNumberOfCalls: uint64(size), MinimumAppliesToCount: true}
 	var cur uint16
 	var calls []*mcall
 	for i := 0; i < steps && !m.broken; i++ {
@@ -459,7 +460,7 @@ func randomRun(t testing.TB, seed uint64, back bool, steps int) modelStats {
 // randomCall is randomRun's next call: a Record of the current generation
 // cur, or an Advance, a Reset or a Record of another generation (which may
 // move cur on), as randomRun describes.
-func randomCall(rng *rand.Rand, cur *uint16, back bool, rule *window.Rule) *mcall {
+func randomCall(rng *rand.Rand, cur *uint16, back bool, rule *trip.Rule) *mcall {
 	// Mostly successes and failures: a flush skips, or a stalled one
 	// changes a slot, only when outcomes repeat or differ.
 	c := &mcall{op: opRecord, g: *cur, out: present | rng.Uint64N(2)<<1}
@@ -538,7 +539,7 @@ func TestModel_AloneMatchesRing(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(size), 3))
 		m := newModel(t, size)
 		r := mustNew(t, size)
-		rule := &window.Rule{FailureCountThreshold: 3}
+		rule := &trip.Rule{FailureCountThreshold: 3}
 		var cur uint16
 		for i := range 3000 {
 			c := &mcall{op: opRecord, g: cur, out: present | rng.Uint64N(4)<<1}

@@ -24,6 +24,7 @@ import (
 	"go.uber.org/atomic"
 
 	"github.com/casbreaker/casbreaker/internal/cacheline"
+	"github.com/casbreaker/casbreaker/internal/trip"
 	"github.com/casbreaker/casbreaker/window"
 )
 
@@ -203,7 +204,7 @@ const (
 // A nil rule never trips, as in Record. The returned Counts are the window with the outcome in it (Recorded,
 // Tripped) or zero (AfterTrip, Stale). It may run concurrently with every
 // other call on r.
-func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (window.Counts, Verdict) {
+func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *trip.Rule) (window.Counts, Verdict) {
 	out := outBits(failure, slow)
 	if out == present && r.RecordFastSuccess(gen) {
 		return r.counts(^r.hot.notHealthy), Recorded
@@ -221,7 +222,7 @@ func (r *Ring) RecordTrip(gen uint32, failure, slow bool, rule *window.Rule) (wi
 // of fast successes is counted by one load, as in RecordFastSuccess. It
 // may run concurrently with every other call on r; on the zero Ring it
 // panics naming New, as RecordTrip does.
-func (r *Ring) RecordOutcome(gen uint32, failure, slow bool, rule *window.Rule) Verdict {
+func (r *Ring) RecordOutcome(gen uint32, failure, slow bool, rule *trip.Rule) Verdict {
 	if !failure && !slow && r.RecordFastSuccess(gen) {
 		return Recorded
 	}
@@ -234,7 +235,7 @@ func (r *Ring) RecordOutcome(gen uint32, failure, slow bool, rule *window.Rule) 
 // one to another claim), with the same verdict RecordTrip would give. It
 // may run concurrently with every other call on r; on the zero Ring it
 // panics naming New.
-func (r *Ring) Claim(gen uint32, failure, slow bool, rule *window.Rule) Verdict {
+func (r *Ring) Claim(gen uint32, failure, slow bool, rule *trip.Rule) Verdict {
 	_, v := r.claim(uint16(gen), outBits(failure, slow), rule)
 	return v
 }
@@ -243,7 +244,7 @@ func (r *Ring) Claim(gen uint32, failure, slow bool, rule *window.Rule) Verdict 
 // (the protocol below), judging rule in the same swap, and returns A as
 // the swap left it with the verdict (A is meaningless for AfterTrip and
 // Stale).
-func (r *Ring) claim(g uint16, out uint64, rule *window.Rule) (uint64, Verdict) {
+func (r *Ring) claim(g uint16, out uint64, rule *trip.Rule) (uint64, Verdict) {
 	r.mustBeNew()
 	// The claim works on A itself, never on an unpacked copy: a struct of
 	// more than four fields lives in memory, and its copies cost more than

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casbreaker/casbreaker/internal/trip"
 	"github.com/casbreaker/casbreaker/window"
 )
 
@@ -478,7 +479,7 @@ func TestRecordAndSnapshot_DoNotAllocate(t *testing.T) {
 		r.Snapshot(i / 300)
 	})
 	assert.Zero(t, allocs, "Record, Snapshot")
-	rule := window.Rule{FailureRateThreshold: 30, MinimumNumberOfCalls: 10}
+	rule := trip.Rule{FailureRateThreshold: 30, MinimumNumberOfCalls: 10}
 	allocs = testing.AllocsPerRun(1000, func() {
 		i++
 		r.RecordTrip(i/300, i%3 == 0, i%5 == 0, &rule) // trips, closes and reopens with the generations
@@ -523,7 +524,7 @@ func BenchmarkSnapshot(b *testing.B) {
 // opens a fresh window.
 func TestRecordTrip_ClosesWindow(t *testing.T) {
 	r := mustNew(t, 4)
-	rule := &window.Rule{FailureCountThreshold: 2}
+	rule := &trip.Rule{FailureCountThreshold: 2}
 	c, v := r.RecordTrip(1, false, false, rule)
 	require.Equal(t, Recorded, v)
 	require.Equal(t, window.Counts{Calls: 1}, c)
@@ -557,7 +558,7 @@ func TestRecordTrip_NoRuleNeverCloses(t *testing.T) {
 	for i := range 50 {
 		_, v := r.RecordTrip(7, true, true, nil)
 		require.Equal(t, Recorded, v, "call %d", i)
-		_, v = r.RecordTrip(7, true, true, &window.Rule{FailureRateThreshold: 100, MinimumNumberOfCalls: 4})
+		_, v = r.RecordTrip(7, true, true, &trip.Rule{FailureRateThreshold: 100, MinimumNumberOfCalls: 4})
 		require.Equal(t, Recorded, v, "a 3-call window never holds 4 calls (call %d)", i)
 	}
 }
@@ -574,7 +575,7 @@ func TestRecordTrip_ExactlyOneTripUnderContention(t *testing.T) {
 	old := runtime.GOMAXPROCS(8)
 	defer runtime.GOMAXPROCS(old)
 	r := mustNew(t, MaxSize)
-	rule := &window.Rule{FailureCountThreshold: k}
+	rule := &trip.Rule{FailureCountThreshold: k}
 	for round := range rounds {
 		gen := uint32(round + 1)
 		var tripped, recorded, closedN atomic.Int64

@@ -26,6 +26,7 @@ import (
 	"go.uber.org/atomic"
 
 	"github.com/casbreaker/casbreaker/internal/cacheline"
+	"github.com/casbreaker/casbreaker/internal/trip"
 	"github.com/casbreaker/casbreaker/window"
 )
 
@@ -277,7 +278,7 @@ func (w *Window) RecordCurrent(gen uint32, now time.Duration, failure, slow bool
 // slack are described under Window). In sequential use it equals
 // rule.Trips(Snapshot(gen, now)) after the record. It may run concurrently
 // with every other method and allocates nothing.
-func (w *Window) RecordTrip(gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) (recorded, trips bool) {
+func (w *Window) RecordTrip(gen uint32, now time.Duration, failure, slow bool, rule *trip.Rule) (recorded, trips bool) {
 	sec, ok := w.record(gen, now, failure, slow, false)
 	if !ok || rule == nil || w.cleanAt(sec) {
 		return ok, false
@@ -296,7 +297,7 @@ func (w *Window) RecordTrip(gen uint32, now time.Duration, failure, slow bool, r
 // the judgement (after it). On the zero Window it records nothing and
 // reports false, false. It may run concurrently with every other method,
 // allocates nothing and never panics.
-func (w *Window) RecordSuccess(gen uint32, now time.Duration, rule *window.Rule) (recorded, trips bool) {
+func (w *Window) RecordSuccess(gen uint32, now time.Duration, rule *trip.Rule) (recorded, trips bool) {
 	gen &= genMask
 	sec := second(now)
 	i, id, ok := w.steady(gen, sec)
@@ -346,7 +347,7 @@ func (w *Window) steady(gen uint32, sec uint64) (i, id uint64, ok bool) {
 // On the zero Window it records nothing and reports false, false. It may
 // run concurrently with every other method, allocates nothing and never
 // panics.
-func (w *Window) RecordFailure(gen uint32, now time.Duration, rule *window.Rule) (recorded, trips bool) {
+func (w *Window) RecordFailure(gen uint32, now time.Duration, rule *trip.Rule) (recorded, trips bool) {
 	gen &= genMask
 	sec := second(now)
 	// lastUnclean covers sec: record's mark, made before the add, is made.
@@ -649,7 +650,7 @@ func (w *Window) collect(gen uint32, sec uint64, failedOrSlow bool) (sum window.
 // Clean reports whether no failure and no slow call was offered to Record,
 // under any generation and whether or not it was counted, in a second the
 // window covers at now. A window that is clean holds neither, so no rule
-// that needs a failure or a slow call (every window.Rule) can trip on it,
+// that needs a failure or a slow call (every trip.Rule) can trip on it,
 // and a caller may skip Snapshot: that is the time-based window's cheap
 // success path, one load beside head's. A failure or a slow call makes the
 // window unclean for B seconds, even if it was dropped or its generation

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/atomic"
 
+	"github.com/casbreaker/casbreaker/internal/trip"
 	"github.com/casbreaker/casbreaker/window"
 )
 
@@ -498,7 +499,7 @@ func TestStress_JudgementsCoverExactly(t *testing.T) {
 	// judgement of the concurrent phase has slack up to it, and one made on
 	// a Snapshot that caught a failure's call but not yet its failure must
 	// not hand out more (see risky).
-	allFail := &window.Rule{FailureRateThreshold: 100, MinimumNumberOfCalls: g*k + 2}
+	allFail := &trip.Rule{FailureRateThreshold: 100, MinimumNumberOfCalls: g*k + 2}
 	// A judgement yields between its Snapshot and its install, so that
 	// other outcomes land in between, where a lost or a stale install is
 	// decided.

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/atomic"
 
+	"github.com/casbreaker/casbreaker/internal/trip"
 	"github.com/casbreaker/casbreaker/window"
 )
 
@@ -548,7 +549,7 @@ func TestRandomOps_MatchOracle(t *testing.T) {
 // randomOps is one run of TestRandomOps_MatchOracle: a window of b seconds
 // whose outcomes are judged with rule (a window is judged with one rule
 // for its whole life, as a breaker does).
-func randomOps(t *testing.T, b int, rule *window.Rule, ops int) {
+func randomOps(t *testing.T, b int, rule *trip.Rule, ops int) {
 	{
 		{
 			r := rand.New(rand.NewPCG(uint64(b), 2026))
@@ -610,7 +611,7 @@ func randomOps(t *testing.T, b int, rule *window.Rule, ops int) {
 // recordVia is RecordTrip, or with fast set, for a fast success or a plain
 // failure, RecordSuccess or RecordFailure, the breaker's paths for them:
 // each must leave the same window and give the same judgement.
-func recordVia(w *Window, fast bool, gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) (recorded, trips bool) {
+func recordVia(w *Window, fast bool, gen uint32, now time.Duration, failure, slow bool, rule *trip.Rule) (recorded, trips bool) {
 	switch {
 	case fast && !failure && !slow:
 		return w.RecordSuccess(gen, now, rule)
@@ -623,7 +624,7 @@ func recordVia(w *Window, fast bool, gen uint32, now time.Duration, failure, slo
 // judgeRules are the trip rules TestRandomOps_MatchOracle judges with:
 // each threshold kind alone and mixed, minimums below, at and above what a
 // burst brings, and the count threshold with and without the minimum.
-var judgeRules = []window.Rule{
+var judgeRules = []trip.Rule{
 	{FailureRateThreshold: 50, MinimumNumberOfCalls: 5},
 	{FailureRateThreshold: 20, MinimumNumberOfCalls: 1},
 	{FailureRateThreshold: 90, MinimumNumberOfCalls: 30},

@@ -3,6 +3,7 @@ package buckets
 import (
 	"time"
 
+	"github.com/casbreaker/casbreaker/internal/trip"
 	"github.com/casbreaker/casbreaker/window"
 )
 
@@ -103,7 +104,7 @@ const (
 // an earlier second is in the window the current judgement is about, and
 // a second that began after the record was read began after the outcome
 // was added, so its judgements' Snapshots hold it.
-func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *window.Rule) bool {
+func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *trip.Rule) bool {
 	failureOrSlow := failure || slow
 	sec := w.current(now)
 	b := w.bucket(w.slot(sec))
@@ -150,7 +151,7 @@ func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *
 // sumAndJudge is judge for an outcome that no judgement covered: it sums
 // the window, reports whether rule trips on it, and leaves in g's bucket
 // the judgement the sum supports, or none.
-func (w *Window) sumAndJudge(g *judging, gen uint32, now time.Duration, rule *window.Rule) bool {
+func (w *Window) sumAndJudge(g *judging, gen uint32, now time.Duration, rule *trip.Rule) bool {
 	c, _, stopped, summed := w.sum(gen, now, g)
 	if stopped {
 		return false
@@ -263,7 +264,7 @@ func nextJudgement(j uint64, inc uint8, m uint64) uint64 {
 // c meets the minimum number of calls; nothing when even none is safe. x
 // is found by doubling and then bisecting, each step one Trips: about
 // 2 log2(x) of them, once per judgement.
-func margin(rule *window.Rule, c window.Counts) uint64 {
+func margin(rule *trip.Rule, c window.Counts) uint64 {
 	if risky(rule, c, 0) {
 		return 0
 	}
@@ -293,7 +294,7 @@ func margin(rule *window.Rule, c window.Counts) uint64 {
 // calls grow, so the worst N' is the fewest that meet the minimum number
 // of calls. The x outcomes' own calls are not added: a Snapshot may
 // already hold a failure's call without its failure.
-func risky(rule *window.Rule, c window.Counts, x uint64) bool {
+func risky(rule *trip.Rule, c window.Counts, x uint64) bool {
 	return rule.Trips(window.Counts{
 		Calls:    max(c.Calls, rule.MinimumNumberOfCalls),
 		Failures: c.Failures + x, Slow: c.Slow + x, SlowFailures: c.SlowFailures + x,

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/casbreaker/casbreaker/internal/trip"
 	"github.com/casbreaker/casbreaker/window"
 )
 
@@ -50,7 +51,7 @@ func TestJudge_LostInstallChargesTheWinner(t *testing.T) {
 // after the successes had returned while the sequential history had opened.
 func TestJudge_SuccessBelowTheMinimumIsJudged(t *testing.T) {
 	w := mustNew(t, 10)
-	rule := &window.Rule{FailureRateThreshold: 50, MinimumNumberOfCalls: 10}
+	rule := &trip.Rule{FailureRateThreshold: 50, MinimumNumberOfCalls: 10}
 	const gen = 1
 	now := 500 * time.Millisecond
 	for i := range 4 { // the first sums {1, 1} and installs slack 3; the others take it
@@ -78,7 +79,7 @@ func TestJudge_SuccessBelowTheMinimumIsJudged(t *testing.T) {
 // minimum for a success, a recycled bucket) keeps it summing.
 func TestJudge_StopsSummingOnlyWhenCovered(t *testing.T) {
 	w := mustNew(t, 10)
-	rule := &window.Rule{FailureRateThreshold: 50, MinimumNumberOfCalls: 4}
+	rule := &trip.Rule{FailureRateThreshold: 50, MinimumNumberOfCalls: 4}
 	const gen = 1
 	now := 500 * time.Millisecond
 	_, trips := w.RecordTrip(gen, now, false, false, rule)
@@ -134,7 +135,7 @@ func TestJudge_StopsSummingOnlyWhenCovered(t *testing.T) {
 // record, which RecordTrip stood for before the judgement, trips.
 func TestJudge_FailureInFlightKeepsItsUnitOfSlack(t *testing.T) {
 	w := mustNew(t, 10)
-	rule := &window.Rule{FailureCountThreshold: 3}
+	rule := &trip.Rule{FailureCountThreshold: 3}
 	const gen = 1
 	now := 500 * time.Millisecond
 	_, trips := w.RecordTrip(gen, now, true, false, rule) // F1: sums {1, 1}, installs slack 1
@@ -187,10 +188,10 @@ func TestJudge_LostInstallStillRetracts(t *testing.T) {
 // has no judgement yet; and the judge hook set so that each judgement that
 // reaches it parks until released, its release channel sent on arrived in
 // the order they arrive.
-func parkedJudges(t *testing.T) (w *Window, rule *window.Rule, now time.Duration, arrived chan chan struct{}) {
+func parkedJudges(t *testing.T) (w *Window, rule *trip.Rule, now time.Duration, arrived chan chan struct{}) {
 	t.Helper()
 	w = mustNew(t, 10)
-	rule = &window.Rule{FailureCountThreshold: 3}
+	rule = &trip.Rule{FailureCountThreshold: 3}
 	_, trips := w.RecordTrip(1, 500*time.Millisecond, true, false, rule)
 	require.False(t, trips)
 	arrived = make(chan chan struct{}, 2)
@@ -210,7 +211,7 @@ func parkedJudges(t *testing.T) (w *Window, rule *window.Rule, now time.Duration
 // a judgement that finds the rule holding takes it back.
 func TestJudge_FullJudgementPublishesItsIncarnation(t *testing.T) {
 	// A count rule: a success after the trip leaves it holding.
-	rule := &window.Rule{FailureCountThreshold: 12, MinimumNumberOfCalls: 10, MinimumAppliesToCount: true}
+	rule := &trip.Rule{FailureCountThreshold: 12, MinimumNumberOfCalls: 10, MinimumAppliesToCount: true}
 	for _, now := range []time.Duration{0, 7 * sec} {
 		w := mustNew(t, 3)
 		w.RecordFailure(0, now, rule)
@@ -243,7 +244,7 @@ func TestJudge_FullJudgementPublishesItsIncarnation(t *testing.T) {
 // head.full. (In the breaker, Counts commits the trip it shows only when
 // the window holds an outcome of its current second.)
 func TestJudge_SuccessAfterARetractionIsJudged(t *testing.T) {
-	rule := &window.Rule{FailureCountThreshold: 3, MinimumNumberOfCalls: 2, MinimumAppliesToCount: true}
+	rule := &trip.Rule{FailureCountThreshold: 3, MinimumNumberOfCalls: 2, MinimumAppliesToCount: true}
 	const gen = 1
 	now := 500 * time.Millisecond
 	for _, fast := range []bool{false, true} {
