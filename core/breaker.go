@@ -194,8 +194,8 @@ func (b *Breaker) choosePaths(defaultClassifier bool) {
 }
 
 // now reads the breaker's clock. The default SystemClock is read by a
-// direct call, inlined here: through the interface, the reading that a
-// time-window outcome needs cost about 2 ns more (docs/benchmarks.md).
+// direct call, inlined here: through the interface, every time-window
+// outcome would pay an indirect call for its reading.
 func (b *Breaker) now() time.Duration {
 	if b.sysClock {
 		return readSystem(b.sysOrigin)

@@ -37,8 +37,8 @@ var (
 
 // nanotime is the runtime's monotonic clock, the reading time.Now and
 // time.Since take their monotonic part from. Now calls it directly: through
-// time.Since it cost two more calls a reading, and a time-window outcome
-// reads the clock once (docs/benchmarks.md). The runtime keeps it
+// time.Since it cost two more calls a reading, and every time-window
+// outcome reads the clock. The runtime keeps it
 // reachable by linkname for the packages that read it this way.
 //
 //go:linkname nanotime runtime.nanotime

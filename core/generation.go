@@ -17,8 +17,8 @@ func (b *Breaker) ofWord(w stateWord, gen uint64) bool {
 // the fast paths' one test. closedNoRun's comparison of the low 20 bits
 // is ofWord's first, so only ofWord's bound on base is added.
 func (b *Breaker) closedOf(w stateWord, gen uint64) bool {
-	// Both tests are zero when they pass, so one test of their OR decides:
-	// with && the result was a materialized bool, five instructions more.
+	// Both tests are zero when they pass, so one test of their OR decides;
+	// with && the compiler materializes a bool and tests it again.
 	return uint64((w^stateWord(gen<<genShift))&noRunMask)|(gen-b.base.Load())>>genBits == 0
 }
 

@@ -19,8 +19,7 @@ func (b *Breaker) Done(p Permit, err error) {
 	}
 	// The fast paths for a success outside half-open, the outcome nearly
 	// every call reports, taken here rather than in Record: a call level
-	// less measured 1 to 2 ns of a count- or time-window success
-	// (docs/benchmarks.md). Record(p, Success) comes here too.
+	// less on the hottest path. Record(p, Success) comes here too.
 	if !p.Probe {
 		switch b.success {
 		case successIgnored:
@@ -123,9 +122,8 @@ func counting(s State) bool { return s == Closed || s == MetricsOnly }
 //
 // It and the time window's paths (Done's, recordBucketsFailure) repeat
 // recordInRing's and recordInBuckets' window writes on purpose: one shared
-// function for both, called from here, measured 7% slower on a count
-// window and 5.5% on a time window (pinned A/B runs, 10 each, p=0.000),
-// the cost of the extra call these paths exist to avoid.
+// function for both, called from here, costs the extra call these paths
+// exist to avoid (docs/benchmarks.md, What the profiles showed).
 func (b *Breaker) recordRingOutcome(p Permit, o Outcome) {
 	if !b.closedOf(b.peek(), p.Generation) {
 		b.mustBeNew()
@@ -174,8 +172,8 @@ func (b *Breaker) recordBucketsFailure(p Permit) {
 // run of consecutive failures, and trips the breaker when the window rule
 // fired or the run reached Config.ConsecutiveFailures. Why it is long: the
 // run's loop stays in this frame because in a function of its own it made a
-// failure-heavy consecutive-failures breaker 10 to 18% slower (ClosedMixed,
-// 80 A/B rounds, p < 0.03).
+// failure-heavy consecutive-failures breaker measurably slower
+// (docs/benchmarks.md, What the profiles showed).
 //
 // With a count window, the ring closed this generation's window in the
 // swap that added the outcome, so the record and the trip are one step to

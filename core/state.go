@@ -217,7 +217,7 @@ func (w stateWord) explicitMillis() (ms uint64, has bool) {
 // fields is w unpacked: the one translation from the word to its fields
 // (packed is the other way). It is not a wrapper of a shared helper
 // because the inliner copies a struct result once per level: a wrapper
-// cost Counts a 48-byte copy and 15% on a count window.
+// cost Counts a 48-byte copy.
 func (w stateWord) fields() word {
 	u := word{
 		state: State(w & stateMask),

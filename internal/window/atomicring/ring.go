@@ -248,7 +248,7 @@ func (r *Ring) claim(g uint16, out uint64, rule *trip.Rule) (uint64, Verdict) {
 	r.mustBeNew()
 	// The claim works on A itself, never on an unpacked copy: a struct of
 	// more than four fields lives in memory, and its copies cost more than
-	// both atomics together (docs/benchmarks.md, countrate).
+	// both atomics together.
 	in := r.delta[out]
 	backoff := uint32(backoffFirst)
 	for {
@@ -335,9 +335,8 @@ func (r *Ring) advancePos(next, pos uint64) uint64 {
 // line; retrying at once makes each load and swap a transfer of that
 // line, and the loser's retry steals it back mid-claim. A short spin,
 // doubled on every loss up to a cap, lets the winner run a few claims on a
-// hot line: at -cpu 2 with a failure in every 10 calls it took a record
-// from 162 to 43-62 ns (docs/benchmarks.md), and one goroutine never
-// loses, so it costs nothing there. The cap bounds what one record can
+// hot line (docs/benchmarks.md, What a call costs, and what stops it scaling), and one goroutine
+// never loses, so it costs nothing there. The cap bounds what one record can
 // spin: 512 PAUSEs, tens of microseconds on CPUs whose PAUSE is slow,
 // reached after five losses in a row.
 const (

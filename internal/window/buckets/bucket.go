@@ -98,8 +98,7 @@ import (
 // and the counters in another (Window.ids, Window.counts), not side by
 // side. Every Record loads its bucket's id and then raises a counter; were
 // they on one cache line, a core's counter CAS would evict the id from
-// every other core, so each record would miss twice (the profile of two
-// cores on one time window put 29% of the time on that load). An id is
+// every other core, so each record would miss twice. An id is
 // written once per recycle, so its line stays shared in every core's cache.
 type bucket struct {
 	id *atomic.Uint64

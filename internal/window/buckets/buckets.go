@@ -378,8 +378,7 @@ func (w *Window) RecordFailure(gen uint32, now time.Duration, rule *trip.Rule) (
 // record adds the outcome and reports the window's current second as it
 // found it, and whether the outcome was added. Two words, returned in
 // registers: a six-word struct returned here came back through memory and
-// was re-read with 16-byte loads that missed store forwarding, 9% of a
-// time-window success in pprof -disasm.
+// was re-read with 16-byte loads that missed store forwarding.
 func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bool) (uint64, bool) {
 	size := uint64(len(w.ids))
 	if size == 0 {
