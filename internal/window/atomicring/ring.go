@@ -436,98 +436,16 @@ func (r *Ring) SnapshotClosed(gen uint32) (c window.Counts, closed bool) {
 // present included, so a zero slot never looks like a written one. gen and
 // out sit where A has them, so one mask compares a slot with A's pend.
 //
-// A claim (one iteration of Record's loop) loads A, then:
-//
-//  1. makes sure pend, the previous claim's outcome, is in the slot before
-//     pos (flush): when that claim was past lap 0 and the slot already
-//     holds the same outcome of the same generation (a success after a
-//     success, the healthy case), nothing is written; otherwise it is
-//     written there;
-//  2. when the window is full, reads the leaving outcome from slot pos;
-//  3. swaps A for the counts with the leaving outcome subtracted and its own
-//     added, its own outcome as pend, and pos advanced.
-//
-// Any surprise (a swap lost, A changed under a flush) sends the claim back
-// to load A again; each such surprise means another claim committed, so the
-// ring is lock-free. A stream with failures or slow calls in its window
-// costs one compare-and-swap per outcome, on A; a change of outcome at a
-// position costs a second, on its slot.
-//
-// A healthy stream costs no write at all. When A shows a full window (n = W)
-// of gen with no failure, no slow call and no closed bit, the last W calls
-// are W fast successes, and one more fast success leaves them W fast
-// successes: the sequence is the same whichever position it would take, so
-// RecordFastSuccess counts it by that one load, which is its linearization
-// point, and A, pos and every slot stay as they are. This is exact, not an
-// approximation: the next outcome that differs is claimed at pos, which is
-// where the oldest of W equal outcomes sits under any rotation, and what it
-// evicts and adds is what it would have after W rotations. Nothing else
-// changes either: a read writes nothing a stalled claim or flush could
-// trip over, and A not moving only makes the repeat bound below rarer.
-//
-// Why it is exact: claim c+1 cannot commit before slot q, c's position,
-// holds c's outcome (its own step 1 puts it there or finds it there, which
-// is the same value). The claim that evicts c is claim c+W, which commits
-// after c+1, so the outcome it reads in step 2 is c's; for W = 1, c+W is
-// c+1, whose step 1 has just made the very slot its step 2 reads right. No
-// write to slot q can come between: c+W's own outcome is only flushed after
-// c+W has committed, and a late flush of an earlier claim fails (below).
-//
-// What each successful swap transfers:
-//
-//   - The claim swap on A: position pos of lap lap to this outcome, the
-//     leaving outcome out of the counts and this one into them, and the
-//     duty to flush this outcome to whichever claim comes next. Its new value
-//     is the linearization point of Record and the Counts it returns.
-//   - The claim swap that closes the window (RecordTrip, when the rule trips
-//     on the new counts): all of the above, and the end of the window of
-//     gen: every later claim of gen sees closed and counts nothing, so the
-//     window a reader sees is the one that warranted the trip.
-//   - The reset swap on A, to a word holding only another gen (a newer one,
-//     or any one for Reset): the ring to that generation with an empty
-//     window, lap 0. pend is dropped unflushed. The generation reads a slot
-//     only after one of its own claims was flushed there, and flushes in
-//     lap 0 always write, so no outcome from before the reset is ever
-//     subtracted, even when the ring held this generation before.
-//   - The flush swap on a slot: the outcome in pend, with its generation, to
-//     the claim W positions later, which subtracts it. It is made only after
-//     A is seen unchanged since the claim loaded it: while A still shows
-//     claim c as the last commit, c has already evicted what the slot held
-//     and c+W, the next to read it, cannot commit before c+1, so the slot
-//     holds nothing anyone needs and the flusher may overwrite whatever it
-//     finds.
-//
-// A flusher delayed between its check of A and its swap must not land: by
-// then c's outcome may have been flushed, evicted and replaced. Its swap
-// compares the whole slot, ver included, against the value it loaded before
-// the check. If that value was c's outcome already (in lap 0, where an equal
-// slot is written anyway), the swap can only land while nothing has written
-// the slot since, and it writes the same outcome back with ver bumped:
-// harmless. Otherwise, for A to move past c, some step 1 must see c's
-// outcome in the slot while A shows c. If that happens after the load, the slot was
-// written in between, ver moved, and the swap fails. If it happened before,
-// the slot held c's outcome, then (at the load) something else, while A
-// showed c all along: only a late flush can write that, so take the first
-// late flush ever to land, and the same reasoning says it could not. A
-// flush finding the outcome already there needs no such care: writing
-// nothing cannot overwrite anything. (A reset instead of c+1 is the same:
-// the flush at q in the first lap after it writes, whatever the slot
-// holds.) ver advances with every write, so a slot returns to a value it
-// held only after 2^44 writes to it.
-//
-// The one bound: A itself returns to a value it held only after W*2^L claims
-// (4080 for W = 255, 51,200 for W = 100, 2^39 for W = 1), or 2^16
-// generations, or a Reset that brings back a generation the ring held
-// before (the breaker calls Reset only after judging a current generation
-// stale, which needs 2^15 transitions whose Advance has not run yet), each
-// followed by claims that end with the same counts and pend. Should a claim be
-// descheduled that long between reading the leaving slot in step 2 and its
-// swap, the swap would succeed and subtract the outcome it read, which may
-// not be the one leaving now; and a claim that commits on a repeated A has
-// not made sure, in the current stay, that its predecessor's outcome is in
-// its slot, so a stalled flush of another stay may leave a wrong outcome
-// there for a later eviction. Everything else is exact under any
-// interleaving (model_test.go checks both sides of this line).
+// A claim (one iteration of Record's loop) loads A, makes sure pend is in
+// the slot before pos (the flush: written only while A is still the value
+// it loaded, and only if the slot does not hold it already), reads the
+// leaving outcome from slot pos when the window is full, and swaps A for
+// the new counts with its own outcome as pend. A lost swap means another
+// claim committed, so the ring is lock-free. Why this is exact under any
+// interleaving, what each swap transfers, why a stalled flush cannot land,
+// and the one bound (A returning to a value it held while a claim is
+// descheduled) are in docs/design.md, The count window; model_test.go
+// checks both sides of that bound.
 const (
 	present = 1 << 0
 	failBit = 1 << 1
