@@ -292,12 +292,14 @@ func (b *Breaker) full() bool {
 	return b.inFlight >= b.cfg.PermittedCallsInHalfOpen || b.inFlight+b.success >= b.cfg.SuccessesToClose
 }
 
-// retryAfter is what a rejection's RetryAfter reports; see
-// core's rejections.
-func (b *Breaker) retryAfter() time.Duration {
+// retryAfter is what a rejection's RetryAfter reports, with forced for
+// ForcedOpen; see core's rejections.
+func (b *Breaker) retryAfter(forced time.Duration) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
+	case b.state == core.ForcedOpen:
+		return forced
 	case b.state == core.Open:
 		return b.wait(b.now())
 	case b.state == core.HalfOpen && b.full():
@@ -306,6 +308,13 @@ func (b *Breaker) retryAfter() time.Duration {
 		}
 	}
 	return 0
+}
+
+// RetryAfter returns how long from now until the breaker may admit a
+// call, without side effects; see core.Breaker.RetryAfter.
+func (b *Breaker) RetryAfter() time.Duration {
+	b.mustBeNew()
+	return b.retryAfter(core.WaitForever)
 }
 
 // Done records the call's error; see core.Breaker.Done. The classifier

@@ -38,10 +38,10 @@ func (halfOpenFullRejection) Unwrap() error { return core.ErrHalfOpenFull }
 func (forcedOpenRejection) Unwrap() error   { return core.ErrForcedOpen }
 func (rampingUpRejection) Unwrap() error    { return core.ErrRampingUp }
 
-func (r openRejection) RetryAfter() time.Duration         { return r.b.retryAfter() }
-func (r halfOpenFullRejection) RetryAfter() time.Duration { return r.b.retryAfter() }
-func (r forcedOpenRejection) RetryAfter() time.Duration   { return r.b.retryAfter() }
-func (r rampingUpRejection) RetryAfter() time.Duration    { return r.b.retryAfter() }
+func (r openRejection) RetryAfter() time.Duration         { return r.b.retryAfter(0) }
+func (r halfOpenFullRejection) RetryAfter() time.Duration { return r.b.retryAfter(0) }
+func (r forcedOpenRejection) RetryAfter() time.Duration   { return r.b.retryAfter(0) }
+func (r rampingUpRejection) RetryAfter() time.Duration    { return r.b.retryAfter(0) }
 
 // rejectionFor is the error for reason.
 func (b *Breaker) rejectionFor(reason int) error {

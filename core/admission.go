@@ -266,12 +266,15 @@ func (b *Breaker) halfOpenFullWait(u word, now time.Duration) (wait time.Duratio
 }
 
 // retryAfter is what a rejection's RetryAfter reports: how long from now
-// until the breaker may admit a call, from one word at one reading.
-func (b *Breaker) retryAfter() time.Duration {
+// until the breaker may admit a call, from one word at one reading, with
+// forced for ForcedOpen, which no wait ends.
+func (b *Breaker) retryAfter(forced time.Duration) time.Duration {
 	for {
 		w := b.load()
 		var wait time.Duration
 		switch w.state() {
+		case ForcedOpen:
+			return forced
 		case Open:
 			wait = untilDeadline(w.deadline(), b.now())
 		case HalfOpen:

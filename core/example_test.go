@@ -132,6 +132,27 @@ func ExampleBreaker_ForceOpen() {
 	// closed <nil>
 }
 
+// How long until a call may go, asked without making one: the wait a
+// rejection would carry now, with no transition and no notification.
+func ExampleBreaker_RetryAfter() {
+	clock := core.NewManualClock(0)
+	b, _ := core.New(core.Config{ConsecutiveFailures: 1, OpenDuration: 10 * time.Second, Clock: clock})
+	fmt.Println(b.RetryAfter()) // closed: now
+	p, _ := b.Allow()
+	b.Done(p, errors.New("boom")) // trips
+	clock.Advance(4 * time.Second)
+	fmt.Println(b.RetryAfter(), b.State()) // six seconds of the open duration left
+	clock.Advance(6 * time.Second)
+	fmt.Println(b.RetryAfter(), b.State()) // elapsed: the next call probes
+	_ = b.ForceOpen(0)
+	fmt.Println(b.RetryAfter() == core.WaitForever)
+	// Output:
+	// 0s
+	// 6s open
+	// 0s half-open
+	// true
+}
+
 // Cumulative counters, read without stopping the callers.
 func ExampleBreaker_Metrics() {
 	b, _ := core.New(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second,

@@ -1,6 +1,10 @@
 package core
 
-import "github.com/casbreaker/casbreaker/window"
+import (
+	"time"
+
+	"github.com/casbreaker/casbreaker/window"
+)
 
 // Metrics returns the cumulative counters (all zero without
 // Config.CollectMetrics); see Metrics for what a read concurrent with
@@ -37,6 +41,24 @@ func (b *Breaker) State() State {
 		}
 		return Open
 	}
+}
+
+// RetryAfter returns how long from now until the breaker may admit a call:
+// the wait a rejection at this moment would carry (Permit.Wait,
+// RetryAfterOf), without admitting a call, committing a transition or
+// notifying. It is 0 when a call may go now: closed (ramping up included,
+// where the next call may be admitted), metrics-only, disabled, an open
+// duration that has elapsed (the next call probes), or a free probe slot in
+// half-open. Open: the time left of the open duration. Half-open with every
+// probe slot taken: Config.HalfOpenFullWait, or the time left of the
+// half-open max wait if that is shorter. ForcedOpen: WaitForever, since only
+// a manual control ends it (a ForcedOpen rejection carries no wait). It
+// reads the clock in open and in full half-open states, allocates nothing,
+// and may run concurrently with every method; on a zero Breaker it panics,
+// naming New.
+func (b *Breaker) RetryAfter() time.Duration {
+	b.mustBeNew()
+	return b.retryAfter(WaitForever)
 }
 
 // Counts returns a snapshot; see Counts. It allocates nothing. It reads the

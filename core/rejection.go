@@ -53,4 +53,4 @@ func (r boundRejection[R]) Unwrap() error {
 // the truth; at the clock reading of the Allow that returned it, it equals
 // that Allow's Permit.Wait. It reads the clock, changes nothing and
 // allocates nothing.
-func (r boundRejection[R]) RetryAfter() time.Duration { return r.b.retryAfter() }
+func (r boundRejection[R]) RetryAfter() time.Duration { return r.b.retryAfter(0) }

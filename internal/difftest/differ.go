@@ -127,8 +127,10 @@ type entry struct {
 //     and text, value, panic, or what a read returned);
 //   - Allow refused for none of the four reasons, or with a rejection
 //     whose wait (core.RetryAfterOf) is not the permit's Wait;
-//   - after op, State, Counts, Metrics or the notifications (with what
-//     the listeners read inside them) differ between the sides;
+//   - after op, State, Counts, Metrics, RetryAfter or the notifications
+//     (with what the listeners read inside them) differ between the sides;
+//   - right after a refused Allow, RetryAfter is not the rejection's wait
+//     (WaitForever for ErrForcedOpen);
 //   - a notification does not follow the one before it (its From is the
 //     last one's To, from closed at first, and its generation the next);
 //   - without CollectMetrics Metrics is not zero; with it, Metrics do not
@@ -162,6 +164,9 @@ func (d *Differ) Step(op Op) (Obs, error) {
 	if op.Kind == Allow && !obs.Err.Nil() && (obs.Err.Reason() == nil || obs.Err.Wait != obs.Permit.Wait) {
 		return obs, d.fail("Allow refused with %v and %+v: want one of the four reasons, asking for the permit's Wait", obs.Err, obs.Permit)
 	}
+	if err := d.waitOf(op, obs); err != nil {
+		return obs, err
+	}
 	d.tally(op, obs)
 	if err := d.agree(); err != nil {
 		return obs, err
@@ -173,6 +178,35 @@ func (d *Differ) Step(op Op) (Obs, error) {
 		return obs, err
 	}
 	return obs, d.metrics()
+}
+
+// waitOf checks RetryAfter right after a refused Allow, on the same clock
+// reading: the rejection's wait, or WaitForever for ErrForcedOpen, which
+// carries none.
+func (d *Differ) waitOf(op Op, obs Obs) error {
+	if op.Kind != Allow || obs.Err.Nil() {
+		return nil
+	}
+	want := obs.Permit.Wait
+	if obs.Err.Matches(core.ErrForcedOpen) {
+		want = core.WaitForever
+	}
+	if got := retryAfter(d.Sides[0].B); got != want && got != noRetryAfter {
+		return d.fail("RetryAfter right after Allow refused with %v: %v, want %v", obs.Err, got, want)
+	}
+	return nil
+}
+
+// noRetryAfter is what retryAfter reports of a breaker without RetryAfter
+// (the naive ones of the teaching tests): a wait no breaker reports.
+const noRetryAfter = time.Duration(-2)
+
+// retryAfter is b.RetryAfter(), or noRetryAfter where b has none.
+func retryAfter(b breakers.Breaker) time.Duration {
+	if r, ok := b.(interface{ RetryAfter() time.Duration }); ok {
+		return r.RetryAfter()
+	}
+	return noRetryAfter
 }
 
 // summary is what op observed: every field Apply sets for its kind.
@@ -247,15 +281,18 @@ func (d *Differ) grant(e Err) {
 func (d *Differ) agree() error {
 	s0 := d.Sides[0]
 	c0, st0, m0, n0 := s0.B.Counts(), s0.B.State(), s0.B.Metrics(), s0.Since(d.seen)
+	w0 := retryAfter(s0.B)
 	for _, s := range d.Sides[1:] {
 		c, st, m, n := s.B.Counts(), s.B.State(), s.B.Metrics(), s.Since(d.seen)
-		switch {
+		switch w := retryAfter(s.B); {
 		case c != c0:
 			return d.fail("Counts: %s %+v, %s %+v", s0.Name, c0, s.Name, c)
 		case st != st0:
 			return d.fail("State: %s %v, %s %v", s0.Name, st0, s.Name, st)
 		case m != m0:
 			return d.fail("Metrics: %s %+v, %s %+v", s0.Name, m0, s.Name, m)
+		case w != w0 && w != noRetryAfter && w0 != noRetryAfter:
+			return d.fail("RetryAfter: %s %v, %s %v", s0.Name, w0, s.Name, w)
 		}
 		for i := range max(len(n), len(n0)) {
 			if i >= len(n) || i >= len(n0) || n[i] != n0[i] {
