@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 )
 
 // binary returns the path of prometheus or promtool. Without it the test
@@ -119,7 +122,6 @@ func startPrometheus(ctx context.Context, t *testing.T, dir, config string) (str
 		"--config.file=prometheus.yml",
 		"--storage.tsdb.path=data",
 		"--web.listen-address=127.0.0.1:0",
-		"--web.enable-lifecycle=false",
 		"--log.level=info")
 	cmd.Dir = dir
 	p := start(t, cmd, func(line string) {
@@ -152,7 +154,7 @@ func startPrometheus(ctx context.Context, t *testing.T, dir, config string) (str
 
 // poll calls cond every 100 ms until it reports true, failing the test
 // with what, cond's last error and the output of the processes ps when
-// ctx ends first.
+// ctx ends first, or at once when Prometheus refuses a query as bad.
 func poll(ctx context.Context, t *testing.T, what string, cond func() (bool, error), ps ...*process) {
 	t.Helper()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -161,6 +163,10 @@ func poll(ctx context.Context, t *testing.T, what string, cond func() (bool, err
 		ok, err := cond()
 		if ok {
 			return
+		}
+		var apiErr *v1.Error
+		if errors.As(err, &apiErr) && apiErr.Type == v1.ErrBadData {
+			t.Fatalf("waiting for %s: a query Prometheus refuses: %v", what, err) // no use waiting
 		}
 		select {
 		case <-tick.C:

@@ -95,18 +95,18 @@ func TestCheckQueryFinds(t *testing.T) {
 		{`label_replace(casbreaker_state, "registry", "$1", "breaker", "([^/]*).*")`, false},
 		{`count by (registry) (label_replace(casbreaker_state, "registry", "$1", "breaker", "([^/]*).*"))`, false},
 		{`up == 0 and on (job, instance) casbreaker_state`, false},
-		{`sum(rate(casbreaker_calls_total[5m])`, true},                                       // does not parse
-		{`casbreaker_call_total`, true},                                                     // no such series
-		{`resilience4j_circuitbreaker_state`, true},                                         // nor that
-		{`casbreaker_state{kind="failed"}`, true},                                           // a label of another family
-		{`casbreaker_state{state="half-open"}`, true},                                       // a value spelt as String() does
-		{`casbreaker_not_permitted_calls_total{reason=~"open_.*"}`, true},                   // a regexp no value matches
-		{`casbreaker_transitions_total{reason="retry-after"}`, true},                        // dashes again
-		{`sum by (brekaer) (casbreaker_state)`, true},                                       // a grouping label no series has
-		{`casbreaker_state * on (registry) casbreaker_failure_ratio`, true},                 // a matching label none has
-		{`label_replace(casbreaker_state, "registry", "$1", "name", "([^/]*).*")`, true},    // a source label none has
-		{`count by (registry) (casbreaker_state)`, true},                                    // registry needs label_replace
-		{`{__name__="casbreaker_slow_calls", breaker="x"}`, true},                           // without _total
+		{`sum(rate(casbreaker_calls_total[5m])`, true},                                   // does not parse
+		{`casbreaker_call_total`, true},                                                  // no such series
+		{`resilience4j_circuitbreaker_state`, true},                                      // nor that
+		{`casbreaker_state{kind="failed"}`, true},                                        // a label of another family
+		{`casbreaker_state{state="half-open"}`, true},                                    // a value spelt as String() does
+		{`casbreaker_not_permitted_calls_total{reason=~"open_.*"}`, true},                // a regexp no value matches
+		{`casbreaker_transitions_total{reason="retry-after"}`, true},                     // dashes again
+		{`sum by (brekaer) (casbreaker_state)`, true},                                    // a grouping label no series has
+		{`casbreaker_state * on (registry) casbreaker_failure_ratio`, true},              // a matching label none has
+		{`label_replace(casbreaker_state, "registry", "$1", "name", "([^/]*).*")`, true}, // a source label none has
+		{`count by (registry) (casbreaker_state)`, true},                                 // registry needs label_replace
+		{`{__name__="casbreaker_slow_calls", breaker="x"}`, true},                        // without _total
 		{`casbreaker_state{state!="open"} and casbreaker_state{state="metrics_only"}`, false},
 	}
 	for _, c := range cases {
