@@ -5,11 +5,16 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,8 +26,11 @@ import (
 var record = flag.String("record", "", "write what Prometheus recorded in TestEndToEnd to this JSON file (bench/plot -outage draws it)")
 
 // The Prometheus of the end-to-end test: it scrapes and evaluates every
-// 500 ms, and finds the demo's /metrics in targets.json, written once the
-// demo has said where it serves them (file discovery watches the file).
+// 500 ms. Its target (%s) is a pass-through to the demo's /metrics on a
+// listener of the test's own: Prometheus hands the targets it discovers
+// to its scrapers at most every 5 s, its first ones too, so it must be
+// scraping before the demo starts, whose breaker trips 3 s in; the
+// pass-through answers 503 until the demo says where it serves them.
 const e2eConfig = `global:
   scrape_interval: 500ms
   scrape_timeout: 400ms
@@ -30,9 +38,8 @@ const e2eConfig = `global:
 rule_files: [rules.yml]
 scrape_configs:
   - job_name: outage
-    file_sd_configs:
-      - files: [targets.json]
-        refresh_interval: 1s
+    static_configs:
+      - targets: [%q]
 `
 
 // The holds of the alerts the test waits for, short enough for the
@@ -70,16 +77,31 @@ func TestEndToEnd(t *testing.T) {
 	rule(t, groups, "CasbreakerOpenTooLong").For = model.Duration(openTooLongFor)
 	rule(t, groups, "CasbreakerScrapeFailing").For = model.Duration(scrapeFailingFor)
 	writeRules(t, groups, filepath.Join(dir, "rules.yml"))
-	writeTargets(t, dir, "")
-	promURL, prom := startPrometheus(ctx, t, dir, e2eConfig)
+	var proxy passThrough
+	srv := httptest.NewServer(&proxy)
+	defer srv.Close()
+	target := strings.TrimPrefix(srv.URL, "http://")
+	promURL, prom := startPrometheus(ctx, t, dir, fmt.Sprintf(e2eConfig, target))
 	client, err := api.NewClient(api.Config{Address: promURL})
 	if err != nil {
 		t.Fatal(err)
 	}
 	papi := v1.NewAPI(client)
+	query := func(q string) (model.Vector, error) {
+		v, _, _, err := papi.Query(ctx, q, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		return v.(model.Vector), nil
+	}
+	poll(ctx, t, "Prometheus to scrape the target", func() (bool, error) {
+		v, err := query(`up{job="outage"}`)
+		return len(v) == 1, err
+	}, prom)
 
 	urls := make(chan [3]string, 1) // flaky, steady, metrics
 	var servers []string
+	began := time.Now()
 	d := start(t, exec.CommandContext(ctx, demo), func(line string) {
 		if m := demoServers.FindStringSubmatch(line); m != nil {
 			servers = m[1:]
@@ -91,26 +113,25 @@ func TestEndToEnd(t *testing.T) {
 			}
 		}
 	})
-	var flaky, steady, target string
+	var flaky, steady string
 	select {
 	case u := <-urls:
 		flaky, steady = "demo/"+u[0], "demo/"+u[1]
-		target = strings.TrimSuffix(strings.TrimPrefix(u[2], "http://"), "/metrics")
+		metrics, err := url.Parse(u[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: metrics.Scheme, Host: metrics.Host})
+		to.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) { // the demo has exited
+			http.Error(w, err.Error(), http.StatusBadGateway)
+		}
+		proxy.to.Store(to)
 	case <-d.done:
 		t.Fatalf("the demo exited before it served /metrics: %v\n%s", d.status, d.out.String())
 	case <-ctx.Done():
 		t.Fatalf("the demo did not say where it serves /metrics: %v\n%s", ctx.Err(), d.out.String())
 	}
-	began := time.Now()
-	writeTargets(t, dir, target)
 	procs := []*process{prom, d}
-	query := func(q string) (model.Vector, error) {
-		v, _, _, err := papi.Query(ctx, q, time.Now())
-		if err != nil {
-			return nil, err
-		}
-		return v.(model.Vector), nil
-	}
 
 	// The series arrive, with the exporter's labels and the target's.
 	poll(ctx, t, "both breakers' series in Prometheus", func() (bool, error) {
@@ -251,25 +272,17 @@ func buildDemo(ctx context.Context, t *testing.T, dir string) string {
 	return bin
 }
 
-// writeTargets writes the file Prometheus discovers its target in (none
-// for ""), whole: written aside and renamed, so it never reads half a file.
-func writeTargets(t *testing.T, dir, target string) {
-	t.Helper()
-	groups := []map[string][]string{}
-	if target != "" {
-		groups = append(groups, map[string][]string{"targets": {target}})
+// passThrough serves what its target serves, or 503 before it has one.
+type passThrough struct {
+	to atomic.Pointer[httputil.ReverseProxy]
+}
+
+func (p *passThrough) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if to := p.to.Load(); to != nil {
+		to.ServeHTTP(w, r)
+		return
 	}
-	raw, err := json.Marshal(groups)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmp := filepath.Join(dir, "targets.json.tmp")
-	if err := os.WriteFile(tmp, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, "targets.json")); err != nil {
-		t.Fatal(err)
-	}
+	http.Error(w, "the demo has not said where it serves /metrics yet", http.StatusServiceUnavailable)
 }
 
 // recording is what writeRecord writes and bench/plot -outage reads: the
