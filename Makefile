@@ -43,6 +43,14 @@ nested: prometheus ## go vet, staticcheck and the -short tests of each nested mo
 prometheus: ## prometheus and promtool, for ops/'s tests: installed from Debian's prometheus package where missing, or a message saying what to install
 	bash scripts/prometheus.sh
 
+# ops-figure runs ops/'s end-to-end test (the outage demo under a real
+# Prometheus) and draws what Prometheus recorded: docs/figures/outage-prometheus.json
+# and .png, shown in docs/observability.md.
+.PHONY: ops-figure
+ops-figure: prometheus ## the outage demo under a real Prometheus (ops/'s end-to-end test), recorded into docs/figures/outage-prometheus.json and drawn as outage-prometheus.png
+	$(GO) -C ops test -count=1 -run '^TestEndToEnd$$' . -args -record $(abspath $(FIGURES))/outage-prometheus.json
+	$(GO) -C bench/plot run . -outage $(abspath $(FIGURES))/outage-prometheus.json -out $(abspath $(FIGURES))
+
 demo: ## a real HTTP outage behind the breaker: fails fast, then recovers; serves /metrics meanwhile and prints a scrape at the end
 	$(GO) -C examples/outage run .
 

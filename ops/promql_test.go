@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -55,7 +56,7 @@ func checkQuery(cat catalog, q string) []string {
 func checkSelector(cat catalog, vs *parser.VectorSelector, have map[string]bool) []string {
 	name := vs.Name
 	for _, m := range vs.LabelMatchers {
-		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+		if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 			name = m.Value
 		}
 	}
@@ -68,7 +69,7 @@ func checkSelector(cat catalog, vs *parser.VectorSelector, have map[string]bool)
 	}
 	var problems []string
 	for _, m := range vs.LabelMatchers {
-		if m.Name == labels.MetricName {
+		if m.Name == model.MetricNameLabel {
 			continue
 		}
 		values, ok := series[m.Name]
