@@ -89,22 +89,13 @@ func runOutage(in, out string) error {
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return fmt.Errorf("%s: %v", in, err)
 	}
-	states, err := r.seriesOf("state", "state")
-	if err != nil {
-		return fmt.Errorf("%s: %v", in, err)
+	var got [4][]series
+	for i, q := range [...][2]string{{"state", "state"}, {"alert", "alertstate"}, {"calls", "kind"}, {"refused", "reason"}} {
+		if got[i], err = r.seriesOf(q[0], q[1]); err != nil {
+			return fmt.Errorf("%s: %v", in, err)
+		}
 	}
-	alerts, err := r.seriesOf("alert", "alertstate")
-	if err != nil {
-		return fmt.Errorf("%s: %v", in, err)
-	}
-	calls, err := r.seriesOf("calls", "kind")
-	if err != nil {
-		return fmt.Errorf("%s: %v", in, err)
-	}
-	refused, err := r.seriesOf("refused", "reason")
-	if err != nil {
-		return fmt.Errorf("%s: %v", in, err)
-	}
+	states, alerts, calls, refused := got[0], got[1], got[2], got[3]
 
 	lg := plot.NewLegend()
 	lg.Top, lg.Left = true, true
