@@ -3,7 +3,7 @@
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GO          ?= go
 
-.PHONY: help test lint unit test386 nested demo demo-stack
+.PHONY: help test lint unit test386 nested prometheus demo demo-stack
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -25,11 +25,13 @@ test386: ## all tests (-short) as GOARCH=386, where a misaligned 64-bit atomic p
 # does not enter: built, vetted and tested here so that CI (.ci/run: make
 # test) compiles them. -short runs their tests only, never a benchmark;
 # -race for the integrations and the demo, whose tests are about
-# concurrency (bench/plot's figures take too long under it).
+# concurrency (bench/plot's figures take too long under it; ops/ tests
+# files and a real Prometheus). ops/ needs prometheus and promtool, which
+# the prometheus target installs where they are missing.
 NESTED_RACE := prombreaker otelbreaker grpcbreaker examples/outage
-NESTED := bench/peers bench/plot prombreaker otelbreaker grpcbreaker examples/outage
+NESTED := bench/peers bench/plot prombreaker otelbreaker grpcbreaker examples/outage ops
 
-nested: ## go vet, staticcheck and the -short tests of each nested module (bench/peers, bench/plot, prombreaker, otelbreaker, grpcbreaker, examples/outage)
+nested: prometheus ## go vet, staticcheck and the -short tests of each nested module (bench/peers, bench/plot, prombreaker, otelbreaker, grpcbreaker, examples/outage, ops)
 	@set -e; for m in $(NESTED); do \
 		echo "== $$m"; \
 		$(GO) -C $$m vet ./...; \
@@ -37,6 +39,17 @@ nested: ## go vet, staticcheck and the -short tests of each nested module (bench
 		race=; case " $(NESTED_RACE) " in *" $$m "*) race=-race;; esac; \
 		$(GO) -C $$m test $$race -count=1 -short ./...; \
 	done
+
+prometheus: ## prometheus and promtool, for ops/'s tests: installed from Debian's prometheus package where missing, or a message saying what to install
+	bash scripts/prometheus.sh
+
+# ops-figure runs ops/'s end-to-end test (the outage demo under a real
+# Prometheus) and draws what Prometheus recorded: docs/figures/outage-prometheus.json
+# and .png, shown in docs/observability.md.
+.PHONY: ops-figure
+ops-figure: prometheus ## the outage demo under a real Prometheus (ops/'s end-to-end test), recorded into docs/figures/outage-prometheus.json and drawn as outage-prometheus.png
+	$(GO) -C ops test -count=1 -run '^TestEndToEnd$$' . -args -record $(abspath $(FIGURES))/outage-prometheus.json
+	$(GO) -C bench/plot run . -outage $(abspath $(FIGURES))/outage-prometheus.json -out $(abspath $(FIGURES))
 
 demo: ## a real HTTP outage behind the breaker: fails fast, then recovers; serves /metrics meanwhile and prints a scrape at the end
 	$(GO) -C examples/outage run .

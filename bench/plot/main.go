@@ -20,10 +20,16 @@
 // over its bound, after printing the table; `make bench-mix` prints it
 // after benchstat's tables and fails then too.
 //
+// With -outage it draws outage-prometheus.png instead, from what
+// Prometheus recorded of the outage demo in ops' end-to-end test (its
+// -record file): the flaky breaker's state and its open-too-long alert,
+// and its calls per second (`make ops-figure`).
+//
 // Usage:
 //
 //	go run . -in RESULT-mix.txt [-out DIR] [-failures RATE]
 //	go run . -in RESULT-mix.txt -targets
+//	go run . -outage RECORDING.json [-out DIR]
 package main
 
 import (
@@ -42,7 +48,15 @@ func main() {
 	out := flag.String("out", "docs/figures", "the directory the PNGs go into")
 	failures := flag.String("failures", "1in100", "the failure rate of mix-by-cpu.png")
 	targets := flag.Bool("targets", false, "print the targets table instead of drawing")
+	outage := flag.String("outage", "", "draw "+outageFigure+" from this recording of ops' end-to-end test instead")
 	flag.Parse()
+	if *outage != "" && *in == "" && flag.NArg() == 0 {
+		if err := runOutage(*outage, *out); err != nil {
+			fmt.Fprintln(os.Stderr, "plot:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *in == "" || flag.NArg() > 0 {
 		flag.Usage()
 		os.Exit(2)

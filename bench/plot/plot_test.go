@@ -302,3 +302,22 @@ func TestTargetsBounds(t *testing.T) {
 		t.Error("a row at its bound is over")
 	}
 }
+
+// TestOutage draws the committed recording of ops' end-to-end test, and
+// refuses one that lacks a query.
+func TestOutage(t *testing.T) {
+	out := t.TempDir()
+	if err := runOutage("../../docs/figures/outage-prometheus.json", out); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(out, outageFigure)); err != nil || fi.Size() == 0 {
+		t.Fatalf("no figure: %v", err)
+	}
+	bad := filepath.Join(out, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"start": 1, "queries": {"state": {"result": []}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := runOutage(bad, out); err == nil || !strings.Contains(err.Error(), `no query "alert"`) {
+		t.Fatalf("runOutage of a recording without the alert: %v", err)
+	}
+}
