@@ -62,7 +62,9 @@ import (
 type Options struct {
 	// Config is the template of every key's breaker (see registry.Options:
 	// each breaker is named Config.Name + "/" + key, or the key alone).
-	// Set MaxRetryAfter to honour server pushback.
+	// Set MaxRetryAfter to honour server pushback. Its Classifier must be
+	// nil: the interceptors classify by Options.Classify, so New refuses a
+	// Config that sets one rather than ignore it.
 	Config core.Config
 	// Key picks the breaker of a call from its context, its connection
 	// and its full method name ("/package.Service/Method"). It runs on the
@@ -133,9 +135,13 @@ type Interceptors struct {
 }
 
 // New returns the interceptors' breakers. It returns the registry's error
-// for a bad template Config (matching core.ErrInvalidConfig), and never
+// for a bad template Config, and a *core.ConfigError for a
+// Config.Classifier (both matching core.ErrInvalidConfig); it never
 // panics.
 func New(o Options) (*Interceptors, error) {
+	if o.Config.Classifier != nil {
+		return nil, &core.ConfigError{Field: "Classifier", Problem: "not used by grpcbreaker, which classifies by Options.Classify (the call's final error): set that instead"}
+	}
 	reg, err := registry.New(registry.Options[string]{Config: o.Config,
 		MaxBreakers: bound(o.MaxBreakers, DefaultMaxBreakers), IdleAfter: bound(o.IdleAfter, DefaultIdleAfter)})
 	if err != nil {

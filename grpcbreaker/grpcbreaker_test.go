@@ -426,6 +426,10 @@ func TestCallerOptionsAreNotWrittenInto(t *testing.T) {
 func TestBadOptions(t *testing.T) {
 	_, err := grpcbreaker.New(grpcbreaker.Options{})
 	assert.ErrorIs(t, err, core.ErrInvalidConfig, "no trip rule")
+	// A classifier the interceptors would not use is refused, not ignored.
+	_, err = grpcbreaker.New(grpcbreaker.Options{Config: core.Config{ConsecutiveFailures: 5, Classifier: core.DefaultClassifier}})
+	assert.ErrorIs(t, err, core.ErrInvalidConfig)
+	assert.ErrorContains(t, err, "Config.Classifier: not used by grpcbreaker")
 	var zero grpcbreaker.Interceptors
 	assert.PanicsWithValue(t, "grpcbreaker: Interceptors used without New", func() {
 		_ = zero.Unary()(context.Background(), "/m", nil, nil, nil, nil)

@@ -35,7 +35,10 @@ type Options struct {
 	Base http.RoundTripper
 	// Config is the template of every host's breaker (see registry.Options:
 	// each breaker is named Config.Name + "/" + key, or the key alone).
-	// Set MaxRetryAfter to honour Retry-After headers.
+	// Set MaxRetryAfter to honour Retry-After headers. Its Classifier
+	// must be nil: the transport classifies by Options.Classify, which sees
+	// the response, so New refuses a Config that sets one rather than
+	// ignore it.
 	Config core.Config
 	// Key picks the breaker of a request; the key is also the breaker's
 	// name (after Config.Name and a "/"), so it must be printable UTF-8
@@ -110,8 +113,12 @@ type Transport struct {
 var _ http.RoundTripper = (*Transport)(nil)
 
 // New returns a Transport. It returns the registry's error for a bad
-// template Config (matching core.ErrInvalidConfig), and never panics.
+// template Config, and a *core.ConfigError for a Config.Classifier (both
+// matching core.ErrInvalidConfig); it never panics.
 func New(o Options) (*Transport, error) {
+	if o.Config.Classifier != nil {
+		return nil, &core.ConfigError{Field: "Classifier", Problem: "not used by httpbreaker, which classifies by Options.Classify (request, response and error): set that instead"}
+	}
 	reg, err := registry.New(registry.Options[string]{Config: o.Config, MaxBreakers: bound(o.MaxBreakers, DefaultMaxBreakers), IdleAfter: bound(o.IdleAfter, DefaultIdleAfter)})
 	if err != nil {
 		return nil, err

@@ -360,6 +360,10 @@ func TestConcurrentClients(t *testing.T) {
 func TestNewRejectsBadConfig(t *testing.T) {
 	_, err := httpbreaker.New(httpbreaker.Options{Config: core.Config{FailureRateThreshold: 150}})
 	require.ErrorIs(t, err, core.ErrInvalidConfig)
+	// A classifier the transport would not use is refused, not ignored.
+	_, err = httpbreaker.New(httpbreaker.Options{Config: core.Config{ConsecutiveFailures: 5, Classifier: core.DefaultClassifier}})
+	require.ErrorIs(t, err, core.ErrInvalidConfig)
+	require.ErrorContains(t, err, "Config.Classifier: not used by httpbreaker")
 }
 
 // The default classification at every boundary: the statuses around 429
