@@ -34,7 +34,7 @@ type Metric struct {
 }
 
 // The metric set, in the order Metrics lists it. Exporters make their
-// instruments from Metrics and tell the families apart by pointer.
+// instruments from Metrics() and tell the families apart by pointer.
 var (
 	metricState = &Metric{Name: "state", Unit: "1", Labels: []string{"state"},
 		Help: "1 for the state the breaker is in, 0 for each other state"}
@@ -60,20 +60,29 @@ var (
 		Help: "slow over all calls in the sliding window, 0..1; absent while the window holds no call"}
 )
 
-// DuplicateBreakers is the family of breakers a read left out because an
-// earlier breaker of the Source has the same name: one series per shared
-// name (the breaker label), whose value is the number left out, from a
-// read's DuplicateNamesError. It is a gauge; absent while no two breakers
-// share a name. Sample.Each never reports it: the exporters do, after
-// the read.
-var DuplicateBreakers = &Metric{Name: "duplicate_breakers", Unit: "{breaker}",
+// metricDuplicateBreakers is DuplicateBreakers' family.
+var metricDuplicateBreakers = &Metric{Name: "duplicate_breakers", Unit: "{breaker}",
 	Help: "breakers left out of the read because an earlier breaker has the same name (the breaker label): their series would be indistinguishable from its"}
 
-// Metrics lists the metric set, for an exporter to make its instruments
-// or descriptors from. It is shared by every exporter: read it, never
-// modify it (the exporters' names and meanings would drift apart).
-var Metrics = []*Metric{metricState, metricCalls, metricPermittedCalls, metricNotPermittedCalls, metricSlowCalls, metricDroppedOutcomes,
-	metricTransitions, metricBufferedCalls, metricBufferedSlowCalls, metricFailureRatio, metricSlowCallRatio, DuplicateBreakers}
+// metricSet is the metric set, in Metrics' order.
+var metricSet = [...]*Metric{metricState, metricCalls, metricPermittedCalls, metricNotPermittedCalls, metricSlowCalls, metricDroppedOutcomes,
+	metricTransitions, metricBufferedCalls, metricBufferedSlowCalls, metricFailureRatio, metricSlowCallRatio, metricDuplicateBreakers}
+
+// DuplicateBreakers returns the family of breakers a read left out because
+// an earlier breaker of the Source has the same name: one series per
+// shared name (the breaker label), whose value is the number left out,
+// from a read's DuplicateNamesError. It is a gauge; absent while no two
+// breakers share a name. Sample.Each never reports it: the exporters do,
+// after the read. It is the same pointer on every call, and one of
+// Metrics'.
+func DuplicateBreakers() *Metric { return metricDuplicateBreakers }
+
+// Metrics returns the metric set, for an exporter to make its instruments
+// or descriptors from: a new slice on every call, holding the same
+// pointers, which Sample.Each passes back so that an exporter tells the
+// families apart by pointer. The Metrics they point to are shared by every
+// exporter of the process: read them, never modify them.
+func Metrics() []*Metric { return append([]*Metric(nil), metricSet[:]...) }
 
 // Point is one value of a series: Count for a whole-number metric, Ratio
 // for a Metric.Ratio one.

@@ -318,11 +318,22 @@ func TestLabels(t *testing.T) {
 	assert.Equal(t, "open_duration_elapsed", observe.ReasonLabel(core.ReasonOpenDurationElapsed))
 	assert.Equal(t, "", observe.ReasonLabel(0))
 	assert.Equal(t, "reason(99)", observe.ReasonLabel(core.Reason(99)))
-	for _, m := range observe.Metrics {
+	for _, m := range observe.Metrics() {
 		assert.Regexp(t, `^[a-z]+(_[a-z]+)*$`, m.Name)
 		assert.NotEmpty(t, m.Help, m.Name)
 		assert.NotEmpty(t, m.Unit, m.Name)
 	}
+}
+
+// The metric set is handed out, not shared: a caller that edits its slice
+// changes nothing for the exporters. The families keep their pointers.
+func TestMetricSetCannotBeReplaced(t *testing.T) {
+	set := observe.Metrics()
+	first, last := set[0], set[len(set)-1]
+	set[0], set = nil, nil
+	again := observe.Metrics()
+	assert.Same(t, first, again[0])
+	assert.Same(t, observe.DuplicateBreakers(), last, "the duplicates' family is the last")
 }
 
 // Reads while calls and transitions go on, under the race detector.

@@ -30,7 +30,7 @@ var prometheusSeries = catalog{"up": {"job": nil, "instance": nil}}
 
 // exporterCatalog returns the series prombreaker emits, taken from the
 // code: a Collector is registered, beside the error counter of promhttp's
-// handler, over breakers made so that every family of observe.Metrics
+// handler, over breakers made so that every family of observe.Metrics()
 // shows up (a tripped breaker for the transitions and refusals, a window
 // holding a call for the ratios, two breakers of one name for the
 // duplicates), and the registry is gathered. The label values of the
@@ -107,7 +107,7 @@ func exporterCatalog(t *testing.T) catalog {
 
 	// Every family must be there, or a query of one missing would be
 	// refused for the scenario's sake, not the exporter's.
-	for _, m := range observe.Metrics {
+	for _, m := range observe.Metrics() {
 		name := "casbreaker_" + m.Name
 		if m.Counter {
 			name += "_total"

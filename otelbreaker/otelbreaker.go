@@ -12,7 +12,7 @@
 //	r, _ := otelbreaker.Register(provider, src, otelbreaker.Options{Transitions: &transitions})
 //	defer r.Unregister()
 //
-// The instruments are the families of observe.Metrics, named
+// The instruments are the families of observe.Metrics(), named
 // "casbreaker." + the family (casbreaker.state, casbreaker.calls,
 // casbreaker.failure_ratio and the rest; docs/observability.md has the
 // table), each data point with a breaker attribute (the breaker's
@@ -48,7 +48,7 @@ type Options struct {
 	Transitions *observe.Transitions
 }
 
-// Register makes one instrument per family of observe.Metrics on mp's
+// Register makes one instrument per family of observe.Metrics() on mp's
 // meter for ScopeName and a callback that reads every breaker of src at
 // each collection: a cumulative family as an Int64ObservableCounter, a
 // whole-number gauge (the 0/1 state, the window's calls) as an
@@ -84,7 +84,7 @@ func Register(mp metric.MeterProvider, src observe.Source, o Options) (metric.Re
 	ints := make(map[*observe.Metric]metric.Int64Observable)
 	floats := make(map[*observe.Metric]metric.Float64Observable)
 	var all []metric.Observable
-	for _, m := range observe.Metrics {
+	for _, m := range observe.Metrics() {
 		name := prefix + "." + m.Name
 		var (
 			inst metric.Observable
@@ -115,7 +115,7 @@ func Register(mp metric.MeterProvider, src observe.Source, o Options) (metric.Re
 			s.Each(func(m *observe.Metric, labels []string, v observe.Point) { c.observe(m, s.Name, labels, v) })
 		})
 		for name, n := range observe.Duplicates(err) {
-			c.observe(observe.DuplicateBreakers, name, nil, observe.Point{Count: uint64(n)})
+			c.observe(observe.DuplicateBreakers(), name, nil, observe.Point{Count: uint64(n)})
 		}
 		return nil
 	}, all...)

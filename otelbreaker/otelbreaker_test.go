@@ -122,7 +122,7 @@ func TestCollect(t *testing.T) {
 	assert.Equal(t, map[string]int64{"open": 1, "half_open_full": 0, "forced_open": 0, "ramping_up": 0}, byReason)
 	_, ok = got["casbreaker.failure_ratio"]
 	assert.False(t, ok, "an open breaker's fresh window has no ratio")
-	assert.Len(t, got, len(observe.Metrics)-3, "all but the two ratios and the duplicates")
+	assert.Len(t, got, len(observe.Metrics())-3, "all but the two ratios and the duplicates")
 }
 
 func TestRatios(t *testing.T) {

@@ -16,7 +16,7 @@
 // The series, each with a breaker label (the breaker's Config.Name), are
 // named after Resilience4j's Micrometer metrics: casbreaker_state{state},
 // casbreaker_calls_total{kind}, casbreaker_not_permitted_calls_total{reason},
-// casbreaker_failure_ratio and the rest of observe.Metrics; docs/observability.md
+// casbreaker_failure_ratio and the rest of observe.Metrics(); docs/observability.md
 // has the table. A breaker adds up to 22 series and one per kind of
 // transition it has made, so a registry's MaxBreakers bounds the label
 // cardinality. For several registries (an
@@ -99,7 +99,7 @@ func New(src observe.Source, o Options) (*Collector, error) {
 		ns = "casbreaker"
 	}
 	c := &Collector{families: make(map[*observe.Metric]*family)}
-	for i, m := range observe.Metrics {
+	for i, m := range observe.Metrics() {
 		name := prometheus.BuildFQName(ns, "", m.Name)
 		if m.Counter {
 			name += "_total"
@@ -129,7 +129,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- prometheus.NewInvalidDesc(errZero)
 		return
 	}
-	for _, m := range observe.Metrics {
+	for _, m := range observe.Metrics() {
 		ch <- c.families[m].desc
 	}
 }
@@ -161,7 +161,7 @@ func (c *Collector) read() *scrape {
 	})
 	c.breakers.Store(int64(len(sc.breakers)))
 	for name, n := range observe.Duplicates(err) {
-		sc.add(c.series(c.families[observe.DuplicateBreakers], newBreakerPair(name), nil, observe.Point{Count: uint64(n)}, sc))
+		sc.add(c.series(c.families[observe.DuplicateBreakers()], newBreakerPair(name), nil, observe.Point{Count: uint64(n)}, sc))
 		sc.endBreaker(name)
 	}
 	sc.sort()

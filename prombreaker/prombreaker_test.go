@@ -131,7 +131,7 @@ func TestPedanticRegistry(t *testing.T) {
 	forEachPath(t, tripped(t, prombreaker.Options{}, true), func(t *testing.T, g prometheus.Gatherer) {
 		mfs, err := prometheus.Gatherers{g}.Gather()
 		require.NoError(t, err)
-		assert.Len(t, mfs, len(observe.Metrics)-3, "all families but the two ratios and the duplicates")
+		assert.Len(t, mfs, len(observe.Metrics())-3, "all families but the two ratios and the duplicates")
 	})
 }
 

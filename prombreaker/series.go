@@ -21,9 +21,9 @@ import (
 // them by, and the series are sent in the order a gathered family is
 // sorted by, so that its sort has nothing to move.
 
-// family is one family of observe.Metrics as a Collector reports it.
+// family is one family of observe.Metrics() as a Collector reports it.
 type family struct {
-	index int // in observe.Metrics: the order of one breaker's families
+	index int // in observe.Metrics(): the order of one breaker's families
 	rank  int // in the Collector's families sorted by name
 	desc  *prometheus.Desc
 	// name, help and typ are the gathered family's (desc's, which does
@@ -42,7 +42,7 @@ type family struct {
 	slots []int
 }
 
-// newFamily returns the family of m, the index-th of observe.Metrics,
+// newFamily returns the family of m, the index-th of observe.Metrics(),
 // named name, with help text help; the error is that of its
 // descriptor, a bad name or constant label.
 func newFamily(index int, m *observe.Metric, name, help string, constLabels prometheus.Labels) (*family, error) {
