@@ -115,7 +115,7 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 	}, nil
 }
 
-func (b *Budget) mustInit() {
+func (b *Budget) mustBeNew() {
 	if b.clock == nil {
 		panic("resilience: Budget used without NewBudget")
 	}
@@ -125,7 +125,7 @@ func (b *Budget) mustInit() {
 // Percent/100 of a retry to the balance, up to MaxSaved. It reads no
 // clock; with the balance full it writes nothing.
 func (b *Budget) Deposit() {
-	b.mustInit()
+	b.mustBeNew()
 	for {
 		cur := b.balance.Load()
 		if cur >= b.max {
@@ -148,7 +148,7 @@ func (b *Budget) Deposit() {
 // has passed. It reads the clock once, twice in that case, and only when
 // the floor is on.
 func (b *Budget) TryWithdraw() bool {
-	b.mustInit()
+	b.mustBeNew()
 	if b.floor > 0 && b.fromFloor() {
 		return true
 	}
@@ -204,6 +204,6 @@ func wholeSecond(now time.Duration) uint32 {
 // Saved returns the deposited balance in retries (fractions included),
 // not counting the floor: a snapshot, for metrics and tests.
 func (b *Budget) Saved() float64 {
-	b.mustInit()
+	b.mustBeNew()
 	return float64(b.balance.Load()) / unit
 }

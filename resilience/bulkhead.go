@@ -85,7 +85,7 @@ func NewBulkhead(c BulkheadConfig) (*Bulkhead, error) {
 	return b, nil
 }
 
-func (b *Bulkhead) mustInit() {
+func (b *Bulkhead) mustBeNew() {
 	if b.max == 0 {
 		panic("resilience: Bulkhead used without NewBulkhead")
 	}
@@ -94,7 +94,7 @@ func (b *Bulkhead) mustInit() {
 // TryAcquire takes a slot if one is free, without waiting, and reports
 // whether it did. A true result must be matched by one Release.
 func (b *Bulkhead) TryAcquire() bool {
-	b.mustInit()
+	b.mustBeNew()
 	for {
 		n := b.inFlight.Load()
 		if n >= b.max {
@@ -149,7 +149,7 @@ func (b *Bulkhead) await(ctx context.Context) error {
 // waiting, leaves it a wake-up token. It panics, with the count restored,
 // when no slot is taken: a Release without its Acquire.
 func (b *Bulkhead) Release() {
-	b.mustInit()
+	b.mustBeNew()
 	if b.inFlight.Add(-1) < 0 {
 		b.inFlight.Add(1)
 		panic("resilience: Bulkhead.Release without a matching Acquire")
@@ -164,7 +164,7 @@ func (b *Bulkhead) Release() {
 
 // InFlight returns how many slots are taken now.
 func (b *Bulkhead) InFlight() int {
-	b.mustInit()
+	b.mustBeNew()
 	return int(b.inFlight.Load())
 }
 

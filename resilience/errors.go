@@ -11,10 +11,17 @@ import (
 
 // ErrInvalidConfig is what every error of NewRetry, NewBudget, NewBulkhead,
 // NewTimeLimiter, NewStack and DefaultStack matches with errors.Is; the
-// error names the field and its value. It wraps core.ErrInvalidConfig, so
-// one errors.Is(err, core.ErrInvalidConfig) covers the breaker's
+// error names the field and its value. It matches core.ErrInvalidConfig
+// too, so one errors.Is(err, core.ErrInvalidConfig) covers the breaker's
 // configuration and its companions' alike.
-var ErrInvalidConfig = fmt.Errorf("casbreaker/resilience: %w", core.ErrInvalidConfig)
+var ErrInvalidConfig error = invalidConfig{}
+
+type invalidConfig struct{}
+
+func (invalidConfig) Error() string { return "casbreaker/resilience: invalid config" }
+
+// Is makes the companions' configuration errors the breaker's kind too.
+func (invalidConfig) Is(target error) bool { return target == core.ErrInvalidConfig }
 
 // ErrBulkheadFull is what a Bulkhead returns when every slot is taken and,
 // with BulkheadConfig.MaxWait, stayed taken for the whole wait. Compare with

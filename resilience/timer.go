@@ -116,7 +116,7 @@ func newManual(clock *core.ManualClock, step bool) *ManualTimer {
 	return t
 }
 
-func (t *ManualTimer) mustInit() {
+func (t *ManualTimer) mustBeNew() {
 	if t.clock == nil {
 		panic("resilience: ManualTimer used without NewManualTimer or NewSteppingTimer")
 	}
@@ -124,7 +124,7 @@ func (t *ManualTimer) mustInit() {
 
 // Now returns the clock's reading.
 func (t *ManualTimer) Now() time.Duration {
-	t.mustInit()
+	t.mustBeNew()
 	return t.clock.Now()
 }
 
@@ -134,7 +134,7 @@ func (t *ManualTimer) Clock() *core.ManualClock { return t.clock }
 // Slept returns the d of every Sleep that had to wait (d > 0 and ctx not
 // done at its start), in call order, whether it ran to its end or not.
 func (t *ManualTimer) Slept() []time.Duration {
-	t.mustInit()
+	t.mustBeNew()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return append([]time.Duration(nil), t.slept...)
@@ -143,7 +143,7 @@ func (t *ManualTimer) Slept() []time.Duration {
 // Sleep waits as Timer.Sleep says; see NewManualTimer and NewSteppingTimer
 // for how the clock moves.
 func (t *ManualTimer) Sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
-	t.mustInit()
+	t.mustBeNew()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -190,7 +190,7 @@ func (t *ManualTimer) Sleep(ctx context.Context, d time.Duration, wake <-chan st
 // one of a type the context package does not know does. Its Deadline is
 // parent's: the manual deadline has no wall-clock time.
 func (t *ManualTimer) WithTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	t.mustInit()
+	t.mustBeNew()
 	inner, cancel := context.WithCancelCause(parent)
 	ctx := &manualDeadline{Context: inner}
 	expire := func() { cancel(context.DeadlineExceeded) }
@@ -252,7 +252,7 @@ func (c *manualDeadline) AfterFunc(f func()) func() bool { return context.AfterF
 // the clock has reached; a negative d moves the clock back and ends
 // nothing. It returns the new reading.
 func (t *ManualTimer) Advance(d time.Duration) time.Duration {
-	t.mustInit()
+	t.mustBeNew()
 	now := t.clock.Advance(d)
 	var due []*manualWait
 	t.mu.Lock()
@@ -278,7 +278,7 @@ func (t *ManualTimer) Advance(d time.Duration) time.Duration {
 
 // Sleepers returns how many Sleep calls are waiting now.
 func (t *ManualTimer) Sleepers() int {
-	t.mustInit()
+	t.mustBeNew()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.sleeps
@@ -288,7 +288,7 @@ func (t *ManualTimer) Sleepers() int {
 // test advances the clock only once the goroutines it drives have started
 // their waits.
 func (t *ManualTimer) AwaitSleepers(n int) {
-	t.mustInit()
+	t.mustBeNew()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for t.sleeps < n {
