@@ -202,37 +202,37 @@ func wall(c core.Clock, at time.Duration) time.Time {
 }
 
 // classify is R9's default: a call that gave up (context.Canceled) or that
-// a local limit refused (core.ErrNeutral) is ignored, every other error a
+// a local limit refused (core.ErrIgnored) is ignored, every other error a
 // failure. (Done never classifies nil: it is
 // a success.)
 func classify(err error) core.Outcome {
-	if matchesNeutral(err) {
+	if matchesIgnored(err) {
 		return core.Ignored
 	}
 	return core.Failure
 }
 
-// matchesNeutral reports whether any error in err's tree is, or says by its
-// Is method that it is, context.Canceled or core.ErrNeutral: what
+// matchesIgnored reports whether any error in err's tree is, or says by its
+// Is method that it is, context.Canceled or core.ErrIgnored: what
 // errors.Is decides for each target, in one walk for both, so a failure
 // pays for one (errors.Is takes the tree depth first; the answer does not
 // depend on the order).
-func matchesNeutral(err error) bool {
+func matchesIgnored(err error) bool {
 	if err == nil {
 		return false
 	}
-	if err == context.Canceled || err == core.ErrNeutral {
+	if err == context.Canceled || err == core.ErrIgnored {
 		return true
 	}
-	if is, ok := err.(interface{ Is(error) bool }); ok && (is.Is(context.Canceled) || is.Is(core.ErrNeutral)) {
+	if is, ok := err.(interface{ Is(error) bool }); ok && (is.Is(context.Canceled) || is.Is(core.ErrIgnored)) {
 		return true
 	}
 	switch u := err.(type) {
 	case interface{ Unwrap() error }:
-		return matchesNeutral(u.Unwrap())
+		return matchesIgnored(u.Unwrap())
 	case interface{ Unwrap() []error }:
 		for _, e := range u.Unwrap() {
-			if matchesNeutral(e) {
+			if matchesIgnored(e) {
 				return true
 			}
 		}

@@ -115,7 +115,7 @@ func randomOp(h *history, cfg core.Config) difftest.Op {
 			// A plain error (no Is, no Unwrap), which the lock-free
 			// breaker with the default classifier and no hints takes
 			// straight to its window's path.
-			return difftest.Op{Kind: difftest.Done, Permit: p, Err: []error{errFail, errFail, context.Canceled, core.ErrNeutral}[rng.IntN(4)]}
+			return difftest.Op{Kind: difftest.Done, Permit: p, Err: []error{errFail, errFail, context.Canceled, core.ErrIgnored}[rng.IntN(4)]}
 		}
 		// Failure by either classifier, so a positive hint is acted on.
 		return difftest.Op{Kind: difftest.Done, Permit: p, Err: core.WithRetryAfter(errFail, randomHint(rng, cfg))}

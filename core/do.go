@@ -69,7 +69,7 @@ func checkForceOpen(d time.Duration) error {
 // (ErrOpen and the rest) with errors.Is, and says when to try again:
 // RetryAfterOf(err) is the rejecting Allow's Permit.Wait. fn's error is
 // classified by the breaker's classifier: by default context.Canceled is
-// neutral and every other error a failure. A panic in fn is recorded as a
+// ignored and every other error a failure. A panic in fn is recorded as a
 // failure and re-panics with the same value. Do allocates nothing of its
 // own.
 func Do[T any](ctx context.Context, b Guard, fn func(context.Context) (T, error)) (T, error) {

@@ -129,7 +129,7 @@ func TestZeroClocksWork(t *testing.T) {
 // An Outcome value outside Success/Failure/Ignored (for example from a user
 // classifier that returns core.Outcome(3)) can be read three ways: as a
 // failure (a lock-free probe path whose default branch re-opens), as
-// neutral (a baseline switch with no case for it), or as a success (the
+// ignored (a baseline switch with no case for it), or as a success (the
 // closed state). The two implementations must agree on State, Counts and
 // the notifications after such a probe, as on every observable.
 func TestUnknownOutcomeAgrees(t *testing.T) {

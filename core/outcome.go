@@ -32,25 +32,25 @@ func (o Outcome) String() string {
 	return "outcome(?)"
 }
 
-// ErrNeutral is what an error matches with errors.Is when it says nothing
+// ErrIgnored is what an error matches with errors.Is when it says nothing
 // about the dependency's health: the call was refused by a local limit
 // before it reached the dependency (a full bulkhead, for example), so
 // counting it would trip the breaker on local overload; every rejection
 // of a breaker matches it too. DefaultClassifier
 // classifies such an error as Ignored, like context.Canceled: it is not
 // counted, and a half-open probe that ends with it returns its slot. An
-// error opts in with an Is method that reports true for ErrNeutral.
-var ErrNeutral = errors.New("casbreaker: neutral: the call says nothing about the dependency")
+// error opts in with an Is method that reports true for ErrIgnored.
+var ErrIgnored = errors.New("casbreaker: ignored: the call says nothing about the dependency")
 
 // DefaultClassifier is the default classification: nil is Success, an error matching
 // context.Canceled is Ignored (the caller gave up, which says nothing about the dependency), so
-// is an error matching ErrNeutral (a local limit refused the call), and every other error,
+// is an error matching ErrIgnored (a local limit refused the call), and every other error,
 // context.DeadlineExceeded included, is Failure.
 func DefaultClassifier(err error) Outcome {
 	switch {
 	case err == nil:
 		return Success
-	case neutral(err):
+	case ignoredErr(err):
 		return Ignored
 	}
 	return Failure
@@ -58,7 +58,7 @@ func DefaultClassifier(err error) Outcome {
 
 // plainFailure reports whether DefaultClassifier makes err a Failure
 // without running any code of err's own: its type has no Is and no Unwrap
-// method (errors.New's, and most sentinels) and it is neither neutral
+// method (errors.New's, and most sentinels) and it is neither ignored
 // target, so classifying it cannot panic and needs no deferred release of
 // the permit. False says nothing: DefaultClassifier decides such an error.
 func plainFailure(err error) bool {
@@ -66,20 +66,20 @@ func plainFailure(err error) bool {
 	case interface{ Is(error) bool }, interface{ Unwrap() error }, interface{ Unwrap() []error }:
 		return false
 	}
-	return err != context.Canceled && err != ErrNeutral
+	return err != context.Canceled && err != ErrIgnored
 }
 
-// neutral is errors.Is(err, context.Canceled) || errors.Is(err, ErrNeutral)
+// ignoredErr is errors.Is(err, context.Canceled) || errors.Is(err, ErrIgnored)
 // in one walk of err's tree, in the order errors.Is walks it (depth first,
 // each error before what it wraps), testing both targets at each error:
 // every failing call is classified, and the two walks cost a failure twice
 // the type assertions. Both targets are pointers, so == never panics.
-func neutral(err error) bool {
+func ignoredErr(err error) bool {
 	for {
-		if err == context.Canceled || err == ErrNeutral {
+		if err == context.Canceled || err == ErrIgnored {
 			return true
 		}
-		if x, ok := err.(interface{ Is(error) bool }); ok && (x.Is(context.Canceled) || x.Is(ErrNeutral)) {
+		if x, ok := err.(interface{ Is(error) bool }); ok && (x.Is(context.Canceled) || x.Is(ErrIgnored)) {
 			return true
 		}
 		switch x := err.(type) {
@@ -89,7 +89,7 @@ func neutral(err error) bool {
 			}
 		case interface{ Unwrap() []error }:
 			for _, e := range x.Unwrap() {
-				if e != nil && neutral(e) {
+				if e != nil && ignoredErr(e) {
 					return true
 				}
 			}
@@ -163,7 +163,7 @@ var (
 
 // ErrRejected matches every rejection (ErrOpen, ErrHalfOpenFull,
 // ErrForcedOpen, ErrRampingUp) with errors.Is: use it to tell "the breaker
-// refused" from the call's own errors. Every rejection matches ErrNeutral
+// refused" from the call's own errors. Every rejection matches ErrIgnored
 // too: a breaker around another (one per target around one per method)
 // does not count the inner one's refusals, calls that never left the
 // process, as failures of the dependency.
@@ -174,4 +174,4 @@ var ErrRejected = errors.New("casbreaker: call rejected by the circuit breaker")
 type rejection struct{ msg string }
 
 func (r *rejection) Error() string        { return r.msg }
-func (r *rejection) Is(target error) bool { return target == ErrRejected || target == ErrNeutral }
+func (r *rejection) Is(target error) bool { return target == ErrRejected || target == ErrIgnored }

@@ -271,9 +271,9 @@ func TestScenario_S9_StaleResultIgnored(t *testing.T) {
 	})
 }
 
-// S10: neutral outcomes release the probe slot; a business error classified
+// S10: ignored outcomes release the probe slot; a business error classified
 // as success counts as success.
-func TestScenario_S10_NeutralOutcomesReleaseProbe(t *testing.T) {
+func TestScenario_S10_IgnoredOutcomesReleaseProbe(t *testing.T) {
 	errNotFound := errors.New("not found")
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, Classifier: func(err error) core.Outcome {

@@ -29,7 +29,7 @@ const PushbackKey = "grpc-retry-pushback-ms"
 //	         Unknown, DataLoss
 //	Ignored  Canceled, and any error matching context.Canceled: the
 //	         caller gave up, which says nothing about the server; and
-//	         any error matching core.ErrNeutral: a refusal of another
+//	         any error matching core.ErrIgnored: a refusal of another
 //	         breaker or of its full registry (an inner interceptor's,
 //	         which never sent the call) or of a local limit such as a
 //	         full bulkhead

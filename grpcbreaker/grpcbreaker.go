@@ -17,7 +17,7 @@
 // the status it ends with (RecvMsg's error, io.EOF being OK), or the
 // cancellation of its context. By default Unavailable, DeadlineExceeded,
 // ResourceExhausted, Internal, Unknown and DataLoss are failures,
-// Canceled is neutral, and every other code, the caller's own mistakes
+// Canceled is ignored, and every other code, the caller's own mistakes
 // such as InvalidArgument or NotFound included, is a success: the server
 // answered (DefaultClassify). A stream its caller cancels after it has
 // read a message of it is OK. A request the client's gRPC library refuses
@@ -268,7 +268,7 @@ func (ic *Interceptors) Unary() grpc.UnaryClientInterceptor {
 // server streaming, its one response; SendMsg fails with anything but
 // io.EOF (ignored if the client refused to send the message); Header
 // fails with anything but io.EOF; or the stream's context is done, which
-// records the context's status (Canceled: neutral). A stream cancelled by
+// records the context's status (Canceled: ignored). A stream cancelled by
 // its caller after RecvMsg has returned a message of it is recorded as OK:
 // the server was answering, and a half-open breaker's probe that its
 // caller stops reading early still decides the breaker. A stream that is

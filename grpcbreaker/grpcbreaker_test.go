@@ -140,7 +140,7 @@ func TestDefaultClassify(t *testing.T) {
 	assert.Equal(t, core.Failure, grpcbreaker.DefaultClassify(fmt.Errorf("wrapped: %w", status.Error(codes.Unavailable, "x"))))
 }
 
-func TestCancelledCallsAreNeutral(t *testing.T) {
+func TestCancelledCallsAreIgnored(t *testing.T) {
 	_, addr := serve(t)
 	ic := newInterceptors(t, grpcbreaker.Options{Config: config(core.NewManualClock(0))})
 	c := dial(t, addr, ic)
@@ -538,7 +538,7 @@ func TestChainedRejectionIsNotTheServersFailure(t *testing.T) {
 			}
 			err = outer.Unary()(context.Background(), tc.method, nil, nil, nil, innerAsInvoker)
 			require.ErrorIs(t, err, tc.refusal)
-			assert.ErrorIs(t, err, core.ErrNeutral)
+			assert.ErrorIs(t, err, core.ErrIgnored)
 			require.False(t, sent)
 			target := breaker(t, outer, "target")
 			assert.Equal(t, core.Closed, target.Counts().State, "the inner refusal opened the whole target's breaker")

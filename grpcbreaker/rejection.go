@@ -16,7 +16,7 @@ import (
 // status of code Unavailable (GRPCStatus, which status.FromError and
 // status.Code read), wrapping the breaker's rejection or the registry's
 // error (Unwrap), so that errors.Is(err, core.ErrOpen) and
-// core.RetryAfterOf(err) see through it. It matches core.ErrNeutral (Is),
+// core.RetryAfterOf(err) see through it. It matches core.ErrIgnored (Is),
 // a full registry's included: a call these interceptors refused was never
 // sent, and an outer breaker must not count it against the server.
 type rejection struct {
@@ -47,4 +47,4 @@ func newRejection(cause error, name string, wait time.Duration) error {
 func (r *rejection) Error() string              { return r.msg }
 func (r *rejection) GRPCStatus() *status.Status { return r.st }
 func (r *rejection) Unwrap() error              { return r.cause }
-func (r *rejection) Is(target error) bool       { return target == core.ErrNeutral }
+func (r *rejection) Is(target error) bool       { return target == core.ErrIgnored }

@@ -28,7 +28,7 @@ type watchedStream struct {
 	stop          func() bool       // stops the context's callback
 	done          atomic.Bool
 	// received is set once RecvMsg has returned a message: the server
-	// answered, so a cancellation of the caller's is no longer neutral.
+	// answered, so a cancellation of the caller's is no longer ignored.
 	received atomic.Bool
 	// panicked is a panic of the context's callback, for the stream's
 	// next method to raise.

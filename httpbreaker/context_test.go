@@ -66,7 +66,7 @@ func TestEndedContextIsNotSentNorCounted(t *testing.T) {
 }
 
 // A context that ends while the request is out: the caller's cancel says
-// nothing about the server (neutral), a deadline the server did not meet
+// nothing about the server (ignored), a deadline the server did not meet
 // is its failure; both on the headers and, with RecordBodyErrors, on the
 // body. The context here ends when the test says, not on a timer.
 func TestContextEndsDuringTheCall(t *testing.T) {

@@ -12,7 +12,7 @@
 // arrive (or, with Options.RecordBodyErrors, when the body has been read):
 // by default 5xx and 429 responses and transport errors are failures,
 // timeouts included, other responses successes, and a request that its
-// caller cancelled is neutral. With Config.MaxRetryAfter set, a failure
+// caller cancelled is ignored. With Config.MaxRetryAfter set, a failure
 // response's Retry-After header, in either form (seconds or an HTTP
 // date), keeps the host's breaker open at least that long, capped at
 // MaxRetryAfter.
@@ -151,7 +151,7 @@ func bound[T int | time.Duration](v, def T) T {
 // DefaultClassify is the default Options.Classify: an error that matches
 // context.Canceled, or any error of a request whose context was cancelled,
 // is Ignored (the caller gave up, which says nothing about the server), and
-// so is one that matches core.ErrNeutral (a local limit in the base
+// so is one that matches core.ErrIgnored (a local limit in the base
 // transport refused the request: another breaker's rejection, a full
 // registry, a full bulkhead); every other error is a Failure, timeouts (context.DeadlineExceeded)
 // included; a response with status 429 or 500..599 is a Failure and any
@@ -161,7 +161,7 @@ func DefaultClassify(req *http.Request, resp *http.Response, err error) core.Out
 	// If statements, not a switch: Go's coverage, and so mutation
 	// testing, does not see the conditions of case clauses.
 	if err != nil {
-		if errors.Is(err, context.Canceled) || errors.Is(err, core.ErrNeutral) || errors.Is(req.Context().Err(), context.Canceled) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, core.ErrIgnored) || errors.Is(req.Context().Err(), context.Canceled) {
 			return core.Ignored
 		}
 		return core.Failure

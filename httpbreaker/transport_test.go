@@ -159,7 +159,7 @@ func TestRetryAfterNeedsMaxRetryAfter(t *testing.T) {
 }
 
 // A server that hangs: the caller's timeout is a failure, its
-// cancellation is neutral.
+// cancellation is ignored.
 func TestHangingServer(t *testing.T) {
 	arrived, release := make(chan struct{}, 16), make(chan struct{})
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
@@ -172,7 +172,7 @@ func TestHangingServer(t *testing.T) {
 	defer close(release)
 	c, _, _ := client(t, httpbreaker.Options{Config: core.Config{ConsecutiveFailures: 1}})
 
-	// Cancelled by the caller while the server hangs: neutral.
+	// Cancelled by the caller while the server hangs: ignored.
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-arrived; cancel() }()
 	_, err := get(ctx, c, s.URL)
@@ -390,7 +390,7 @@ func TestDefaultClassify(t *testing.T) {
 		{"timeout", req, fmt.Errorf("read: %w", context.DeadlineExceeded), core.Failure},
 		{"transport error", req, errors.New("connection refused"), core.Failure},
 		{"neither response nor error", req, nil, core.Failure},
-		{"a local limit", req, fmt.Errorf("base: %w", core.ErrNeutral), core.Ignored},
+		{"a local limit", req, fmt.Errorf("base: %w", core.ErrIgnored), core.Ignored},
 		{"another breaker's rejection", req, fmt.Errorf("base: %w", core.ErrOpen), core.Ignored},
 		{"a full registry", req, registry.ErrFull, core.Ignored},
 	} {

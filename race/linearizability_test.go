@@ -229,7 +229,7 @@ func pickErr(rng *rand.Rand) int {
 	case r < 8:
 		return 0 // success
 	case r < 9:
-		return 2 // cancelled: neutral
+		return 2 // cancelled: ignored
 	}
 	return 3 // ignored by the classifier
 }

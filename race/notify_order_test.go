@@ -76,7 +76,7 @@ func notifyRound(t *testing.T, newB newFunc, variant string, round int) int {
 			_ = b.State()
 			_ = b.Counts()
 			if p, err := b.Allow(); err == nil {
-				b.Done(p, context.Canceled) // neutral: hands a probe slot back
+				b.Done(p, context.Canceled) // ignored: hands a probe slot back
 			}
 		case "slow":
 			time.Sleep(time.Millisecond)

@@ -241,13 +241,13 @@ func TestNewKeyDropsABreakerIdleForIdleAfter(t *testing.T) {
 
 // A full registry is a local limit: a breaker around its caller, with the
 // default classifier, does not count it, in both implementations.
-func TestErrFullIsNeutral(t *testing.T) {
+func TestErrFullIsIgnored(t *testing.T) {
 	r := newReg(t, core.NewManualClock(0), 1, 0)
 	b := get(t, r, "a")
 	b.Done(mustAllow(t, b), errFail) // open: the one breaker may not go
 	_, err := r.Get("b")
 	require.ErrorIs(t, err, registry.ErrFull)
-	require.ErrorIs(t, err, core.ErrNeutral)
+	require.ErrorIs(t, err, core.ErrIgnored)
 	require.NotErrorIs(t, err, core.ErrRejected)
 	for _, impl := range breakers.All {
 		t.Run(impl.Name, func(t *testing.T) {

@@ -39,19 +39,19 @@ import (
 
 // ErrFull is what Get returns, wrapped, when Options.MaxBreakers breakers
 // exist and none of them may be evicted to make room (each is open or
-// forced open, or has a permit out). It also matches core.ErrNeutral with
+// forced open, or has a permit out). It also matches core.ErrIgnored with
 // errors.Is: the call was refused by a local limit before it reached the
 // dependency, so a breaker around the registry's caller, with the default
 // classifier, does not count it as a failure.
 var ErrFull error = fullError{}
 
-// fullError is ErrFull's type: a local limit, neutral to a breaker.
+// fullError is ErrFull's type: a local limit, ignored by a breaker.
 type fullError struct{}
 
 func (fullError) Error() string { return "casbreaker/registry: registry is full" }
 
-// Is reports that a full registry is neutral (core.ErrNeutral).
-func (fullError) Is(target error) bool { return target == core.ErrNeutral }
+// Is reports that a full registry is ignored (core.ErrIgnored).
+func (fullError) Is(target error) bool { return target == core.ErrIgnored }
 
 // ErrInvalidOptions is what every error of New matches with errors.Is,
 // besides core.ErrInvalidConfig for a bad template.

@@ -172,8 +172,8 @@ func TestBulkheadLeavesNoStaleWakeUp(t *testing.T) {
 	require.Equal(t, []int{0, 0}, tm.pending)
 }
 
-func TestBulkheadFullIsNeutral(t *testing.T) {
-	require.ErrorIs(t, resilience.ErrBulkheadFull, core.ErrNeutral)
+func TestBulkheadFullIsIgnored(t *testing.T) {
+	require.ErrorIs(t, resilience.ErrBulkheadFull, core.ErrIgnored)
 	require.Equal(t, core.Ignored, core.DefaultClassifier(fmt.Errorf("call: %w", resilience.ErrBulkheadFull)))
 	forEachImpl(t, func(t *testing.T, newBreaker func(core.Config) breakers.Breaker) {
 		br := newBreaker(core.Config{ConsecutiveFailures: 1, Clock: core.NewManualClock(0)})

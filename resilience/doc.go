@@ -7,7 +7,7 @@
 //     shared retry Budget so that a failing dependency never gets a retry
 //     storm;
 //   - Bulkhead: at most N calls in flight, with lock-free admission and an
-//     optional bounded wait; its ErrBulkheadFull is neutral for the
+//     optional bounded wait; its ErrBulkheadFull is ignored for the
 //     breaker's default classifier;
 //   - TimeLimiter: a context deadline per call, whose timeout is a
 //     distinct error (ErrTimeout) that the breaker counts as a failure;

@@ -25,7 +25,7 @@ func (invalidConfig) Is(target error) bool { return target == core.ErrInvalidCon
 
 // ErrBulkheadFull is what a Bulkhead returns when every slot is taken and,
 // with BulkheadConfig.MaxWait, stayed taken for the whole wait. Compare with
-// errors.Is. It matches core.ErrNeutral, so a breaker with the default
+// errors.Is. It matches core.ErrIgnored, so a breaker with the default
 // classifier does not count it (a full bulkhead is local overload, not
 // proof that the dependency is down) and a half-open probe that meets it
 // returns its slot. The default retry predicate retries it after a backoff.
@@ -36,8 +36,8 @@ type bulkheadFull struct{}
 
 func (bulkheadFull) Error() string { return "casbreaker/resilience: bulkhead is full" }
 
-// Is makes a full bulkhead neutral for the breaker's default classifier.
-func (bulkheadFull) Is(target error) bool { return target == core.ErrNeutral }
+// Is makes a full bulkhead ignored by the breaker's default classifier.
+func (bulkheadFull) Is(target error) bool { return target == core.ErrIgnored }
 
 // ErrTimeout is what the error of a call that a TimeLimiter's deadline
 // ended matches with errors.Is. The error also wraps the call's own error

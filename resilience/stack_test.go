@@ -185,7 +185,7 @@ func TestInvalidConfigMatchesTheCoresToo(t *testing.T) {
 // A half-open probe waits in the default stack's bulkhead, whose only slot
 // another call holds, and the caller's deadline ends the wait: the
 // dependency never saw the call, and the bulkhead stayed full throughout.
-// A full bulkhead is neutral so that local overload neither trips the
+// A full bulkhead is ignored so that local overload neither trips the
 // breaker nor costs a probe (DefaultStack, ErrBulkheadFull); but the wait
 // returns ctx.Err(), context.DeadlineExceeded, which the default
 // classifier counts as a failure, so the probe fails and the breaker

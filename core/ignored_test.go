@@ -13,14 +13,14 @@ import (
 )
 
 // localLimit is an error of a local limit (a full bulkhead, say): it opts
-// into ErrNeutral with its Is method.
+// into ErrIgnored with its Is method.
 type localLimit struct{}
 
 func (localLimit) Error() string        { return "local limit reached" }
-func (localLimit) Is(target error) bool { return target == core.ErrNeutral }
+func (localLimit) Is(target error) bool { return target == core.ErrIgnored }
 
-func TestDefaultClassifierNeutral(t *testing.T) {
-	require.Equal(t, core.Ignored, core.DefaultClassifier(core.ErrNeutral))
+func TestDefaultClassifierIgnored(t *testing.T) {
+	require.Equal(t, core.Ignored, core.DefaultClassifier(core.ErrIgnored))
 	require.Equal(t, core.Ignored, core.DefaultClassifier(localLimit{}))
 	require.Equal(t, core.Ignored, core.DefaultClassifier(fmt.Errorf("wrapped: %w", localLimit{})))
 	require.Equal(t, core.Failure, core.DefaultClassifier(errFail))
@@ -60,24 +60,24 @@ func (e *plainPtr) Error() string {
 func (e plainSlice) Error() string { return "plain slice" }
 
 // DefaultClassifier, and each implementation's own default (Classifier
-// unset), walks an error's tree once for both of its neutral targets; each
+// unset), walks an error's tree once for both of its ignored targets; each
 // must say exactly what errors.Is says of each, over wrapping, joins, Is
 // methods, nil branches and errors whose type is not comparable.
 func TestDefaultClassifierIsErrorsIs(t *testing.T) {
 	canceled := fmt.Errorf("op: %w", context.Canceled)
 	cases := []error{
-		errFail, context.Canceled, context.DeadlineExceeded, core.ErrNeutral, canceled, localLimit{},
+		errFail, context.Canceled, context.DeadlineExceeded, core.ErrIgnored, canceled, localLimit{},
 		fmt.Errorf("a: %w", fmt.Errorf("b: %w", errFail)),
 		errors.Join(errFail, nil, canceled), errors.Join(errFail, errors.New("other")),
-		isOnly{target: core.ErrNeutral}, isOnly{target: context.Canceled}, isOnly{target: errFail, next: canceled},
-		isOnly{target: errFail}, multi{nil, errFail, multi{isOnly{target: core.ErrNeutral}}}, multi{},
-		uncomparable{errs: []error{errFail}}, uncomparable{errs: []error{nil, uncomparable{errs: []error{core.ErrNeutral}}}},
+		isOnly{target: core.ErrIgnored}, isOnly{target: context.Canceled}, isOnly{target: errFail, next: canceled},
+		isOnly{target: errFail}, multi{nil, errFail, multi{isOnly{target: core.ErrIgnored}}}, multi{},
+		uncomparable{errs: []error{errFail}}, uncomparable{errs: []error{nil, uncomparable{errs: []error{core.ErrIgnored}}}},
 		fmt.Errorf("%w and %w", errFail, uncomparable{errs: []error{context.Canceled}}),
 		(*plainPtr)(nil), &plainPtr{msg: "context canceled"}, plainSlice{"x"}, errors.New(context.Canceled.Error()),
 	}
 	for _, err := range cases {
 		want := core.Failure
-		if errors.Is(err, context.Canceled) || errors.Is(err, core.ErrNeutral) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, core.ErrIgnored) {
 			want = core.Ignored
 		}
 		require.Equal(t, want, core.DefaultClassifier(err), "%#v", err)
@@ -99,14 +99,14 @@ func TestDefaultClassifierIsErrorsIs(t *testing.T) {
 	}
 }
 
-// TestNeutralErrorNotCounted: with the default classifier an error matching
-// ErrNeutral is not counted in closed state, and a half-open probe that ends
+// TestIgnoredErrorNotCounted: with the default classifier an error matching
+// ErrIgnored is not counted in closed state, and a half-open probe that ends
 // with one returns its slot, in both implementations, with Classifier unset
 // (each implementation's own default) and set to DefaultClassifier.
-func TestNeutralErrorNotCounted(t *testing.T) {
+func TestIgnoredErrorNotCounted(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		for _, classifier := range []func(error) core.Outcome{nil, core.DefaultClassifier} {
-			neutralRun(t, mk.build(t, core.Config{
+			ignoredRun(t, mk.build(t, core.Config{
 				WindowSize: 2, FailureRateThreshold: 50, OpenDuration: time.Second,
 				Classifier: classifier,
 			}))
@@ -114,7 +114,7 @@ func TestNeutralErrorNotCounted(t *testing.T) {
 	})
 }
 
-func neutralRun(t *testing.T, r *rig) {
+func ignoredRun(t *testing.T, r *rig) {
 	for range 10 {
 		p := r.A()
 		r.B.Done(p, localLimit{})
@@ -132,22 +132,22 @@ func neutralRun(t *testing.T, r *rig) {
 	r.B.Done(probe, fmt.Errorf("bulkhead: %w", localLimit{}))
 	r.Is(core.HalfOpen)
 	again := r.A()
-	require.True(t, again.Probe, "the neutral probe's slot was not returned")
+	require.True(t, again.Probe, "the ignored probe's slot was not returned")
 	r.B.Done(again, nil)
 	r.Is(core.Closed)
 }
 
 // A breaker's rejection, seen by a breaker around it (one per target
-// around one per method), is neutral: the refused call never left the
+// around one per method), is ignored: the refused call never left the
 // process, and counting it would open the outer breaker on the inner one's
 // refusals.
-func TestInnerRejectionIsNeutral(t *testing.T) {
+func TestInnerRejectionIsIgnored(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		inner := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Minute})
 		inner.B.Done(inner.A(), errFail)
 		inner.Is(core.Open)
 		_, rejected := inner.B.Allow()
-		require.ErrorIs(t, rejected, core.ErrNeutral)
+		require.ErrorIs(t, rejected, core.ErrIgnored)
 		require.ErrorIs(t, rejected, core.ErrOpen)
 		require.Equal(t, core.Ignored, core.DefaultClassifier(rejected))
 		outer := mk.build(t, core.Config{ConsecutiveFailures: 1})
