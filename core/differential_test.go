@@ -386,7 +386,7 @@ func wideRandomConfig(rng *rand.Rand) core.Config {
 		c := core.Config{
 			WindowType:   core.WindowType(rng.IntN(2)),
 			OpenDuration: time.Duration(1+rng.IntN(3000)) * time.Millisecond,
-			Classifier:   difftest.Classify,
+			Classifier:   difftest.Classifier,
 		}
 		switch rng.IntN(4) {
 		case 0:

@@ -74,7 +74,7 @@ func decodeConfig(r *input) (d decoded, ok bool) {
 	c.PermittedCallsInHalfOpen = r.intn(5)
 	c.SuccessesToClose = r.intn(5)
 	if rules&64 != 0 {
-		c.Classifier = difftest.Classify
+		c.Classifier = difftest.Classifier
 	}
 	d.listenerReads = rules&128 != 0
 	features := r.byte()

@@ -18,7 +18,7 @@ import (
 // it retries, in whole milliseconds (gRPC's retry design, A6).
 const PushbackKey = "grpc-retry-pushback-ms"
 
-// DefaultClassify is the default Options.Classify, by the status code of
+// DefaultClassifier is the default Options.Classifier, by the status code of
 // err (status.Code; an error that is not a status is Unknown):
 //
 //	Success  OK, and the codes of a server that answered a call it judged
@@ -33,7 +33,7 @@ const PushbackKey = "grpc-retry-pushback-ms"
 //	         breaker or of its full registry (an inner interceptor's,
 //	         which never sent the call) or of a local limit such as a
 //	         full bulkhead
-func DefaultClassify(err error) core.Outcome {
+func DefaultClassifier(err error) core.Outcome {
 	if err == nil {
 		return core.Success
 	}

@@ -19,7 +19,7 @@
 // ResourceExhausted, Internal, Unknown and DataLoss are failures,
 // Canceled is ignored, and every other code, the caller's own mistakes
 // such as InvalidArgument or NotFound included, is a success: the server
-// answered (DefaultClassify). A stream its caller cancels after it has
+// answered (DefaultClassifier). A stream its caller cancels after it has
 // read a message of it is OK. A request the client's gRPC library refuses
 // to send (it cannot marshal it, it is over the call's
 // grpc.MaxCallSendMsgSize, or its outgoing metadata has a key or a value
@@ -33,7 +33,7 @@
 // Options.IdleAfter), so that keys made from what callers send cannot
 // grow it without limit.
 //
-// User code that the interceptors run (Options.Key, Options.Classify, and
+// User code that the interceptors run (Options.Key, Options.Classifier, and
 // the listener Config.OnStateChange, which runs inside the recording of an
 // outcome) runs on a caller's goroutine, so that a panic in it reaches
 // the caller, with one exception: the end of a stream's context is
@@ -63,19 +63,19 @@ type Options struct {
 	// Config is the template of every key's breaker (see registry.Options:
 	// each breaker is named Config.Name + "/" + key, or the key alone).
 	// Set MaxRetryAfter to honour server pushback. Its Classifier must be
-	// nil: the interceptors classify by Options.Classify, so New refuses a
+	// nil: the interceptors classify by Options.Classifier, so New refuses a
 	// Config that sets one rather than ignore it.
 	Config core.Config
 	// Key picks the breaker of a call from its context, its connection
 	// and its full method name ("/package.Service/Method"). It runs on the
 	// caller's goroutine before every call. Zero: ByMethod.
 	Key func(ctx context.Context, cc *grpc.ClientConn, method string) string
-	// Classify maps a call's final error (nil for OK) to an outcome. It
+	// Classifier maps a call's final error (nil for OK) to an outcome. It
 	// is not asked about a request the client refused to send (see the
-	// package doc), which is ignored. Zero: DefaultClassify. A panic in it
+	// package doc), which is ignored. Zero: DefaultClassifier. A panic in it
 	// propagates (see the package doc for a stream's context); the call's
 	// permit is then released as Ignored.
-	Classify func(err error) core.Outcome
+	Classifier func(err error) core.Outcome
 	// MaxBreakers bounds the number of breakers, so that keys made from
 	// what callers send (a tenant, a target) cannot grow the registry
 	// without limit: at the bound, a new key's breaker replaces one not
@@ -140,19 +140,19 @@ type Interceptors struct {
 // panics.
 func New(o Options) (*Interceptors, error) {
 	if o.Config.Classifier != nil {
-		return nil, &core.ConfigError{Field: "Classifier", Problem: "not used by grpcbreaker, which classifies by Options.Classify (the call's final error): set that instead"}
+		return nil, &core.ConfigError{Field: "Classifier", Problem: "not used by grpcbreaker, which classifies by Options.Classifier (the call's final error): set that instead"}
 	}
 	reg, err := registry.New(registry.Options[string]{Config: o.Config,
 		MaxBreakers: bound(o.MaxBreakers, DefaultMaxBreakers), IdleAfter: bound(o.IdleAfter, DefaultIdleAfter)})
 	if err != nil {
 		return nil, err
 	}
-	ic := &Interceptors{reg: reg, key: o.Key, classify: o.Classify}
+	ic := &Interceptors{reg: reg, key: o.Key, classify: o.Classifier}
 	if ic.key == nil {
 		ic.key = ByMethod
 	}
 	if ic.classify == nil {
-		ic.classify = DefaultClassify
+		ic.classify = DefaultClassifier
 	}
 	return ic, nil
 }

@@ -122,7 +122,7 @@ func TestCallerMistakesAreNotTheServersFault(t *testing.T) {
 	assert.Equal(t, uint64(27), b.Metrics().Successes)
 }
 
-func TestDefaultClassify(t *testing.T) {
+func TestDefaultClassifier(t *testing.T) {
 	want := map[codes.Code]core.Outcome{
 		codes.OK: core.Success, codes.Canceled: core.Ignored, codes.Unknown: core.Failure,
 		codes.InvalidArgument: core.Success, codes.DeadlineExceeded: core.Failure, codes.NotFound: core.Success,
@@ -132,12 +132,12 @@ func TestDefaultClassify(t *testing.T) {
 		codes.DataLoss: core.Failure, codes.Unauthenticated: core.Success,
 	}
 	for code := range codes.Code(17) {
-		assert.Equal(t, want[code], grpcbreaker.DefaultClassify(status.Error(code, "x")), "%v", code)
+		assert.Equal(t, want[code], grpcbreaker.DefaultClassifier(status.Error(code, "x")), "%v", code)
 	}
-	assert.Equal(t, core.Success, grpcbreaker.DefaultClassify(nil))
-	assert.Equal(t, core.Failure, grpcbreaker.DefaultClassify(errors.New("not a status")), "Unknown")
-	assert.Equal(t, core.Ignored, grpcbreaker.DefaultClassify(fmt.Errorf("wrapped: %w", context.Canceled)))
-	assert.Equal(t, core.Failure, grpcbreaker.DefaultClassify(fmt.Errorf("wrapped: %w", status.Error(codes.Unavailable, "x"))))
+	assert.Equal(t, core.Success, grpcbreaker.DefaultClassifier(nil))
+	assert.Equal(t, core.Failure, grpcbreaker.DefaultClassifier(errors.New("not a status")), "Unknown")
+	assert.Equal(t, core.Ignored, grpcbreaker.DefaultClassifier(fmt.Errorf("wrapped: %w", context.Canceled)))
+	assert.Equal(t, core.Failure, grpcbreaker.DefaultClassifier(fmt.Errorf("wrapped: %w", status.Error(codes.Unavailable, "x"))))
 }
 
 func TestCancelledCallsAreIgnored(t *testing.T) {
@@ -381,11 +381,11 @@ func TestFullRegistryIsUnavailable(t *testing.T) {
 
 func TestPanicsReleaseThePermit(t *testing.T) {
 	ic := newInterceptors(t, grpcbreaker.Options{Config: config(core.NewManualClock(0)),
-		Classify: func(err error) core.Outcome {
+		Classifier: func(err error) core.Outcome {
 			if err != nil && err.Error() == "classifier" {
 				panic("classifier")
 			}
-			return grpcbreaker.DefaultClassify(err)
+			return grpcbreaker.DefaultClassifier(err)
 		}})
 	unary := ic.Unary()
 	invoke := func(err error) grpc.UnaryInvoker {
@@ -581,11 +581,11 @@ func TestPanicAtAStreamsContextEndReachesTheCaller(t *testing.T) {
 		deadline bool // the context ends by its deadline: the probe fails and the breaker opens
 	}{
 		{"classifier", func(o *grpcbreaker.Options) {
-			o.Classify = func(err error) core.Outcome {
+			o.Classifier = func(err error) core.Outcome {
 				if status.Code(err) == codes.Canceled {
 					panic("classifier")
 				}
-				return grpcbreaker.DefaultClassify(err)
+				return grpcbreaker.DefaultClassifier(err)
 			}
 		}, false, false},
 		{"listener", func(o *grpcbreaker.Options) {

@@ -28,7 +28,7 @@ var badRequest = &healthpb.HealthCheckRequest{Service: "\xff"}
 // cannot marshal them, because they are over the caller's own send limit,
 // or because their metadata has a key or a value gRPC does not allow
 // (a user's name with an accent, say), fail with Internal and
-// ResourceExhausted, codes that DefaultClassify counts as the server's
+// ResourceExhausted, codes that DefaultClassifier counts as the server's
 // failures. Three of any, on a healthy server that saw none of them,
 // opened the method's breaker. They are ignored, without asking the
 // classifier, whether the call is unary or a stream. This also pins the
@@ -70,7 +70,7 @@ func TestClientsOwnErrorsAreNotTheServers(t *testing.T) {
 			h, addr := serve(t)
 			classified := 0
 			ic := newInterceptors(t, grpcbreaker.Options{Config: config(core.NewManualClock(0)),
-				Classify: func(err error) core.Outcome { classified++; return grpcbreaker.DefaultClassify(err) }})
+				Classifier: func(err error) core.Outcome { classified++; return grpcbreaker.DefaultClassifier(err) }})
 			c := dial(t, addr, ic)
 			for range 3 {
 				assert.Equal(t, tc.code, status.Code(tc.call(c)))

@@ -95,7 +95,7 @@ func TestZeroTransportPanicsNamingNew(t *testing.T) {
 	tr.RoundTrip(req)
 }
 
-// Options.Classify promises: "A panic in it propagates; the request's
+// Options.Classifier promises: "A panic in it propagates; the request's
 // permit is then released as Ignored." That holds on a body read error
 // too: the panic leaves Read with the permit released as Ignored, and the
 // caller's deferred Close records nothing more (recording a Success there
@@ -113,9 +113,9 @@ func TestClassifyPanicInBodyReleasesAsIgnored(t *testing.T) {
 		if err != nil {
 			panic("classifier panics on a body error")
 		}
-		return httpbreaker.DefaultClassify(req, resp, err)
+		return httpbreaker.DefaultClassifier(req, resp, err)
 	}
-	tr, err := httpbreaker.New(httpbreaker.Options{Config: edgeConfig(), RecordBodyErrors: true, Classify: classify})
+	tr, err := httpbreaker.New(httpbreaker.Options{Config: edgeConfig(), RecordBodyErrors: true, Classifier: classify})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,12 +127,12 @@ func TestClassifyPanicInBodyReleasesAsIgnored(t *testing.T) {
 		defer resp.Body.Close() // as every caller does
 		defer func() { recover() }()
 		io.ReadAll(resp.Body)
-		t.Fatal("Classify did not panic")
+		t.Fatal("Classifier did not panic")
 	}()
 	b, _ := tr.Registry().Get(srv.Listener.Addr().String())
 	m := b.Metrics()
 	if m.Successes != 0 || m.Ignored != 1 {
-		t.Errorf("after a Classify panic the permit was released as Successes=%d Ignored=%d Failures=%d; want Ignored=1", m.Successes, m.Ignored, m.Failures)
+		t.Errorf("after a Classifier panic the permit was released as Successes=%d Ignored=%d Failures=%d; want Ignored=1", m.Successes, m.Ignored, m.Failures)
 	}
 }
 
@@ -150,7 +150,7 @@ func TestNilResponse(t *testing.T) {
 		want core.Metrics
 	}{
 		{"default classifier", httpbreaker.Options{Config: edgeConfig(), Base: base}, core.Metrics{Failures: 1}},
-		{"called a success, RecordBodyErrors", httpbreaker.Options{Config: edgeConfig(), Base: base, Classify: success, RecordBodyErrors: true}, core.Metrics{Successes: 1}},
+		{"called a success, RecordBodyErrors", httpbreaker.Options{Config: edgeConfig(), Base: base, Classifier: success, RecordBodyErrors: true}, core.Metrics{Successes: 1}},
 	} {
 		tr, err := httpbreaker.New(tc.o)
 		if err != nil {

@@ -36,7 +36,7 @@ type Options struct {
 	// Config is the template of every host's breaker (see registry.Options:
 	// each breaker is named Config.Name + "/" + key, or the key alone).
 	// Set MaxRetryAfter to honour Retry-After headers. Its Classifier
-	// must be nil: the transport classifies by Options.Classify, which sees
+	// must be nil: the transport classifies by Options.Classifier, which sees
 	// the response, so New refuses a Config that sets one rather than
 	// ignore it.
 	Config core.Config
@@ -45,13 +45,13 @@ type Options struct {
 	// to be exported as a metric label. Zero: HostKey, the URL's host and
 	// port in a canonical form.
 	Key func(*http.Request) string
-	// Classify maps what a request ended with to an outcome: the response
+	// Classifier maps what a request ended with to an outcome: the response
 	// (nil on a transport error) and the error (nil with a response, or
-	// the body's read error with RecordBodyErrors). Zero: DefaultClassify.
+	// the body's read error with RecordBodyErrors). Zero: DefaultClassifier.
 	// A panic in it propagates; the request's permit is then released as
 	// Ignored.
-	Classify func(req *http.Request, resp *http.Response, err error) core.Outcome
-	// RecordBodyErrors moves the recording of a response that Classify
+	Classifier func(req *http.Request, resp *http.Response, err error) core.Outcome
+	// RecordBodyErrors moves the recording of a response that Classifier
 	// calls a success from the arrival of its headers to the end of its
 	// body: a read error other than io.EOF is classified again, with the
 	// error, and io.EOF or Close is a success. The caller must then read
@@ -117,13 +117,13 @@ var _ http.RoundTripper = (*Transport)(nil)
 // matching core.ErrInvalidConfig); it never panics.
 func New(o Options) (*Transport, error) {
 	if o.Config.Classifier != nil {
-		return nil, &core.ConfigError{Field: "Classifier", Problem: "not used by httpbreaker, which classifies by Options.Classify (request, response and error): set that instead"}
+		return nil, &core.ConfigError{Field: "Classifier", Problem: "not used by httpbreaker, which classifies by Options.Classifier (request, response and error): set that instead"}
 	}
 	reg, err := registry.New(registry.Options[string]{Config: o.Config, MaxBreakers: bound(o.MaxBreakers, DefaultMaxBreakers), IdleAfter: bound(o.IdleAfter, DefaultIdleAfter)})
 	if err != nil {
 		return nil, err
 	}
-	t := &Transport{base: o.Base, reg: reg, key: o.Key, classify: o.Classify, now: o.Now, bodyErrors: o.RecordBodyErrors}
+	t := &Transport{base: o.Base, reg: reg, key: o.Key, classify: o.Classifier, now: o.Now, bodyErrors: o.RecordBodyErrors}
 	if t.base == nil {
 		t.base = http.DefaultTransport
 	}
@@ -131,7 +131,7 @@ func New(o Options) (*Transport, error) {
 		t.key = HostKey
 	}
 	if t.classify == nil {
-		t.classify = DefaultClassify
+		t.classify = DefaultClassifier
 	}
 	if t.now == nil {
 		t.now = time.Now
@@ -148,7 +148,7 @@ func bound[T int | time.Duration](v, def T) T {
 	return max(v, 0)
 }
 
-// DefaultClassify is the default Options.Classify: an error that matches
+// DefaultClassifier is the default Options.Classifier: an error that matches
 // context.Canceled, or any error of a request whose context was cancelled,
 // is Ignored (the caller gave up, which says nothing about the server), and
 // so is one that matches core.ErrIgnored (a local limit in the base
@@ -157,7 +157,7 @@ func bound[T int | time.Duration](v, def T) T {
 // included; a response with status 429 or 500..599 is a Failure and any
 // other response a Success; no response and no error (a base transport
 // that breaks http.RoundTripper's contract) is a Failure.
-func DefaultClassify(req *http.Request, resp *http.Response, err error) core.Outcome {
+func DefaultClassifier(req *http.Request, resp *http.Response, err error) core.Outcome {
 	// If statements, not a switch: Go's coverage, and so mutation
 	// testing, does not see the conditions of case clauses.
 	if err != nil {
@@ -248,7 +248,7 @@ func (t *Transport) send(b *registry.Breaker, p core.Permit, req *http.Request) 
 	// as an io.ReadWriteCloser: recorded at the headers, and left
 	// unwrapped so that it stays writable. A nil response with no error,
 	// or a nil Body, breaks http.RoundTripper's contract; a custom
-	// Classify may still call the first a success, and http.Client mends
+	// Classifier may still call the first a success, and http.Client mends
 	// the second with an empty body, which a wrapper would hide from it.
 	if err != nil || o != core.Success || !t.bodyErrors || resp == nil || resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
 		t.record(b, p, o, resp)

@@ -244,11 +244,11 @@ func TestCustomClassifierAndKey(t *testing.T) {
 	c, _, _ := client(t, httpbreaker.Options{
 		Config: core.Config{ConsecutiveFailures: 1},
 		Key:    func(r *http.Request) string { return r.URL.Host + r.URL.Path },
-		Classify: func(req *http.Request, resp *http.Response, err error) core.Outcome {
+		Classifier: func(req *http.Request, resp *http.Response, err error) core.Outcome {
 			if resp != nil && resp.StatusCode == http.StatusNotFound {
 				return core.Failure
 			}
-			return httpbreaker.DefaultClassify(req, resp, err)
+			return httpbreaker.DefaultClassifier(req, resp, err)
 		},
 	})
 	_, err := get(context.Background(), c, s.URL+"/a")
@@ -369,13 +369,13 @@ func TestNewRejectsBadConfig(t *testing.T) {
 // The default classification at every boundary: the statuses around 429
 // and 500..599, a caller's cancel (by the error or by the request's
 // context) and a timeout.
-func TestDefaultClassify(t *testing.T) {
+func TestDefaultClassifier(t *testing.T) {
 	req := httptest.NewRequestWithContext(context.Background(), http.MethodGet, "http://example.test/", nil)
 	for code, want := range map[int]core.Outcome{
 		200: core.Success, 428: core.Success, 429: core.Failure, 430: core.Success, 499: core.Success,
 		500: core.Failure, 503: core.Failure, 599: core.Failure, 600: core.Success,
 	} {
-		require.Equal(t, want, httpbreaker.DefaultClassify(req, &http.Response{StatusCode: code}, nil), "status %d", code)
+		require.Equal(t, want, httpbreaker.DefaultClassifier(req, &http.Response{StatusCode: code}, nil), "status %d", code)
 	}
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -394,7 +394,7 @@ func TestDefaultClassify(t *testing.T) {
 		{"another breaker's rejection", req, fmt.Errorf("base: %w", core.ErrOpen), core.Ignored},
 		{"a full registry", req, registry.ErrFull, core.Ignored},
 	} {
-		require.Equal(t, tc.want, httpbreaker.DefaultClassify(tc.req, nil, tc.err), tc.name)
+		require.Equal(t, tc.want, httpbreaker.DefaultClassifier(tc.req, nil, tc.err), tc.name)
 	}
 }
 

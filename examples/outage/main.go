@@ -303,7 +303,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // call makes one GET through the client, whose Transport holds the host's
 // breaker, with its own timeout. A non-2xx answer is an error here; the
-// breaker's own judgement is httpbreaker.DefaultClassify's (5xx and 429 are
+// breaker's own judgement is httpbreaker.DefaultClassifier's (5xx and 429 are
 // failures).
 func call(ctx context.Context, client *http.Client, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)

@@ -6,7 +6,7 @@ import (
 	"github.com/casbreaker/casbreaker/core"
 )
 
-// The errors Classify tells apart; ErrFail is an ordinary failure.
+// The errors Classifier tells apart; ErrFail is an ordinary failure.
 var (
 	ErrFail             = errors.New("dependency failed")
 	ErrIgnored          = errors.New("ignored by the classifier")
@@ -14,12 +14,12 @@ var (
 	ErrClassifierPanics = errors.New("the classifier panics on this one")
 )
 
-// Classify is a custom classifier for differential histories: ErrSuccess
+// Classifier is a custom classifier for differential histories: ErrSuccess
 // (wrapped or not) is a success, ErrIgnored is ignored, and on
 // ErrClassifierPanics it panics with that error (the breakers then release
 // the permit as Ignored and re-panic, which Apply records); any other
 // error is core.DefaultClassifier's. It is safe for concurrent use.
-func Classify(err error) core.Outcome {
+func Classifier(err error) core.Outcome {
 	switch {
 	case errors.Is(err, ErrClassifierPanics):
 		panic(ErrClassifierPanics)
