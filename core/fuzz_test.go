@@ -863,7 +863,7 @@ func (x *table) counts() {
 			return
 		}
 		wc := x.window()
-		c.Calls, c.Failures, c.SlowCalls, c.SlowFailures = wc.Calls, wc.Failures, wc.Slow, wc.SlowFailures
+		c.Calls, c.Failures, c.SlowCalls, c.SlowFailures = wc.Calls, wc.Failures, wc.SlowCalls, wc.SlowFailures
 	}
 }
 
@@ -893,7 +893,7 @@ func sumOutcomes(os []seededOutcome) window.Counts {
 			c.Failures++
 		}
 		if o.slow {
-			c.Slow++
+			c.SlowCalls++
 		}
 		if o.fail && o.slow {
 			c.SlowFailures++

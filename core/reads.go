@@ -109,7 +109,7 @@ func (b *Breaker) Counts() Counts {
 				b.finishTrip(c.Generation)
 				continue
 			}
-			c.Calls, c.Failures, c.SlowCalls, c.SlowFailures = wc.Calls, wc.Failures, wc.Slow, wc.SlowFailures
+			c.Calls, c.Failures, c.SlowCalls, c.SlowFailures = wc.Calls, wc.Failures, wc.SlowCalls, wc.SlowFailures
 		case Open:
 			if untilDeadline(u.deadline, b.now()) == 0 {
 				c.State = HalfOpen

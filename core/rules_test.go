@@ -144,7 +144,7 @@ func TestRules_Slow(t *testing.T) {
 func TestRules_Trip(t *testing.T) {
 	for _, c := range rulecases.Trips {
 		s := validated(t, tripConfig(c.Rule))
-		w := window.Counts{Calls: c.Calls, Failures: c.Failures, Slow: c.Slow}
+		w := window.Counts{Calls: c.Calls, Failures: c.Failures, SlowCalls: c.Slow}
 		if got := s.shouldTrip(w, c.Consecutive); got != c.Trips {
 			t.Errorf("%s: %+v with %d in a row: trips %v, want %v", c.Name, w, c.Consecutive, got, c.Trips)
 		}

@@ -26,7 +26,7 @@ func sum(outs []outcome, keep func(outcome) bool) window.Counts {
 			c.Failures++
 		}
 		if o.slow {
-			c.Slow++
+			c.SlowCalls++
 		}
 		if o.fail && o.slow {
 			c.SlowFailures++
@@ -38,7 +38,7 @@ func sum(outs []outcome, keep func(outcome) bool) window.Counts {
 // invariant is R2's: what every Counts a window returns must satisfy.
 func invariant(t *testing.T, c window.Counts, maxCalls uint64) {
 	t.Helper()
-	if c.Failures > c.Calls || c.Slow > c.Calls || c.SlowFailures > min(c.Slow, c.Failures) || c.Calls > maxCalls {
+	if c.Failures > c.Calls || c.SlowCalls > c.Calls || c.SlowFailures > min(c.SlowCalls, c.Failures) || c.Calls > maxCalls {
 		t.Fatalf("counts %+v break R2's invariants (calls at most %d)", c, maxCalls)
 	}
 }

@@ -15,8 +15,8 @@ package window
 // Counts is the aggregate of the outcomes in a window.
 //
 // Invariants, in every value a window returns, under any concurrency:
-// 0 <= Failures <= Calls, 0 <= Slow <= Calls, and
-// SlowFailures <= min(Slow, Failures). A count window also keeps
+// 0 <= Failures <= Calls, 0 <= SlowCalls <= Calls, and
+// SlowFailures <= min(SlowCalls, Failures). A count window also keeps
 // Calls <= its size W. The zero value is an empty window.
 type Counts struct {
 	// Calls is the number of counted outcomes (successes and failures; ignored
@@ -24,9 +24,9 @@ type Counts struct {
 	Calls uint64
 	// Failures is the number of counted outcomes that were failures.
 	Failures uint64
-	// Slow is the number of counted outcomes slower than the slow-call
+	// SlowCalls is the number of counted outcomes slower than the slow-call
 	// duration threshold.
-	Slow uint64
+	SlowCalls uint64
 	// SlowFailures is the number of outcomes that were both slow and failures.
 	SlowFailures uint64
 }

@@ -30,7 +30,7 @@ type Rule struct {
 // Trips reports whether a window holding c trips the rule. Products are
 // 64-bit: calls are at most 2^56 and thresholds at most 100.
 func (r *Rule) Trips(c window.Counts) bool {
-	if c.Failures == 0 && c.Slow == 0 {
+	if c.Failures == 0 && c.SlowCalls == 0 {
 		return false // every threshold needs a failure or a slow call
 	}
 	enough := c.Calls >= r.MinimumNumberOfCalls
@@ -43,5 +43,5 @@ func (r *Rule) Trips(c window.Counts) bool {
 	if r.FailureRateThreshold > 0 && c.Failures*100 >= r.FailureRateThreshold*c.Calls {
 		return true
 	}
-	return r.SlowCallRateThreshold > 0 && c.Slow*100 >= r.SlowCallRateThreshold*c.Calls
+	return r.SlowCallRateThreshold > 0 && c.SlowCalls*100 >= r.SlowCallRateThreshold*c.Calls
 }

@@ -25,7 +25,7 @@ func Example() {
 	c, _ = r.Record(gen+1, true, false) // a newer one starts empty
 	fmt.Printf("%+v\n", c)
 	// Output:
-	// {Calls:3 Failures:0 Slow:1 SlowFailures:0}
+	// {Calls:3 Failures:0 SlowCalls:1 SlowFailures:0}
 	// false true
-	// {Calls:1 Failures:1 Slow:0 SlowFailures:0}
+	// {Calls:1 Failures:1 SlowCalls:0 SlowFailures:0}
 }

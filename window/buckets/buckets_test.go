@@ -25,8 +25,8 @@ func Example() {
 	fmt.Printf("%+v\n", w.Snapshot(gen, 10*time.Second))      // seconds 1..10: the failure left
 	fmt.Println(w.Record(gen-1, 10*time.Second, true, false)) // an older generation: stale
 	// Output:
-	// {Calls:3 Failures:1 Slow:1 SlowFailures:0}
-	// {Calls:2 Failures:0 Slow:1 SlowFailures:0}
+	// {Calls:3 Failures:1 SlowCalls:1 SlowFailures:0}
+	// {Calls:2 Failures:0 SlowCalls:1 SlowFailures:0}
 	// false
 }
 

@@ -466,7 +466,7 @@ func (r *Ring) counts(a uint64) window.Counts {
 	return window.Counts{
 		Calls:        a >> r.nShift & r.field,
 		Failures:     a >> r.fShift & r.field,
-		Slow:         a >> r.sShift & r.field,
+		SlowCalls:    a >> r.sShift & r.field,
 		SlowFailures: a >> sfShift & r.field,
 	}
 }

@@ -33,7 +33,7 @@ func unit(fail, slow bool) window.Counts {
 		c.Failures = 1
 	}
 	if slow {
-		c.Slow = 1
+		c.SlowCalls = 1
 	}
 	if fail && slow {
 		c.SlowFailures = 1
@@ -45,7 +45,7 @@ func plus(a, b window.Counts) window.Counts {
 	return window.Counts{
 		Calls:        a.Calls + b.Calls,
 		Failures:     a.Failures + b.Failures,
-		Slow:         a.Slow + b.Slow,
+		SlowCalls:    a.SlowCalls + b.SlowCalls,
 		SlowFailures: a.SlowFailures + b.SlowFailures,
 	}
 }
@@ -54,9 +54,9 @@ func plus(a, b window.Counts) window.Counts {
 // (fail, slow): the result of Record always includes the call's own outcome.
 func contains(c window.Counts, fail, slow bool) bool {
 	u := unit(fail, slow)
-	return c.Calls >= 1 && c.Failures >= u.Failures && c.Slow >= u.Slow &&
+	return c.Calls >= 1 && c.Failures >= u.Failures && c.SlowCalls >= u.SlowCalls &&
 		c.SlowFailures >= u.SlowFailures &&
-		(fail || c.Failures < c.Calls) && (slow || c.Slow < c.Calls)
+		(fail || c.Failures < c.Calls) && (slow || c.SlowCalls < c.Calls)
 }
 
 // firstError keeps the first failure a goroutine reports, so that a broken
@@ -211,7 +211,7 @@ func TestConcurrent_InvariantsHold(t *testing.T) {
 					}
 				})
 				w := uint64(size)
-				assert.Equal(t, window.Counts{Calls: w, Failures: w, Slow: w, SlowFailures: w}, r.Snapshot(1), "after W slow failures")
+				assert.Equal(t, window.Counts{Calls: w, Failures: w, SlowCalls: w, SlowFailures: w}, r.Snapshot(1), "after W slow failures")
 			})
 		}
 	}

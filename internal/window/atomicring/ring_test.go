@@ -52,7 +52,7 @@ func (o *oracle) counts() window.Counts {
 			c.Failures++
 		}
 		if x.slow {
-			c.Slow++
+			c.SlowCalls++
 		}
 		if x.fail && x.slow {
 			c.SlowFailures++
@@ -66,9 +66,9 @@ func violation(c window.Counts, w int) string {
 	switch {
 	case c.Calls > uint64(w):
 		return fmt.Sprintf("calls above the window size %d: %+v", w, c)
-	case c.Failures > c.Calls, c.Slow > c.Calls:
+	case c.Failures > c.Calls, c.SlowCalls > c.Calls:
 		return fmt.Sprintf("failures or slow above calls: %+v", c)
-	case c.SlowFailures > min(c.Slow, c.Failures):
+	case c.SlowFailures > min(c.SlowCalls, c.Failures):
 		return fmt.Sprintf("slow failures above min(slow, failures): %+v", c)
 	}
 	return ""
@@ -141,7 +141,7 @@ func TestLayout_EveryFieldFits(t *testing.T) {
 		require.Equal(t, full, r.unpack(r.pack(full)), "size %d", size)
 
 		// The ring's own word arithmetic reads and adds the same fields.
-		require.Equal(t, window.Counts{Calls: w, Failures: w, Slow: w, SlowFailures: w}, r.counts(r.pack(full)), "size %d", size)
+		require.Equal(t, window.Counts{Calls: w, Failures: w, SlowCalls: w, SlowFailures: w}, r.counts(r.pack(full)), "size %d", size)
 		require.Equal(t, r.pack(state{f: m})|r.pack(state{s: m}), r.uncleanMask, "size %d", size)
 		for out := range uint64(8) {
 			f, s := out>>1&1, out>>2&1
@@ -238,7 +238,7 @@ func TestRegression_EvictionClearsSlowFailures(t *testing.T) {
 		got, ok := r.Record(1, x.fail, x.slow)
 		require.True(t, ok)
 		require.Equal(t, want, got, "call %d", i+1)
-		require.LessOrEqual(t, got.SlowFailures, min(got.Slow, got.Failures), "call %d", i+1)
+		require.LessOrEqual(t, got.SlowFailures, min(got.SlowCalls, got.Failures), "call %d", i+1)
 		if i == 3 {
 			require.Zero(t, got.SlowFailures, "the 4th call evicts the only slow failure")
 		}
@@ -276,7 +276,7 @@ func TestRecord_GenerationWrapsAt16Bits(t *testing.T) {
 	assert.Equal(t, window.Counts{Calls: 1, Failures: 1}, c, "0x10000 is newer than 0xFFFF")
 	c, ok = r.Record(0x5_0000, false, true)
 	require.True(t, ok)
-	assert.Equal(t, window.Counts{Calls: 2, Failures: 1, Slow: 1}, c, "0x50000 is 0x10000 again")
+	assert.Equal(t, window.Counts{Calls: 2, Failures: 1, SlowCalls: 1}, c, "0x50000 is 0x10000 again")
 	_, ok = r.Record(0xFFFF, true, true)
 	assert.False(t, ok, "0xFFFF is now older")
 }
@@ -532,7 +532,7 @@ func TestRecordTrip_ClosesWindow(t *testing.T) {
 	require.Equal(t, Recorded, v)
 	c, v = r.RecordTrip(1, true, true, rule)
 	require.Equal(t, Tripped, v)
-	require.Equal(t, window.Counts{Calls: 3, Failures: 2, Slow: 1, SlowFailures: 1}, c)
+	require.Equal(t, window.Counts{Calls: 3, Failures: 2, SlowCalls: 1, SlowFailures: 1}, c)
 
 	c, v = r.RecordTrip(1, false, false, rule)
 	require.Equal(t, AfterTrip, v, "an outcome after the trip of its generation")
@@ -541,7 +541,7 @@ func TestRecordTrip_ClosesWindow(t *testing.T) {
 	require.False(t, ok, "Record refuses a closed window too")
 	got, closed := r.SnapshotClosed(1)
 	require.True(t, closed)
-	require.Equal(t, window.Counts{Calls: 3, Failures: 2, Slow: 1, SlowFailures: 1}, got, "the window that tripped, unchanged")
+	require.Equal(t, window.Counts{Calls: 3, Failures: 2, SlowCalls: 1, SlowFailures: 1}, got, "the window that tripped, unchanged")
 	_, v = r.RecordTrip(0, true, false, rule)
 	require.Equal(t, Stale, v, "an older generation is stale, closed or not")
 

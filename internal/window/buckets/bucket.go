@@ -290,7 +290,7 @@ func (b bucket) retire(gen uint32) {
 // that id still names inc afterwards; only then are all three from inc.
 func (b bucket) readFailedOrSlow(inc uint8) window.Counts {
 	ff, ss, sf := countIn(b.ff.Load(), inc), countIn(b.ss.Load(), inc), countIn(b.sf.Load(), inc)
-	return window.Counts{Calls: ff + ss + sf, Failures: ff + sf, Slow: ss + sf, SlowFailures: sf}
+	return window.Counts{Calls: ff + ss + sf, Failures: ff + sf, SlowCalls: ss + sf, SlowFailures: sf}
 }
 
 // readFast returns the fast successes of incarnation inc, summed over the

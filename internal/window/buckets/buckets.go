@@ -638,7 +638,7 @@ func (w *Window) collect(gen uint32, sec uint64, failedOrSlow bool) (sum window.
 			}
 			sum.Calls += c.Calls
 			sum.Failures += c.Failures
-			sum.Slow += c.Slow
+			sum.SlowCalls += c.SlowCalls
 			sum.SlowFailures += c.SlowFailures
 			break
 		}

@@ -38,7 +38,7 @@ func (v *violation) set(format string, args ...any) {
 
 // checkInvariants is window.Counts' contract: what any Snapshot returns.
 func checkInvariants(c window.Counts) error {
-	if c.Failures > c.Calls || c.Slow > c.Calls || c.SlowFailures > min(c.Slow, c.Failures) {
+	if c.Failures > c.Calls || c.SlowCalls > c.Calls || c.SlowFailures > min(c.SlowCalls, c.Failures) {
 		return fmt.Errorf("invariant broken: %+v", c)
 	}
 	return nil
@@ -54,7 +54,7 @@ func add(c *window.Counts, failure, slow bool) {
 		c.Failures++
 	}
 	if slow {
-		c.Slow++
+		c.SlowCalls++
 	}
 	if failure && slow {
 		c.SlowFailures++
@@ -298,7 +298,7 @@ func TestStress_RollingWindowAccounting(t *testing.T) {
 				require.Zero(t, x.dropped, "outcomes of second %d (head %d) dropped", x.sec, head)
 				inWindow.Calls += x.accepted.Calls
 				inWindow.Failures += x.accepted.Failures
-				inWindow.Slow += x.accepted.Slow
+				inWindow.SlowCalls += x.accepted.SlowCalls
 				inWindow.SlowFailures += x.accepted.SlowFailures
 			}
 		}
@@ -306,7 +306,7 @@ func TestStress_RollingWindowAccounting(t *testing.T) {
 	require.NoError(t, checkInvariants(got))
 	require.GreaterOrEqual(t, got.Calls, inWindow.Calls, "lost an outcome of the final window")
 	require.GreaterOrEqual(t, got.Failures, inWindow.Failures)
-	require.GreaterOrEqual(t, got.Slow, inWindow.Slow)
+	require.GreaterOrEqual(t, got.SlowCalls, inWindow.SlowCalls)
 	require.GreaterOrEqual(t, got.SlowFailures, inWindow.SlowFailures)
 	require.LessOrEqual(t, got.Calls, accepted.Calls)
 	t.Logf("head %d: counted %d (%d from the final window's own seconds), %d accepted, %d dropped",
@@ -395,7 +395,7 @@ func checkFinalGeneration(t *testing.T, w *Window, b int, final uint32, perWrite
 		require.Zero(t, x.dropped, "writer %d: outcomes of the final generation dropped", k)
 		want.Calls += x.accepted.Calls
 		want.Failures += x.accepted.Failures
-		want.Slow += x.accepted.Slow
+		want.SlowCalls += x.accepted.SlowCalls
 		want.SlowFailures += x.accepted.SlowFailures
 	}
 	for i := range b {

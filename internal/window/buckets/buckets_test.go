@@ -178,7 +178,7 @@ func TestBoundary_CountedWhileSecondInWindow(t *testing.T) {
 				w := mustNew(t, b)
 				require.True(t, w.Record(1, t0, true, true))
 				last := t0.Truncate(sec) + time.Duration(b)*sec - time.Nanosecond
-				one := window.Counts{Calls: 1, Failures: 1, Slow: 1, SlowFailures: 1}
+				one := window.Counts{Calls: 1, Failures: 1, SlowCalls: 1, SlowFailures: 1}
 				assert.Equal(t, one, w.Snapshot(1, t0))
 				assert.Equal(t, one, w.Snapshot(1, last))
 				assert.Equal(t, window.Counts{}, w.Snapshot(1, last+time.Nanosecond))
@@ -207,7 +207,7 @@ func TestIdleGap_NothingResurrected(t *testing.T) {
 				assert.Equal(t, window.Counts{}, w.Snapshot(1, at))
 				require.True(t, w.Record(1, at, false, true))
 				for s := range b {
-					assert.Equal(t, window.Counts{Calls: 1, Slow: 1}, w.Snapshot(1, at+time.Duration(s)*sec), "%d s later", s)
+					assert.Equal(t, window.Counts{Calls: 1, SlowCalls: 1}, w.Snapshot(1, at+time.Duration(s)*sec), "%d s later", s)
 				}
 				assert.Equal(t, window.Counts{}, w.Snapshot(1, at+time.Duration(b)*sec))
 			})
@@ -223,7 +223,7 @@ func TestClockBackwards_CountsAtHead(t *testing.T) {
 	require.True(t, w.Record(1, 45*sec, true, false)) // evicted by second 100
 	require.True(t, w.Record(1, 100*sec, false, false))
 	require.True(t, w.Record(1, 50*sec, true, true))
-	want := window.Counts{Calls: 2, Failures: 1, Slow: 1, SlowFailures: 1}
+	want := window.Counts{Calls: 2, Failures: 1, SlowCalls: 1, SlowFailures: 1}
 	assert.Equal(t, want, w.Snapshot(1, 100*sec))
 	assert.Equal(t, want, w.Snapshot(1, 50*sec))
 	assert.Equal(t, want, w.Snapshot(1, 0))
@@ -376,7 +376,7 @@ func TestRecycle_WriterAheadOfResetIsKept(t *testing.T) {
 
 	assert.False(t, b.add(oldID, true, false), "the old incarnation is gone")
 	require.True(t, w.Record(1, 13*sec, false, true))
-	assert.Equal(t, window.Counts{Calls: 2, Failures: 1, Slow: 1}, w.Snapshot(1, 13*sec))
+	assert.Equal(t, window.Counts{Calls: 2, Failures: 1, SlowCalls: 1}, w.Snapshot(1, 13*sec))
 }
 
 // A writer that validated its bucket and then slept through 200 recycles
@@ -419,13 +419,13 @@ func TestPausedRecycler_ResetStopsOnceRecycledAgain(t *testing.T) {
 		require.True(t, w.Record(1, time.Duration(3+10*k)*sec, true, true))
 	}
 	now := 2013 * sec
-	one := window.Counts{Calls: 1, Failures: 1, Slow: 1, SlowFailures: 1}
+	one := window.Counts{Calls: 1, Failures: 1, SlowCalls: 1, SlowFailures: 1}
 	require.Equal(t, one, w.Snapshot(1, now))
 
 	b.reset(paused)
 	assert.Equal(t, one, w.Snapshot(1, now))
 	require.True(t, w.Record(1, now, false, false))
-	assert.Equal(t, window.Counts{Calls: 2, Failures: 1, Slow: 1, SlowFailures: 1}, w.Snapshot(1, now))
+	assert.Equal(t, window.Counts{Calls: 2, Failures: 1, SlowCalls: 1, SlowFailures: 1}, w.Snapshot(1, now))
 }
 
 // A writer that finds its class counter already in a newer incarnation
@@ -441,7 +441,7 @@ func TestAdd_OneCounterPerOutcome(t *testing.T) {
 	assert.True(t, b.add(0, false, true))
 	assert.True(t, b.add(0, true, true))
 	assert.True(t, b.add(0, true, true))
-	assert.Equal(t, window.Counts{Calls: 3, Failures: 2, Slow: 3, SlowFailures: 2}, b.read(0))
+	assert.Equal(t, window.Counts{Calls: 3, Failures: 2, SlowCalls: 3, SlowFailures: 2}, b.read(0))
 	assert.Equal(t, window.Counts{}, b.read(1))
 }
 
@@ -519,7 +519,7 @@ func (o *oracle) snapshot(gen uint32, now time.Duration) window.Counts {
 			c.Failures++
 		}
 		if k.slw {
-			c.Slow++
+			c.SlowCalls++
 		}
 		if k.failure && k.slw {
 			c.SlowFailures++
@@ -601,7 +601,7 @@ func randomOps(t *testing.T, b int, rule *trip.Rule, ops int) {
 				require.Equal(t, o.clean(), clean, "op %d (%s) at %v: Clean", i, desc, now)
 				if clean {
 					c := w.Snapshot(gen, now)
-					require.Zero(t, c.Failures|c.Slow, "op %d: a clean window holds a failure or a slow call", i)
+					require.Zero(t, c.Failures|c.SlowCalls, "op %d: a clean window holds a failure or a slow call", i)
 				}
 			}
 		}

@@ -297,6 +297,6 @@ func margin(rule *trip.Rule, c window.Counts) uint64 {
 func risky(rule *trip.Rule, c window.Counts, x uint64) bool {
 	return rule.Trips(window.Counts{
 		Calls:    max(c.Calls, rule.MinimumNumberOfCalls),
-		Failures: c.Failures + x, Slow: c.Slow + x, SlowFailures: c.SlowFailures + x,
+		Failures: c.Failures + x, SlowCalls: c.SlowCalls + x, SlowFailures: c.SlowFailures + x,
 	})
 }
