@@ -195,7 +195,7 @@ func (b *Breaker) allowLocked(start time.Duration) (core.Permit, error) {
 		// half-open, whose max wait starts from it.
 		now := b.now()
 		if wait := b.wait(now); wait > 0 {
-			return b.reject(core.Permit{Wait: wait}, open)
+			return b.reject(core.Permit{RetryAfter: wait}, open)
 		}
 		return b.probe(now)
 	case core.ForcedOpen:
@@ -207,7 +207,7 @@ func (b *Breaker) allowLocked(start time.Duration) (core.Permit, error) {
 				now = b.now()
 			}
 			if wait, expired := b.halfOpenFullWait(now); !expired {
-				return b.reject(core.Permit{Wait: wait}, halfOpenFull)
+				return b.reject(core.Permit{RetryAfter: wait}, halfOpenFull)
 			}
 			// The max wait passed without a verdict: a new half-open
 			// generation, whose first probe this caller holds.

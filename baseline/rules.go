@@ -39,7 +39,7 @@ const msec = uint64(time.Millisecond)
 func openDeadline(now, d time.Duration) uint64 { return ceilDiv(nanos(now)+uint64(d), msec) }
 
 // untilOpenDeadline is how long a call at now waits for the deadline ms
-// (Permit.Wait), 0 from the deadline on.
+// (Permit.RetryAfter), 0 from the deadline on.
 func untilOpenDeadline(ms uint64, now time.Duration) time.Duration {
 	end, t := ms*msec, nanos(now)
 	if t >= end {
@@ -78,7 +78,7 @@ func (s span) left(deadline uint64, now time.Duration) int64 {
 }
 
 // until is how long a call at now waits for a deadline that has not passed
-// (Permit.Wait of a half-open-full rejection): to the deadline's unit
+// (Permit.RetryAfter of a half-open-full rejection): to the deadline's unit
 // boundary, at most d rounded up plus one unit.
 func (s span) until(deadline uint64, now time.Duration) time.Duration {
 	return time.Duration(deadline*s.unit - nanos(now))

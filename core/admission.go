@@ -5,7 +5,7 @@ import "time"
 // Allow asks to make one call. It returns a Permit, or a rejection that
 // matches ErrRejected and one reason with errors.Is: ErrOpen,
 // ErrHalfOpenFull, ErrForcedOpen or ErrRampingUp; the rejection's
-// Permit.Wait and its RetryAfter (RetryAfterOf) say when to try again. In
+// Permit.RetryAfter and the rejection's RetryAfter (RetryAfterOf) say when to try again. In
 // open state, the first call at or after
 // the deadline moves the breaker to half-open and is one of its probes.
 // Disabled and MetricsOnly admit every call.
@@ -60,7 +60,7 @@ func (b *Breaker) allow() (Permit, error) {
 					// must come from one word at one reading.
 					continue
 				}
-				return b.reject(Permit{Wait: wait}, rejectOpen)
+				return b.reject(Permit{RetryAfter: wait}, rejectOpen)
 			}
 			// open -> half-open: a successful swap hands this caller the
 			// first probe slot of the new generation; losers reload and
@@ -119,7 +119,7 @@ func (b *Breaker) allowHalfOpen(w stateWord, gen uint64) (p Permit, decided bool
 		return Permit{Generation: gen, Probe: true}, true, nil
 	}
 	if b.cfg.MaxWaitInHalfOpen == WaitForever {
-		p, err = b.reject(Permit{Wait: b.cfg.HalfOpenFullWait}, rejectHalfOpenFull)
+		p, err = b.reject(Permit{RetryAfter: b.cfg.HalfOpenFullWait}, rejectHalfOpenFull)
 		return p, true, err
 	}
 	now := max(b.now(), 0)
@@ -130,7 +130,7 @@ func (b *Breaker) allowHalfOpen(w stateWord, gen uint64) (p Permit, decided bool
 			// from one word at one reading, so decide again.
 			return Permit{}, false, nil
 		}
-		p, err = b.reject(Permit{Wait: wait}, rejectHalfOpenFull)
+		p, err = b.reject(Permit{RetryAfter: wait}, rejectHalfOpenFull)
 		return p, true, err
 	}
 	// half-open -> half-open: the max wait passed without a verdict. A

@@ -30,7 +30,7 @@ func TestDeadlineNearMaxClockDoesNotOverflow(t *testing.T) {
 		r.Clock.Advance(time.Second)
 		p, err := r.B.Allow()
 		require.ErrorIs(t, err, core.ErrOpen, "1 s after a trip with a 1 min open duration")
-		require.LessOrEqual(t, p.Wait, time.Minute)
+		require.LessOrEqual(t, p.RetryAfter, time.Minute)
 	})
 }
 

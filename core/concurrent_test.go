@@ -53,8 +53,8 @@ func concurrentHintedFailures(t *testing.T, mk maker) {
 		// The winner's hint, whichever it was: 10 s .. 25 s.
 		p, err := r.B.Allow()
 		require.ErrorIs(t, err, core.ErrOpen)
-		require.GreaterOrEqual(t, p.Wait, 10*time.Second)
-		require.LessOrEqual(t, p.Wait, 25*time.Second)
+		require.GreaterOrEqual(t, p.RetryAfter, 10*time.Second)
+		require.LessOrEqual(t, p.RetryAfter, 25*time.Second)
 	}
 }
 

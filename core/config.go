@@ -172,7 +172,7 @@ type Config struct {
 	// is taken starts a new half-open generation instead and is its first
 	// probe: the permits of the lost probes (a caller that never called Done,
 	// a goroutine that died) become stale. Until then a call refused
-	// with ErrHalfOpenFull gets the time left in Permit.Wait. It is kept in
+	// with ErrHalfOpenFull gets the time left in Permit.RetryAfter. It is kept in
 	// coarse units of max(1 ms, MaxWaitInHalfOpen/1024) rounded up, so it is
 	// never shortened. At most a year.
 	//
@@ -186,7 +186,7 @@ type Config struct {
 	// reads no clock for it. Any other negative value is rejected.
 	MaxWaitInHalfOpen time.Duration
 	// HalfOpenFullWait is the wait an ErrHalfOpenFull rejection asks its
-	// caller for (Permit.Wait and the rejection's RetryAfter): the probes in
+	// caller for (Permit.RetryAfter and the rejection's RetryAfter): the probes in
 	// flight decide the breaker's fate within about one call's duration, so a
 	// refused caller should come back after about that long, neither at once
 	// (a busy loop) nor after the whole max wait. The wait reported is the

@@ -395,8 +395,8 @@ func TestForceOpenDurationBounds(t *testing.T) {
 			p, err := r.B.Allow()
 			require.ErrorIs(t, err, core.ErrOpen)
 			now, ms := r.Clock.Now(), time.Millisecond
-			require.Equal(t, (now+ms-1)/ms*ms+ms-now, p.Wait)
-			r.Clock.Advance(p.Wait)
+			require.Equal(t, (now+ms-1)/ms*ms+ms-now, p.RetryAfter)
+			r.Clock.Advance(p.RetryAfter)
 			r.X(core.Success)
 			r.Is(core.Closed)
 			r.Clock.Set(r.Clock.Now() / time.Millisecond * time.Millisecond) // whole ms: the boundary is exact

@@ -67,7 +67,7 @@ func checkForceOpen(d time.Duration) error {
 // already done, the rejection error if b refuses the call, and otherwise
 // fn's result and error. A rejection matches ErrRejected and its reason
 // (ErrOpen and the rest) with errors.Is, and says when to try again:
-// RetryAfterOf(err) is the rejecting Allow's Permit.Wait. fn's error is
+// RetryAfterOf(err) is the rejecting Allow's Permit.RetryAfter. fn's error is
 // classified by the breaker's classifier: by default context.Canceled is
 // ignored and every other error a failure. A panic in fn is recorded as a
 // failure and re-panics with the same value. Do allocates nothing of its

@@ -54,7 +54,7 @@ func ExampleBreaker_Allow() {
 		b.Done(p, errors.New("timeout"))
 	}
 	p, err := b.Allow()
-	fmt.Println(err, "- retry in", p.Wait)
+	fmt.Println(err, "- retry in", p.RetryAfter)
 	clock.Advance(time.Second)
 	p, err = b.Allow() // the first call after the open duration is the probe
 	fmt.Println(b.State(), err, p.Probe)
@@ -108,7 +108,7 @@ func ExampleWithRetryAfter() {
 	p, _ := b.Allow()
 	b.Done(p, core.WithRetryAfter(errors.New("429 Too Many Requests"), 30*time.Second))
 	p, err := b.Allow()
-	fmt.Println(err, "- retry in", p.Wait)
+	fmt.Println(err, "- retry in", p.RetryAfter)
 	// Output:
 	// casbreaker: circuit breaker is open - retry in 30s
 }

@@ -142,7 +142,7 @@ func (in stateWordInput) check(t *testing.T) string {
 		t.Fatalf("op %d [%s] on %+v (permit %+v, outcome %v, %+v, now %v): word %+v, want %+v",
 			op, want.label, u, p, o, arg, w.now, unpack(after), unpack(want.word))
 	}
-	if got.permit != want.permit || !errors.Is(got.err, want.err) || (errors.Is(want.err, ErrRejected) && RetryAfterOf(got.err) != want.permit.Wait) ||
+	if got.permit != want.permit || !errors.Is(got.err, want.err) || (errors.Is(want.err, ErrRejected) && RetryAfterOf(got.err) != want.permit.RetryAfter) ||
 		(got.err == nil) != (want.err == nil) || got.state != want.state || got.counts != want.counts || got.metrics != (Metrics{}) {
 		t.Fatalf("op %d [%s] on %+v (permit %+v, %+v, now %v): returned %+v, want %+v %v %v %+v",
 			op, want.label, u, p, arg, w.now, got, want.permit, want.err, want.state, want.counts)
@@ -766,7 +766,7 @@ func (x *table) allow() {
 		x.allowClosed()
 	case Open:
 		if wait := untilDeadline(u.deadline, nz); wait > 0 {
-			x.reject("allow/open", Permit{Wait: wait}, ErrOpen)
+			x.reject("allow/open", Permit{RetryAfter: wait}, ErrOpen)
 			return
 		}
 		x.to(word{state: HalfOpen, step: u.step, gen: lowGen(gen + 1), inFlight: 1, expiry: uint32(s.halfOpenDeadline(nz) & expiryMask)}, nz)
@@ -814,14 +814,14 @@ func (x *table) allowHalfOpen() {
 		return
 	}
 	if s.MaxWaitInHalfOpen == WaitForever {
-		x.reject("allow/half-open-full", Permit{Wait: s.HalfOpenFullWait}, ErrHalfOpenFull)
+		x.reject("allow/half-open-full", Permit{RetryAfter: s.HalfOpenFullWait}, ErrHalfOpenFull)
 		return
 	}
 	if left := wrapped(uint64(u.expiry), s.halfOpenUnits(nz), expiryBits); !passed(left, s.halfOpenWait.span) {
 		// The wait to the expiry boundary: left whole units from the
 		// start of the current one.
 		unit := s.halfOpenWait.unit
-		x.reject("allow/half-open-full", Permit{Wait: min(time.Duration(left)*unit-nz%unit, s.HalfOpenFullWait)}, ErrHalfOpenFull)
+		x.reject("allow/half-open-full", Permit{RetryAfter: min(time.Duration(left)*unit-nz%unit, s.HalfOpenFullWait)}, ErrHalfOpenFull)
 		return
 	}
 	// The max wait has passed: a new generation, whose first probe this

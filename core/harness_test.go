@@ -251,7 +251,7 @@ func ftRefused(r *rig, kind error, want time.Duration) {
 	p, err := r.B.Allow()
 	require.ErrorIs(r.t, err, kind, "Allow at %v", r.Clock.Now())
 	require.ErrorIs(r.t, err, core.ErrRejected)
-	require.Equal(r.t, core.Permit{Wait: want}, p, "Allow at %v", r.Clock.Now())
+	require.Equal(r.t, core.Permit{RetryAfter: want}, p, "Allow at %v", r.Clock.Now())
 	require.Equal(r.t, want, core.RetryAfterOf(err), "the rejection's RetryAfter at %v", r.Clock.Now())
 }
 

@@ -46,7 +46,7 @@ func TestLimit_OpenDeadlineAliasesAfterLongIdle(t *testing.T) {
 		}
 	}
 	p, err := lf.B.Allow()
-	require.NoError(t, err, "lock-free on day 400: wait %v", p.Wait)
+	require.NoError(t, err, "lock-free on day 400: wait %v", p.RetryAfter)
 }
 
 // Limit (a divergence): the lock-free time window saturates clock readings
@@ -154,7 +154,7 @@ func (f funcClock) Now() time.Duration { return f() }
 // resolution"): the deadline is rounded up to a whole millisecond, so with a
 // trip committed at a reading that is not a whole millisecond, a call at
 // exactly now - openedAt == OpenDuration is rejected, although R4 says the
-// boundary is inclusive, and Permit.Wait overstates the wait by up to 1 ms.
+// boundary is inclusive, and Permit.RetryAfter overstates the wait by up to 1 ms.
 func TestLimit_OpenBoundaryNotInclusiveOffMillisecond(t *testing.T) {
 	knownLimit(t, "R4 inclusive boundary violated by up to 1 ms when openedAt is not a whole millisecond (rounding up)")
 	forEachImpl(t, func(t *testing.T, mk maker) {
@@ -163,7 +163,7 @@ func TestLimit_OpenBoundaryNotInclusiveOffMillisecond(t *testing.T) {
 		r.X(core.Failure) // openedAt = 0.5 ms
 		r.Clock.Set(500*time.Microsecond + time.Second)
 		p, err := r.B.Allow()
-		require.NoError(t, err, "now - openedAt == OpenDuration: R4 says a probe may go (wait %v)", p.Wait)
+		require.NoError(t, err, "now - openedAt == OpenDuration: R4 says a probe may go (wait %v)", p.RetryAfter)
 	})
 }
 

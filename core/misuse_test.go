@@ -121,8 +121,8 @@ func TestZeroClocksWork(t *testing.T) {
 		b.Done(p, errFail)
 		p, err = b.Allow()
 		require.ErrorIs(t, err, core.ErrOpen, "right after a trip with a 1 min open duration")
-		require.Greater(t, p.Wait, 50*time.Second)
-		require.LessOrEqual(t, p.Wait, time.Minute+time.Millisecond) // whole milliseconds, rounded up
+		require.Greater(t, p.RetryAfter, 50*time.Second)
+		require.LessOrEqual(t, p.RetryAfter, time.Minute+time.Millisecond) // whole milliseconds, rounded up
 	})
 }
 

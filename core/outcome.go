@@ -127,22 +127,22 @@ type Permit struct {
 	// reading of the open -> half-open transition that hands out the first
 	// probe may be another call's (docs/design.md, Transitions).
 	Start time.Duration
-	// Wait is set on a rejection: how long, on the breaker clock, until a
-	// call may be admitted. For ErrOpen, the time left of the open
+	// RetryAfter is set on a rejection: how long, on the breaker clock,
+	// until a call may be admitted. For ErrOpen, the time left of the open
 	// duration; for ErrHalfOpenFull, Config.HalfOpenFullWait, or the time
 	// left of the half-open max wait if that is shorter (always positive);
 	// zero for ErrForcedOpen (only a manual control ends it), for
 	// ErrRampingUp (the next call may be admitted) and for an admitted call.
-	// The rejection error says the same: RetryAfterOf(err) equals Wait at
-	// the same clock reading.
-	Wait time.Duration
+	// The rejection error says the same: RetryAfterOf(err) equals
+	// RetryAfter at the same clock reading.
+	RetryAfter time.Duration
 }
 
 // The rejection reasons. Allow and Do never return these values
 // themselves: they return an error of the breaker that refused, which
 // matches its reason and ErrRejected with errors.Is (compare with
 // errors.Is, never with ==) and implements RetryAfterHint with the wait of
-// Permit.Wait, so that RetryAfterOf(err) says when to try again. Returning
+// Permit.RetryAfter, so that RetryAfterOf(err) says when to try again. Returning
 // a rejection allocates nothing.
 var (
 	// ErrOpen: the breaker is open and the call was not made; the wait is

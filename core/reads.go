@@ -44,7 +44,7 @@ func (b *Breaker) State() State {
 }
 
 // RetryAfter returns how long from now until the breaker may admit a call:
-// the wait a rejection at this moment would carry (Permit.Wait,
+// the wait a rejection at this moment would carry (Permit.RetryAfter,
 // RetryAfterOf), without admitting a call, committing a transition or
 // notifying. It is 0 when a call may go now: closed (ramping up included,
 // where the next call may be admitted), metrics-only, disabled, an open

@@ -331,8 +331,8 @@ func regDriftCheck(r *rig, faults *regFaults, lastGen uint64) uint64 {
 	case err == nil:
 		r.B.Record(p, core.Ignored) // give any probe slot straight back
 	case errors.Is(err, core.ErrOpen):
-		if p.Wait <= 0 || p.Wait >= regDriftOpen+time.Millisecond {
-			faults.add("open with wait %v", p.Wait)
+		if p.RetryAfter <= 0 || p.RetryAfter >= regDriftOpen+time.Millisecond {
+			faults.add("open with wait %v", p.RetryAfter)
 		}
 	case errors.Is(err, core.ErrHalfOpenFull):
 	default:

@@ -51,6 +51,6 @@ func (r boundRejection[R]) Unwrap() error {
 // shed by the ramp-up (the next call may be admitted). It is computed from
 // the breaker's state when called, so an error kept for later still tells
 // the truth; at the clock reading of the Allow that returned it, it equals
-// that Allow's Permit.Wait. It reads the clock, changes nothing and
+// that Allow's Permit.RetryAfter. It reads the clock, changes nothing and
 // allocates nothing.
 func (r boundRejection[R]) RetryAfter() time.Duration { return r.b.retryAfter(0) }

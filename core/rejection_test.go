@@ -40,7 +40,7 @@ func TestRejectionSaysWhen(t *testing.T) {
 
 		r.At(4)
 		p, err := r.B.Allow()
-		require.Equal(t, 6*time.Second, p.Wait)
+		require.Equal(t, 6*time.Second, p.RetryAfter)
 		rejectedFor(t, err, core.ErrOpen, 6*time.Second, "open, Allow")
 		_, err = core.Do(ctx, r.B, call)
 		rejectedFor(t, err, core.ErrOpen, 6*time.Second, "open, Do")
@@ -53,7 +53,7 @@ func TestRejectionSaysWhen(t *testing.T) {
 		probe := r.A()
 		p, err = r.B.Allow()
 		// The default half-open-full wait: a tenth of the open duration.
-		require.Equal(t, time.Second, p.Wait)
+		require.Equal(t, time.Second, p.RetryAfter)
 		rejectedFor(t, err, core.ErrHalfOpenFull, time.Second, "half-open full, Allow")
 		_, err = core.Do(ctx, r.B, call)
 		rejectedFor(t, err, core.ErrHalfOpenFull, time.Second, "half-open full, Do")
@@ -68,7 +68,7 @@ func TestRejectionSaysWhen(t *testing.T) {
 			r.Clock.Set(10*time.Second + time.Duration(i)*time.Microsecond)
 			if p, err := r.B.Allow(); err != nil {
 				shed++
-				require.Zero(t, p.Wait)
+				require.Zero(t, p.RetryAfter)
 				rejectedFor(t, err, core.ErrRampingUp, 0, "ramping up")
 			} else {
 				r.D(p, core.Success)
@@ -78,7 +78,7 @@ func TestRejectionSaysWhen(t *testing.T) {
 
 		require.NoError(t, r.B.ForceOpen(0))
 		p, err = r.B.Allow()
-		require.Zero(t, p.Wait)
+		require.Zero(t, p.RetryAfter)
 		rejectedFor(t, err, core.ErrForcedOpen, 0, "forced open")
 	})
 }
@@ -108,7 +108,7 @@ func TestHalfOpenFullWait(t *testing.T) {
 				r.A() // the probe, never reported
 				r.Clock.Set(tc.at)
 				p, err := r.B.Allow()
-				require.Equal(t, tc.want, p.Wait)
+				require.Equal(t, tc.want, p.RetryAfter)
 				rejectedFor(t, err, core.ErrHalfOpenFull, tc.want, tc.name)
 			})
 		})

@@ -530,7 +530,7 @@ func TestHintExtremesAgree(t *testing.T) {
 			at := max(lf.Clock.Now(), 0) // the re-open's clock reading
 			ms := time.Millisecond
 			want := at/ms*ms + d/ms*ms + (at%ms+d%ms+ms-1)/ms*ms - at
-			require.Equal(t, want, pl.Wait, name)
+			require.Equal(t, want, pl.RetryAfter, name)
 			require.Equal(t, mu.CBs(), lf.CBs(), name)
 			require.Equal(t, mu.B.Metrics(), lf.B.Metrics(), name)
 		}

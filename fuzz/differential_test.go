@@ -174,7 +174,7 @@ const (
 //
 //   - Allow: the same permit (generation, probe flag, start) or the same
 //     rejection (ErrOpen, ErrHalfOpenFull, ErrForcedOpen or ErrRampingUp,
-//     by errors.Is) with the same Permit.Wait;
+//     by errors.Is) with the same Permit.RetryAfter;
 //   - Done with every kind of error (nil, a failure, context.Canceled,
 //     context.DeadlineExceeded, a wrapped cancellation, and with the custom
 //     classifier an ignored error, a success-mapped error and a panicking
@@ -409,8 +409,8 @@ func (x *differential) allow() (core.Permit, bool) {
 	if !granted {
 		x.hit("reject:" + map[error]string{core.ErrOpen: "open", core.ErrHalfOpenFull: "half-open-full",
 			core.ErrForcedOpen: "forced-open", core.ErrRampingUp: "ramping-up"}[o.Err.Reason()])
-		if o.Permit.Wait > 0 {
-			x.lastWait = o.Permit.Wait
+		if o.Permit.RetryAfter > 0 {
+			x.lastWait = o.Permit.RetryAfter
 		}
 	}
 	// The ramp: Allow at its generation decides by share until the end,

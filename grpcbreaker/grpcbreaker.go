@@ -198,7 +198,7 @@ func (ic *Interceptors) admit(ctx context.Context, cc *grpc.ClientConn, method s
 	}
 	p, err := b.Allow()
 	if err != nil {
-		return nil, core.Permit{}, nil, newRejection(err, b.Settings().Name, p.Wait)
+		return nil, core.Permit{}, nil, newRejection(err, b.Settings().Name, p.RetryAfter)
 	}
 	return b, p, nil, nil
 }

@@ -248,8 +248,8 @@ func (r *controlRig) allow(rng *rand.Rand, gid, call int, held []heldPermit) []h
 		}
 	case core.ErrOpen:
 		r.allows[gid][1]++
-		if p.Wait > ctlMaxOpen+time.Millisecond {
-			r.fail(fmt.Sprintf("Allow waits %v in open state, longer than any configured open duration: a stale retry-after hint (%v) was acted on", p.Wait, ctlHint))
+		if p.RetryAfter > ctlMaxOpen+time.Millisecond {
+			r.fail(fmt.Sprintf("Allow waits %v in open state, longer than any configured open duration: a stale retry-after hint (%v) was acted on", p.RetryAfter, ctlHint))
 		}
 	case core.ErrHalfOpenFull:
 		r.allows[gid][2]++

@@ -265,7 +265,7 @@ func TestLinearizabilityCheckerRejects(t *testing.T) {
 		// default max wait (61.006 s - 1 s).
 		{"one probe, one refusal", []porcupine.Operation{
 			op(1, 7, 10, linIn{kind: linAllow}, linOut{p: probe}),
-			op(2, 8, 11, linIn{kind: linAllow}, linOut{p: core.Permit{Wait: 100 * time.Millisecond}, rej: rejHalfOpenFull}),
+			op(2, 8, 11, linIn{kind: linAllow}, linOut{p: core.Permit{RetryAfter: 100 * time.Millisecond}, rej: rejHalfOpenFull}),
 		}, porcupine.Ok},
 		{"one probe, one refusal without the half-open-full wait", []porcupine.Operation{
 			op(1, 7, 10, linIn{kind: linAllow}, linOut{p: probe}),

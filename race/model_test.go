@@ -151,7 +151,7 @@ func describe(in linIn, out linOut) string {
 	switch in.kind {
 	case linAllow:
 		if out.rej != rejNone {
-			return fmt.Sprintf("Allow() -> reject%d wait=%v", out.rej, out.p.Wait)
+			return fmt.Sprintf("Allow() -> reject%d wait=%v", out.rej, out.p.RetryAfter)
 		}
 		return fmt.Sprintf("Allow() -> g%d probe=%v start=%v", out.p.Generation, out.p.Probe, out.p.Start)
 	case linState:

@@ -71,7 +71,7 @@ func (n *naiveBreaker) Allow() (core.Permit, error) {
 	if st == core.Open {
 		now := max(n.clock.Now(), 0)
 		if dl := time.Duration(n.deadline.Load()); now < dl {
-			return core.Permit{Wait: dl - now}, core.ErrOpen
+			return core.Permit{RetryAfter: dl - now}, core.ErrOpen
 		}
 		if n.sg.CompareAndSwap(n.word(core.Open, gen), n.word(core.HalfOpen, gen+1)) {
 			n.inFlight.Store(0)
@@ -233,7 +233,7 @@ func (s *splitBreaker) Allow() (core.Permit, error) {
 	case core.Open:
 		now := s.clock.Now()
 		if dl := time.Duration(s.openedAt.Load()) + s.open; now < dl {
-			return core.Permit{Wait: dl - now}, core.ErrOpen
+			return core.Permit{RetryAfter: dl - now}, core.ErrOpen
 		}
 		if s.state.CompareAndSwap(int32(core.Open), int32(core.HalfOpen)) {
 			return core.Permit{Probe: true}, nil
@@ -315,7 +315,7 @@ func (r *readFirstBreaker) Allow() (core.Permit, error) {
 		return core.Permit{}, nil
 	}
 	if dl, now := time.Duration(w>>8), r.clock.Now(); now < dl {
-		return core.Permit{Wait: dl - now}, core.ErrOpen
+		return core.Permit{RetryAfter: dl - now}, core.ErrOpen
 	}
 	return core.Permit{Probe: true}, nil
 }

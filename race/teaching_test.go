@@ -518,8 +518,8 @@ func TestNaiveClockReadBeforeItsSwap(t *testing.T) {
 		_, last, duringErr, lastErr := tripAcrossAStep(t, &readFirstBreaker{clock: clk, open: time.Second}, clk, true)
 		require.NoError(t, duringErr, "the naive breaker should have admitted the call after the step, during the trip")
 		require.ErrorIs(t, lastErr, core.ErrOpen)
-		require.Equal(t, 500*time.Millisecond, last.Wait, "the naive trip's deadline should come from its reading before the step")
-		t.Logf("naive: the call at 500ms during the trip was admitted (closed), then the last call at 500ms was told to wait %v: a trip at 0s", last.Wait)
+		require.Equal(t, 500*time.Millisecond, last.RetryAfter, "the naive trip's deadline should come from its reading before the step")
+		t.Logf("naive: the call at 500ms during the trip was admitted (closed), then the last call at 500ms was told to wait %v: a trip at 0s", last.RetryAfter)
 	})
 	forEachImpl(t, func(t *testing.T, newB newFunc) {
 		clk := newStallingClock(1)
@@ -528,8 +528,8 @@ func TestNaiveClockReadBeforeItsSwap(t *testing.T) {
 		during, last, duringErr, lastErr := tripAcrossAStep(t, mustNew(t, newB, c), clk, strings.HasSuffix(t.Name(), "/impl=lockfree"))
 		require.ErrorIs(t, duringErr, core.ErrOpen, "the call during the trip")
 		require.ErrorIs(t, lastErr, core.ErrOpen, "the last call")
-		require.Equal(t, during.Wait, last.Wait, "the call during the trip and the last call see one deadline")
-		t.Logf("the call at 500ms during the trip and the last call at 500ms: both refused, wait %v", last.Wait)
+		require.Equal(t, during.RetryAfter, last.RetryAfter, "the call during the trip and the last call see one deadline")
+		t.Logf("the call at 500ms during the trip and the last call at 500ms: both refused, wait %v", last.RetryAfter)
 	})
 }
 

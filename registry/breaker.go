@@ -25,7 +25,7 @@ import (
 // permit is released on every path). It tolerates the misuses the core
 // tolerates, without a hang and without going below zero:
 //   - a report of a rejection's permit (Allow returned an error) changes
-//     nothing when the rejection carries a wait (Permit.Wait above zero:
+//     nothing when the rejection carries a wait (Permit.RetryAfter above zero:
 //     ErrOpen, ErrHalfOpenFull);
 //   - any other report with no permit out, on this Breaker (a second
 //     report of one permit, a forced-open or ramping-up rejection's, one
@@ -108,7 +108,7 @@ func (b *Breaker) RecordHint(p core.Permit, retryAfter time.Duration) {
 // permit never carries a wait) or no permit is out: a report too many
 // must not take the count below zero.
 func (b *Breaker) release(p core.Permit) {
-	if !b.track || p.Wait > 0 {
+	if !b.track || p.RetryAfter > 0 {
 		return
 	}
 	for {

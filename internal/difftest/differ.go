@@ -126,7 +126,7 @@ type entry struct {
 //   - the sides observed op differently (permit, error by sentinel, wait
 //     and text, value, panic, or what a read returned);
 //   - Allow refused for none of the four reasons, or with a rejection
-//     whose wait (core.RetryAfterOf) is not the permit's Wait;
+//     whose wait (core.RetryAfterOf) is not the permit's RetryAfter;
 //   - after op, State, Counts, Metrics, RetryAfter or the notifications
 //     (with what the listeners read inside them) differ between the sides;
 //   - right after a refused Allow, RetryAfter is not the rejection's wait
@@ -161,8 +161,8 @@ func (d *Differ) Step(op Op) (Obs, error) {
 		}
 	}
 	d.hist = append(d.hist, entry{op, obs})
-	if op.Kind == Allow && !obs.Err.Nil() && (obs.Err.Reason() == nil || obs.Err.Wait != obs.Permit.Wait) {
-		return obs, d.fail("Allow refused with %v and %+v: want one of the four reasons, asking for the permit's Wait", obs.Err, obs.Permit)
+	if op.Kind == Allow && !obs.Err.Nil() && (obs.Err.Reason() == nil || obs.Err.Wait != obs.Permit.RetryAfter) {
+		return obs, d.fail("Allow refused with %v and %+v: want one of the four reasons, asking for the permit's RetryAfter", obs.Err, obs.Permit)
 	}
 	if err := d.waitOf(op, obs); err != nil {
 		return obs, err
@@ -187,7 +187,7 @@ func (d *Differ) waitOf(op Op, obs Obs) error {
 	if op.Kind != Allow || obs.Err.Nil() {
 		return nil
 	}
-	want := obs.Permit.Wait
+	want := obs.Permit.RetryAfter
 	if obs.Err.Matches(core.ErrForcedOpen) {
 		want = core.WaitForever
 	}

@@ -59,7 +59,7 @@ var Deadlines = []Deadline{
 
 // Wait: how long a call at Now waits before it may probe an open breaker
 // whose deadline is millisecond Ms: Ms*1ms - Now, or 0 from Ms*1ms on
-// (Permit.Wait). A negative reading counts as zero.
+// (Permit.RetryAfter). A negative reading counts as zero.
 type Wait struct {
 	Ms   uint64
 	Now  time.Duration
