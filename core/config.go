@@ -66,7 +66,7 @@ const minDefaultMaxWait = time.Minute
 
 // ErrInvalidConfig is what every configuration error matches with errors.Is.
 // The constructors return errors.Join of one *ConfigError per problem found.
-var ErrInvalidConfig = errors.New("casbreaker: invalid config")
+var ErrInvalidConfig = errors.New("core: invalid config")
 
 // ConfigError names one configuration field and what is wrong with it.
 // It matches ErrInvalidConfig with errors.Is.
@@ -76,7 +76,7 @@ type ConfigError struct {
 }
 
 func (e *ConfigError) Error() string {
-	return "casbreaker: Config." + e.Field + ": " + e.Problem
+	return "core: Config." + e.Field + ": " + e.Problem
 }
 
 // Is reports whether target is ErrInvalidConfig.

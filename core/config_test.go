@@ -76,7 +76,7 @@ func TestConfigRejectsEachBadField(t *testing.T) {
 func TestConfigRejectsNameThatIsNotUTF8(t *testing.T) {
 	_, err := core.Config{Name: "\xff.example", ConsecutiveFailures: 1}.Validate()
 	require.ErrorIs(t, err, core.ErrInvalidConfig)
-	require.EqualError(t, err, `casbreaker: Config.Name: "\xff.example" is not valid UTF-8`)
+	require.EqualError(t, err, `core: Config.Name: "\xff.example" is not valid UTF-8`)
 	for _, name := range []string{"", "payments", "api.example:443", "zürich-db", "日本", "tab\there", "\x00"} {
 		_, err := core.Config{Name: name, ConsecutiveFailures: 1}.Validate()
 		require.NoError(t, err, "%q", name)

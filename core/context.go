@@ -55,7 +55,7 @@ func (c *heldContext) Value(key any) any {
 // naming it.
 func WithHeldPermit(ctx context.Context, b *Breaker) (context.Context, *HeldPermit) {
 	if b == nil {
-		panic("casbreaker: WithHeldPermit of a nil *Breaker")
+		panic("core: WithHeldPermit of a nil *Breaker")
 	}
 	c := &heldContext{Context: ctx}
 	c.held.b, c.held.outer = b, ctx

@@ -42,7 +42,7 @@ func TestHeldPermitIsFoundByItsBreaker(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, ctxB.Err(), context.Canceled)
 	require.ErrorIs(t, inner.Err(), context.Canceled, "the end of the parent reaches a context made from the mark at once")
-	require.PanicsWithValue(t, "casbreaker: WithHeldPermit of a nil *Breaker", func() { core.WithHeldPermit(parent, nil) })
+	require.PanicsWithValue(t, "core: WithHeldPermit of a nil *Breaker", func() { core.WithHeldPermit(parent, nil) })
 }
 
 // The latest report is the verdict, with its hint kept within its range.

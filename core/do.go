@@ -51,7 +51,7 @@ func (b *Breaker) recordError(p Permit, err error) {
 
 // ErrInvalidArgument is what a manual control's error for a bad argument
 // matches with errors.Is; the error names the argument and its value.
-var ErrInvalidArgument = errors.New("casbreaker: invalid argument")
+var ErrInvalidArgument = errors.New("core: invalid argument")
 
 // checkForceOpen is ForceOpen's argument rule: d must be in
 // 0..MaxOpenDurationLimit.

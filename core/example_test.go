@@ -61,7 +61,7 @@ func ExampleBreaker_Allow() {
 	b.Done(p, nil)
 	fmt.Println(b.State())
 	// Output:
-	// casbreaker: circuit breaker is open - retry in 1s
+	// core: circuit breaker is open - retry in 1s
 	// half-open <nil> true
 	// closed
 }
@@ -73,8 +73,8 @@ func ExampleConfig_Validate() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// casbreaker: Config.FailureRateThreshold: 150 is outside 0..100 percent
-	// casbreaker: Config.MinimumNumberOfCalls: 10 exceeds WindowSize 5: a count window of 5 calls can never hold that many
+	// core: Config.FailureRateThreshold: 150 is outside 0..100 percent
+	// core: Config.MinimumNumberOfCalls: 10 exceeds WindowSize 5: a count window of 5 calls can never hold that many
 }
 
 // State changes arrive in order, outside any lock, with their generation.
@@ -110,7 +110,7 @@ func ExampleWithRetryAfter() {
 	p, err := b.Allow()
 	fmt.Println(err, "- retry in", p.RetryAfter)
 	// Output:
-	// casbreaker: circuit breaker is open - retry in 30s
+	// core: circuit breaker is open - retry in 30s
 }
 
 // The manual controls: forced open until told otherwise, then back to

@@ -40,7 +40,7 @@ func (o Outcome) String() string {
 // classifies such an error as Ignored, like context.Canceled: it is not
 // counted, and a half-open probe that ends with it returns its slot. An
 // error opts in with an Is method that reports true for ErrIgnored.
-var ErrIgnored = errors.New("casbreaker: ignored: the call says nothing about the dependency")
+var ErrIgnored = errors.New("core: ignored: the call says nothing about the dependency")
 
 // DefaultClassifier is the default classification: nil is Success, an error matching
 // context.Canceled is Ignored (the caller gave up, which says nothing about the dependency), so
@@ -147,18 +147,18 @@ type Permit struct {
 var (
 	// ErrOpen: the breaker is open and the call was not made; the wait is
 	// the time left until a probe may go.
-	ErrOpen error = &rejection{msg: "casbreaker: circuit breaker is open"}
+	ErrOpen error = &rejection{msg: "core: circuit breaker is open"}
 	// ErrHalfOpenFull: the breaker is half-open and every permitted probe
 	// is in flight or no more successes are needed; the wait is
 	// Config.HalfOpenFullWait, or less when the half-open max wait ends
 	// sooner.
-	ErrHalfOpenFull error = &rejection{msg: "casbreaker: circuit breaker is half-open and has no probe permit left"}
+	ErrHalfOpenFull error = &rejection{msg: "core: circuit breaker is half-open and has no probe permit left"}
 	// ErrForcedOpen: the breaker is ForcedOpen (Breaker.ForceOpen); the
 	// wait is zero, as only a manual control ends it.
-	ErrForcedOpen error = &rejection{msg: "casbreaker: circuit breaker is forced open"}
+	ErrForcedOpen error = &rejection{msg: "core: circuit breaker is forced open"}
 	// ErrRampingUp: the ramp-up after closing (Config.RampUpDuration) shed
 	// the call; the wait is zero.
-	ErrRampingUp error = &rejection{msg: "casbreaker: circuit breaker is ramping up after closing and shed this call"}
+	ErrRampingUp error = &rejection{msg: "core: circuit breaker is ramping up after closing and shed this call"}
 )
 
 // ErrRejected matches every rejection (ErrOpen, ErrHalfOpenFull,
@@ -167,7 +167,7 @@ var (
 // too: a breaker around another (one per target around one per method)
 // does not count the inner one's refusals, calls that never left the
 // process, as failures of the dependency.
-var ErrRejected = errors.New("casbreaker: call rejected by the circuit breaker")
+var ErrRejected = errors.New("core: call rejected by the circuit breaker")
 
 // rejection is a precomputed error, so the reject path never allocates
 // (cep21/circuit does the same).

@@ -48,21 +48,21 @@ var ErrFull error = fullError{}
 // fullError is ErrFull's type: a local limit, ignored by a breaker.
 type fullError struct{}
 
-func (fullError) Error() string { return "casbreaker/registry: registry is full" }
+func (fullError) Error() string { return "registry: registry is full" }
 
 // Is reports that a full registry is ignored (core.ErrIgnored).
 func (fullError) Is(target error) bool { return target == core.ErrIgnored }
 
 // ErrInvalidOptions is what every error of New matches with errors.Is,
 // besides core.ErrInvalidConfig for a bad template.
-var ErrInvalidOptions = errors.New("casbreaker/registry: invalid options")
+var ErrInvalidOptions = errors.New("registry: invalid options")
 
 // ErrInvalidKey is what Get returns, wrapped, for a key that could never
 // be found again: one not equal to itself (a NaN float, or a struct, array
 // or interface value holding one), or an interface value of a type that is
 // not comparable (a slice, map or func). Get makes no breaker for it; the
 // error names the key.
-var ErrInvalidKey = errors.New("casbreaker/registry: invalid key")
+var ErrInvalidKey = errors.New("registry: invalid key")
 
 // DefaultPermitTimeout is Options.PermitTimeout's value when it is zero.
 const DefaultPermitTimeout = time.Hour
@@ -332,7 +332,7 @@ func (r *Registry[K]) create(key K) (*Breaker, error) {
 	cb, err := core.New(cfg)
 	if err != nil {
 		// The template was validated by New and only Name changed.
-		return nil, fmt.Errorf("casbreaker/registry: breaker for %s: %w", keyText(key), err)
+		return nil, fmt.Errorf("registry: breaker for %s: %w", keyText(key), err)
 	}
 	// Made unmarked: a key looked up once, never again, is the first the
 	// hand evicts; one looked up again is spared once per turn.

@@ -18,7 +18,7 @@ var ErrInvalidConfig error = invalidConfig{}
 
 type invalidConfig struct{}
 
-func (invalidConfig) Error() string { return "casbreaker/resilience: invalid config" }
+func (invalidConfig) Error() string { return "resilience: invalid config" }
 
 // Is makes the companions' configuration errors the breaker's kind too.
 func (invalidConfig) Is(target error) bool { return target == core.ErrInvalidConfig }
@@ -34,7 +34,7 @@ var ErrBulkheadFull error = bulkheadFull{}
 
 type bulkheadFull struct{}
 
-func (bulkheadFull) Error() string { return "casbreaker/resilience: bulkhead is full" }
+func (bulkheadFull) Error() string { return "resilience: bulkhead is full" }
 
 // Is makes a full bulkhead ignored by the breaker's default classifier.
 func (bulkheadFull) Is(target error) bool { return target == core.ErrIgnored }
@@ -44,7 +44,7 @@ func (bulkheadFull) Is(target error) bool { return target == core.ErrIgnored }
 // (typically context.DeadlineExceeded). A breaker with the default
 // classifier counts it as a failure, and the default retry predicate
 // retries it.
-var ErrTimeout = errors.New("casbreaker/resilience: call timed out")
+var ErrTimeout = errors.New("resilience: call timed out")
 
 // timeoutError is a call's error when the time limiter's deadline ended
 // the call.
@@ -63,7 +63,7 @@ func (e *timeoutError) Unwrap() error        { return e.cause }
 // ErrRetryBudgetExhausted is what a Retry's error matches with errors.Is
 // when it stopped because its Budget refused a retry; the error wraps the
 // last attempt's error too.
-var ErrRetryBudgetExhausted = errors.New("casbreaker/resilience: retry budget exhausted")
+var ErrRetryBudgetExhausted = errors.New("resilience: retry budget exhausted")
 
 // stopped is a Retry's error when something other than the attempts ran
 // out: the budget (ErrRetryBudgetExhausted) or the caller's context during a

@@ -72,7 +72,7 @@ func ExampleBulkhead() {
 	fmt.Println(bulkhead.Acquire(context.Background()))
 	// Output:
 	// true true false
-	// casbreaker/resilience: bulkhead is full
+	// resilience: bulkhead is full
 	// ignored
 	// <nil>
 }
@@ -92,7 +92,7 @@ func ExampleNewTimeLimiter() {
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, resilience.ErrTimeout), core.DefaultClassifier(err))
 	// Output:
-	// casbreaker/resilience: call timed out after 2s: context deadline exceeded
+	// resilience: call timed out after 2s: context deadline exceeded
 	// true failure
 }
 

@@ -259,7 +259,7 @@ func TestRetryBudgetCapsRetries(t *testing.T) {
 	_, err = resilience.Do(context.Background(), s, d.call) // 0.2 saved: no retry
 	require.ErrorIs(t, err, resilience.ErrRetryBudgetExhausted)
 	require.ErrorIs(t, err, errDown)
-	require.EqualError(t, err, "casbreaker/resilience: retry budget exhausted (last attempt: dependency down)")
+	require.EqualError(t, err, "resilience: retry budget exhausted (last attempt: dependency down)")
 	require.Equal(t, 4, d.calls)
 	require.InDelta(t, 0.2, budget.Saved(), 1e-9)
 }
