@@ -114,7 +114,7 @@ func TestTransitionReadsTheClockAfterItsClaim(t *testing.T) {
 				}
 				hist := h.history()
 				var steps atomic.Int64
-				if res := linearizable(t, linModel(cfg, 0, fullCounts, &steps), hist); res != porcupine.Ok {
+				if res := linearizable(t, linModel(cfg, 0, fullCounts, &steps), hist, ""); res != porcupine.Ok {
 					t.Fatalf("the history is %s against the sequential model:\n%s", res, describeHistory(hist))
 				}
 			})

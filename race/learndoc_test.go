@@ -114,15 +114,15 @@ func drawn(t testing.TB, s *schedule, name string) {
 }
 
 // linearizable checks hist against model with porcupine and, under
-// CASBREAKER_PORCUPINE_HTML=dir, draws it into dir/<test name>.html.
-func linearizable(t testing.TB, model porcupine.Model, hist []porcupine.Operation) porcupine.CheckResult {
+// CASBREAKER_PORCUPINE_HTML=dir, draws it into dir/<test name><suffix>.html.
+func linearizable(t testing.TB, model porcupine.Model, hist []porcupine.Operation, suffix string) porcupine.CheckResult {
 	t.Helper()
 	dir := os.Getenv(porcupineHTMLEnv)
 	if dir == "" {
 		return porcupine.CheckOperationsTimeout(model, hist, time.Minute)
 	}
 	res, info := porcupine.CheckOperationsVerbose(model, hist, time.Minute)
-	path := filepath.Join(dir, strings.NewReplacer("/", "_", "=", "-").Replace(t.Name())+".html")
+	path := filepath.Join(dir, strings.NewReplacer("/", "_", "=", "-").Replace(t.Name())+suffix+".html")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatalf("%s: %v", porcupineHTMLEnv, err)
 	}
