@@ -217,10 +217,21 @@ func (s *schedule) settle() {
 	}
 }
 
+// quiet reads the lanes' flags, then the runtime's goroutine states, then
+// the flags again: a lane that finished, parked or wrote a step while the
+// states were read makes the reading void (its states would be half
+// before and half after), so a lane seen waiting is waiting on something
+// no lane is about to release.
 func (s *schedule) quiet() bool {
+	s.mu.Lock()
+	before := s.progress()
+	s.mu.Unlock()
 	states := goroutineStates()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.progress() != before {
+		return false
+	}
 	blocked := map[*lane]string{}
 	for _, l := range s.lanes[1:] {
 		if l.finished {
@@ -248,6 +259,17 @@ func (s *schedule) quiet() bool {
 		l.blocked = reason
 	}
 	return true
+}
+
+// progress is a summary of what the lanes have done: it changes whenever a
+// lane starts, writes a step, parks or finishes. Called with mu held.
+func (s *schedule) progress() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d", len(s.events))
+	for _, l := range s.lanes[1:] {
+		fmt.Fprintf(&b, " %d/%t/%t", l.id, l.parked, l.finished)
+	}
+	return b.String()
 }
 
 // done reports whether l has returned.
