@@ -743,11 +743,17 @@ func TestNaive8_CallbackUnderTheLock(t *testing.T) {
 			t.Fatalf("the trip neither returned nor waits for the breaker's mutex: %s", s.describe([]*lane{l}))
 		}
 		s.mark(l, markBroken)
-		rescued.Store(true)
-		b.mu.Unlock()
+		s.act(func() string {
+			rescued.Store(true)
+			b.mu.Unlock()
+			return "deadlock seen; unlocks b.mu"
+		})
 		s.settle()
 		require.True(t, s.isParked(l), "the listener's State returned once the mutex was unlocked")
-		b.mu.Lock()
+		s.act(func() string {
+			b.mu.Lock()
+			return "locks b.mu for Record's unlock"
+		})
 		s.release(l)
 		s.finish()
 		return s, false
