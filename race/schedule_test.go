@@ -473,15 +473,12 @@ func goroutineStates() map[uint64]string {
 
 // waiting reports whether a goroutine in state can run again only when
 // another goroutine acts: blocked on a channel, a lock, a WaitGroup or a
-// condition. Running, runnable, in a system call or asleep on a timer are
-// not waiting.
+// condition. Running, runnable, in a system call, asleep on a timer or in
+// the runtime's own waits are not: "semacquire" is also where a goroutine
+// starting a garbage collection waits for the stop-the-world of the very
+// runtime.Stack that reads the states.
 func waiting(state string) bool {
-	switch {
-	case strings.HasPrefix(state, "chan "), strings.HasPrefix(state, "select"),
-		strings.HasPrefix(state, "sync."), state == "semacquire":
-		return true
-	}
-	return false
+	return strings.HasPrefix(state, "chan ") || strings.HasPrefix(state, "select") || strings.HasPrefix(state, "sync.")
 }
 
 // schedClock is the manual clock of a schedule: each reading by a lane is
