@@ -515,7 +515,8 @@ func TestNaive6_StatusAndTimestampApart(t *testing.T) {
 	type verdict struct {
 		during        core.Permit
 		err           error
-		returnedEarly bool // the call returned while the trip was parked
+		returnedEarly bool   // the call returned while the trip was parked
+		waitedOn      string // else, what the runtime said it waited on
 	}
 	run := func(t *testing.T, s *schedule, b core.CircuitBreaker, clk *core.ManualClock) verdict {
 		t.Helper()
@@ -534,7 +535,7 @@ func TestNaive6_StatusAndTimestampApart(t *testing.T) {
 			s.note("-> " + seen(v.during, v.err))
 		})
 		s.settle()
-		v.returnedEarly = s.done(call)
+		v.returnedEarly, v.waitedOn = s.done(call), s.blockedOn(call)
 		s.release(trip)
 		s.finish()
 		if v.err == nil && v.during.Probe {
@@ -571,7 +572,7 @@ func TestNaive6_StatusAndTimestampApart(t *testing.T) {
 	t.Run("impl=fixed", func(t *testing.T) {
 		_, v := naive(t, false)
 		kept(t, v)
-		require.True(t, v.returnedEarly, "the fixed naive breaker holds no lock: its call returns while the trip is parked")
+		require.True(t, v.returnedEarly, "the fixed naive breaker holds no lock: its call must return while the trip is parked, yet it waits (%s)", v.waitedOn)
 		out.put(t, "fixed", "the call at 10s, before the trip's one CAS: "+seen(v.during, v.err))
 	})
 	forEachImpl(t, func(t *testing.T, newB newFunc) {
@@ -582,7 +583,7 @@ func TestNaive6_StatusAndTimestampApart(t *testing.T) {
 		v := run(t, s, mustNew(t, newB, c), clk.ManualClock)
 		kept(t, v)
 		if implName(t) == "lockfree" {
-			require.True(t, v.returnedEarly, "lock-free: the call must return while the trip is parked, not wait for it")
+			require.True(t, v.returnedEarly, "lock-free: the call must return while the trip is parked, yet it waits (%s)", v.waitedOn)
 		}
 		out.put(t, implName(t), "the call at 10s in the middle of the trip: "+seen(v.during, v.err))
 		drawn(t, s, "6/"+implName(t))
@@ -842,6 +843,7 @@ func TestNaive10_ClockReadBeforeItsSwap(t *testing.T) {
 		hist          []porcupine.Operation
 		during, last  linOut
 		returnedEarly bool
+		waitedOn      string
 	}
 	run := func(t *testing.T, s *schedule, b core.CircuitBreaker, clk *core.ManualClock, step time.Duration) verdict {
 		t.Helper()
@@ -865,7 +867,7 @@ func TestNaive10_ClockReadBeforeItsSwap(t *testing.T) {
 		var v verdict
 		call := s.spawn("call", 0, func() { v.during = laneAllow(s, h, 3) })
 		s.settle()
-		v.returnedEarly = s.done(call)
+		v.returnedEarly, v.waitedOn = s.done(call), s.blockedOn(call)
 		s.release(trip)
 		s.finish()
 		s.act(func() string {
@@ -916,7 +918,7 @@ func TestNaive10_ClockReadBeforeItsSwap(t *testing.T) {
 		for i, step := range steps {
 			_, v := naive(t, false, step)
 			kept(t, v)
-			require.True(t, v.returnedEarly, "step %v: the fixed naive breaker holds no lock: its call returns while the trip is parked", step)
+			require.True(t, v.returnedEarly, "step %v: the fixed naive breaker holds no lock: its call must return while the trip is parked, yet it waits (%s)", step, v.waitedOn)
 			if i == 0 {
 				out.put(t, "fixed", summary(v))
 			}
@@ -931,7 +933,7 @@ func TestNaive10_ClockReadBeforeItsSwap(t *testing.T) {
 			v := run(t, s, mustNew(t, newB, c), clk.ManualClock, step)
 			kept(t, v)
 			if implName(t) == "lockfree" {
-				require.True(t, v.returnedEarly, "step %v: lock-free: the call must return while the trip is parked, not wait for it", step)
+				require.True(t, v.returnedEarly, "step %v: lock-free: the call must return while the trip is parked, yet it waits (%s)", step, v.waitedOn)
 			}
 			if i == 0 {
 				out.put(t, implName(t), summary(v))
