@@ -36,9 +36,12 @@ const (
 
 var learnMu sync.Mutex // the page is read and rewritten by one pair at a time
 
-// learnBlock checks that the block called name in docs/learn.md holds text,
-// or writes text there under CASBREAKER_LEARN_UPDATE=1.
-func learnBlock(t testing.TB, name, text string) {
+// learnBlock checks that the block called name in docs/learn.md, a text
+// fence, holds text, or writes text there under CASBREAKER_LEARN_UPDATE=1.
+func learnBlock(t testing.TB, name, text string) { learnFence(t, name, "text", text) }
+
+// learnFence is learnBlock for a fence of language lang.
+func learnFence(t testing.TB, name, lang, text string) {
 	t.Helper()
 	learnMu.Lock()
 	defer learnMu.Unlock()
@@ -46,10 +49,10 @@ func learnBlock(t testing.TB, name, text string) {
 	if err != nil {
 		t.Fatalf("reading the page the pairs are quoted in: %v", err)
 	}
-	marker := []byte("<!-- learn:" + name + " -->\n```text\n")
+	marker := []byte("<!-- learn:" + name + " -->\n```" + lang + "\n")
 	start := bytes.Index(page, marker)
 	if start < 0 {
-		t.Fatalf("docs/learn.md has no block %q: add the line <!-- learn:%s --> and an empty ```text fence under it, then run with %s=1", name, name, learnUpdateEnv)
+		t.Fatalf("docs/learn.md has no block %q: add the line <!-- learn:%s --> and an empty ```%s fence under it, then run with %s=1", name, name, lang, learnUpdateEnv)
 	}
 	start += len(marker)
 	end := bytes.Index(page[start:], []byte("```\n"))
@@ -131,4 +134,60 @@ func linearizable(t testing.TB, model porcupine.Model, hist []porcupine.Operatio
 	}
 	t.Logf("porcupine's visualisation of this history (%s): %s", res, path)
 	return res
+}
+
+// TestLearnQuotesTheNaiveCode checks that the code docs/learn.md quotes from
+// the naive breakers is theirs: each region of race/naive_test.go between
+// "// learn:code NAME" and "// learn:code end" is the page's go block
+// code/NAME, its common indentation removed.
+func TestLearnQuotesTheNaiveCode(t *testing.T) {
+	src, err := os.ReadFile("naive_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		name    string
+		lines   []string
+		regions int
+	)
+	for _, line := range strings.Split(string(src), "\n") {
+		marker, ok := strings.CutPrefix(strings.TrimSpace(line), "// learn:code ")
+		switch {
+		case ok && marker == "end":
+			if name == "" {
+				t.Fatal("naive_test.go: a learn:code end without its start")
+			}
+			learnFence(t, "code/"+name, "go", dedent(lines))
+			name, lines = "", nil
+			regions++
+		case ok:
+			name, _, _ = strings.Cut(marker, " ")
+		case name != "":
+			lines = append(lines, line)
+		}
+	}
+	if name != "" || regions == 0 {
+		t.Fatalf("naive_test.go: %d regions quoted, region %q not ended", regions, name)
+	}
+}
+
+// dedent joins lines with the tabs they all start with removed.
+func dedent(lines []string) string {
+	common := -1
+	for _, l := range lines {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if n := len(l) - len(strings.TrimLeft(l, "\t")); common < 0 || n < common {
+			common = n
+		}
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		if len(l) >= common && common > 0 {
+			l = l[common:]
+		}
+		b.WriteString(l + "\n")
+	}
+	return b.String()
 }

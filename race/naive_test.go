@@ -93,9 +93,11 @@ func unpackNaive(w uint64) (st core.State, inFlight, gen uint64) {
 
 // word packs a naive word, the generation kept mod wrap.
 func (n *naiveBreaker) word(st core.State, inFlight, gen uint64) uint64 {
+	// learn:code 5-word (quoted in docs/learn.md)
 	if n.wrap != 0 {
 		gen %= n.wrap
 	}
+	// learn:code end
 	return gen<<16 | inFlight<<8 | uint64(st)
 }
 
@@ -120,6 +122,7 @@ func (n *naiveBreaker) Allow() (core.Permit, error) {
 			}
 			continue // admitted, if at all, as a half-open caller
 		}
+		// learn:code 4 (quoted in docs/learn.md)
 		if inFlight >= n.permitted {
 			return core.Permit{Wait: n.fullWait()}, core.ErrHalfOpenFull
 		}
@@ -134,6 +137,7 @@ func (n *naiveBreaker) Allow() (core.Permit, error) {
 			return core.Permit{Generation: gen, Probe: true}, nil
 		}
 		n.note("CAS fails: the word moved")
+		// learn:code end
 	}
 }
 
@@ -144,9 +148,11 @@ func (n *naiveBreaker) Done(p core.Permit, err error) {
 func (n *naiveBreaker) Record(p core.Permit, o core.Outcome) {
 	w := n.w.Load()
 	st, inFlight, gen := unpackNaive(w)
+	// learn:code 5-check (quoted in docs/learn.md)
 	if gen != p.Generation || o == core.Ignored {
 		return
 	}
+	// learn:code end
 	switch {
 	case o == core.Failure && (st == core.Closed || st == core.HalfOpen):
 		if n.w.CompareAndSwap(w, n.word(core.Open, 0, gen+1)) {
@@ -242,6 +248,7 @@ func (s *splitBreaker) Record(p core.Permit, o core.Outcome) {
 	st, openedAt := unpackSplit(w)
 	switch {
 	case o == core.Failure && (st == core.Closed || st == core.HalfOpen && p.Probe):
+		// learn:code 6 (quoted in docs/learn.md)
 		if s.apart {
 			if !s.w.CompareAndSwap(w, packSplit(core.Open, openedAt)) {
 				return
@@ -257,6 +264,7 @@ func (s *splitBreaker) Record(p core.Permit, o core.Outcome) {
 		if s.w.CompareAndSwap(w, packSplit(core.Open, now)) {
 			s.note("CAS: open since %v", now)
 		}
+		// learn:code end
 	case o == core.Success && p.Probe && st == core.HalfOpen:
 		s.w.CompareAndSwap(w, packSplit(core.Closed, openedAt))
 	}
@@ -295,6 +303,7 @@ func (l *lockedBreaker) Record(o core.Outcome) {
 	}
 	l.state = core.Open
 	tr := core.Transition{From: core.Closed, To: core.Open, Generation: 1}
+	// learn:code 8 (quoted in docs/learn.md)
 	if l.underLock {
 		l.note("calls the listener, lock held")
 		l.onChange(tr) // under mu: the mistake
@@ -304,6 +313,7 @@ func (l *lockedBreaker) Record(o core.Outcome) {
 	l.mu.Unlock()
 	l.note("unlocks, calls the listener")
 	l.onChange(tr)
+	// learn:code end
 }
 
 func (l *lockedBreaker) State() core.State {
@@ -354,10 +364,12 @@ func (r *readFirstBreaker) Allow() (core.Permit, error) {
 		switch st {
 		case core.Closed:
 			return core.Permit{Generation: gen}, nil
+		// learn:code 10-help (quoted in docs/learn.md)
 		case claimed:
 			r.note("finds the trip claimed: helps")
 			r.commit(w, gen)
 			continue
+		// learn:code end
 		case core.Open:
 			now := r.clock.Now()
 			if now < dl {
@@ -380,6 +392,7 @@ func (r *readFirstBreaker) Record(p core.Permit, o core.Outcome) {
 	if o != core.Failure || st != core.Closed || p.Generation != gen {
 		return
 	}
+	// learn:code 10 (quoted in docs/learn.md)
 	if r.readFirst {
 		now := r.clock.Now()                                                    // reads first ...
 		if r.w.CompareAndSwap(w, packReadFirst(core.Open, gen+1, now+r.open)) { // ... swaps after: the mistake
@@ -392,15 +405,18 @@ func (r *readFirstBreaker) Record(p core.Permit, o core.Outcome) {
 		r.note("CAS: claims the trip")
 		r.commit(claim, gen+1)
 	}
+	// learn:code end
 }
 
 // commit completes the claimed trip in claim, of generation gen, with a
 // clock reading taken now, after the claim.
 func (r *readFirstBreaker) commit(claim, gen uint64) {
+	// learn:code 10-commit (quoted in docs/learn.md)
 	now := r.clock.Now()
 	if r.w.CompareAndSwap(claim, packReadFirst(core.Open, gen, now+r.open)) {
 		r.note("CAS: open until %v", now+r.open)
 	}
+	// learn:code end
 }
 
 func (r *readFirstBreaker) RecordHint(p core.Permit, _ time.Duration) { r.Record(p, core.Failure) }
@@ -446,6 +462,7 @@ func (r *recycleBreaker) Allow() (core.Permit, error) {
 func (r *recycleBreaker) Record(_ core.Permit, o core.Outcome) {
 	now := uint64(r.clock.Now() / time.Second)
 	b := &r.bucket[now%uint64(len(r.bucket))]
+	// learn:code 7 (quoted in docs/learn.md)
 	for w := b.Load(); w>>32 != now; w = b.Load() {
 		if r.clearApart {
 			if b.CompareAndSwap(w, now<<32|w&0xffffffff) {
@@ -461,6 +478,7 @@ func (r *recycleBreaker) Record(_ core.Permit, o core.Outcome) {
 			break
 		}
 	}
+	// learn:code end
 	if o != core.Failure {
 		return
 	}
