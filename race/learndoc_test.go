@@ -113,6 +113,9 @@ func drawn(t testing.TB, s *schedule, name string) {
 	t.Helper()
 	text := s.lanesText()
 	t.Log("the interleaving, one column per goroutine, time downward:\n" + text)
+	s.mu.Lock()
+	s.shown = true
+	s.mu.Unlock()
 	learnBlock(t, name, text)
 }
 

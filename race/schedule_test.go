@@ -45,6 +45,7 @@ type schedule struct {
 	events []laneEvent
 	step   int         // the controller's actions so far
 	first  map[int]int // step -> the lane its action started or released
+	shown  bool        // the lanes were logged (drawn): a failure need not log them again
 }
 
 // lane is one goroutine of a schedule.
@@ -77,6 +78,11 @@ func newSchedule(t testing.TB, controller string) *schedule {
 	s := &schedule{t: t, byID: map[uint64]*lane{}, first: map[int]int{}}
 	s.lanes = []*lane{{name: controller}}
 	t.Cleanup(s.rescue)
+	t.Cleanup(func() {
+		if s.t.Failed() && !s.shown {
+			s.t.Log("the interleaving so far, one column per goroutine, time downward:\n" + s.lanesText())
+		}
+	})
 	return s
 }
 
