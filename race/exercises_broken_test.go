@@ -32,6 +32,7 @@ func (c *boundedCounter) inc() bool {
 	}
 	c.hold("loaded %d", n)
 	c.n.Store(n + 1)
+	c.note("stores %d", n+1)
 	return true
 }
 

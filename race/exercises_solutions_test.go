@@ -29,8 +29,10 @@ func (c *boundedCounter) inc() bool {
 		}
 		c.hold("loaded %d", n)
 		if c.n.CompareAndSwap(n, n+1) { // the fix: commit only on the value decided on
+			c.note("CAS: %d", n+1)
 			return true
 		}
+		c.note("CAS fails: the count moved")
 	}
 }
 

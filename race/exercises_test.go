@@ -5,7 +5,8 @@ package race_test
 // The exercises of docs/learn.md, one per section from 2 to 10: a small
 // variant with the section's mistake (exercises_broken_test.go), and a test
 // here that fails on it, through a forced interleaving where there is one.
-// Fix the variant until
+// A failing exercise logs the drawing of its run (docs/learn.md, "How to
+// read a drawing"). Fix the variant until
 //
 //	go test -tags exercises -run TestExercise ./race/
 //
@@ -45,7 +46,7 @@ func TestExercise2_CASLoop(t *testing.T) {
 	s.spawn("second", 0, inc)
 	s.settle()
 	s.finish()
-	require.Equal(t, counted.Load(), c.n.Load(), "increments that said they counted, and the count; the lanes:\n%s", s.lanesText())
+	require.Equal(t, counted.Load(), c.n.Load(), "increments that said they counted, and the count")
 	require.True(t, s.done(first))
 }
 
@@ -118,7 +119,7 @@ func TestExercise6_OneLoadSeesBoth(t *testing.T) {
 	s.act(func() string { u.trip(); return "trip at 10s" })
 	s.release(call)
 	s.finish()
-	require.False(t, ok && probe, "a call at 10 s, during the trip at 10 s, was admitted as a probe; the lanes:\n%s", s.lanesText())
+	require.False(t, ok && probe, "a call at 10 s, during the trip at 10 s, was admitted as a probe")
 }
 
 // Section 7: a bucket held second 3; at 13 s the recycler relabels it and
@@ -139,7 +140,7 @@ func TestExercise7_RecycleInOneStep(t *testing.T) {
 		s.release(r)
 	}
 	s.finish()
-	require.EqualValues(t, 3, b.failures(13), "failures of second 13 in the bucket; the lanes:\n%s", s.lanesText())
+	require.EqualValues(t, 3, b.failures(13), "failures of second 13 in the bucket")
 }
 
 // Section 8: the listener of a trip calls back into the breaker. The
@@ -209,7 +210,7 @@ func TestExercise10_ClaimReadCommit(t *testing.T) {
 	cfg := oneProbe
 	cfg.Classifier = classify
 	if res := linearizable(t, linModel(cfg, 0, fullCounts, &n), h.history(), ""); res != porcupine.Ok {
-		t.Fatalf("the history is %s:\n%s\nthe lanes:\n%s", res, describeHistory(h.history()), s.lanesText())
+		t.Fatalf("the history is %s:\n%s", res, describeHistory(h.history()))
 	}
 }
 
