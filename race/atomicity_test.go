@@ -2,40 +2,11 @@ package race_test
 
 import (
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/casbreaker/casbreaker/core"
 )
-
-// pausingClock is a manual clock that, once armed, parks the goroutine
-// making its parkAt-th reading (counted from arming) until release is closed
-// (or a minute passes, so a broken test cannot hang). paused is closed when
-// that goroutine is parked.
-type pausingClock struct {
-	*core.ManualClock
-	parkAt  int32
-	armed   atomic.Bool
-	reads   atomic.Int32
-	paused  chan struct{}
-	release chan struct{}
-}
-
-func newPausingClock(parkAt int32) *pausingClock {
-	return &pausingClock{ManualClock: core.NewManualClock(0), parkAt: parkAt, paused: make(chan struct{}), release: make(chan struct{})}
-}
-
-func (c *pausingClock) Now() time.Duration {
-	if c.armed.Load() && c.reads.Add(1) == c.parkAt {
-		close(c.paused)
-		select {
-		case <-c.release:
-		case <-time.After(time.Minute):
-		}
-	}
-	return c.ManualClock.Now()
-}
 
 // A Record and the trip it causes are one step (R1, R13). The trip rule
 // holds "after every counted outcome": once an outcome that makes the rule
@@ -69,58 +40,46 @@ func (c *pausingClock) Now() time.Duration {
 func TestRecordAndItsTripAreOneStep(t *testing.T) {
 	t.Run("record-and-state", func(t *testing.T) {
 		forEachImpl(t, func(t *testing.T, newB newFunc) {
-			clk := newPausingClock(1) // the trip's read, the only one of a count-window Record
+			s := newSchedule(t, "test")
+			clk := &schedClock{ManualClock: core.NewManualClock(0), s: s}
 			b := mustNew(t, newB, core.Config{WindowSize: 4, FailureRateThreshold: 50, MinimumNumberOfCalls: 2,
 				OpenDuration: time.Second, Clock: clk})
 			p0, _ := b.Allow()
 			b.Record(p0, core.Failure) // 1 call: below the minimum
 			pA, _ := b.Allow()
-			clk.armed.Store(true)
-			aDone := make(chan struct{})
-			go func() {
-				defer close(aDone)
-				b.Record(pA, core.Success) // 1 failure in 2: trips, parked on the clock
-			}()
-			<-clk.paused
-
+			// 1 failure in 2: trips, parked on the clock (the trip's read,
+			// the only one of a count-window Record).
+			a := s.spawn("A", 1, func() { b.Record(pA, core.Success) })
+			s.settle()
+			if !s.isParked(a) {
+				t.Fatalf("A's Record did not read the clock on its way to the trip")
+			}
 			type seen struct {
 				granted bool
 				st      core.State
 				again   bool
 			}
-			res := make(chan seen, 1)
-			go func() {
-				var s seen
+			var got seen
+			s.spawn("test calls", 0, func() {
 				p, err := b.Allow()
-				if s.granted = err == nil; s.granted {
+				if got.granted = err == nil; got.granted {
 					b.Record(p, core.Success)
 				}
-				s.st = b.State()
+				got.st = b.State()
 				p2, err := b.Allow()
-				if s.again = err == nil; s.again {
+				if got.again = err == nil; got.again {
 					b.Record(p2, core.Ignored)
 				}
-				res <- s
-			}()
-			var s seen
-			got := false
-			select {
-			case s = <-res:
-				got = true
-			case <-time.After(200 * time.Millisecond):
-				// The baseline: its calls wait for A's lock. Not a timing
-				// assertion; the verdict below is the same either way.
-			}
-			close(clk.release)
-			<-aDone
-			if !got {
-				s = <-res
-			}
+			})
+			s.settle() // the baseline's calls wait for A's lock; the lock-free ones return
+			s.release(a)
+			s.finish()
+			s2 := got
 			var wrong []string
-			if s.granted && s.st != core.Open {
-				wrong = append(wrong, "State() after the test's success returned says "+s.st.String())
+			if s2.granted && s2.st != core.Open {
+				wrong = append(wrong, "State() after the test's success returned says "+s2.st.String())
 			}
-			if s.granted && s.again {
+			if s2.granted && s2.again {
 				wrong = append(wrong, "Allow after it granted a closed-state permit")
 			}
 			if st := b.State(); st != core.Open {
@@ -137,35 +96,25 @@ func TestRecordAndItsTripAreOneStep(t *testing.T) {
 				// A count-window Record reads the clock once, for the open
 				// deadline; a time-window Record reads it for the outcome's
 				// second, then for the deadline: park the deadline's read.
-				parkAt := int32(1)
+				parkAt := 1
 				if wt == core.TimeBased {
 					parkAt = 2
 				}
-				clk := newPausingClock(parkAt)
+				s := newSchedule(t, "test")
+				clk := &schedClock{ManualClock: core.NewManualClock(0), s: s}
 				b := mustNew(t, newB, core.Config{WindowType: wt, WindowSize: 10, FailureCountThreshold: 1,
 					OpenDuration: time.Second, Clock: clk})
 				p, _ := b.Allow()
-				clk.armed.Store(true)
-				aDone := make(chan struct{})
-				go func() {
-					defer close(aDone)
-					b.Record(p, core.Failure) // trips, parked on the clock
-				}()
-				<-clk.paused
-				res := make(chan core.Counts, 1)
-				go func() { res <- b.Counts() }()
+				a := s.spawn("trip", parkAt, func() { b.Record(p, core.Failure) }) // trips, parked on the clock
+				s.settle()
+				if !s.isParked(a) {
+					t.Fatalf("the trip did not read the clock %d times", parkAt)
+				}
 				var c core.Counts
-				got := false
-				select {
-				case c = <-res:
-					got = true
-				case <-time.After(200 * time.Millisecond): // the baseline waits for the lock
-				}
-				close(clk.release)
-				<-aDone
-				if !got {
-					c = <-res
-				}
+				s.spawn("counts", 0, func() { c = b.Counts() })
+				s.settle() // the baseline waits for the lock
+				s.release(a)
+				s.finish()
 				if c.State == core.Closed && c.Failures > 0 {
 					t.Fatalf("Counts during the trip: %+v", c)
 				}

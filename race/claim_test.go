@@ -10,37 +10,6 @@ import (
 	"github.com/casbreaker/casbreaker/core"
 )
 
-// stallingClock is a manual clock that, once armed, takes its parkAt-th
-// reading (counted from arming) and then parks the goroutine that made it
-// until release is closed (or a minute passes, so a broken test cannot
-// hang), before handing the reading back: a goroutine descheduled right
-// after reading the clock. paused is closed when that goroutine is parked.
-type stallingClock struct {
-	*core.ManualClock
-	parkAt  int32
-	armed   atomic.Bool
-	reads   atomic.Int32
-	paused  chan struct{}
-	release chan struct{}
-}
-
-func newStallingClock(parkAt int32) *stallingClock {
-	return &stallingClock{ManualClock: core.NewManualClock(0), parkAt: parkAt,
-		paused: make(chan struct{}), release: make(chan struct{})}
-}
-
-func (c *stallingClock) Now() time.Duration {
-	v := c.ManualClock.Now()
-	if c.armed.Load() && c.reads.Add(1) == c.parkAt {
-		close(c.paused)
-		select {
-		case <-c.release:
-		case <-time.After(time.Minute):
-		}
-	}
-	return v
-}
-
 // A transition's clock reading and its commit are one step (R13; defect 4
 // of docs/verification.md, "Defects the tests were built on"). Every
 // transition that sets a deadline from the clock (a trip, a re-open, a
@@ -60,8 +29,11 @@ func (c *stallingClock) Now() time.Duration {
 // Now a transition first claims the word, reads the clock after the claim
 // and commits; a call that finds the word claimed completes the transition
 // with its own reading first. The observer then sees the new state with the
-// deadline from the stepped clock. The mutex baseline reads the clock under
-// its lock: the observer waits for it.
+// deadline from the stepped clock, and returns while the transition is
+// still parked (lock-free: no call waits for a descheduled one). The mutex
+// baseline reads the clock under its lock: the observer waits for it. The
+// parking and the waiting are forced by a schedule (schedule_test.go), not
+// by timing.
 func TestTransitionReadsTheClockAfterItsClaim(t *testing.T) {
 	procs(t, 4)
 	g0 := core.Permit{}
@@ -115,7 +87,8 @@ func TestTransitionReadsTheClockAfterItsClaim(t *testing.T) {
 			forEachImpl(t, func(t *testing.T, newB newFunc) {
 				cfg := tc.cfg
 				cfg.Classifier = classify
-				clk := newStallingClock(1)
+				s := newSchedule(t, "test")
+				clk := &schedClock{ManualClock: core.NewManualClock(0), s: s}
 				c := cfg
 				c.Clock = clk
 				b := mustNew(t, newB, c)
@@ -123,39 +96,25 @@ func TestTransitionReadsTheClockAfterItsClaim(t *testing.T) {
 				for _, in := range tc.prefix {
 					h.do(0, in)
 				}
-				clk.armed.Store(true)
-				parked := make(chan struct{})
-				go func() {
-					defer close(parked)
-					h.do(1, tc.parked)
-				}()
-				select {
-				case <-clk.paused:
-				case <-parked:
-					t.Fatalf("%v returned without reading the clock", tc.parked)
+				parked := s.spawn("parked", 1, func() { h.do(1, tc.parked) })
+				s.settle()
+				if !s.isParked(parked) {
+					t.Fatalf("%v did not stop at a clock reading:\n%s", tc.parked, s.lanesText())
 				}
 				h.do(2, advance(tc.step))
-				looked := make(chan struct{})
-				go func() {
-					defer close(looked)
-					h.do(3, tc.look)
-				}()
-				select {
-				case <-looked:
-				case <-time.After(200 * time.Millisecond):
-					// The baseline: the observer waits for the parked
-					// call's lock. Not a timing assertion: the verdict
-					// below is the same either way.
+				look := s.spawn("look", 0, func() { h.do(3, tc.look) })
+				s.settle()
+				if implName(t) == "lockfree" && !s.done(look) {
+					t.Fatalf("lock-free: the look waits for the parked call instead of completing its transition: %s", s.describe([]*lane{look}))
 				}
-				close(clk.release)
-				<-parked
-				<-looked
+				s.release(parked)
+				s.finish()
 				for _, in := range tc.after {
 					h.do(0, in)
 				}
 				hist := h.history()
 				var steps atomic.Int64
-				if res := porcupine.CheckOperationsTimeout(linModel(cfg, 0, fullCounts, &steps), hist, time.Minute); res != porcupine.Ok {
+				if res := linearizable(t, linModel(cfg, 0, fullCounts, &steps), hist, ""); res != porcupine.Ok {
 					t.Fatalf("the history is %s against the sequential model:\n%s", res, describeHistory(hist))
 				}
 			})

@@ -1,6 +1,7 @@
 package race_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,152 +18,126 @@ import (
 	"github.com/casbreaker/casbreaker/internal/breakers"
 )
 
-// Teaching pair 1: check-then-mark (R6; seed 000's eight callers, scenario
-// S3; regressions B01, B03, B04). One probe is permitted; eight callers
-// arrive at the exact expiry instant. An adversary holds every caller
-// between its check and its mark until all eight have checked: for the naive
-// breaker through its beforeMark hook, for the real implementations through
-// the clock, which both read after loading their state and before
-// committing (the rendezvous in gateClock). No luck is involved:
-//
-//   - naive: all eight pass the check before any marks, so all eight are
-//     admitted, every round;
-//   - lock-free: all eight are held after loading the open word, yet only
-//     one CAS from that word can succeed; the seven others reload, find
-//     half-open with its one slot taken and are refused: exactly one;
-//   - mutex: the adversary never holds more than one caller (the lock makes
-//     check and mark one critical section): exactly one.
-//
-// Each round's history (the trip, the clock step and the eight Allow calls,
-// all eight in flight at once) also goes through the porcupine checker:
-// rejected for the naive breaker, accepted for both real ones.
-func TestNaiveHalfOpenAdmitsEveryone(t *testing.T) {
-	procs(t, 8)
-	const callers = 8
-	type result struct {
-		admitted, held int
-		verdict        porcupine.CheckResult
-	}
-	run := func(t *testing.T, b breakers.Breaker, clk *core.ManualClock, gate *rendezvous, arm func()) result {
-		t.Helper()
-		h := newHistorian(b, clk, fullCounts, callers+1)
-		setup := callers
-		p := h.do(setup, linIn{kind: linAllow}).p
-		h.do(setup, linIn{kind: linDone, p: p, err: 1}) // one failure trips
-		h.do(setup, linIn{kind: linAdvance, d: time.Second})
-		arm()
-		var admitted atomic.Int32
-		parallel(callers, func(i int) {
-			if out := h.do(i, linIn{kind: linAllow}); out.rej == rejNone {
-				admitted.Add(1)
-			}
-		})
-		var steps atomic.Int64
-		cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second}
-		verdict := porcupine.CheckOperationsTimeout(linModel(cfg, 0, fullCounts, &steps), h.history(), time.Minute)
-		return result{admitted: int(admitted.Load()), held: gate.most(), verdict: verdict}
-	}
-	rounds := size(200, 10)
-	t.Run("impl=naive", func(t *testing.T) {
-		for round := range rounds {
-			clk := core.NewManualClock(0)
-			gate := newRendezvous(callers, time.Minute)
-			b := &naiveBreaker{clock: clk, open: time.Second, permitted: 1}
-			r := run(t, b, clk, gate, func() { b.beforeMark = gate.arrive })
-			if r.admitted != callers || r.held != callers || r.verdict != porcupine.Illegal {
-				t.Fatalf("round %d: naive breaker admitted %d of %d with %d held between check and mark, checker %s; want all %d, %d, Illegal",
-					round, r.admitted, callers, r.held, r.verdict, callers, callers)
-			}
-		}
-		t.Logf("%d rounds: every round all %d callers admitted for 1 permitted probe; porcupine rejected every history", rounds, callers)
-	})
-	forEachImpl(t, func(t *testing.T, newB newFunc) {
-		lockfree := strings.HasSuffix(t.Name(), "/impl=lockfree")
-		for round := range rounds {
-			clk := &gateClock{ManualClock: core.NewManualClock(0)}
-			// The mutex lets one caller at a time reach the clock, so
-			// its rendezvous can only time out; keep that short.
-			timeout := time.Minute
-			if !lockfree {
-				timeout = 20 * time.Millisecond
-			}
-			gate := newRendezvous(callers, timeout)
-			b := mustNew(t, newB, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, Clock: clk})
-			r := run(t, b, clk.ManualClock, gate, func() { clk.gate.Store(gate) })
-			wantHeld := 1
-			if lockfree {
-				wantHeld = callers
-			}
-			if r.admitted != 1 || r.held != wantHeld || r.verdict != porcupine.Ok {
-				t.Fatalf("round %d: admitted %d of %d with %d held between check and mark, checker %s; want 1, %d, Ok",
-					round, r.admitted, callers, r.held, r.verdict, wantHeld)
-			}
-		}
-		t.Logf("%d rounds: every round exactly 1 of %d admitted", rounds, callers)
-	})
+// The teaching pairs of docs/learn.md, one test per section, in the order
+// of the page (TestNaive<section>_...). Each runs a naive breaker
+// (naive_test.go) with its one mistake, the same breaker with the mistake
+// removed ("fixed"), and both real implementations through one forced
+// interleaving (schedule_test.go: hooks and a parking clock, no timing),
+// then checks the rule the section is about, as a property: what must
+// never happen, not one scripted outcome. The naive run must break the
+// rule and the other three must keep it; a naive run that keeps it fails
+// with an explanation of why the race did not happen. Each run's lanes and
+// each pair's outputs are printed under -v and compared with the page's
+// blocks (learndoc_test.go).
+
+// learnOrder is the order of a pair's outputs in its block.
+var learnOrder = []string{"naive", "fixed", "lockfree", "mutex"}
+
+// implName is the implementation a forEachImpl subtest runs.
+func implName(t *testing.T) string {
+	return t.Name()[strings.LastIndex(t.Name(), "=")+1:]
 }
 
-// Teaching pair 2: what the race detector does see. A naive breaker whose
-// State reads its state field without synchronisation while Record writes
-// it under a mutex (the hystrix-go bug of regression B30, afex/hystrix-go
-// #71), and the real implementations under the same workload, each run in a
-// subprocess of this test binary built with -race (as the Go runtime's own
-// race tests do): the detector reports "DATA RACE" for the naive one and
-// nothing for either real one. Skipped when the binary is not built with
-// -race.
-func TestRaceDetectorSeesNaiveReadOnly(t *testing.T) {
+// seen is what a caller of Allow sees, as the lanes write it.
+func seen(p core.Permit, err error) string {
+	switch {
+	case err == nil && p.Probe:
+		return fmt.Sprintf("admitted: probe, g%d", p.Generation)
+	case err == nil:
+		return fmt.Sprintf("admitted, g%d", p.Generation)
+	case errors.Is(err, core.ErrOpen):
+		return "refused: open, wait " + p.RetryAfter.String()
+	case errors.Is(err, core.ErrHalfOpenFull):
+		return "refused: half-open full"
+	}
+	return "refused: " + err.Error()
+}
+
+// seenOut is seen for a history's Allow output.
+func seenOut(out linOut) string {
+	switch out.rej {
+	case rejNone:
+		return seen(out.p, nil)
+	case rejOpen:
+		return seen(out.p, core.ErrOpen)
+	case rejHalfOpenFull:
+		return seen(out.p, core.ErrHalfOpenFull)
+	}
+	return "refused"
+}
+
+// laneAllow calls Allow as client c of h, writing the call and what it saw
+// into the calling goroutine's lane.
+func laneAllow(s *schedule, h *historian, c int) linOut {
+	s.note("Allow()")
+	out := h.do(c, linIn{kind: linAllow})
+	s.note("-> " + seenOut(out))
+	return out
+}
+
+// Section 2: what the race detector does see. A naive breaker whose State
+// reads its state field without the lock Record writes it under (the
+// hystrix-go bug of regression B30, afex/hystrix-go #71), the same breaker
+// with State taking the lock (fixed), and the real implementations under
+// the same workload, each run in a subprocess of this test binary built
+// with -race (as the Go runtime's own race tests do): the detector reports
+// "DATA RACE" for the naive one and nothing for the three others. Skipped
+// when the binary is not built with -race.
+func TestNaive2_RaceDetectorSeesUnlockedRead(t *testing.T) {
 	if !raceEnabled {
 		t.Skip("needs a test binary built with -race")
 	}
-	for _, variant := range []string{"naive", "lockfree", "mutex"} {
+	var out outputs
+	for _, variant := range learnOrder {
 		t.Run("impl="+variant, func(t *testing.T) {
 			// The detector reports a race only when the two accesses are not
 			// ordered by some other synchronisation, and the manual clock's
 			// atomics order them in some schedules; so the naive variant gets
 			// a few runs to show its race (one run missed it in CI once). The
-			// real implementations must stay quiet in every run.
+			// others must stay quiet in every run.
 			var (
-				out        []byte
+				output     []byte
 				err        error
 				raced, ran bool
 			)
 			for attempt := 0; attempt < 5; attempt++ {
 				cmd := exec.Command(os.Args[0], "-test.run=^TestRaceDetectorChild$", "-test.count=1", "-test.v", "-test.timeout=2m")
 				cmd.Env = append(os.Environ(), raceChildEnv+"="+variant, "GORACE=halt_on_error=1")
-				out, err = cmd.CombinedOutput()
-				raced = strings.Contains(string(out), "WARNING: DATA RACE")
-				ran = strings.Contains(string(out), "raceChild: "+variant+" done")
+				output, err = cmd.CombinedOutput()
+				raced = strings.Contains(string(output), "WARNING: DATA RACE")
+				ran = strings.Contains(string(output), "raceChild: "+variant+" done")
 				if variant != "naive" || raced {
 					break
 				}
 			}
 			switch {
 			case variant == "naive" && (!raced || err == nil):
-				t.Fatalf("the race detector missed the unsynchronised read (exit %v):\n%s", err, out)
+				t.Fatalf("the race detector missed the unsynchronised read (exit %v):\n%s", err, output)
 			case variant != "naive" && (raced || err != nil || !ran):
-				t.Fatalf("race detector output or failure on the real implementation (exit %v):\n%s", err, out)
+				t.Fatalf("race detector output or failure on a breaker that reads under its lock (exit %v):\n%s", err, output)
 			}
-			t.Logf("subprocess exit %v, DATA RACE reported: %v", err, raced)
+			out.put(t, variant, fmt.Sprintf("DATA RACE reported: %v", raced))
 		})
 	}
+	out.check(t, "2/output", learnOrder...)
 }
 
 const raceChildEnv = "CASBREAKER_RACE_CHILD"
 
-// TestRaceDetectorChild is the subprocess of TestRaceDetectorSeesNaiveReadOnly;
+// TestRaceDetectorChild is the subprocess of TestNaive2_RaceDetectorSeesUnlockedRead;
 // it does nothing unless CASBREAKER_RACE_CHILD names the variant to run.
 func TestRaceDetectorChild(t *testing.T) {
 	variant := os.Getenv(raceChildEnv)
 	if variant == "" {
-		t.Skip("runs only as the subprocess of TestRaceDetectorSeesNaiveReadOnly")
+		t.Skip("runs only as the subprocess of TestNaive2_RaceDetectorSeesUnlockedRead")
 	}
 	clk := core.NewManualClock(0)
 	var b breakers.Breaker
 	cfg := core.Config{WindowType: core.TimeBased, WindowSize: 2, FailureRateThreshold: 50, MinimumNumberOfCalls: 2,
 		OpenDuration: time.Millisecond, PermittedCallsInHalfOpen: 2, Clock: clk, OnStateChange: func(core.Transition) {}}
 	switch variant {
-	case "naive":
-		b = &racyBreaker{clock: clk}
+	case "naive", "fixed":
+		b = &racyBreaker{clock: clk, unlockedRead: variant == "naive"}
 	default:
 		for _, im := range impls {
 			if im.Name == variant {
@@ -194,16 +169,18 @@ func TestRaceDetectorChild(t *testing.T) {
 	fmt.Printf("raceChild: %s done\n", variant)
 }
 
-// racyBreaker writes its state under a mutex but reads it in State without
-// one: the race the detector is for. (Its logic is minimal: one failure
+// racyBreaker writes its state under a mutex. Its mistake, unlockedRead, is
+// that State reads it without the lock: the race the detector is for.
+// Removed: State takes the lock too. (Its logic is minimal: one failure
 // opens it for a millisecond, the next call closes it again.)
 type racyBreaker struct {
 	noExtras
-	mu     sync.Mutex
-	clock  core.Clock
-	state  core.State // written under mu, read without it in State: the bug
-	gen    uint64
-	opened time.Duration
+	mu           sync.Mutex
+	clock        core.Clock
+	unlockedRead bool
+	state        core.State
+	gen          uint64
+	opened       time.Duration
 }
 
 func (r *racyBreaker) Allow() (core.Permit, error) {
@@ -232,7 +209,14 @@ func (r *racyBreaker) Record(p core.Permit, o core.Outcome) {
 
 func (r *racyBreaker) RecordHint(p core.Permit, _ time.Duration) { r.Record(p, core.Failure) }
 
-func (r *racyBreaker) State() core.State { return r.state } // no lock: the data race
+func (r *racyBreaker) State() core.State {
+	if r.unlockedRead {
+		return r.state // no lock: the data race
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state
+}
 
 func (r *racyBreaker) Counts() core.Counts {
 	r.mu.Lock()
@@ -240,232 +224,556 @@ func (r *racyBreaker) Counts() core.Counts {
 	return core.Counts{State: r.state, Generation: r.gen}
 }
 
-// staleFailureInHalfOpen is the driver of teaching pairs 3 and 4 (the
-// sequence of regression B09): a call takes a permit in generation 0 and is
-// left in flight; the breaker (one failure trips, a 1 s open duration, one
-// probe) goes round cycles times through trip, probe and close, three
-// transitions each, then trips and admits a probe, so it is half-open in
-// generation 3*cycles + 2 with that probe in flight; then the old call
-// fails. It returns the counts before and after that failure. Nothing runs
-// concurrently: the late outcome is a call that simply took long, and
-// the order is fixed.
-func staleFailureInHalfOpen(t *testing.T, b breakers.Breaker, clk *core.ManualClock, cycles int) (before, after core.Counts) {
+// Section 4: check-then-act probe admission (R6; seed 000's eight callers,
+// scenario S3; regressions B01, B03, B04). One probe is permitted; the
+// open duration has just ended and four callers arrive. The schedule parks
+// the first held callers one after another at their first park point,
+// before any goes on: the naive breaker's hold between its check and its
+// mark, the real implementations' first clock reading (both read the clock
+// in open state after loading the state and before committing). Then it
+// lets them go one at a time, and the callers after the held ones run
+// alone. The rule: at most one of them is admitted, and the history (the
+// trip, the clock step, the four Allow calls) is linearizable against the
+// sequential model.
+//
+//   - naive: every held caller checked "0 in flight" before any marked, so
+//     every held caller is admitted: the rule breaks as soon as two are held;
+//   - fixed (the mark a CAS from the word the check read): the first CAS
+//     wins, the others fail, reload, find the slot taken and are refused;
+//   - lock-free: every held caller loaded the open word, yet only one CAS
+//     from it can succeed; the others reload and are refused;
+//   - mutex: the first caller is held inside the lock, so the others wait
+//     for the lock, and the lock makes check and mark one step.
+func TestNaive4_HalfOpenAdmitsEveryone(t *testing.T) {
+	const (
+		callers = 4
+		// held is how many callers the schedule parks at once; the naive
+		// breaker's race needs one held between its check and its mark
+		// while another checks.
+		held = callers
+	)
+	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, PermittedCallsInHalfOpen: 1}
+	type verdict struct {
+		admitted, parked, waiting int
+		lin                       porcupine.CheckResult
+		hist                      []porcupine.Operation
+	}
+	run := func(t *testing.T, s *schedule, b breakers.Breaker, clk *core.ManualClock) verdict {
+		t.Helper()
+		h := newHistorian(b, clk, fullCounts, callers+1)
+		s.act(func() string {
+			p := h.do(callers, linIn{kind: linAllow}).p
+			h.do(callers, linIn{kind: linDone, p: p, err: 1})
+			h.do(callers, linIn{kind: linAdvance, d: time.Second})
+			return "trips; clock -> 1s"
+		})
+		lanes := make([]*lane, callers)
+		outs := make([]linOut, callers)
+		var v verdict
+		for i := range callers {
+			parkAt := 0
+			if i < held {
+				parkAt = 1
+			}
+			lanes[i] = s.spawn(fmt.Sprintf("caller %d", i+1), parkAt, func() { outs[i] = laneAllow(s, h, i) })
+			s.settle()
+		}
+		for _, l := range lanes {
+			switch {
+			case s.isParked(l):
+				v.parked++
+			case s.blockedOn(l) != "":
+				v.waiting++
+			}
+		}
+		for _, l := range lanes {
+			if s.isParked(l) {
+				s.release(l)
+				s.settle()
+			}
+		}
+		s.finish()
+		for i, o := range outs {
+			if o.rej != rejNone {
+				s.mark(lanes[i], markKept)
+				continue
+			}
+			if v.admitted++; v.admitted > 1 {
+				s.mark(lanes[i], markBroken)
+			}
+		}
+		var steps atomic.Int64
+		v.hist = h.history()
+		v.lin = linearizable(t, linModel(cfg, 0, fullCounts, &steps), v.hist, "")
+		return v
+	}
+	summary := func(v verdict) string {
+		return fmt.Sprintf("%d held, %d waiting for a lock: %d of %d admitted for 1 permitted probe; porcupine: %s",
+			v.parked, v.waiting, v.admitted, callers, v.lin)
+	}
+	naive := func(t *testing.T, checkThenMark bool) (*schedule, verdict) {
+		s := newSchedule(t, "test")
+		clk := core.NewManualClock(0)
+		b := &naiveBreaker{hooks: traced(s), clock: clk, open: cfg.OpenDuration, permitted: 1, checkThenMark: checkThenMark}
+		return s, run(t, s, b, clk)
+	}
+	// kept fails t unless v keeps the rule.
+	kept := func(t *testing.T, v verdict) {
+		t.Helper()
+		if v.admitted != 1 || v.lin != porcupine.Ok {
+			t.Fatalf("%s; want exactly 1 admitted and a linearizable history:\n%s", summary(v), describeHistory(v.hist))
+		}
+	}
+	var out outputs
+	t.Run("impl=naive", func(t *testing.T) {
+		s, v := naive(t, true)
+		switch {
+		case v.admitted <= 1:
+			t.Fatalf("%s: the naive breaker kept the rule, because no caller was held between its check and its mark while another checked; hold at least 1 (held is %d)", summary(v), held)
+		case v.lin != porcupine.Illegal:
+			t.Fatalf("%s: porcupine did not reject a history with %d probes admitted for 1:\n%s", summary(v), v.admitted, describeHistory(v.hist))
+		}
+		out.put(t, "naive", summary(v))
+		drawn(t, s, "4/naive")
+	})
+	t.Run("impl=fixed", func(t *testing.T) {
+		_, v := naive(t, false)
+		kept(t, v)
+		out.put(t, "fixed", summary(v))
+	})
+	forEachImpl(t, func(t *testing.T, newB newFunc) {
+		s := newSchedule(t, "test")
+		clk := &schedClock{ManualClock: core.NewManualClock(0), s: s}
+		c := cfg
+		c.Clock = clk
+		v := run(t, s, mustNew(t, newB, c), clk.ManualClock)
+		kept(t, v)
+		out.put(t, implName(t), summary(v))
+		drawn(t, s, "4/"+implName(t))
+	})
+	out.check(t, "4/output", learnOrder...)
+}
+
+// staleFailureInHalfOpen is the schedule of sections 5 and 9 (the sequence
+// of regression B09): call A takes a permit in generation 0 and is slow (its
+// lane parks); meanwhile the breaker (one failure trips, a 1 s open
+// duration, one probe) goes round cycles times through trip, probe and
+// close, three transitions each, then trips and admits a probe, so it is
+// half-open in generation 3*cycles + 2 with that probe in flight; then A
+// fails. It returns A's lane and the counts before and after A's failure.
+func staleFailureInHalfOpen(t *testing.T, s *schedule, b breakers.Breaker, clk *core.ManualClock, cycles int) (a *lane, before, after core.Counts) {
 	t.Helper()
-	old, err := b.Allow()
+	var (
+		old core.Permit
+		err error
+	)
+	a = s.spawn("call A", 0, func() {
+		s.note("Allow()")
+		old, err = b.Allow()
+		s.note("-> " + seen(old, err))
+		s.park("slow: in flight")
+		s.note("Record(failure)")
+		b.Record(old, core.Failure)
+		after = b.Counts()
+		s.note(fmt.Sprintf("-> %v, g%d", after.State, after.Generation))
+	})
+	s.settle()
+	require.True(t, s.isParked(a), "call A is in flight")
 	require.NoError(t, err, "the first call of a closed breaker")
-	for c := range cycles + 1 {
+	cycle := func(c int, close bool) {
 		tripWithOneFailure(t, b, c)
 		clk.Advance(time.Second)
 		probe, err := b.Allow()
 		require.NoError(t, err, "cycle %d: the probe after the open duration", c)
 		require.True(t, probe.Probe, "cycle %d: the call after the open duration is a probe", c)
-		if c == cycles {
-			break // leave it in flight
+		if close {
+			b.Record(probe, core.Success)
+			require.Equal(t, core.Closed, b.State(), "cycle %d: the probe's success closes", c)
 		}
-		b.Record(probe, core.Success)
-		require.Equal(t, core.Closed, b.State(), "cycle %d: the probe's success closes", c)
 	}
-	before = b.Counts()
+	if cycles > 0 {
+		s.act(func() string {
+			for c := range cycles {
+				cycle(c, true)
+			}
+			return fmt.Sprintf("%d x (trip, probe, close)", cycles)
+		})
+	}
+	s.act(func() string {
+		cycle(cycles, false)
+		before = b.Counts()
+		return fmt.Sprintf("trip, probe: %v, g%d", before.State, before.Generation)
+	})
 	require.Equal(t, core.HalfOpen, before.State)
-	b.Record(old, core.Failure)
-	return before, b.Counts()
+	s.release(a)
+	s.finish()
+	return a, before, after
+}
+
+// stalePair runs sections 5 and 9: the naive breaker with generations kept
+// mod wrap, the same with whole generations (fixed) and the real ones,
+// through staleFailureInHalfOpen. The rule: an outcome of a permit from an
+// earlier generation changes nothing.
+func stalePair(t *testing.T, section string, cycles int, wrap uint64) {
+	gens := 3*cycles + 2
+	var out outputs
+	naive := func(t *testing.T, wrap uint64) (*schedule, *lane, core.Counts, core.Counts) {
+		s := newSchedule(t, "other calls")
+		clk := core.NewManualClock(0)
+		b := &naiveBreaker{clock: clk, open: time.Second, permitted: 1, wrap: wrap}
+		a, before, after := staleFailureInHalfOpen(t, s, b, clk, cycles)
+		return s, a, before, after
+	}
+	unchanged := func(t *testing.T, s *schedule, a *lane, before, after core.Counts) string {
+		t.Helper()
+		require.Equal(t, before, after, "a failure from generation 0 recorded in generation %d must change nothing", gens)
+		s.mark(a, markKept)
+		return fmt.Sprintf("generation 0's failure in generation %d: %v, counts unchanged", gens, after.State)
+	}
+	t.Run("impl=naive", func(t *testing.T) {
+		s, a, before, after := naive(t, wrap)
+		if before == after {
+			t.Fatalf("the naive breaker ignored the stale failure: with generations kept mod %d, generation %d reads as %d, not 0", wrap, gens, gens%int(wrap))
+		}
+		s.mark(a, markBroken)
+		out.put(t, "naive", fmt.Sprintf("generation %d reads as %d; the failure of a generation-0 permit: %v -> %v", gens, before.Generation, before.State, after.State))
+		drawn(t, s, section+"/naive")
+	})
+	t.Run("impl=fixed", func(t *testing.T) {
+		s, a, before, after := naive(t, 0)
+		out.put(t, "fixed", unchanged(t, s, a, before, after))
+	})
+	forEachImpl(t, func(t *testing.T, newB newFunc) {
+		s := newSchedule(t, "other calls")
+		clk := core.NewManualClock(0)
+		c := oneProbe
+		c.Clock = clk
+		a, before, after := staleFailureInHalfOpen(t, s, mustNew(t, newB, c), clk, cycles)
+		require.Equal(t, uint64(gens), before.Generation)
+		out.put(t, implName(t), unchanged(t, s, a, before, after))
+		drawn(t, s, section+"/"+implName(t))
+	})
+	out.check(t, section+"/output", learnOrder...)
 }
 
 // oneProbe is the configuration of the sequential teaching pairs: one
 // failure trips, for one second, and one probe decides.
 var oneProbe = core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, PermittedCallsInHalfOpen: 1}
 
-// Teaching pair 3: a stale result flipping the state (R8; regression B09,
-// Hystrix #1853). A breaker that keeps no generation cannot tell the
-// outcome of a call admitted before the trip from the probe's: the late
+// Section 5: a stale result flipping the state (R8; regression B09,
+// Hystrix #1853). A breaker that keeps no generation (wrap 1) cannot tell
+// the outcome of a call admitted before the trip from the probe's: the late
 // failure of the old call re-opens the half-open breaker while its probe is
-// still out, and the probe's success then finds nothing to close. The real
-// implementations named generation 0 in the old permit and are in
-// generation 2: the outcome is stale and changes nothing.
-func TestNaiveStaleResultFlipsTheState(t *testing.T) {
-	t.Run("impl=naive", func(t *testing.T) {
-		clk := core.NewManualClock(0)
-		b := &naiveBreaker{clock: clk, open: time.Second, permitted: 1, wrap: 1}
-		before, after := staleFailureInHalfOpen(t, b, clk, 0)
-		require.Equal(t, core.Open, after.State,
-			"the naive breaker should have let the stale failure re-open it")
-		t.Logf("naive: a failure admitted in closed state, recorded while half-open (probe in flight): %v -> %v", before.State, after.State)
-	})
-	forEachImpl(t, func(t *testing.T, newB newFunc) {
-		clk := core.NewManualClock(0)
-		c := oneProbe
-		c.Clock = clk
-		before, after := staleFailureInHalfOpen(t, mustNew(t, newB, c), clk, 0)
-		require.Equal(t, before, after, "a failure from generation 0 recorded in generation %d", before.Generation)
-		t.Logf("generation 0's failure in generation %d: %v, counts unchanged", before.Generation, after.State)
-	})
+// still out, and the probe's success then finds nothing to close. With the
+// whole generation, and in the real implementations, the old permit names
+// generation 0 in generation 2: the outcome is stale and changes nothing.
+func TestNaive5_StaleResultFlipsTheState(t *testing.T) {
+	stalePair(t, "5", 0, 1)
 }
 
-// Teaching pair 4: a wrapping generation (R8, R15). The naive breaker keeps
-// its generation in 8 bits. After 170 cycles and a trip, 512 transitions,
-// the breaker is in generation 512, which 8 bits read as 0: the name in a
-// permit taken in generation 0. The failure of that call, 512 generations
-// late, counts and re-opens the breaker. The real implementations carry
-// the generation in 64 bits (the lock-free core keeps 20 in its word and
-// names the rest by a second word, docs/design.md), so the permit is stale.
-func TestNaiveGenerationWraps(t *testing.T) {
-	const cycles = 170 // 3*170 + 2 = 512 = 2 * 2^8
-	t.Run("impl=naive", func(t *testing.T) {
-		clk := core.NewManualClock(0)
-		b := &naiveBreaker{clock: clk, open: time.Second, permitted: 1, wrap: 1 << 8}
-		before, after := staleFailureInHalfOpen(t, b, clk, cycles)
-		require.Zero(t, before.Generation, "512 transitions in an 8-bit generation")
-		require.Equal(t, core.Open, after.State,
-			"the naive breaker should have counted the failure of a permit 512 generations old")
-		t.Logf("naive: generation 512 reads as %d; the failure of a generation-0 permit: %v -> %v", before.Generation, before.State, after.State)
-	})
-	forEachImpl(t, func(t *testing.T, newB newFunc) {
-		clk := core.NewManualClock(0)
-		c := oneProbe
-		c.Clock = clk
-		before, after := staleFailureInHalfOpen(t, mustNew(t, newB, c), clk, cycles)
-		require.Equal(t, uint64(3*cycles+2), before.Generation)
-		require.Equal(t, before, after, "a failure from generation 0 recorded in generation %d", before.Generation)
-		t.Logf("generation 0's failure in generation %d: %v, counts unchanged", before.Generation, after.State)
-	})
-}
-
-// allowRecorder is what the clock-parking teaching pairs drive: every
-// breakers.Breaker, and the naive readFirstBreaker.
-type allowRecorder interface {
-	Allow() (core.Permit, error)
-	Record(core.Permit, core.Outcome)
-}
-
-// lookDuringParkedTrip records p's failure on a goroutine that clk parks
-// right after its first reading once armed, steps the clock by step while
-// it is parked, and makes one call meanwhile on another goroutine. With
-// waitForLook it waits for that call before releasing the trip (a lock-free
-// call must return while the trip is parked); without, it releases at once
-// (a mutex call waits for the trip's lock). It returns the call's permit and
-// error once the trip and the call are both done.
-func lookDuringParkedTrip(b allowRecorder, clk *stallingClock, p core.Permit, step time.Duration, waitForLook bool) (core.Permit, error) {
-	clk.armed.Store(true)
-	tripped := make(chan struct{})
-	go func() {
-		defer close(tripped)
-		b.Record(p, core.Failure)
-	}()
-	<-clk.paused
-	clk.Advance(step)
-	var (
-		during core.Permit
-		err    error
-	)
-	looked := make(chan struct{})
-	go func() {
-		defer close(looked)
-		during, err = b.Allow()
-	}()
-	if waitForLook {
-		<-looked
-	}
-	close(clk.release)
-	<-tripped
-	<-looked
-	return during, err
-}
-
-// Teaching pair 5: status and timestamp updated apart (R4, R13; regression
-// B25, Hystrix PR #1640). Each breaker tripped at 0 s and closed again
-// through its probe at 1 s; at 10 s a failure trips it again, and a call
-// arrives in the middle of that trip:
+// Section 6: status and timestamp updated apart (R4, R13; regression B25,
+// Hystrix PR #1640). Each breaker tripped at 0 s and closed again through
+// its probe at 1 s; at 10 s a failure trips it again, and a call arrives
+// in the middle of that trip: the trip's goroutine is parked between its
+// two writes (naive), before its one CAS (fixed), or right after its
+// clock reading (real). The rule: no call is admitted as a probe before
+// the open duration has passed since the trip it sees, and a call refused
+// as open is told to wait the whole of it.
 //
-//   - naive: the trip has written "open" and not yet the opened-at time (its
-//     betweenWrites hook makes the call there, on the same goroutine, so the
-//     order is fixed): the call sees open since 0 s, an open duration long
-//     past, and is admitted as a probe 0 s after the trip;
-//   - lock-free: the trip is parked by the clock right after its reading
-//     (stallingClock, as in TestTransitionReadsTheClockAfterItsClaim); the
-//     call finds the word claimed, completes the trip with its own reading
-//     and is refused for the whole second; it must return while the trip is
-//     parked, so the test waits for it before releasing the trip;
-//   - mutex: the call waits for the lock the parked trip holds, then sees the
-//     trip whole and is refused for the whole second.
-func TestNaiveStatusAndTimestampApart(t *testing.T) {
-	procs(t, 2)
+//   - naive: the call sees open since 0 s, an open duration long past, and
+//     is admitted as a probe 0 s after the trip;
+//   - fixed: the call sees closed, and is admitted as a closed call
+//     (ordered before the trip, which has not happened yet);
+//   - lock-free: the trip has claimed the word; the call completes the trip
+//     with its own reading and is refused for the whole second, while the
+//     trip is still parked (lock-free: no call waits for a parked one);
+//   - mutex: the call waits for the lock the parked trip holds, then sees
+//     the trip whole and is refused for the whole second.
+func TestNaive6_StatusAndTimestampApart(t *testing.T) {
 	// recoverThenFail trips b at 0 s, closes it by a probe at 1 s, steps to
 	// 10 s and takes the call whose failure will trip it again.
-	recoverThenFail := func(t *testing.T, b breakers.Breaker, clk *core.ManualClock) core.Permit {
+	recoverThenFail := func(t *testing.T, s *schedule, b breakers.Breaker, clk *core.ManualClock) (p core.Permit) {
 		t.Helper()
-		tripWithOneFailure(t, b, 0)
-		clk.Advance(time.Second)
-		probe, err := b.Allow()
-		require.NoError(t, err, "the probe at 1 s")
-		b.Record(probe, core.Success)
-		require.Equal(t, core.Closed, b.State())
-		clk.Advance(9 * time.Second)
-		p, err := b.Allow()
-		require.NoError(t, err, "the call at 10 s")
+		s.act(func() string {
+			tripWithOneFailure(t, b, 0)
+			clk.Advance(time.Second)
+			probe, err := b.Allow()
+			require.NoError(t, err, "the probe at 1 s")
+			b.Record(probe, core.Success)
+			require.Equal(t, core.Closed, b.State())
+			return "trip at 0s, close at 1s"
+		})
+		s.act(func() string {
+			clk.Advance(9 * time.Second)
+			var err error
+			p, err = b.Allow()
+			require.NoError(t, err, "the call at 10 s")
+			return "clock -> 10s; Allow()"
+		})
 		return p
 	}
-	t.Run("impl=naive", func(t *testing.T) {
-		clk := core.NewManualClock(0)
-		b := &splitBreaker{clock: clk, open: time.Second}
-		p := recoverThenFail(t, b, clk)
-		var (
-			midway core.Permit
-			err    error
-			since  time.Duration
-		)
-		b.betweenWrites = func() {
-			since = time.Duration(b.openedAt.Load())
-			midway, err = b.Allow()
+	type verdict struct {
+		during        core.Permit
+		err           error
+		returnedEarly bool   // the call returned while the trip was parked
+		waitedOn      string // else, what the runtime said it waited on
+	}
+	run := func(t *testing.T, s *schedule, b breakers.Breaker, clk *core.ManualClock) verdict {
+		t.Helper()
+		p := recoverThenFail(t, s, b, clk)
+		trip := s.spawn("trip", 1, func() {
+			s.note("Record(failure)")
+			b.Record(p, core.Failure)
+			s.note("-> returns")
+		})
+		s.settle()
+		require.True(t, s.isParked(trip), "the trip is parked in its middle")
+		var v verdict
+		call := s.spawn("call", 0, func() {
+			s.note("Allow()")
+			v.during, v.err = b.Allow()
+			s.note("-> " + seen(v.during, v.err))
+		})
+		s.settle()
+		v.returnedEarly, v.waitedOn = s.done(call), s.blockedOn(call)
+		s.release(trip)
+		s.finish()
+		if v.err == nil && v.during.Probe {
+			s.mark(call, markBroken)
+		} else {
+			s.mark(call, markKept)
 		}
-		b.Record(p, core.Failure)
-		require.NoError(t, err, "the naive breaker should have admitted the call between its two writes")
-		require.True(t, midway.Probe)
-		t.Logf("naive: a call at %v, between the trip's state and timestamp writes, sees open since %v and is admitted as a probe",
-			clk.Now(), since)
+		return v
+	}
+	// kept fails t unless v keeps the rule.
+	kept := func(t *testing.T, v verdict) {
+		t.Helper()
+		require.False(t, v.err == nil && v.during.Probe, "a call in the middle of the trip at 10 s was admitted as a probe, 0 s into a 1 s open duration")
+		if v.err != nil {
+			require.ErrorIs(t, v.err, core.ErrOpen, "the call in the middle of the trip")
+			require.Equal(t, time.Second, v.during.RetryAfter, "a call refused in the middle of the trip waits the whole open duration")
+		}
+	}
+	var out outputs
+	naive := func(t *testing.T, apart bool) (*schedule, verdict) {
+		s := newSchedule(t, "test")
+		clk := core.NewManualClock(0)
+		b := &splitBreaker{hooks: traced(s), clock: clk, open: time.Second, apart: apart}
+		return s, run(t, s, b, clk)
+	}
+	t.Run("impl=naive", func(t *testing.T) {
+		s, v := naive(t, true)
+		if v.err != nil || !v.during.Probe {
+			t.Fatalf("the naive breaker kept the rule: the call in the middle of the trip got %s; it must come between the state write and the time write", seen(v.during, v.err))
+		}
+		out.put(t, "naive", "the call at 10s, between the trip's state and time writes, sees open since 0s: "+seen(v.during, v.err))
+		drawn(t, s, "6/naive")
+	})
+	t.Run("impl=fixed", func(t *testing.T) {
+		_, v := naive(t, false)
+		kept(t, v)
+		require.True(t, v.returnedEarly, "the fixed naive breaker holds no lock: its call must return while the trip is parked, yet it waits (%s)", v.waitedOn)
+		out.put(t, "fixed", "the call at 10s, before the trip's one CAS: "+seen(v.during, v.err))
 	})
 	forEachImpl(t, func(t *testing.T, newB newFunc) {
-		lockfree := strings.HasSuffix(t.Name(), "/impl=lockfree")
-		clk := newStallingClock(1)
+		s := newSchedule(t, "test")
+		clk := &schedClock{ManualClock: core.NewManualClock(0), s: s}
 		c := oneProbe
 		c.Clock = clk
-		b := mustNew(t, newB, c)
-		p := recoverThenFail(t, b, clk.ManualClock)
-		_, err := lookDuringParkedTrip(b, clk, p, 0, lockfree)
-		require.ErrorIs(t, err, core.ErrOpen, "the call in the middle of the trip")
-		require.Equal(t, time.Second, core.RetryAfterOf(err), "the wait of the call in the middle of the trip")
-		t.Logf("a call in the middle of the trip at 10 s: %v", err)
+		v := run(t, s, mustNew(t, newB, c), clk.ManualClock)
+		kept(t, v)
+		if implName(t) == "lockfree" {
+			require.True(t, v.returnedEarly, "lock-free: the call must return while the trip is parked, yet it waits (%s)", v.waitedOn)
+		}
+		out.put(t, implName(t), "the call at 10s in the middle of the trip: "+seen(v.during, v.err))
+		drawn(t, s, "6/"+implName(t))
 	})
+	out.check(t, "6/output", learnOrder...)
 }
 
-// Teaching pair 6: a callback under the lock (R12; regression B13,
-// sony/gobreaker #37). Each breaker trips on one failure, and its listener
-// calls back into it. The naive breaker calls the listener with
-// its mutex held: the listener finds that mutex locked (TryLock fails; it
-// does not then call State, which would wait for ever on its own caller).
-// The real implementations deliver after the commit (the lock-free core
-// through its dispatcher, the baseline with its mutex released): the
-// listener's State, Counts and Allow return, and see the transition it is
-// told about.
-func TestNaiveCallbackUnderTheLock(t *testing.T) {
-	t.Run("impl=naive", func(t *testing.T) {
-		var (
-			b                *lockedBreaker
-			calls, underLock int
-		)
-		b = &lockedBreaker{onChange: func(core.Transition) {
-			calls++
-			if !b.mu.TryLock() {
-				underLock++ // b.State() here would never return
-				return
+// recorder is what section 7's schedule drives: every breakers.Breaker,
+// and the naive recycleBreaker.
+type recorder interface {
+	Allow() (core.Permit, error)
+	Record(core.Permit, core.Outcome)
+	State() core.State
+}
+
+// Section 7: a bucket write lost in recycling (R2; cep21/circuit's rolling
+// buckets). A time window of 10 one-second buckets and a trip at 3
+// failures. One success at 3 s; the clock moves to 13 s, so bucket 3 must
+// be recycled for second 13. The recycler R records a failure at 13 s and
+// is parked in its middle; meanwhile two more failures of second 13 are
+// recorded; then R goes on. The rule: every recorded outcome counts, so the
+// three failures of second 13 trip the breaker in every order.
+//
+//   - naive: R is parked between relabelling bucket 3 and clearing it; the
+//     writers see the new label and count into the bucket; R's late clear
+//     throws their failures away: one failure in the window, closed;
+//   - fixed (relabel and clear one CAS): R is parked after that CAS; the
+//     writers count into the cleared bucket, R counts the third: open;
+//   - lock-free: R is parked at its clock reading, the last point outside
+//     the window package can reach (the gap inside the recycle, between the
+//     bucket's id CAS and its counters' moves, is forced on the real window
+//     by TestRecycle_WriterAheadOfResetIsKept in window/buckets); the
+//     writers recycle and count, R counts the third: open;
+//   - mutex: R holds the lock across its clock reading, relabel and clear,
+//     so the writers wait for it: open.
+func TestNaive7_RecycleLosesWrites(t *testing.T) {
+	const writers = 2
+	run := func(t *testing.T, s *schedule, b recorder, clk *core.ManualClock) core.State {
+		t.Helper()
+		permits := make([]core.Permit, writers+1)
+		s.act(func() string {
+			p, err := b.Allow()
+			require.NoError(t, err)
+			b.Record(p, core.Success)
+			return "a success at 3s"
+		})
+		s.act(func() string {
+			clk.Set(13 * time.Second)
+			for i := range permits {
+				var err error
+				permits[i], err = b.Allow()
+				require.NoError(t, err, "closed at 13 s")
 			}
-			b.mu.Unlock()
-		}}
-		b.Record(core.Failure)
-		require.Equal(t, 1, calls)
-		require.Equal(t, 1, underLock, "the naive breaker should have called its listener under its lock")
-		t.Logf("naive: the listener ran with the breaker's mutex held; a call back into the breaker would deadlock")
+			return fmt.Sprintf("clock -> 13s; %d calls", len(permits))
+		})
+		record := func(p core.Permit) func() {
+			return func() {
+				s.note("Record(failure)")
+				b.Record(p, core.Failure)
+				s.note("-> returns")
+			}
+		}
+		r := s.spawn("recycler R", 1, record(permits[0]))
+		s.settle()
+		require.True(t, s.isParked(r), "the recycler is parked")
+		for i, p := range permits[1:] {
+			s.spawn(fmt.Sprintf("writer %d", i+1), 0, record(p))
+			s.settle()
+		}
+		s.release(r)
+		s.finish()
+		st := b.State()
+		if st == core.Open {
+			s.mark(r, markKept)
+		} else {
+			s.markStep(r, "clears", markBroken)
+		}
+		return st
+	}
+	var out outputs
+	naive := func(t *testing.T, clearApart bool) (*schedule, *recycleBreaker, core.State) {
+		s := newSchedule(t, "test")
+		clk := core.NewManualClock(3 * time.Second)
+		b := &recycleBreaker{hooks: traced(s), clock: clk, threshold: writers + 1, clearApart: clearApart}
+		return s, b, run(t, s, b, clk)
+	}
+	kept := func(t *testing.T, st core.State) string {
+		t.Helper()
+		require.Equal(t, core.Open, st, "%d failures of second 13 were recorded: they must trip the breaker", writers+1)
+		return fmt.Sprintf("%d failures recorded in second 13 while the recycler was parked: %v", writers+1, st)
+	}
+	t.Run("impl=naive", func(t *testing.T) {
+		s, b, st := naive(t, true)
+		if st == core.Open {
+			t.Fatalf("the naive breaker kept every write: no writer came between the recycler's relabel and its clear")
+		}
+		out.put(t, "naive", fmt.Sprintf("%d failures recorded in second 13, %d in the window after the recycler's late clear: %v",
+			writers+1, b.inWindow(13), st))
+		drawn(t, s, "7/naive")
+	})
+	t.Run("impl=fixed", func(t *testing.T) {
+		_, _, st := naive(t, false)
+		out.put(t, "fixed", kept(t, st))
 	})
 	forEachImpl(t, func(t *testing.T, newB newFunc) {
+		s := newSchedule(t, "test")
+		clk := &schedClock{ManualClock: core.NewManualClock(3 * time.Second), s: s}
+		b := mustNew(t, newB, core.Config{WindowType: core.TimeBased, WindowSize: 10,
+			FailureCountThreshold: writers + 1, MinimumNumberOfCalls: 1, OpenDuration: time.Minute, Clock: clk})
+		out.put(t, implName(t), kept(t, run(t, s, b, clk.ManualClock)))
+		drawn(t, s, "7/"+implName(t))
+	})
+	out.check(t, "7/output", learnOrder...)
+}
+
+// Section 8: a callback under the lock (R12; regression B13,
+// sony/gobreaker #37). Each breaker trips on one failure, and its listener
+// calls back into it. The rule: the listener's call back returns.
+//
+//   - naive: the listener runs with the breaker's mutex held, and its State
+//     waits for that mutex: the goroutine waits for itself, a deadlock the
+//     schedule sees at once (the test then unlocks the mutex from outside,
+//     which only a test may do, to end the goroutine);
+//   - fixed: the listener runs after the unlock, and State returns;
+//   - lock-free and mutex: the listener runs after the commit (the lock-free
+//     core through its dispatcher, the baseline with its mutex released):
+//     its State, Counts and Allow return, and see the transition it is told
+//     about.
+func TestNaive8_CallbackUnderTheLock(t *testing.T) {
+	var out outputs
+	// naive runs a lockedBreaker's trip on a lane and reports whether the
+	// listener's State returned without help.
+	naive := func(t *testing.T, underLock bool) (*schedule, bool) {
+		s := newSchedule(t, "test")
+		var (
+			b       *lockedBreaker
+			rescued atomic.Bool
+		)
+		b = &lockedBreaker{hooks: traced(s), underLock: underLock, onChange: func(tr core.Transition) {
+			s.note("listener: State()")
+			st := b.State()
+			s.note("-> " + st.String())
+			if rescued.Load() {
+				s.park("") // while the test locks the mutex again for Record's unlock
+			}
+		}}
+		l := s.spawn("Record", 0, func() {
+			s.note("Record(failure)")
+			b.Record(core.Failure)
+			s.note("-> returns")
+		})
+		s.settle()
+		if s.done(l) {
+			s.markStep(l, "-> open", markKept)
+			return s, true
+		}
+		if s.blockedOn(l) != "sync.Mutex.Lock" {
+			t.Fatalf("the trip neither returned nor waits for the breaker's mutex: %s", s.describe([]*lane{l}))
+		}
+		s.mark(l, markBroken)
+		s.act(func() string {
+			rescued.Store(true)
+			b.mu.Unlock()
+			return "deadlock seen; unlocks b.mu"
+		})
+		s.settle()
+		require.True(t, s.isParked(l), "the listener's State returned once the mutex was unlocked")
+		s.act(func() string {
+			b.mu.Lock()
+			return "locks b.mu for Record's unlock"
+		})
+		s.release(l)
+		s.finish()
+		return s, false
+	}
+	t.Run("impl=naive", func(t *testing.T) {
+		s, returned := naive(t, true)
+		if returned {
+			t.Fatal("the naive breaker's listener called back and returned: it must run with the breaker's mutex held")
+		}
+		out.put(t, "naive", "the listener's State() waits for the mutex its own caller holds: a deadlock")
+		drawn(t, s, "8/naive")
+	})
+	t.Run("impl=fixed", func(t *testing.T) {
+		_, returned := naive(t, false)
+		require.True(t, returned, "the listener runs after the unlock: its State must return")
+		out.put(t, "fixed", "the listener's State() returned: open")
+	})
+	forEachImpl(t, func(t *testing.T, newB newFunc) {
+		s := newSchedule(t, "test")
 		var (
 			b    breakers.Breaker
 			seen []string
@@ -473,141 +781,165 @@ func TestNaiveCallbackUnderTheLock(t *testing.T) {
 		c := oneProbe
 		c.Clock = core.NewManualClock(0)
 		c.OnStateChange = func(tr core.Transition) {
+			s.note("listener: State() etc.")
 			_, err := b.Allow()
 			seen = append(seen, fmt.Sprintf("%v: State %v, Counts.Generation %d, Allow %v",
 				pairName(tr.From, tr.To), b.State(), b.Counts().Generation, breakers.Reason(err)))
+			s.note("-> " + b.State().String())
 		}
 		b = mustNew(t, newB, c)
-		tripWithOneFailure(t, b, 0)
+		p, err := b.Allow()
+		require.NoError(t, err, "a closed breaker's call")
+		l := s.spawn("Record", 0, func() {
+			s.note("Record(failure)")
+			b.Record(p, core.Failure)
+			s.note("-> returns")
+		})
+		s.settle()
+		if !s.done(l) {
+			t.Fatalf("the trip did not return: %s", s.describe([]*lane{l}))
+		}
+		s.markStep(l, "-> open", markKept)
 		require.Equal(t, []string{"C>O: State open, Counts.Generation 1, Allow " + core.ErrOpen.Error()}, seen)
-		t.Logf("the listener called back: %s", seen[0])
+		out.put(t, implName(t), "the listener called back: "+seen[0])
+		drawn(t, s, "8/"+implName(t))
 	})
+	out.check(t, "8/output", learnOrder...)
 }
 
-// Teaching pair 7: a clock read taken before its swap (R13; defect 4 of
+// Section 9: a wrapping generation (R8, R15). The naive breaker keeps its
+// generation in 8 bits. After 170 cycles and a trip, 512 transitions, it is
+// in generation 512, which 8 bits read as 0: the name in a permit taken in
+// generation 0. The failure of that call, 512 generations late, counts and
+// re-opens the breaker. With the whole generation, and in the real
+// implementations (64 bits; the lock-free core keeps 20 in its word and
+// names the rest by a second word, docs/design.md), the permit is stale.
+func TestNaive9_GenerationWraps(t *testing.T) {
+	const cycles = 170 // 3*170 + 2 = 512 = 2 * 2^8
+	stalePair(t, "9", cycles, 1<<8)
+}
+
+// Section 10: a clock read taken before its swap (R13; defect 4 of
 // docs/verification.md, in the lock-free core before it claimed first).
-// One failure trips for 1 s. The trip is parked by the clock right after
-// its reading (0 s); the clock steps to 500 ms; a call looks; the trip goes
-// on; a last call at 500 ms reads the wait the trip's deadline leaves. One
-// order of whole operations must explain both calls: the call during the
-// trip and the last call must then see the same deadline.
+// One failure trips for 1 s. The trip is parked right after its clock
+// reading (0 s, or, where the trip claims first, after the claim); the clock
+// steps; a call looks; the trip goes on; a last call looks. The rule: the
+// history is linearizable (some order of whole operations, each at an
+// instant between its call and its return, gives every call what it got),
+// checked by porcupine against the sequential model as section 4's is, for
+// a step of 500 ms (drawn) and of 2 s.
 //
 //   - naive (reads, then swaps): the call during the trip still sees closed
-//     and is admitted, yet the last call is told to wait 500 ms, a deadline
-//     from the trip at 0 s, before the step the admitted call came after;
-//   - lock-free: the trip has claimed the word before its reading, so the
-//     call during the trip finds the claim, completes the trip with its own
-//     reading (500 ms) and is refused for 1 s, and so is the last call; it
-//     returns while the trip is parked (the test waits for it first);
-//   - mutex: the call waits for the trip's lock and is refused for the
-//     500 ms the trip at 0 s left, and so is the last call.
-func TestNaiveClockReadBeforeItsSwap(t *testing.T) {
-	procs(t, 2)
-	// tripAcrossAStep returns the permits and errors of the call during
-	// the trip and of the last call.
-	tripAcrossAStep := func(t *testing.T, b allowRecorder, clk *stallingClock, waitForLook bool) (during, last core.Permit, duringErr, lastErr error) {
+//     and is admitted, yet the trip's deadline comes from its reading before
+//     the step the admitted call came after: no order explains both;
+//   - fixed and lock-free (claim, read, commit): the call during the trip
+//     finds the claim and completes the trip with its own reading, while
+//     the trip is still parked;
+//   - mutex: the call waits for the trip's lock and sees the trip whole.
+func TestNaive10_ClockReadBeforeItsSwap(t *testing.T) {
+	steps := []time.Duration{500 * time.Millisecond, 2 * time.Second}
+	type verdict struct {
+		lin           porcupine.CheckResult
+		hist          []porcupine.Operation
+		during, last  linOut
+		returnedEarly bool
+		waitedOn      string
+	}
+	run := func(t *testing.T, s *schedule, b breakers.Breaker, clk *core.ManualClock, step time.Duration) verdict {
 		t.Helper()
-		p, err := b.Allow()
-		require.NoError(t, err, "the closed breaker's first call")
-		during, duringErr = lookDuringParkedTrip(b, clk, p, 500*time.Millisecond, waitForLook)
-		last, lastErr = b.Allow()
-		return during, last, duringErr, lastErr
+		h := newHistorian(b, clk, fullCounts, 4)
+		var p core.Permit
+		s.act(func() string {
+			p = h.do(0, linIn{kind: linAllow}).p
+			return "Allow() -> admitted, g0"
+		})
+		trip := s.spawn("trip", 1, func() {
+			s.note("Record(failure)")
+			h.do(1, linIn{kind: linDone, p: p, err: 1})
+			s.note("-> returns")
+		})
+		s.settle()
+		require.True(t, s.isParked(trip), "the trip is parked after its clock reading")
+		s.act(func() string {
+			h.do(2, linIn{kind: linAdvance, d: step})
+			return "clock -> " + step.String()
+		})
+		var v verdict
+		call := s.spawn("call", 0, func() { v.during = laneAllow(s, h, 3) })
+		s.settle()
+		v.returnedEarly, v.waitedOn = s.done(call), s.blockedOn(call)
+		s.release(trip)
+		s.finish()
+		s.act(func() string {
+			v.last = h.do(0, linIn{kind: linAllow})
+			return "Allow() -> " + seenOut(v.last)
+		})
+		var n atomic.Int64
+		v.hist = h.history()
+		cfg := oneProbe
+		cfg.Classifier = classify
+		v.lin = linearizable(t, linModel(cfg, 0, fullCounts, &n), v.hist, "_step-"+step.String())
+		if v.lin == porcupine.Ok {
+			s.mark(call, markKept)
+		} else {
+			s.markStep(trip, "CAS: open", markBroken)
+		}
+		return v
+	}
+	summary := func(v verdict) string {
+		return fmt.Sprintf("the call during the trip: %s; the last call: %s; porcupine: %s", seenOut(v.during), seenOut(v.last), v.lin)
+	}
+	kept := func(t *testing.T, v verdict) {
+		t.Helper()
+		if v.lin != porcupine.Ok {
+			t.Fatalf("%s; want a linearizable history:\n%s", summary(v), describeHistory(v.hist))
+		}
+	}
+	var out outputs
+	naive := func(t *testing.T, readFirst bool, step time.Duration) (*schedule, verdict) {
+		s := newSchedule(t, "test")
+		clk := &schedClock{ManualClock: core.NewManualClock(0), s: s}
+		b := &readFirstBreaker{hooks: traced(s), clock: clk, open: time.Second, readFirst: readFirst}
+		return s, run(t, s, b, clk.ManualClock, step)
 	}
 	t.Run("impl=naive", func(t *testing.T) {
-		clk := newStallingClock(1)
-		_, last, duringErr, lastErr := tripAcrossAStep(t, &readFirstBreaker{clock: clk, open: time.Second}, clk, true)
-		require.NoError(t, duringErr, "the naive breaker should have admitted the call after the step, during the trip")
-		require.ErrorIs(t, lastErr, core.ErrOpen)
-		require.Equal(t, 500*time.Millisecond, last.RetryAfter, "the naive trip's deadline should come from its reading before the step")
-		t.Logf("naive: the call at 500ms during the trip was admitted (closed), then the last call at 500ms was told to wait %v: a trip at 0s", last.RetryAfter)
-	})
-	forEachImpl(t, func(t *testing.T, newB newFunc) {
-		clk := newStallingClock(1)
-		c := oneProbe
-		c.Clock = clk
-		during, last, duringErr, lastErr := tripAcrossAStep(t, mustNew(t, newB, c), clk, strings.HasSuffix(t.Name(), "/impl=lockfree"))
-		require.ErrorIs(t, duringErr, core.ErrOpen, "the call during the trip")
-		require.ErrorIs(t, lastErr, core.ErrOpen, "the last call")
-		require.Equal(t, during.RetryAfter, last.RetryAfter, "the call during the trip and the last call see one deadline")
-		t.Logf("the call at 500ms during the trip and the last call at 500ms: both refused, wait %v", last.RetryAfter)
-	})
-}
-
-// Teaching pair 8: a bucket write lost in recycling (R2; cep21/circuit's
-// rolling buckets). A time window of 10 one-second buckets and a trip at 6
-// failures. One success at 3 s; the clock moves to 13 s, so bucket 3 must
-// be recycled for second 13. The recycler R records a failure at 13 s and
-// is held; meanwhile five more failures of second 13 are recorded; then R
-// goes on. Six failures of second 13 are in the window in every order, so
-// every correct breaker ends open.
-//
-//   - naive: R is held between relabelling bucket 3 and clearing it; the
-//     five writers see the new label and count into the bucket; R's late
-//     clear throws their failures away: one failure in the window, closed;
-//   - lock-free: R is held at its clock reading, the last point outside
-//     the window package can reach (the gap inside the recycle, between the
-//     bucket's id CAS and its counters' moves, is forced on the real window
-//     by TestRecycle_WriterAheadOfResetIsKept in window/buckets); the five
-//     writers recycle and count, R counts the sixth: open;
-//   - mutex: R holds the lock across its clock reading, relabel and clear,
-//     so the writers wait for it (the test releases R at once): open.
-func TestNaiveRecycleLosesWrites(t *testing.T) {
-	procs(t, 2)
-	const writers = 5
-	t.Run("impl=naive", func(t *testing.T) {
-		clk := core.NewManualClock(3 * time.Second)
-		held, release := make(chan struct{}), make(chan struct{})
-		b := &recycleBreaker{clock: clk, threshold: writers + 1}
-		b.Record(core.Permit{}, core.Success)
-		clk.Set(13 * time.Second)
-		b.afterRelabel = func() {
-			b.afterRelabel = nil // only R is held
-			close(held)
-			<-release
-		}
-		recorded := make(chan struct{})
-		go func() { defer close(recorded); b.Record(core.Permit{}, core.Failure) }()
-		<-held
-		for range writers {
-			b.Record(core.Permit{}, core.Failure)
-		}
-		close(release)
-		<-recorded
-		_, err := b.Allow()
-		require.NoError(t, err, "the naive breaker should have lost the writes and stayed closed")
-		require.EqualValues(t, 1, b.inWindow(13), "the naive window after R's late clear")
-		t.Logf("naive: %d failures recorded in second 13, %d in the window after the recycler's late clear; still closed", writers+1, b.inWindow(13))
-	})
-	forEachImpl(t, func(t *testing.T, newB newFunc) {
-		clk := newStallingClock(1)
-		clk.Set(3 * time.Second)
-		b := mustNew(t, newB, core.Config{WindowType: core.TimeBased, WindowSize: 10,
-			FailureCountThreshold: writers + 1, MinimumNumberOfCalls: 1, OpenDuration: time.Minute, Clock: clk})
-		p, err := b.Allow()
-		require.NoError(t, err)
-		b.Record(p, core.Success)
-		clk.Set(13 * time.Second)
-		permits := make([]core.Permit, writers+1)
-		for i := range permits {
-			permits[i], err = b.Allow()
-			require.NoError(t, err, "closed at 13 s")
-		}
-		lockFree := strings.HasSuffix(t.Name(), "/impl=lockfree")
-		clk.armed.Store(true)
-		recorded := make(chan struct{})
-		go func() { defer close(recorded); b.Record(permits[0], core.Failure) }()
-		<-clk.paused
-		var wg sync.WaitGroup
-		for _, q := range permits[1:] {
-			wg.Go(func() { b.Record(q, core.Failure) })
-			if lockFree {
-				wg.Wait() // a lock-free writer returns while R is held
+		for i, step := range steps {
+			s, v := naive(t, true, step)
+			if v.lin != porcupine.Illegal {
+				t.Fatalf("step %v: %s: porcupine did not reject the naive history; the call must come after the step and before the trip's swap", step, summary(v))
+			}
+			if i == 0 {
+				out.put(t, "naive", summary(v))
+				drawn(t, s, "10/naive")
 			}
 		}
-		close(clk.release)
-		<-recorded
-		wg.Wait()
-		require.Equal(t, core.Open, b.State(), "six failures of second 13 trip the breaker")
-		t.Logf("%d failures recorded in second 13 while the recycler was held: %v", writers+1, b.State())
 	})
+	t.Run("impl=fixed", func(t *testing.T) {
+		for i, step := range steps {
+			_, v := naive(t, false, step)
+			kept(t, v)
+			require.True(t, v.returnedEarly, "step %v: the fixed naive breaker holds no lock: its call must return while the trip is parked, yet it waits (%s)", step, v.waitedOn)
+			if i == 0 {
+				out.put(t, "fixed", summary(v))
+			}
+		}
+	})
+	forEachImpl(t, func(t *testing.T, newB newFunc) {
+		for i, step := range steps {
+			s := newSchedule(t, "test")
+			clk := &schedClock{ManualClock: core.NewManualClock(0), s: s}
+			c := oneProbe
+			c.Clock = clk
+			v := run(t, s, mustNew(t, newB, c), clk.ManualClock, step)
+			kept(t, v)
+			if implName(t) == "lockfree" {
+				require.True(t, v.returnedEarly, "step %v: lock-free: the call must return while the trip is parked, yet it waits (%s)", step, v.waitedOn)
+			}
+			if i == 0 {
+				out.put(t, implName(t), summary(v))
+				drawn(t, s, "10/"+implName(t))
+			}
+		}
+	})
+	out.check(t, "10/output", learnOrder...)
 }

@@ -1,0 +1,227 @@
+//go:build exercises && !solutions
+
+package race_test
+
+// The broken variants of the exercises (exercises_test.go): each has one
+// mistake, the one its section of docs/learn.md is about. Fix it here, run
+//
+//	go test -tags exercises -run TestExercise ./race/
+//
+// and compare with exercises_solutions_test.go.
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/casbreaker/casbreaker/core"
+)
+
+// boundedCounter counts up to max. Section 2.
+type boundedCounter struct {
+	hooks
+	max int64
+	n   atomic.Int64
+}
+
+// inc adds one unless the count is at max, and says whether it did.
+func (c *boundedCounter) inc() bool {
+	n := c.n.Load()
+	if n >= c.max {
+		return false
+	}
+	c.hold("loaded %d", n)
+	c.n.Store(n + 1)
+	c.note("stores %d", n+1)
+	return true
+}
+
+// Section 3: the word is state in bits 0..2, step in 3..7, payload in
+// 8..43 and generation in 44..63.
+func packWord(st, step, payload, gen uint64) uint64 {
+	return gen<<43 | payload<<8 | step<<3 | st
+}
+
+func unpackWord(w uint64) (st, step, payload, gen uint64) {
+	return w & 7, w >> 3 & 31, w >> 8 & (1<<36 - 1), w >> 43
+}
+
+// flipBreaker is open until its deadline, then admits permitted probes.
+// Section 4.
+type flipBreaker struct {
+	clock     core.Clock
+	deadline  time.Duration
+	permitted uint64
+	w         atomic.Uint64 // probes in flight<<8 | state
+}
+
+func (f *flipBreaker) allow() bool {
+	for {
+		w := f.w.Load()
+		switch core.State(w & 0xff) {
+		case core.Open:
+			if f.clock.Now() < f.deadline {
+				return false
+			}
+			if f.w.CompareAndSwap(w, uint64(core.HalfOpen)) {
+				return true // the flipping caller is the first probe
+			}
+		case core.HalfOpen:
+			if w>>8 >= f.permitted {
+				return false
+			}
+			if f.w.CompareAndSwap(w, w+1<<8) {
+				return true
+			}
+		default:
+			return true
+		}
+	}
+}
+
+// genBreaker trips on one failure and closes on one probe success; a
+// permit names the generation it was granted in. Section 5.
+type genBreaker struct {
+	mu    sync.Mutex
+	state core.State
+	gen   uint64
+}
+
+func (g *genBreaker) allow() core.Permit {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p := core.Permit{Generation: g.gen, Probe: g.state == core.HalfOpen}
+	if g.state == core.Open {
+		g.state, g.gen = core.HalfOpen, g.gen+1
+		p = core.Permit{Generation: g.gen, Probe: true}
+	}
+	return p
+}
+
+func (g *genBreaker) record(p core.Permit, o core.Outcome) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if o == core.Failure && p.Generation != g.gen {
+		return // stale
+	}
+	switch {
+	case o == core.Failure:
+		g.state, g.gen = core.Open, g.gen+1
+	case o == core.Success && g.state == core.HalfOpen:
+		g.state, g.gen = core.Closed, g.gen+1
+	}
+}
+
+// untilBreaker is open until a deadline, one failure trips it for open.
+// Section 6.
+type untilBreaker struct {
+	hooks
+	clock core.Clock
+	open  time.Duration
+	state atomic.Int32 // core.State
+	until atomic.Int64 // open: the deadline
+}
+
+func (u *untilBreaker) trip() {
+	u.until.Store(int64(u.clock.Now() + u.open)) // the deadline first,
+	u.state.Store(int32(core.Open))              // then the state
+}
+
+// close is the state a probe's success leaves.
+func (u *untilBreaker) close() { u.state.Store(int32(core.Closed)) }
+
+// allow admits a closed call, refuses before the deadline and admits a
+// probe after it.
+func (u *untilBreaker) allow() (probe, ok bool) {
+	until := time.Duration(u.until.Load())
+	u.hold("loads until: %v", until)
+	if core.State(u.state.Load()) != core.Open {
+		return false, true
+	}
+	if u.clock.Now() < until {
+		return false, false
+	}
+	return true, true
+}
+
+// bucket counts the failures of one second. Section 7.
+type bucket struct {
+	hooks
+	second atomic.Int64
+	count  atomic.Int64
+}
+
+// add counts a failure of second now, recycling the bucket first if it
+// holds an older second.
+func (b *bucket) add(now int64) {
+	if old := b.second.Load(); old != now && b.second.CompareAndSwap(old, now) {
+		b.hold("relabels: second %d", now)
+		b.count.Store(0)
+	}
+	b.count.Add(1)
+}
+
+// failures is the count of second now.
+func (b *bucket) failures(now int64) int64 {
+	if b.second.Load() != now {
+		return 0
+	}
+	return b.count.Load()
+}
+
+// notifier trips on one failure and tells its listener. Section 8.
+type notifier struct {
+	mu       sync.Mutex
+	state    core.State
+	listener func(core.Transition)
+}
+
+func (n *notifier) fail() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.state == core.Closed {
+		n.state = core.Open
+		n.listener(core.Transition{From: core.Closed, To: core.Open, Generation: 1})
+	}
+}
+
+func (n *notifier) State() core.State {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.state
+}
+
+// wideBreaker keeps a 64-bit generation and counts an outcome only for a
+// permit of the current one. Section 9.
+type wideBreaker struct {
+	gen      uint64
+	failures int
+}
+
+func (w *wideBreaker) transition() { w.gen++ }
+
+func (w *wideBreaker) record(p core.Permit) {
+	if uint16(p.Generation) != uint16(w.gen) {
+		return // stale
+	}
+	w.failures++
+}
+
+// tripBreaker is readFirstBreaker's trip alone: one failure trips for open,
+// the word holds the state and the deadline. Section 10.
+type tripBreaker struct {
+	noExtras
+	hooks
+	clock core.Clock
+	open  time.Duration
+	w     atomic.Uint64 // deadline in ns<<8 | state, with state 7 a claim
+}
+
+func (r *tripBreaker) Record(p core.Permit, o core.Outcome) {
+	w := r.w.Load()
+	if o != core.Failure || core.State(w&0xff) != core.Closed || p.Generation != 0 {
+		return
+	}
+	now := r.clock.Now()
+	r.w.CompareAndSwap(w, uint64(now+r.open)<<8|uint64(core.Open))
+}
