@@ -116,11 +116,11 @@ bench-mix: ## BenchmarkMix (failures x window, -cpu 1,2) and the floors into ben
 		BENCH_TIME=$(call given,BENCH_TIME,MIX_TIME) BENCH_RUN='^Benchmark(Mix|Floor|FloorParallel)$$' \
 		BENCH_OUT=$(call given,BENCH_OUT,MIX_OUT) BENCH_PEERS=$(MIX_PEERS) BENCH_TABLES=mix bash bench/run.sh
 
-# bench-plot reads MIX_FILE, by default the newest *-mix.txt by name (names
+# bench-plot reads MIX_FILE, by default the newest *-mix.txt[.gz] by name (names
 # start with the UTC date and time; a fresh clone's file times say nothing),
 # and writes FIGURES/mix-by-failures.png and FIGURES/mix-by-cpu.png, the
 # latter at the failure rate PLOT_FAILURES.
-MIX_FILE      ?= $(lastword $(sort $(wildcard bench/results/*-mix.txt)))
+MIX_FILE      ?= $(lastword $(sort $(wildcard bench/results/*-mix.txt bench/results/*-mix.txt.gz)))
 FIGURES       ?= docs/figures
 PLOT_FAILURES ?= 1in100
 

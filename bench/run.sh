@@ -80,6 +80,10 @@ if grep -q -- '--- FAIL' "$tmp"; then
 fi
 echo "# took $(($(date +%s) - start)) s; load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$tmp"
 mv "$tmp" "$BENCH_OUT"
+# The file is compressed once every table has read it (a mix run is 0.7 MB
+# of text, 0.1 MB gzipped); bench/plot reads the .gz, and benchstat reads
+# it through zcat (docs/benchmarks.md, Raw results).
+trap 'gzip -9nf "$BENCH_OUT"; echo "raw output, compressed: $BENCH_OUT.gz"' EXIT
 
 echo
 echo "raw output: $BENCH_OUT"

@@ -33,12 +33,14 @@
 package main
 
 import (
+	"compress/gzip"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"gonum.org/v1/plot"
 )
@@ -71,14 +73,24 @@ func main() {
 	}
 }
 
-// load parses the result file in.
+// load parses the result file in, gunzipping it when its name ends in
+// .gz (bench/results keeps its runs compressed).
 func load(in string) (*matrix, error) {
 	f, err := os.Open(in)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	m, err := parse(f)
+	var r io.Reader = f
+	if strings.HasSuffix(in, ".gz") {
+		z, err := gzip.NewReader(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", in, err)
+		}
+		defer z.Close()
+		r = z
+	}
+	m, err := parse(r)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", in, err)
 	}

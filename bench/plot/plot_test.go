@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"image/png"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -319,5 +322,39 @@ func TestOutage(t *testing.T) {
 	}
 	if err := runOutage(bad, out); err == nil || !strings.Contains(err.Error(), `no query "alert"`) {
 		t.Fatalf("runOutage of a recording without the alert: %v", err)
+	}
+}
+
+// A compressed result, as bench/results keeps them, loads as the plain one.
+func TestLoadReadsGzip(t *testing.T) {
+	raw, err := os.ReadFile("testdata/sample-mix.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gz := filepath.Join(t.TempDir(), "sample-mix.txt.gz")
+	var buf bytes.Buffer
+	z := gzip.NewWriter(&buf)
+	if _, err := z.Write(raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gz, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plain, err := load("testdata/sample-mix.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := load(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(plain, got) {
+		t.Error("the gzipped result loads differently from the plain one")
+	}
+	if _, err := load(filepath.Join(t.TempDir(), "not-gzip.gz")); err == nil {
+		t.Error("a missing file loads")
 	}
 }
