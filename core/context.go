@@ -2,13 +2,16 @@ package core
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 	"time"
 
 	"go.uber.org/atomic"
 )
 
-// HeldPermit marks a call that runs under a permit of a breaker which a
-// layer around the call holds, so that a layer inside it that would ask the
+// HeldPermit marks a call that runs under a permit of a breaker (any
+// Guard: a *Breaker, a registry's breaker) which a layer around the call
+// holds, so that a layer inside it that would ask the
 // same breaker for a permit (httpbreaker's Transport, grpcbreaker's
 // interceptors) takes none: a second permit per call would count the call
 // twice, and in half-open the outer layer's probe would leave the inner one
@@ -24,7 +27,7 @@ type HeldPermit struct {
 	// First, so that it is 64-bit aligned on 32-bit platforms (heldContext
 	// holds the HeldPermit first, and it is allocated).
 	verdict atomic.Uint64
-	b       *Breaker
+	g       Guard
 	// outer is the context the mark was put on, where the search for a
 	// mark of another breaker goes on.
 	outer context.Context
@@ -48,28 +51,43 @@ func (c *heldContext) Value(key any) any {
 }
 
 // WithHeldPermit returns a child of ctx that says that the call running
-// under it holds a permit of b, and the mark, from which the holder reads
+// under it holds a permit of g, and the mark, from which the holder reads
 // the verdict that layers inside the call reported (Reported) when the call
-// returns. The child is done when ctx is, with ctx's Err. It allocates one
-// context (48 bytes on 64-bit platforms). A nil b panics with a message
-// naming it.
-func WithHeldPermit(ctx context.Context, b *Breaker) (context.Context, *HeldPermit) {
-	if b == nil {
-		panic("core: WithHeldPermit of a nil *Breaker")
+// returns. Marks are found by g itself (==), so the layers inside must ask
+// HeldPermitOf with the very Guard the holder passed: a pointer, such as a
+// *Breaker or a *registry.Breaker. The child is done when ctx is, with
+// ctx's Err. It allocates one context (64 bytes on 64-bit platforms). A
+// nil g, or one of a type == cannot compare, panics with a message naming
+// it.
+func WithHeldPermit(ctx context.Context, g Guard) (context.Context, *HeldPermit) {
+	if nilGuard(g) {
+		panic("core: WithHeldPermit of a nil Guard")
+	}
+	if !reflect.TypeOf(g).Comparable() {
+		panic(fmt.Sprintf("core: WithHeldPermit of a %T, which == cannot compare: pass a pointer", g))
 	}
 	c := &heldContext{Context: ctx}
-	c.held.b, c.held.outer = b, ctx
+	c.held.g, c.held.outer = g, ctx
 	return c, &c.held
 }
 
-// HeldPermitOf returns the mark of a permit of b that the call of ctx
-// holds (WithHeldPermit, by any layer around it), or nil if it holds none.
-// It looks the marks up by ctx's Value, the innermost first, and allocates
-// nothing.
-func HeldPermitOf(ctx context.Context, b *Breaker) *HeldPermit {
+// nilGuard reports whether g is nil, or holds a nil pointer.
+func nilGuard(g Guard) bool {
+	if g == nil {
+		return true
+	}
+	v := reflect.ValueOf(g)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// HeldPermitOf returns the mark of a permit of g that the call of ctx
+// holds (WithHeldPermit with this g, by any layer around it), or nil if
+// it holds none. It looks the marks up by ctx's Value, the innermost
+// first, and allocates nothing.
+func HeldPermitOf(ctx context.Context, g Guard) *HeldPermit {
 	for {
 		h, _ := ctx.Value(heldPermitKey{}).(*HeldPermit)
-		if h == nil || h.b == b {
+		if h == nil || h.g == g {
 			return h
 		}
 		ctx = h.outer

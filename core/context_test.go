@@ -42,8 +42,20 @@ func TestHeldPermitIsFoundByItsBreaker(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, ctxB.Err(), context.Canceled)
 	require.ErrorIs(t, inner.Err(), context.Canceled, "the end of the parent reaches a context made from the mark at once")
-	require.PanicsWithValue(t, "core: WithHeldPermit of a nil *Breaker", func() { core.WithHeldPermit(parent, nil) })
+	require.PanicsWithValue(t, "core: WithHeldPermit of a nil Guard", func() { core.WithHeldPermit(parent, nil) })
+	require.PanicsWithValue(t, "core: WithHeldPermit of a nil Guard", func() { core.WithHeldPermit(parent, (*core.Breaker)(nil)) })
+	require.PanicsWithValue(t, "core: WithHeldPermit of a core_test.sliceGuard, which == cannot compare: pass a pointer", func() {
+		core.WithHeldPermit(parent, sliceGuard{a})
+	})
 }
+
+// sliceGuard is a Guard that == cannot compare: a mark of it could never
+// be found, so WithHeldPermit refuses it.
+type sliceGuard []*core.Breaker
+
+func (g sliceGuard) Allow() (core.Permit, error)          { return g[0].Allow() }
+func (g sliceGuard) Done(p core.Permit, err error)        { g[0].Done(p, err) }
+func (g sliceGuard) Record(p core.Permit, o core.Outcome) { g[0].Record(p, o) }
 
 // The latest report is the verdict, with its hint kept within its range.
 func TestHeldPermitReports(t *testing.T) {

@@ -193,7 +193,7 @@ func (ic *Interceptors) admit(ctx context.Context, cc *grpc.ClientConn, method s
 	if err != nil {
 		return nil, core.Permit{}, nil, newRejection(err, "", 0)
 	}
-	if held := core.HeldPermitOf(ctx, b.Breaker); held != nil {
+	if held := core.HeldPermitOf(ctx, b); held != nil {
 		return b, core.Permit{}, held, nil
 	}
 	p, err := b.Allow()

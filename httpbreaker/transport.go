@@ -210,7 +210,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return unsent(req, err)
 	}
-	if held := core.HeldPermitOf(req.Context(), b.Breaker); held != nil {
+	if held := core.HeldPermitOf(req.Context(), b); held != nil {
 		resp, err := t.base.RoundTrip(req)
 		o := t.classify(req, resp, err)
 		held.Report(o, t.hint(b, o, resp))

@@ -8,16 +8,14 @@ import (
 	"github.com/casbreaker/casbreaker/core"
 )
 
-// Breaker is a registry's breaker: a *core.Breaker (every method of which
-// it has) that, when the registry evicts, also counts the permits it has
-// out, so that eviction does not drop it while a call is in flight. Use its
-// Allow, Done, Record and RecordHint, or pass it to core.Do, rather than
-// those of the embedded *core.Breaker, or the registry cannot see the
-// permits. Safe for concurrent use; allocation-free like core.Breaker.
-// Get one from Registry.Get: a zero Breaker has no core breaker, and its
-// Allow, Done, Record and RecordHint panic with "registry: Breaker used
-// without Registry.Get" (the methods of the embedded *core.Breaker, which
-// is nil, with a nil dereference).
+// Breaker is a registry's breaker: a core.Breaker (every method of which it
+// has, each doing what core.Breaker's does) that, when the registry
+// evicts, also counts the permits it has out, so that eviction does not
+// drop it while a call is in flight. The core.Breaker inside is not
+// reachable, so no permit can bypass the count. Safe for concurrent use;
+// allocation-free like core.Breaker. Get one from Registry.Get: every
+// method of a zero Breaker panics with "registry: Breaker used without
+// Registry.Get".
 //
 // The count is exact when every permit of Allow is reported once, by
 // Done, Record or RecordHint, to the Breaker that granted it (panics of
@@ -48,7 +46,7 @@ type Breaker struct {
 	// the reference mark set (or b was made): no Get reads the clock.
 	used atomic.Int64
 
-	*core.Breaker
+	core  *core.Breaker
 	track bool // the registry evicts: count permits, mark uses
 	// ref is set by a Get and cleared by the registry's eviction hand as it
 	// passes: a breaker used since the hand's last pass is spared once.
@@ -59,7 +57,7 @@ const noGet = "registry: Breaker used without Registry.Get: a zero Breaker has n
 
 // mustHaveCore panics, naming the misuse, for a zero Breaker.
 func (b *Breaker) mustHaveCore() {
-	if b.Breaker == nil {
+	if b.core == nil {
 		panic(noGet)
 	}
 }
@@ -67,7 +65,7 @@ func (b *Breaker) mustHaveCore() {
 // Allow is core.Breaker.Allow, counting the permit.
 func (b *Breaker) Allow() (core.Permit, error) {
 	b.mustHaveCore()
-	p, err := b.Breaker.Allow()
+	p, err := b.core.Allow()
 	// Counted once granted, so that a panicking listener inside the core's
 	// Allow leaves no count behind. An eviction between the grant and the
 	// count is one before this Allow: the caller's call then goes through
@@ -85,7 +83,7 @@ func (b *Breaker) Allow() (core.Permit, error) {
 func (b *Breaker) Done(p core.Permit, err error) {
 	b.mustHaveCore()
 	defer b.release(p)
-	b.Breaker.Done(p, err)
+	b.core.Done(p, err)
 }
 
 // Record is core.Breaker.Record for a permit of this Breaker's Allow; see
@@ -93,7 +91,7 @@ func (b *Breaker) Done(p core.Permit, err error) {
 func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 	b.mustHaveCore()
 	defer b.release(p)
-	b.Breaker.Record(p, o)
+	b.core.Record(p, o)
 }
 
 // RecordHint is core.Breaker.RecordHint for a permit of this Breaker's
@@ -101,7 +99,61 @@ func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 func (b *Breaker) RecordHint(p core.Permit, retryAfter time.Duration) {
 	b.mustHaveCore()
 	defer b.release(p)
-	b.Breaker.RecordHint(p, retryAfter)
+	b.core.RecordHint(p, retryAfter)
+}
+
+// State is core.Breaker.State.
+func (b *Breaker) State() core.State {
+	b.mustHaveCore()
+	return b.core.State()
+}
+
+// Counts is core.Breaker.Counts.
+func (b *Breaker) Counts() core.Counts {
+	b.mustHaveCore()
+	return b.core.Counts()
+}
+
+// Metrics is core.Breaker.Metrics.
+func (b *Breaker) Metrics() core.Metrics {
+	b.mustHaveCore()
+	return b.core.Metrics()
+}
+
+// Settings is core.Breaker.Settings: the template's, under this key's name.
+func (b *Breaker) Settings() core.Settings {
+	b.mustHaveCore()
+	return b.core.Settings()
+}
+
+// RetryAfter is core.Breaker.RetryAfter.
+func (b *Breaker) RetryAfter() time.Duration {
+	b.mustHaveCore()
+	return b.core.RetryAfter()
+}
+
+// ForceOpen is core.Breaker.ForceOpen.
+func (b *Breaker) ForceOpen(d time.Duration) error {
+	b.mustHaveCore()
+	return b.core.ForceOpen(d)
+}
+
+// Disable is core.Breaker.Disable.
+func (b *Breaker) Disable() {
+	b.mustHaveCore()
+	b.core.Disable()
+}
+
+// MetricsOnly is core.Breaker.MetricsOnly.
+func (b *Breaker) MetricsOnly() {
+	b.mustHaveCore()
+	b.core.MetricsOnly()
+}
+
+// Reset is core.Breaker.Reset.
+func (b *Breaker) Reset() {
+	b.mustHaveCore()
+	b.core.Reset()
 }
 
 // release takes back p's count, unless p is a rejection's (a granted

@@ -336,7 +336,7 @@ func (r *Registry[K]) create(key K) (*Breaker, error) {
 	}
 	// Made unmarked: a key looked up once, never again, is the first the
 	// hand evicts; one looked up again is spared once per turn.
-	b := &Breaker{Breaker: cb, track: r.track}
+	b := &Breaker{core: cb, track: r.track}
 	b.used.Store(int64(now))
 	s := slot[K]{key, b}
 	if victim >= 0 {

@@ -72,6 +72,15 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	require.PanicsWithValue(t, noGet, func() { zero.Done(core.Permit{}, nil) })
 	require.PanicsWithValue(t, noGet, func() { zero.Record(core.Permit{}, core.Success) })
 	require.PanicsWithValue(t, noGet, func() { zero.RecordHint(core.Permit{}, time.Second) })
+	require.PanicsWithValue(t, noGet, func() { _ = zero.State() })
+	require.PanicsWithValue(t, noGet, func() { _ = zero.Counts() })
+	require.PanicsWithValue(t, noGet, func() { _ = zero.Metrics() })
+	require.PanicsWithValue(t, noGet, func() { _ = zero.Settings() })
+	require.PanicsWithValue(t, noGet, func() { _ = zero.RetryAfter() })
+	require.PanicsWithValue(t, noGet, func() { _ = zero.ForceOpen(0) })
+	require.PanicsWithValue(t, noGet, func() { zero.Disable() })
+	require.PanicsWithValue(t, noGet, func() { zero.MetricsOnly() })
+	require.PanicsWithValue(t, noGet, func() { zero.Reset() })
 }
 
 // Two goroutines, or many, asking for the same new key get the same

@@ -33,8 +33,7 @@ func WithRetry(r *Retry) Layer { return Layer{retry: r} }
 // (core.WithHeldPermit, one allocation per call), and that Transport or
 // interceptor then sends under it, taking no second permit, and reports
 // its verdict, a failure of which the layer records even if the call
-// returned no error. Pass the *registry.Breaker itself, not its embedded
-// *core.Breaker, which the layer does not mark.
+// returned no error.
 func WithBreaker(b core.Guard) Layer { return Layer{guard: b} }
 
 // WithBulkhead is the layer that runs what is inside it in a slot of b.
@@ -191,7 +190,7 @@ func heldCall[T any](ctx context.Context, b *registry.Breaker, next step[T]) (T,
 			b.Record(p, core.Failure)
 		}
 	}()
-	held, mark := core.WithHeldPermit(ctx, b.Breaker)
+	held, mark := core.WithHeldPermit(ctx, b)
 	v, err := next.call(held)
 	finished = true
 	if o, hint, ok := mark.Reported(); ok && o == core.Failure {
