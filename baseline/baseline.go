@@ -698,6 +698,23 @@ func (b *Breaker) MetricsOnly() {
 	b.command(core.MetricsOnly)
 }
 
+// HalfOpen moves the breaker to half-open with no probe in flight; see
+// core.Breaker.HalfOpen.
+func (b *Breaker) HalfOpen() {
+	b.mustBeNew()
+	b.mu.Lock()
+	var now time.Duration
+	if b.maxWait.unit > 0 || b.cfg.OnStateChange != nil {
+		now = b.cfg.Clock.Now()
+	}
+	b.transition(core.HalfOpen, now, core.ReasonManual)
+	b.openFor = b.cfg.OpenDuration // a re-open backs off from the open duration
+	if b.maxWait.unit > 0 {
+		b.expiry = b.maxWait.deadline(now)
+	}
+	b.unlockAndNotify()
+}
+
 // Reset closes the breaker; see core.Breaker.Reset.
 func (b *Breaker) Reset() {
 	b.mustBeNew()

@@ -57,7 +57,11 @@ func (b *Breaker) settle(c stateWord, now time.Duration) stateWord {
 	if explicit {
 		return word{state: Closed, gen: gen, ramping: true, rampEnd: uint32(b.cfg.rampDeadline(now) & rampMask)}.packed()
 	}
-	return word{state: HalfOpen, step: step, gen: gen, inFlight: 1, expiry: b.expiry(now)}.packed()
+	inFlight := uint8(1)
+	if c&noProbe != 0 {
+		inFlight = 0
+	}
+	return word{state: HalfOpen, step: step, gen: gen, inFlight: inFlight, expiry: b.expiry(now)}.packed()
 }
 
 // claimOpen is the claim of a trip or re-open to generation gen at backoff

@@ -325,6 +325,8 @@ func stormControl(rng *rand.Rand) difftest.Op {
 		return difftest.Op{Kind: difftest.Reset}
 	case 5:
 		return difftest.Op{Kind: difftest.Advance, D: -time.Millisecond}
+	case 6:
+		return difftest.Op{Kind: difftest.HalfOpen}
 	}
 	return difftest.Op{Kind: difftest.Advance, D: time.Duration(rng.IntN(1500)) * time.Microsecond}
 }

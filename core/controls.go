@@ -37,6 +37,24 @@ func (b *Breaker) Disable() { b.command(word{state: Disabled}, b.clockIfListenin
 // opening. One transition, one notification.
 func (b *Breaker) MetricsOnly() { b.command(word{state: MetricsOnly}, b.clockIfListening()) }
 
+// HalfOpen moves the breaker, from any state, to HalfOpen with no probe in
+// flight and the backoff step reset, as if an open duration had just
+// elapsed: the next calls are probes, up to Config.PermittedCallsInHalfOpen,
+// and are judged as probes are (Config.SuccessesToClose successes close
+// it, a failure re-opens it for the open duration's next backoff step),
+// and the half-open max wait starts now. One transition, one notification.
+// It reads the clock when the max wait is on (after claiming the
+// transition, as every transition whose word depends on the clock does).
+func (b *Breaker) HalfOpen() {
+	if b.cfg.MaxWaitInHalfOpen == WaitForever {
+		b.command(word{state: HalfOpen}, b.clockIfListening())
+		return
+	}
+	b.control(HalfOpen, 0, func(w stateWord, g uint32) (time.Duration, bool) {
+		return b.commit(w, claimManualHalfOpen(g))
+	})
+}
+
 // Reset moves the breaker, from any state, to Closed with a fresh window,
 // no backoff and no ramp-up. One transition, one notification.
 func (b *Breaker) Reset() { b.command(word{state: Closed}, b.clockIfListening()) }

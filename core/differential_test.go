@@ -143,9 +143,10 @@ func randomOp(h *history, cfg core.Config) difftest.Op {
 
 // manualControl is one manual control: ForceOpen with a valid or an
 // invalid duration (the Differ holds a failed one to
-// core.ErrInvalidArgument and no change), Disable, MetricsOnly or Reset.
+// core.ErrInvalidArgument and no change), Disable, MetricsOnly, Reset or
+// HalfOpen.
 func manualControl(rng *rand.Rand) difftest.Op {
-	switch rng.IntN(5) {
+	switch rng.IntN(6) {
 	case 0:
 		d := []time.Duration{0, 0, 1, time.Duration(rng.IntN(3000)) * time.Millisecond, core.MaxOpenDurationLimit,
 			-1, core.MaxOpenDurationLimit + 1, math.MinInt64, math.MaxInt64}[rng.IntN(9)]
@@ -154,6 +155,8 @@ func manualControl(rng *rand.Rand) difftest.Op {
 		return difftest.Op{Kind: difftest.Disable}
 	case 2:
 		return difftest.Op{Kind: difftest.MetricsOnly}
+	case 3:
+		return difftest.Op{Kind: difftest.HalfOpen}
 	}
 	return difftest.Op{Kind: difftest.Reset}
 }
@@ -548,5 +551,5 @@ func sequentialOp(h *history, lo, hi time.Duration) difftest.Op {
 	ds := []time.Duration{-1, 0, 1, time.Millisecond, 1500 * time.Microsecond, 3 * time.Second, core.MaxOpenDurationLimit + 1}
 	d := ds[rng.IntN(len(ds))]
 	return []difftest.Op{{Kind: difftest.ForceOpen, D: d}, {Kind: difftest.ForceOpen, D: d}, {Kind: difftest.Disable},
-		{Kind: difftest.MetricsOnly}, {Kind: difftest.Reset}}[rng.IntN(5)]
+		{Kind: difftest.MetricsOnly}, {Kind: difftest.Reset}, {Kind: difftest.HalfOpen}}[rng.IntN(6)]
 }

@@ -153,6 +153,23 @@ func ExampleBreaker_RetryAfter() {
 	// true
 }
 
+// HalfOpen lets probes through at once, without waiting out the open
+// duration: after a deploy that fixed the dependency, say.
+func ExampleBreaker_HalfOpen() {
+	clock := core.NewManualClock(0)
+	b, _ := core.New(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Minute, SuccessesToClose: 1, Clock: clock})
+	p, _ := b.Allow()
+	b.Done(p, errors.New("boom")) // trips for a minute
+	b.HalfOpen()
+	p, err := b.Allow()
+	fmt.Println(b.State(), p.Probe, err)
+	b.Done(p, nil) // the probe succeeds
+	fmt.Println(b.State())
+	// Output:
+	// half-open true <nil>
+	// closed
+}
+
 // Cumulative counters, read without stopping the callers.
 func ExampleBreaker_Metrics() {
 	b, _ := core.New(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second,

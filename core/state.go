@@ -300,14 +300,16 @@ func lowGen(g uint64) uint32 { return uint32(g) & genMask }
 //	                one). Bit 8 clear: for the step's open duration.
 //	                Bit 8 set: for bits 9..43 milliseconds (a retry-after
 //	                hint or ForceOpen's duration, rounded up to whole ms).
-//	claimOther (7): bit 8 clear: to HalfOpen at step with one probe in
-//	                flight (the claimer's) and the max wait's deadline;
-//	                bit 8 set: to Closed (step 0) ramping up.
+//	claimOther (7): bit 8 clear: to HalfOpen at step and the max wait's
+//	                deadline, with one probe in flight (the claimer's), or
+//	                with none if bit 9 is set (the manual control
+//	                HalfOpen); bit 8 set: to Closed (step 0) ramping up.
 const (
 	claimOpen  = 6
 	claimOther = 7
 
-	claimFlag     = 1 << payShift // explicit duration, or ramp-up
+	claimFlag     = 1 << payShift  // explicit duration, or ramp-up
+	noProbe       = claimFlag << 1 // claimOther to HalfOpen: no probe in flight
 	explicitShift = payShift + 1
 	explicitBits  = payBits - 1
 	explicitMask  = 1<<explicitBits - 1
@@ -335,6 +337,12 @@ func claimOpenMillis(step uint8, gen uint32, ms uint64) stateWord {
 
 // claimHalfOpen claims half-open at step, the claimer's probe in flight.
 func claimHalfOpen(step uint8, gen uint32) stateWord { return claimWord(claimOther, step, gen, 0) }
+
+// claimManualHalfOpen claims half-open at step 0 with no probe in flight:
+// the manual control HalfOpen.
+func claimManualHalfOpen(gen uint32) stateWord {
+	return claimWord(claimOther, 0, gen, noProbe>>payShift)
+}
 
 // claimRampUp claims closed, ramping up.
 func claimRampUp(gen uint32) stateWord { return claimWord(claimOther, 0, gen, claimFlag>>payShift) }

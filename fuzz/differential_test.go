@@ -133,7 +133,7 @@ const (
 	opState      = 8
 	opCall       = 9
 	opForceOpen  = 10
-	opManual     = 11 // Disable, MetricsOnly or Reset
+	opManual     = 11 // Disable, MetricsOnly, Reset or HalfOpen
 	opRecordHint = 12
 	opDoneHint   = 13
 	opCallHint   = 14 // Do, or Allow and Done, with a hinted error
@@ -356,9 +356,9 @@ func (x *differential) decode(r *input, op int) {
 	case opForceOpen:
 		x.forceOpen(forceOpenDuration(r, x.d.cfg))
 	case opManual:
-		which := r.intn(3)
-		x.hit("op:" + [3]string{"Disable", "MetricsOnly", "Reset"}[which])
-		x.step(difftest.Op{Kind: [3]difftest.Kind{difftest.Disable, difftest.MetricsOnly, difftest.Reset}[which]})
+		which := r.intn(4)
+		x.hit("op:" + [4]string{"Disable", "MetricsOnly", "Reset", "HalfOpen"}[which])
+		x.step(difftest.Op{Kind: [4]difftest.Kind{difftest.Disable, difftest.MetricsOnly, difftest.Reset, difftest.HalfOpen}[which]})
 	case opCallHint:
 		x.callHint(r)
 	case opForgedHint:

@@ -150,6 +150,12 @@ func (b *Breaker) MetricsOnly() {
 	b.core.MetricsOnly()
 }
 
+// HalfOpen is core.Breaker.HalfOpen.
+func (b *Breaker) HalfOpen() {
+	b.mustHaveCore()
+	b.core.HalfOpen()
+}
+
 // Reset is core.Breaker.Reset.
 func (b *Breaker) Reset() {
 	b.mustHaveCore()

@@ -81,6 +81,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	require.PanicsWithValue(t, noGet, func() { zero.Disable() })
 	require.PanicsWithValue(t, noGet, func() { zero.MetricsOnly() })
 	require.PanicsWithValue(t, noGet, func() { zero.Reset() })
+	require.PanicsWithValue(t, noGet, func() { zero.HalfOpen() })
 }
 
 // Two goroutines, or many, asking for the same new key get the same

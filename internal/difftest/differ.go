@@ -151,7 +151,7 @@ func (d *Differ) Step(op Op) (Obs, error) {
 	var beforeM core.Metrics
 	var beforeN int
 	switch op.Kind {
-	case ForceOpen, Disable, MetricsOnly, Reset: // control compares with before
+	case ForceOpen, Disable, MetricsOnly, Reset, HalfOpen: // control compares with before
 		before, beforeM, beforeN = d.Sides[0].B.Counts(), d.Sides[0].B.Metrics(), d.Sides[0].Count()
 	}
 	obs := Apply(d.Sides[0].B, d.Sides[0].Clock, op)
@@ -352,6 +352,8 @@ func (d *Differ) control(op Op, o Obs, before core.Counts, beforeM core.Metrics,
 		want = core.MetricsOnly
 	case Reset:
 		want = core.Closed
+	case HalfOpen:
+		want = core.HalfOpen
 	default:
 		return nil
 	}

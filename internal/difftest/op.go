@@ -42,11 +42,12 @@ const (
 	State                   // State()
 	Counts                  // Counts()
 	Metrics                 // Metrics()
+	HalfOpen                // HalfOpen()
 	numKinds
 )
 
 var kindNames = [numKinds]string{"Allow", "Record", "RecordHint", "Done", "Do", "Advance", "SetClock",
-	"ForceOpen", "Disable", "MetricsOnly", "Reset", "State", "Counts", "Metrics"}
+	"ForceOpen", "Disable", "MetricsOnly", "Reset", "State", "Counts", "Metrics", "HalfOpen"}
 
 // String names the operation ("Allow"), or gives the number of an
 // unknown one.
@@ -156,6 +157,8 @@ func apply(b breakers.Breaker, clk *core.ManualClock, op Op) (obs Obs) {
 		b.MetricsOnly()
 	case Reset:
 		b.Reset()
+	case HalfOpen:
+		b.(interface{ HalfOpen() }).HalfOpen() // a side without it panics, into Obs.Panic
 	default:
 		return read(b, op.Kind)
 	}
