@@ -69,6 +69,13 @@ func TestTransitionReadsTheClockAfterItsClaim(t *testing.T) {
 		{"reopen", oneFailure, toHalfOpen, done(probe2, 1), 500 * time.Millisecond, linIn{kind: linState}, []linIn{allow}},
 		// ForceOpen(1 s) at 0 s.
 		{"force-open", oneFailure, nil, linIn{kind: linForceOpen, d: time.Second}, 500 * time.Millisecond, allow, []linIn{allow}},
+		// The manual HalfOpen from open at 0 s, its 10 s max wait from its
+		// own reading; the observer's Counts after the step to 1 s; then a
+		// probe, and at 10.5 s a call refused if the max wait runs to 11 s
+		// (the reading after the claim), or a new probe if it ran out at
+		// 10 s (a reading before it).
+		{"manual-half-open", withMaxWait, []linIn{allow, done(g0, 1)}, linIn{kind: linHalfOpen}, time.Second,
+			linIn{kind: linCounts}, []linIn{allow, advance(9500 * time.Millisecond), allow}},
 		// Open -> half-open: the call that flips reads 1 s; the observer's
 		// Counts after the step to 2 s; the last Allow's wait is the max
 		// wait left, from the flip's reading.

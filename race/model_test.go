@@ -48,6 +48,7 @@ const (
 	linCounts    = difftest.Counts
 	linAdvance   = difftest.Advance
 	linForceOpen = difftest.ForceOpen
+	linHalfOpen  = difftest.HalfOpen
 )
 
 // linErrs are the errors a Done may report: success, a failure, a
@@ -139,7 +140,7 @@ func mutates(in linIn, out linOut) bool {
 	switch in.kind {
 	case linAllow:
 		return out.rej == rejNone && out.p.Probe // open -> half-open, or a probe slot
-	case linDone, linAdvance, linForceOpen:
+	case linDone, linAdvance, linForceOpen, linHalfOpen:
 		return true
 	}
 	return false
