@@ -94,7 +94,8 @@ const (
 	timeBased
 )
 
-// New returns a closed breaker at generation 0, or the errors of
+// New returns a breaker at generation 0, closed unless
+// core.Config.InitialState says otherwise, or the errors of
 // core.Config.Validate. It never panics.
 func New(c core.Config) (*Breaker, error) {
 	s, err := c.Validate()
@@ -120,7 +121,25 @@ func New(c core.Config) (*Breaker, error) {
 	if s.OnStateChange != nil {
 		b.queue = make([]core.Transition, 0, 8)
 	}
+	b.start(s.InitialState)
 	return b, nil
+}
+
+// start puts New's breaker in its initial state at generation 0, with no
+// transition; see core.Config.InitialState.
+func (b *Breaker) start(st core.State) {
+	b.state = st
+	switch st {
+	case core.Open:
+		now := b.cfg.Clock.Now()
+		b.openFor = b.cfg.OpenDuration
+		b.deadline = openDeadline(now, b.cfg.OpenDuration)
+	case core.HalfOpen:
+		b.openFor = b.cfg.OpenDuration
+		if b.maxWait.unit > 0 {
+			b.expiry = b.maxWait.deadline(b.cfg.Clock.Now())
+		}
+	}
 }
 
 // noNew is what every method of a zero Breaker panics with.

@@ -143,7 +143,8 @@ type Counts struct {
 	ProbeSuccesses      int
 }
 
-// New returns a closed breaker at generation 0. It returns the errors of
+// New returns a breaker at generation 0, closed unless
+// Config.InitialState says otherwise. It returns the errors of
 // Config.Validate (each matching ErrInvalidConfig) and never panics.
 func New(c Config) (*Breaker, error) {
 	s, err := c.Validate()
@@ -171,7 +172,27 @@ func New(c Config) (*Breaker, error) {
 		b.metrics = new(counters)
 	}
 	b.choosePaths(c.Classifier == nil)
+	b.start(s.InitialState)
 	return b, nil
+}
+
+// start puts New's breaker in state st at generation 0, with no
+// transition: open for the open duration from a reading taken now, or
+// half-open with no probe in flight and its max wait from that reading.
+// Nothing else has the breaker yet, so a plain store does.
+func (b *Breaker) start(st State) {
+	var u word
+	switch st {
+	case Closed:
+		return
+	case Open:
+		u = word{state: Open, deadline: deadline(b.now(), b.cfg.openDuration(0))}
+	case HalfOpen:
+		u = word{state: HalfOpen, expiry: b.expiry(b.now())}
+	default:
+		u = word{state: st}
+	}
+	b.state.Store(uint64(u.packed()))
 }
 
 // choosePaths decides, once, which fast paths New's breaker takes: Allow's

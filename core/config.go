@@ -191,6 +191,15 @@ type Config struct {
 	// anything else is rejected.
 	HalfOpenFullWait time.Duration
 
+	// InitialState is the state a new breaker starts in, at generation 0,
+	// with no transition and no notification: Closed (the zero value),
+	// Open (for the open duration, from a clock reading New takes, as after
+	// a trip), HalfOpen (no probe in flight, its max wait from New's
+	// reading), ForcedOpen, Disabled or MetricsOnly. A service that knows
+	// its dependency is down at start, or that restores a breaker's state,
+	// starts it there. Any other value is rejected.
+	InitialState State
+
 	// RampUpDuration is how long after half-open -> closed the breaker admits
 	// only a linearly growing share of calls, from RampUpStartPercent to
 	// 100 %, rejecting the rest with ErrRampingUp (against the pent-up

@@ -39,6 +39,7 @@ func TestConfigRejectsEachBadField(t *testing.T) {
 		{"WindowSize", func(c *core.Config) { c.WindowSize = core.MaxCountWindow + 1 }},
 		{"WindowSize", func(c *core.Config) { c.WindowType, c.WindowSize = core.TimeBased, core.MaxTimeWindow+1 }},
 		{"WindowType", func(c *core.Config) { c.WindowType = 7 }},
+		{"InitialState", func(c *core.Config) { c.InitialState = core.NumStates }},
 		{"HalfOpenFullWait", func(c *core.Config) { c.HalfOpenFullWait = -time.Millisecond }},
 		{"HalfOpenFullWait", func(c *core.Config) { c.HalfOpenFullWait = 400 * 24 * time.Hour }},
 		{"FailureCountThreshold", func(c *core.Config) { c.FailureCountThreshold = -1 }},
@@ -103,7 +104,7 @@ func TestConfigReportsProblemsInOrder(t *testing.T) {
 		WindowType: 7, FailureRateThreshold: 101, SlowCallRateThreshold: 101, SlowCallDurationThreshold: -1,
 		FailureCountThreshold: -1, ConsecutiveFailures: -1, WindowSize: -1, MinimumNumberOfCalls: -1,
 		PermittedCallsInHalfOpen: -1, SuccessesToClose: -1, OpenDuration: -1, MaxWaitInHalfOpen: -2,
-		HalfOpenFullWait: -1, RampUpDuration: -1, MaxRetryAfter: -1, RampUpStartPercent: -1,
+		HalfOpenFullWait: -1, RampUpDuration: -1, MaxRetryAfter: -1, RampUpStartPercent: -1, InitialState: core.NumStates,
 	}.Validate()
 	joined, ok := err.(interface{ Unwrap() []error })
 	require.True(t, ok, "%v", err)
@@ -118,6 +119,7 @@ func TestConfigReportsProblemsInOrder(t *testing.T) {
 		"FailureCountThreshold", "ConsecutiveFailures", "WindowSize",
 		"MinimumNumberOfCalls", "PermittedCallsInHalfOpen", "SuccessesToClose", "OpenDuration",
 		"MaxWaitInHalfOpen", "HalfOpenFullWait", "RampUpDuration", "MaxRetryAfter", "RampUpStartPercent",
+		"InitialState",
 	}, fields)
 }
 

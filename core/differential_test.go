@@ -216,6 +216,9 @@ func randomConfig(rng *rand.Rand) core.Config {
 		if rng.IntN(2) == 0 {
 			c.MaxWaitInHalfOpen = time.Duration(1+rng.IntN(3000))*time.Millisecond + time.Duration(rng.IntN(1000))*time.Microsecond
 		}
+		if rng.IntN(3) == 0 {
+			c.InitialState = core.State(rng.IntN(int(core.NumStates)))
+		}
 		if rng.IntN(2) == 0 {
 			c.RampUpDuration = time.Duration(1+rng.IntN(3000))*time.Millisecond + time.Duration(rng.IntN(1000))*time.Microsecond
 			c.RampUpStartPercent = []int{0, 100, rng.IntN(101)}[rng.IntN(3)]

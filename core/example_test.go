@@ -170,6 +170,21 @@ func ExampleBreaker_HalfOpen() {
 	// closed
 }
 
+// A breaker that starts open: the service knows at start that the
+// dependency is down, and lets it be probed after the open duration.
+func ExampleConfig_initialState() {
+	clock := core.NewManualClock(0)
+	b, _ := core.New(core.Config{ConsecutiveFailures: 5, OpenDuration: 30 * time.Second, InitialState: core.Open, Clock: clock})
+	_, err := b.Allow()
+	fmt.Println(b.State(), core.RetryAfterOf(err))
+	clock.Advance(30 * time.Second)
+	p, _ := b.Allow()
+	fmt.Println(b.State(), p.Probe)
+	// Output:
+	// open 30s
+	// half-open true
+}
+
 // Cumulative counters, read without stopping the callers.
 func ExampleBreaker_Metrics() {
 	b, _ := core.New(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second,

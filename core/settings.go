@@ -31,6 +31,7 @@ type Settings struct {
 	SuccessesToClose          int
 	MaxWaitInHalfOpen         time.Duration // resolved: > 0, or WaitForever
 	HalfOpenFullWait          time.Duration // resolved: > 0
+	InitialState              State
 	RampUpDuration            time.Duration
 	RampUpStartPercent        int
 	MaxRetryAfter             time.Duration

@@ -25,6 +25,7 @@ func (c Config) Validate() (Settings, error) {
 		ConsecutiveFailures:       c.ConsecutiveFailures,
 		MaxWaitInHalfOpen:         c.MaxWaitInHalfOpen,
 		RampUpDuration:            c.RampUpDuration,
+		InitialState:              c.InitialState,
 		RampUpStartPercent:        c.RampUpStartPercent,
 		MaxRetryAfter:             c.MaxRetryAfter,
 		CollectMetrics:            c.CollectMetrics,
@@ -43,6 +44,9 @@ func (c Config) Validate() (Settings, error) {
 	c.resolveOpenDurations(&s, &errs)
 	c.resolveHalfOpenWaits(&s, &errs)
 	c.validateRampUpAndHints(&errs)
+	if c.InitialState >= NumStates {
+		errs.add("InitialState", "%d is not a state", uint8(c.InitialState))
+	}
 	// Negative values are errors above, and an invalid config returns no
 	// Settings, so the conversions below only ever see valid values.
 	s.rule = trip.Rule{

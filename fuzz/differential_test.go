@@ -94,6 +94,9 @@ func decodeConfig(r *input) (d decoded, ok bool) {
 		c.MaxRetryAfter = featureDuration(r)
 	}
 	c.CollectMetrics = features&8 == 0
+	if features&32 != 0 {
+		c.InitialState = core.State(r.intn(int(core.NumStates)))
+	}
 	if _, err := c.Validate(); err != nil {
 		c.OpenDurationBackoff, c.MaxOpenDuration = 0, 0
 		if _, err := c.Validate(); err != nil {

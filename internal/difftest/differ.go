@@ -85,7 +85,9 @@ func NewOf(impls []breakers.Impl, cfg core.Config, start time.Duration, readBack
 	if len(impls) < 2 {
 		return nil, fmt.Errorf("difftest.NewOf: %d implementations; a Differ compares two or more", len(impls))
 	}
-	d := &Differ{cfg: cfg}
+	// The chain of notifications starts from the state the breakers start
+	// in, at generation 0.
+	d := &Differ{cfg: cfg, last: core.Transition{To: cfg.InitialState}}
 	for _, im := range impls {
 		s := &Side{Name: im.Name, Clock: core.NewManualClock(start)}
 		c := cfg
@@ -132,7 +134,8 @@ type entry struct {
 //   - right after a refused Allow, RetryAfter is not the rejection's wait
 //     (WaitForever for ErrForcedOpen);
 //   - a notification does not follow the one before it (its From is the
-//     last one's To, from closed at first, and its generation the next);
+//     last one's To, from Config.InitialState at first, and its
+//     generation the next);
 //   - without CollectMetrics Metrics is not zero; with it, Metrics do not
 //     count what the calls observed: each grant and each rejection by
 //     reason, one outcome per Record, RecordHint, Done and admitted Do,
