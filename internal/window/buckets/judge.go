@@ -11,79 +11,24 @@ import (
 //
 // The rule (R1) must be judged after every outcome, and summing the window
 // is O(B). A judgement is what a Snapshot that does not trip the rule
-// proves about the outcomes after it, in the same second and generation:
-// with F failures (and slow calls) and N calls in the Snapshot, the rule
-// stays false while at most slack more failures (or slow calls) arrive,
-// whatever the calls: for every N' >= N (calls only grow within a second)
-// and every F' <= F + slack. A fast success then skips its Snapshot on any
-// judgement, and a failure or slow call takes one unit of slack with one
-// compare-and-swap instead of summing: O(1) per outcome but for the first
-// of a second and the one that finds the slack spent.
-//
-// A judgement holds only while the window's membership stays as the
-// Snapshot saw it apart from the outcomes added since, that is, within the
-// second and the generation it was made for: a new second evicts calls and
-// can raise a rate without any outcome. So it lives in the bucket of that
-// second, in its word judge, tagged with the bucket's incarnation like its
-// counters and reset with them when the bucket is recycled.
+// proves about the outcomes after it in the same second and generation:
+// the rule stays false while at most slack more failures (or slow calls)
+// arrive, whatever the calls. A failure then takes a unit of slack with one
+// CAS instead of summing; a fast success skips judging once the second's
+// minimum number of calls is known met (head.full). It lives in the
+// bucket of its second, tagged with the incarnation like the counters:
 //
 //	judge = | tag (8 bits) | ver (24 bits) | safe (1) | full (1) | slack (30 bits) |
 //	         63         56   55         32   31         30         29            0
 //
 // safe says a judgement is installed; slack is what is left of it; full
-// that its Snapshot held at least the rule's minimum number of calls.
-//
-// Why no failure escapes the accounting. A failure (or slow call) first
-// adds itself to the counters and then changes judge: it takes a unit of
-// slack, or, finding none, moves judge to a new ver with safe clear before
-// it sums the window itself. A judgement installs only by a CAS from the
-// word it loaded before summing, so it installs only if no failure changed
-// judge in between; and every failure that changed judge before that load
-// had added itself first, so the Snapshot holds it. Every failure is then
-// either in the installed judgement's Snapshot or takes its slack (a
-// failure whose call the Snapshot caught before its failure is counted
-// there as a call and charged as a failure: only more conservative, which
-// is why N is never credited with the failures' calls). ver changes with
-// every move that is not a unit taken, and slack only falls, so no word
-// comes back for a stale CAS to match (short of 2^24 moves in one
-// incarnation).
-//
-// A fast success needs no judgement at all once the minimum number of
-// calls is met in its second (minimumMet): within one second and one
-// generation the window's calls only grow, and a fast success only lowers
-// every rate and changes no count, so a window that trips with it trips
-// without it, and that trip is owed to, and judged by, the failure or slow
-// call that made the rule hold (covered ones cannot, by their slack; an
-// uncovered one sums the window itself), unless the rule already holds:
-// then the success is judged too, as every outcome is. The first full
-// judgement installed in a bucket's incarnation proves the minimum met for
-// the rest of it and the rule false, and publishes that incarnation's id
-// (complemented) in head.full, which a judgement that finds the rule holding clears
-// again, as a retraction does (a Snapshot may have shown failures still on
-// their way to judge, and the rule holding); a success that read it
-// before its own add (so that what the judgement summed holds the minimum
-// without this success) and finds head still at its second after the add
-// (a new second evicts calls) skips. That is RecordSuccess's check, one
-// load on a line written once a second, where the judgement word that every
-// failure writes cost a second core a cache miss per remote failure.
-//
-// A fast success may skip on any installed full judgement, spent or not:
-// with the minimum met, a fast success only lowers every rate, so it trips
-// the rule only on a window that trips without it, and that window's
-// newest failure is not covered: it sums a window that holds every success
-// which loaded judge before the failure moved it, and trips. Below the
-// minimum a success can be the call that meets it, and slack cannot cover
-// it: slack counts the failures that have taken a unit, not those recorded
-// and still on their way to judge, so the window may already hold more
-// than the judgement allowed for. Such a success sums the window (and
-// installs what it finds): only while the window holds a failure or slow
-// call and fewer calls than the minimum, where a breaker sees few calls.
-//
-// What this guarantees is what the Snapshot after each record guaranteed
-// before: every outcome is judged on a window that holds it, or covered by
-// a judgement under which it provably cannot trip the rule. Concurrent
-// outcomes may still be judged on windows that hold some of the others'
-// records and not the rest (docs/design.md, Known limits).
+// that its Snapshot held at least the rule's minimum number of calls. Why
+// no failure escapes the accounting, why a success may skip only with the
+// minimum met, and why a Snapshot shown to someone retracts the current
+// judgement are argued in docs/design.md (The time window, "Judging the
+// rule in O(1)" and the paragraphs after it), each with the test that
+// replays its bad interleaving; what the scheme does not guarantee is in
+// its Known limits.
 const (
 	judgeSlackBits = 30
 	judgeSlack     = 1<<judgeSlackBits - 1
