@@ -55,8 +55,11 @@ type Breaker struct {
 
 const noGet = "registry: Breaker used without Registry.Get: a zero Breaker has no core breaker"
 
-// mustHaveCore panics, naming the misuse, for a zero Breaker.
+// mustHaveCore panics, naming the misuse, for a zero or nil Breaker.
 func (b *Breaker) mustHaveCore() {
+	if b == nil {
+		panic("registry: nil *Breaker: get one from Registry.Get or Registry.Lookup")
+	}
 	if b.core == nil {
 		panic(noGet)
 	}

@@ -61,6 +61,29 @@ func TestEvictIdle(t *testing.T) {
 	require.Zero(t, registry.PermitsOut(idle))
 }
 
+// A Lookup is not a use: a breaker only looked up since its last Get is
+// evicted as idle, where one got again is spared.
+func TestLookupDoesNotKeepABreaker(t *testing.T) {
+	clock := core.NewManualClock(0)
+	r := newReg(t, clock, 0, time.Minute)
+	looked, got := get(t, r, "looked"), get(t, r, "got")
+	for tens := range 6 { // every 10 s until 50 s
+		clock.Set(time.Duration(tens) * 10 * time.Second)
+		_, ok := r.Lookup("looked")
+		require.True(t, ok)
+		get(t, r, "got")
+		require.Zero(t, r.EvictIdle(), "at %v", clock.Now())
+	}
+	clock.Set(time.Minute)
+	require.Equal(t, 1, r.EvictIdle(), "the breaker only looked up goes, a minute after its Get")
+	_, ok := r.Lookup("looked")
+	require.False(t, ok)
+	b, ok := r.Lookup("got")
+	require.True(t, ok)
+	require.Same(t, got, b)
+	require.NotSame(t, looked, get(t, r, "looked"))
+}
+
 // New keys drop idle breakers as they arrive, with no EvictIdle: each new
 // key examines four breakers, so here ten new keys take the hand round
 // past the ten idle ones; an open one stays.

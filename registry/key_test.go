@@ -24,6 +24,9 @@ func TestInvalidKey(t *testing.T) {
 		require.ErrorIs(t, err, registry.ErrInvalidKey)
 		require.ErrorContains(t, err, "key NaN is not equal to itself")
 		require.Nil(t, b)
+		b, ok := floats.Lookup(math.NaN())
+		require.False(t, ok)
+		require.Nil(t, b)
 	}
 	require.Zero(t, floats.Len())
 	b, err := floats.Get(1.5)
@@ -46,6 +49,9 @@ func TestInvalidKey(t *testing.T) {
 		b, err := anys.Get(key)
 		require.ErrorIs(t, err, registry.ErrInvalidKey, "%#v", key)
 		require.Nil(t, b)
+		b, ok := anys.Lookup(key) // no panic in the map's comparison either
+		require.False(t, ok, "%#v", key)
+		require.Nil(t, b)
 	}
 	require.Zero(t, anys.Len())
 	for _, key := range []any{1, "a", struct{ F any }{2}, nil} {
@@ -54,6 +60,9 @@ func TestInvalidKey(t *testing.T) {
 		again, err := anys.Get(key)
 		require.NoError(t, err)
 		require.Same(t, b, again)
+		found, ok := anys.Lookup(key)
+		require.True(t, ok)
+		require.Same(t, b, found)
 	}
 	require.Equal(t, 4, anys.Len())
 }

@@ -152,8 +152,9 @@ type Options[K comparable] struct {
 }
 
 // Registry is a set of breakers by key. Make one with New: a zero
-// Registry has no template, and Get panics with "registry: Registry used
-// without New". All methods are safe for concurrent use.
+// Registry has no template, and Get and Lookup panic with "registry:
+// Registry used without New"; every method of a nil *Registry panics with
+// a message that names New. All methods are safe for concurrent use.
 type Registry[K comparable] struct {
 	cfg           core.Config
 	name          func(K) string
@@ -247,11 +248,10 @@ func holdsInterface(t reflect.Type) bool {
 // and allocates nothing. It returns an error matching ErrFull (see
 // Options.MaxBreakers), or ErrInvalidKey for a key that is not equal to
 // itself or not comparable; it panics only on a Registry not made by New
-// (or where the Name function or the clock panics).
+// (or where the Name function or the clock panics). To find a breaker
+// without making one, use Lookup.
 func (r *Registry[K]) Get(key K) (*Breaker, error) {
-	if r.name == nil {
-		panic("registry: Registry used without New: make one with registry.New")
-	}
+	r.mustBeNew()
 	if r.checkKey {
 		// A key of an interface type may hold a value the map cannot
 		// compare, which would panic in it: checked on every Get.
@@ -269,6 +269,41 @@ func (r *Registry[K]) Get(key K) (*Breaker, error) {
 	}
 	return b, nil
 }
+
+// Lookup returns the breaker for key and true if the registry holds one,
+// and nil and false if not: unlike Get it never makes a breaker, so a
+// mistyped key in a dashboard, an admin handler or a test finds nothing
+// instead of adding a closed breaker that nothing calls. It takes no lock,
+// never waits and allocates nothing. It is not a use of the key: it sets
+// no mark, so a breaker that is only looked up goes on ageing and may be
+// evicted (see Options.IdleAfter); take the breakers you make calls
+// through from Get. A key that Get refuses with ErrInvalidKey (not equal
+// to itself, or not comparable) never has a breaker: Lookup returns false
+// for it. It panics only on a Registry not made by New.
+func (r *Registry[K]) Lookup(key K) (*Breaker, bool) {
+	r.mustBeNew()
+	if r.checkKey && keyError(key) != nil {
+		return nil, false
+	}
+	v, ok := r.m.Load(key)
+	if !ok {
+		return nil, false
+	}
+	return v.(*Breaker), true
+}
+
+// mustBeNew panics, naming New, for a nil or zero Registry.
+func (r *Registry[K]) mustBeNew() {
+	if r == nil {
+		panic(nilRegistry)
+	}
+	if r.name == nil {
+		panic("registry: Registry used without New: make one with registry.New")
+	}
+}
+
+// nilRegistry is what every method of a nil *Registry panics with.
+const nilRegistry = "registry: nil *Registry: make one with registry.New and check its error"
 
 // keyError returns an error matching ErrInvalidKey if key is not equal to
 // itself, or holds a value of a type that cannot be compared (the panic of
@@ -427,6 +462,9 @@ func (r *Registry[K]) drop(i int) {
 // nothing in the registry. It takes the registry's mutex and examines
 // every breaker. Zero IdleAfter: it drops nothing and returns 0.
 func (r *Registry[K]) EvictIdle() int {
+	if r == nil {
+		panic(nilRegistry)
+	}
 	if r.idle == 0 {
 		return 0
 	}
@@ -448,6 +486,9 @@ func (r *Registry[K]) EvictIdle() int {
 
 // Len returns the number of breakers. It takes the registry's mutex.
 func (r *Registry[K]) Len() int {
+	if r == nil {
+		panic(nilRegistry)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.ring)
@@ -457,6 +498,9 @@ func (r *Registry[K]) Len() int {
 // metrics and dashboards. It takes no lock: a breaker made or evicted
 // while it runs may or may not be yielded, and none is yielded twice.
 func (r *Registry[K]) All() iter.Seq2[K, *Breaker] {
+	if r == nil {
+		panic(nilRegistry)
+	}
 	return func(yield func(K, *Breaker) bool) {
 		r.m.Range(func(k, v any) bool { return yield(k.(K), v.(*Breaker)) })
 	}

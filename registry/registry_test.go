@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -56,6 +57,23 @@ func TestGetMakesOneBreakerPerKey(t *testing.T) {
 	require.Equal(t, map[string]*registry.Breaker{"a": a, "b": b}, keys)
 }
 
+// Lookup finds the breaker Get made for a key, and for a key with none
+// finds nothing and makes nothing.
+func TestLookupMakesNothing(t *testing.T) {
+	r := newReg(t, core.NewManualClock(0), 0, 0)
+	b, ok := r.Lookup("a")
+	require.False(t, ok)
+	require.Nil(t, b)
+	require.Zero(t, r.Len(), "a Lookup of a missing key made a breaker")
+	a := get(t, r, "a")
+	b, ok = r.Lookup("a")
+	require.True(t, ok)
+	require.Same(t, a, b)
+	_, ok = r.Lookup("A")
+	require.False(t, ok)
+	require.Equal(t, 1, r.Len())
+}
+
 func TestNewRejectsBadOptions(t *testing.T) {
 	_, err := registry.New(registry.Options[string]{Config: core.Config{ConsecutiveFailures: 1}, MaxBreakers: -1, IdleAfter: -time.Second})
 	require.ErrorIs(t, err, registry.ErrInvalidOptions)
@@ -63,8 +81,21 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	require.ErrorContains(t, err, "IdleAfter -1s")
 	_, err = registry.New(registry.Options[string]{})
 	require.ErrorIs(t, err, core.ErrInvalidConfig)
-	require.PanicsWithValue(t, "registry: Registry used without New: make one with registry.New", func() {
-		_, _ = new(registry.Registry[string]).Get("a")
+	const noNew = "registry: Registry used without New: make one with registry.New"
+	require.PanicsWithValue(t, noNew, func() { _, _ = new(registry.Registry[string]).Get("a") })
+	require.PanicsWithValue(t, noNew, func() { _, _ = new(registry.Registry[string]).Lookup("a") })
+	const nilReg = "registry: nil *Registry: make one with registry.New and check its error"
+	var none *registry.Registry[string]
+	require.PanicsWithValue(t, nilReg, func() { _, _ = none.Get("a") })
+	require.PanicsWithValue(t, nilReg, func() { _, _ = none.Lookup("a") })
+	require.PanicsWithValue(t, nilReg, func() { _ = none.Len() })
+	require.PanicsWithValue(t, nilReg, func() { _ = none.EvictIdle() })
+	require.PanicsWithValue(t, nilReg, func() { _ = none.All() })
+	var nilBreaker *registry.Breaker
+	const nilB = "registry: nil *Breaker: get one from Registry.Get or Registry.Lookup"
+	require.PanicsWithValue(t, nilB, func() { _, _ = nilBreaker.Allow() })
+	require.PanicsWithValue(t, nilB, func() {
+		_, _ = core.Do(context.Background(), nilBreaker, func(context.Context) (int, error) { return 0, nil })
 	})
 	const noGet = "registry: Breaker used without Registry.Get: a zero Breaker has no core breaker"
 	var zero registry.Breaker
@@ -201,6 +232,10 @@ func TestGetAllocatesNothing(t *testing.T) {
 				p, _ := b.Allow()
 				b.Done(p, nil)
 			}), "bound %d, idle %v", bound, idle)
+			require.Zero(t, testing.AllocsPerRun(200, func() {
+				_, _ = r.Lookup("a")
+				_, _ = r.Lookup("b")
+			}), "Lookup, bound %d, idle %v", bound, idle)
 		}
 	}
 }
