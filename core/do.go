@@ -71,8 +71,16 @@ func checkForceOpen(d time.Duration) error {
 // classified by the breaker's classifier: by default context.Canceled is
 // ignored and every other error a failure. A panic in fn is recorded as a
 // failure and re-panics with the same value. Do allocates nothing of its
-// own.
+// own. It panics, with a message that names the misuse, if ctx, b or fn
+// is nil, b a nil *Breaker included (a core.New whose error went
+// unchecked).
 func Do[T any](ctx context.Context, b Guard, fn func(context.Context) (T, error)) (T, error) {
+	if ctx == nil || b == nil || fn == nil {
+		panic(doMisuse(ctx == nil, b == nil))
+	}
+	if cb, ok := b.(*Breaker); ok && cb == nil {
+		panic("core: Do with a nil *Breaker: make one with core.New and check its error")
+	}
 	var zero T
 	if err := ctx.Err(); err != nil {
 		return zero, err
@@ -91,4 +99,16 @@ func Do[T any](ctx context.Context, b Guard, fn func(context.Context) (T, error)
 	finished = true
 	b.Done(p, err)
 	return v, err
+}
+
+// doMisuse is Do's panic message for a nil argument: the context, the
+// breaker, or else the function.
+func doMisuse(nilCtx, nilGuard bool) string {
+	switch {
+	case nilCtx:
+		return "core: Do with a nil context: pass context.Background() or the caller's context"
+	case nilGuard:
+		return "core: Do with a nil Guard: pass a breaker made with core.New"
+	}
+	return "core: Do with a nil function: pass the call to make"
 }

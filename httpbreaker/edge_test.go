@@ -1,7 +1,7 @@
 package httpbreaker_test
 
 // Edge cases that are easy to get wrong: a 101 body that must stay
-// writable, the zero Transport, a classifier that panics on a body read,
+// writable, the zero and the nil Transport, a classifier that panics on a body read,
 // a base transport that breaks http.RoundTripper's contract.
 
 import (
@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/casbreaker/casbreaker/core"
 	"github.com/casbreaker/casbreaker/httpbreaker"
@@ -93,6 +95,16 @@ func TestZeroTransportPanicsNamingNew(t *testing.T) {
 	var tr httpbreaker.Transport
 	req, _ := http.NewRequest("GET", "http://127.0.0.1:1/", nil)
 	tr.RoundTrip(req)
+}
+
+// A nil *Transport (an httpbreaker.New whose error went unchecked) panics
+// with a message that says so.
+func TestNilTransportPanicsNamingNew(t *testing.T) {
+	var tr *httpbreaker.Transport
+	req, _ := http.NewRequest("GET", "http://127.0.0.1:1/", nil)
+	require.PanicsWithValue(t, "httpbreaker: RoundTrip on a nil *Transport: make one with httpbreaker.New and check its error", func() {
+		_, _ = tr.RoundTrip(req)
+	})
 }
 
 // Options.Classifier promises: "A panic in it propagates; the request's

@@ -189,8 +189,12 @@ func (t *Transport) Registry() *registry.Registry[string] { return t.reg }
 // breaker from Registry: see core.HeldPermit) is sent under that permit
 // without taking its own, and its classification, with the Retry-After
 // hint of a failure, is reported to the holder, which records it; its
-// body is not watched.
+// body is not watched. A zero Transport, or a nil one, panics with a
+// message that names New.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t == nil {
+		panic("httpbreaker: RoundTrip on a nil *Transport: make one with httpbreaker.New and check its error")
+	}
 	if t.reg == nil {
 		panic("httpbreaker: Transport used without New")
 	}

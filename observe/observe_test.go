@@ -225,6 +225,14 @@ func TestBadSources(t *testing.T) {
 	assert.ErrorIs(t, err, core.ErrInvalidArgument)
 	assert.ErrorContains(t, err, "the Source is nil")
 	assert.NoError(t, new(observe.Reader).Read(func(observe.Sample) { t.Fatal("the zero Reader reads nothing") }))
+	var nilReader *observe.Reader
+	assert.PanicsWithValue(t, "observe: Read on a nil *Reader: make one with observe.NewReader and check its error", func() {
+		_ = nilReader.Read(func(observe.Sample) {})
+	})
+	var nilTransitions *observe.Transitions
+	assert.PanicsWithValue(t, "observe: Listener of a nil *Transitions: declare a Transitions value (its zero value is ready) and take its address", func() {
+		nilTransitions.Listener(nil)
+	})
 }
 
 func TestBreakersCopiesItsArguments(t *testing.T) {

@@ -71,8 +71,12 @@ func (e *DuplicateNamesError) Error() string {
 //
 // Breakers that share a name cannot be told apart: fn sees the first
 // only, and Read returns a *DuplicateNamesError that counts the others,
-// by name, after reading every breaker; that is its only error.
+// by name, after reading every breaker; that is its only error. A nil r
+// panics with a message that names NewReader.
 func (r *Reader) Read(fn func(Sample)) error {
+	if r == nil {
+		panic("observe: Read on a nil *Reader: make one with observe.NewReader and check its error")
+	}
 	if r.src == nil {
 		return nil
 	}

@@ -58,8 +58,13 @@ type transitionKey struct {
 // Listener returns a core.Config.OnStateChange that counts each
 // transition and then calls next, if next is not nil (to chain a logger,
 // say slogbreaker.Listener). Like every listener it runs on the goroutine
-// of a call to the breaker, outside the breaker's critical sections.
+// of a call to the breaker, outside the breaker's critical sections. A
+// nil t panics here, with a message that says so, rather than in the
+// breaker's first transition.
 func (t *Transitions) Listener(next func(core.Transition)) func(core.Transition) {
+	if t == nil {
+		panic("observe: Listener of a nil *Transitions: declare a Transitions value (its zero value is ready) and take its address")
+	}
 	return func(tr core.Transition) {
 		t.count(tr)
 		if next != nil {

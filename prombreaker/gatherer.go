@@ -31,7 +31,7 @@ import (
 // too (c registered in others as well, say) is merged and checked as
 // prometheus.Gatherers merges it: its repeated series, or a help text or
 // type that differs, fail the gather with an error that names them. Of
-// the zero Collector a gather returns others' families and an error that
+// the zero Collector, or a nil one, a gather returns others' families and an error that
 // names New.
 //
 // The Gatherer may gather concurrently with itself, with Collect and
@@ -48,7 +48,7 @@ func (c *Collector) Gatherer(others prometheus.Gatherer) prometheus.Gatherer {
 			mfs = slices.Clone(theirs)
 			appendErrors(&errs, err)
 		}
-		if c.reader == nil {
+		if c.zero() {
 			errs = append(errs, errZero)
 			return mfs, errs.MaybeUnwrap()
 		}

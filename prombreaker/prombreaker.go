@@ -67,8 +67,9 @@ type Options struct {
 }
 
 // Collector is a prometheus.Collector over the breakers of an
-// observe.Source. Make one with New: registering the zero value fails
-// with an error that names New, and it collects nothing. For many
+// observe.Source. Make one with New: registering the zero value, or a
+// nil *Collector, fails with an error that names New, and it collects
+// nothing. For many
 // breakers serve its Gatherer rather than registering it. Collect reads
 // the breakers on the scraping goroutine and may run concurrently with
 // itself and with the breakers' calls, whose hot paths it adds nothing
@@ -86,7 +87,10 @@ type Collector struct {
 
 var _ prometheus.Collector = (*Collector)(nil)
 
-var errZero = errors.New("prombreaker: the Collector is a zero value: make one with prombreaker.New")
+var errZero = errors.New("prombreaker: the Collector is a zero value or nil: make one with prombreaker.New and check its error")
+
+// zero reports whether c is a zero value or nil, which collects nothing.
+func (c *Collector) zero() bool { return c == nil || c.reader == nil }
 
 // New returns a Collector over src. It returns an error matching
 // core.ErrInvalidArgument if src is nil, if Namespace or a constant
@@ -125,7 +129,7 @@ func New(src observe.Source, o Options) (*Collector, error) {
 
 // Describe sends the descriptor of every family (prometheus.Collector).
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	if c.reader == nil {
+	if c.zero() {
 		ch <- prometheus.NewInvalidDesc(errZero)
 		return
 	}
@@ -142,7 +146,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // the first is reported and the others are counted in
 // casbreaker_duplicate_breakers{breaker}.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	if c.reader == nil {
+	if c.zero() {
 		return
 	}
 	c.read().send(ch)

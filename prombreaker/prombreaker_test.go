@@ -260,6 +260,15 @@ func TestZeroCollector(t *testing.T) {
 	assert.ErrorContains(t, err, "make one with prombreaker.New")
 	require.Len(t, mfs, 1, "the others' families are gathered")
 	assert.Equal(t, "app_up", mfs[0].GetName())
+
+	// A nil *Collector (a New whose error went unchecked) is a zero one.
+	var none *prombreaker.Collector
+	err = prometheus.NewRegistry().Register(none)
+	assert.ErrorContains(t, err, "make one with prombreaker.New")
+	none.Collect(ch)
+	assert.Empty(t, ch)
+	_, err = none.Gatherer(nil).Gather()
+	assert.ErrorContains(t, err, "make one with prombreaker.New")
 }
 
 // serve serves reg's /metrics on a loopback listener until the test ends.

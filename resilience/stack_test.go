@@ -122,6 +122,9 @@ func TestNilStackPanics(t *testing.T) {
 	v, err := resilience.Do(context.Background(), &resilience.Stack{}, (&dep{}).call)
 	require.NoError(t, err, "a zero Stack calls the function")
 	require.Equal(t, 1, v)
+	require.PanicsWithValue(t, "resilience: Do with a nil function: pass the call to make", func() {
+		_, _ = resilience.Do[int](context.Background(), &resilience.Stack{}, nil)
+	})
 }
 
 func TestNewStackErrors(t *testing.T) {
