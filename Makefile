@@ -2,6 +2,8 @@
 # through `go run`, so nothing is installed globally.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GO          ?= go
+# BEAT runs a long step with a line every 10 s while it lasts (scripts/heartbeat.sh).
+BEAT        := bash $(CURDIR)/scripts/heartbeat.sh
 
 .PHONY: help test lint unit exercises test386 nested prometheus demo demo-stack
 
@@ -12,11 +14,11 @@ test: lint unit exercises test386 nested ## gofmt, vet, staticcheck, race tests,
 
 lint: ## gofmt check, go vet, staticcheck
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) run $(STATICCHECK) ./...
+	$(BEAT) vet $(GO) vet ./...
+	$(BEAT) staticcheck $(GO) run $(STATICCHECK) ./...
 
 unit: ## all tests under the race detector, at their -short sizes (make stress runs the full ones)
-	$(GO) test -race -count=1 -short ./...
+	$(BEAT) unit $(GO) test -race -count=1 -short ./...
 
 # docs/learn.md's exercises (race/exercises_test.go) fail until the learner
 # fixes them, so they sit behind the exercises build tag, out of unit's way:
@@ -29,7 +31,7 @@ exercises: ## vet the learn.md exercises as given; vet, staticcheck and test the
 	$(GO) test -race -count=1 -tags exercises,solutions -run '^TestExercise' ./race/
 
 test386: ## all tests (-short) as GOARCH=386, where a misaligned 64-bit atomic panics; under qemu-user where the kernel cannot run 386
-	GO=$(GO) bash scripts/test386.sh
+	GO=$(GO) $(BEAT) test386 bash scripts/test386.sh
 
 # The nested modules, each with its own go.mod, which ./... from the root
 # does not enter: built, vetted and tested here so that CI (.ci/run: make
@@ -44,10 +46,10 @@ NESTED := bench/peers bench/plot prombreaker otelbreaker grpcbreaker examples/ou
 nested: prometheus ## go vet, staticcheck and the -short tests of each nested module (bench/peers, bench/plot, prombreaker, otelbreaker, grpcbreaker, examples/outage, ops)
 	@set -e; for m in $(NESTED); do \
 		echo "== $$m"; \
-		$(GO) -C $$m vet ./...; \
-		(cd $$m && $(GO) run $(STATICCHECK) ./...); \
+		$(BEAT) "$$m: vet" $(GO) -C $$m vet ./...; \
+		(cd $$m && $(BEAT) "$$m: staticcheck" $(GO) run $(STATICCHECK) ./...); \
 		race=; case " $(NESTED_RACE) " in *" $$m "*) race=-race;; esac; \
-		$(GO) -C $$m test $$race -count=1 -short ./...; \
+		$(BEAT) "$$m: test" $(GO) -C $$m test $$race -count=1 -short ./...; \
 	done
 
 prometheus: ## prometheus and promtool, for ops/'s tests: installed from Debian's prometheus package where missing, or a message saying what to install
