@@ -1,7 +1,7 @@
 package core_test
 
 // The scenarios of docs/scenarios.md (S1-S13), each an exact vector from the
-// seed documents, run against both implementations.
+// articles it names as sources, run against both implementations.
 
 import (
 	"context"
@@ -21,7 +21,7 @@ const (
 	I = core.Ignored
 )
 
-// S1: seed 000's 21-minute outage: 3 failures within a 10-minute time window
+// S1: the 21-minute outage: 3 failures within a 10-minute time window
 // trip; open 5 minutes; one probe; one success closes.
 func TestScenario_S1_TwentyOneMinuteOutage(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {

@@ -9,7 +9,7 @@ import (
 	"github.com/casbreaker/casbreaker/core"
 )
 
-// Exact probe admission (R6, R4, R12; scenario S3, seed 000's eight callers;
+// Exact probe admission (R6, R4, R12; scenario S3, eight callers;
 // regressions B01, B03, B04, B12). For N permitted half-open calls and G
 // goroutines: trip the breaker, set the manual clock to the exact expiry
 // instant, release all G through a start barrier, each calling Allow once.

@@ -224,7 +224,7 @@ func (r *racyBreaker) Counts() core.Counts {
 	return core.Counts{State: r.state, Generation: r.gen}
 }
 
-// Section 4: check-then-act probe admission (R6; seed 000's eight callers,
+// Section 4: check-then-act probe admission (R6;
 // scenario S3; regressions B01, B03, B04). One probe is permitted; the
 // open duration has just ended and four callers arrive. The schedule parks
 // the first held callers one after another at their first park point,
