@@ -42,7 +42,7 @@ func (b *Breaker) recordError(p Permit, err error) {
 	if o == Failure && s.MaxRetryAfter > 0 {
 		// The error's own RetryAfter and Unwrap methods run here; if one
 		// panics, the permit is released as Ignored, like a panicking
-		// classifier's (R10).
+		// classifier's, so that no half-open slot leaks.
 		o = Ignored
 		hint = RetryAfterOf(err)
 		o = Failure
