@@ -25,10 +25,10 @@ unit: ## all tests under the race detector, at their -short sizes (make stress r
 # here the broken variants are vetted with their tests, and the solutions
 # (tag solutions) are vetted, staticchecked and run.
 exercises: ## vet the learn.md exercises as given; vet, staticcheck and test their solutions
-	$(GO) vet -tags exercises ./race/
-	$(GO) vet -tags exercises,solutions ./race/
-	$(GO) run $(STATICCHECK) -tags exercises,solutions ./race/
-	$(GO) test -race -count=1 -tags exercises,solutions -run '^TestExercise' ./race/
+	$(BEAT) "exercises: vet" $(GO) vet -tags exercises ./race/
+	$(BEAT) "solutions: vet" $(GO) vet -tags exercises,solutions ./race/
+	$(BEAT) "solutions: staticcheck" $(GO) run $(STATICCHECK) -tags exercises,solutions ./race/
+	$(BEAT) "solutions: test" $(GO) test -race -count=1 -tags exercises,solutions -run '^TestExercise' ./race/
 
 test386: ## all tests (-short) as GOARCH=386, where a misaligned 64-bit atomic panics; under qemu-user where the kernel cannot run 386
 	GO=$(GO) $(BEAT) test386 bash scripts/test386.sh
