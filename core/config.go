@@ -214,7 +214,9 @@ type Config struct {
 	// RampUpDuration is rejected (it would have no effect).
 	RampUpStartPercent int
 
-	// MaxRetryAfter enables retry-after hints and bounds them: a call whose
+	// MaxRetryAfter is the switch that honours the dependency's retry-after
+	// hints (an HTTP Retry-After, a gRPC pushback, WithRetryAfter) and their
+	// bound; unset, no hint is honoured. Set: a call whose
 	// outcome is Failure and whose error carries a positive hint (RetryAfterOf)
 	// trips the breaker at once, closed or half-open, and keeps it open for
 	// at least min(hint, MaxRetryAfter), rounded up to whole milliseconds.
