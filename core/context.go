@@ -57,13 +57,17 @@ func (c *heldContext) Value(key any) any {
 // HeldPermitOf with the very Guard the holder passed: a pointer, such as a
 // *Breaker or a *registry.Breaker. The child is done when ctx is, with
 // ctx's Err. It allocates one context (64 bytes on 64-bit platforms). A
-// nil g, or one of a type == cannot compare, panics with a message naming
-// it.
+// nil g, or one == cannot compare (of an uncomparable type, or holding an
+// uncomparable value in an interface field), panics with a message naming
+// its type.
 func WithHeldPermit(ctx context.Context, g Guard) (context.Context, *HeldPermit) {
 	if nilGuard(g) {
 		panic("core: WithHeldPermit of a nil Guard")
 	}
-	if !reflect.TypeOf(g).Comparable() {
+	// A pointer always compares; of any other kind the value decides: a
+	// struct type is comparable, yet == panics on one whose interface
+	// field holds a slice.
+	if t := reflect.TypeOf(g); t.Kind() != reflect.Pointer && !reflect.ValueOf(g).Comparable() {
 		panic(fmt.Sprintf("core: WithHeldPermit of a %T, which == cannot compare: pass a pointer", g))
 	}
 	c := &heldContext{Context: ctx}
