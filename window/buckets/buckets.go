@@ -7,9 +7,13 @@
 //
 // Every outcome carries a generation, as the breaker's permits do: a
 // bucket holds outcomes of one generation, a newer generation starts an
-// empty window, and a late outcome of an older one is stale and dropped. A
-// caller with no use for generations records every outcome under the same
-// one.
+// empty window, and a late outcome of an older one never counts in it.
+// Generations are kept per bucket, not for the window as a whole: the late
+// outcome is dropped where its second's bucket holds the newer generation
+// already, and kept under its own generation (counted only by a Snapshot
+// of that generation, until a newer one takes the bucket over) where the
+// newer one has not written yet. A caller with no use for generations
+// records every outcome under the same one.
 package buckets
 
 import (
@@ -73,7 +77,8 @@ func (w *Window) Record(gen uint32, now time.Duration, failure, slow bool) bool 
 }
 
 // Snapshot returns the counts of generation gen's outcomes inside the
-// window at now, and moves the window's current second forward to now's if
+// window at now (gen is meant to be the newest generation recorded: for an
+// older one they miss the outcomes whose buckets a newer one took over), and moves the window's current second forward to now's if
 // that is newer, so it never reports an outcome that had left the window
 // before now. The counts are one state of the window, never torn: there is
 // an order of the recorded outcomes, consistent with real time, such that

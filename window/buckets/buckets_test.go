@@ -49,3 +49,21 @@ func TestZeroWindowRecordPanicsNamingNew(t *testing.T) {
 		w.Record(0, time.Second, true, false)
 	})
 }
+
+// Generations are tagged per bucket: a late outcome of an older generation
+// never counts in a newer one's window, but it is dropped only where its
+// second's bucket holds the newer one already; in a second the newer one
+// has not written, it is kept under its own generation, which only a
+// Snapshot of that generation counts.
+func TestOlderGenerationNeverCountsInANewerWindow(t *testing.T) {
+	w, err := buckets.New(3)
+	require.NoError(t, err)
+	require.True(t, w.Record(1, 0, true, false))
+	require.False(t, w.Record(0, 500*time.Millisecond, true, false), "second 0 holds generation 1")
+	require.True(t, w.Record(0, time.Second, true, false), "second 1 holds no generation yet")
+	require.Equal(t, window.Counts{Calls: 1, Failures: 1}, w.Snapshot(1, time.Second))
+	require.Equal(t, window.Counts{Calls: 1, Failures: 1}, w.Snapshot(0, time.Second), "kept under generation 0")
+	require.True(t, w.Record(1, time.Second, false, false), "generation 1 takes second 1 over")
+	require.Equal(t, window.Counts{Calls: 2, Failures: 1}, w.Snapshot(1, time.Second))
+	require.Equal(t, window.Counts{}, w.Snapshot(0, time.Second))
+}
