@@ -2,6 +2,7 @@ package buckets_test
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,4 +67,35 @@ func TestOlderGenerationNeverCountsInANewerWindow(t *testing.T) {
 	require.True(t, w.Record(1, time.Second, false, false), "generation 1 takes second 1 over")
 	require.Equal(t, window.Counts{Calls: 2, Failures: 1}, w.Snapshot(1, time.Second))
 	require.Equal(t, window.Counts{}, w.Snapshot(0, time.Second))
+}
+
+// The Window's doc: a reading below zero counts as second 0, a generation
+// 2^24 apart is the same, a clock that goes back never brings an evicted
+// second back, and concurrent Records lose nothing (run it under -race)
+// and allocate nothing.
+func TestWindowAsDocumented(t *testing.T) {
+	w, err := buckets.New(2)
+	require.NoError(t, err)
+	require.True(t, w.Record(3, -time.Hour, true, false))
+	require.True(t, w.Record(3+1<<24, 999*time.Millisecond, false, true))
+	require.Equal(t, window.Counts{Calls: 2, Failures: 1, SlowCalls: 1}, w.Snapshot(3, 0))
+	require.Equal(t, window.Counts{}, w.Snapshot(3, 2*time.Second), "second 0 left the window")
+	require.Equal(t, window.Counts{}, w.Snapshot(3, time.Second), "and a clock gone back does not bring it back")
+
+	const workers, each = 8, 500
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() {
+			for range each {
+				if !w.Record(4, 10*time.Second, i%2 == 0, i%4 == 0) {
+					t.Error("an outcome of the current second and generation was dropped")
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, window.Counts{Calls: workers * each, Failures: workers / 2 * each, SlowCalls: workers / 4 * each, SlowFailures: workers / 4 * each},
+		w.Snapshot(4, 10*time.Second))
+	require.Zero(t, testing.AllocsPerRun(100, func() { w.Record(4, 10*time.Second, false, false) }))
 }
