@@ -56,11 +56,16 @@ func (c *heldContext) Value(key any) any {
 // returns. Marks are found by g itself (==), so the layers inside must ask
 // HeldPermitOf with the very Guard the holder passed: a pointer, such as a
 // *Breaker or a *registry.Breaker. The child is done when ctx is, with
-// ctx's Err. It allocates one context (64 bytes on 64-bit platforms). A
-// nil g, or one == cannot compare (of an uncomparable type, or holding an
-// uncomparable value in an interface field), panics with a message naming
-// its type.
+// ctx's Err. It allocates one context (64 bytes on 64-bit platforms). It
+// panics with a message naming the misuse for a nil ctx, a nil g, or a g
+// that == cannot compare (of an uncomparable type, or holding an
+// uncomparable value in an interface field).
 func WithHeldPermit(ctx context.Context, g Guard) (context.Context, *HeldPermit) {
+	if ctx == nil {
+		// As context.WithValue: a nil parent would fail later, in a
+		// Value, Done or Err far from here.
+		panic("core: WithHeldPermit of a nil Context")
+	}
 	if nilGuard(g) {
 		panic("core: WithHeldPermit of a nil Guard")
 	}

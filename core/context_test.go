@@ -42,6 +42,9 @@ func TestHeldPermitIsFoundByItsBreaker(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, ctxB.Err(), context.Canceled)
 	require.ErrorIs(t, inner.Err(), context.Canceled, "the end of the parent reaches a context made from the mark at once")
+	require.PanicsWithValue(t, "core: WithHeldPermit of a nil Context", func() {
+		core.WithHeldPermit(nil, a) //nolint:staticcheck // the misuse under test
+	})
 	require.PanicsWithValue(t, "core: WithHeldPermit of a nil Guard", func() { core.WithHeldPermit(parent, nil) })
 	require.PanicsWithValue(t, "core: WithHeldPermit of a nil Guard", func() { core.WithHeldPermit(parent, (*core.Breaker)(nil)) })
 	require.PanicsWithValue(t, "core: WithHeldPermit of a core_test.sliceGuard, which == cannot compare: pass a pointer", func() {
