@@ -43,7 +43,8 @@ func TestHeldPermitIsFoundByItsBreaker(t *testing.T) {
 	require.ErrorIs(t, ctxB.Err(), context.Canceled)
 	require.ErrorIs(t, inner.Err(), context.Canceled, "the end of the parent reaches a context made from the mark at once")
 	require.PanicsWithValue(t, "core: WithHeldPermit of a nil Context", func() {
-		core.WithHeldPermit(nil, a) //nolint:staticcheck // the misuse under test
+		//lint:ignore SA1012 the misuse under test
+		core.WithHeldPermit(nil, a)
 	})
 	require.PanicsWithValue(t, "core: WithHeldPermit of a nil Guard", func() { core.WithHeldPermit(parent, nil) })
 	require.PanicsWithValue(t, "core: WithHeldPermit of a nil Guard", func() { core.WithHeldPermit(parent, (*core.Breaker)(nil)) })
