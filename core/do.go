@@ -71,8 +71,18 @@ func checkForceOpen(d time.Duration) error {
 // classified by the breaker's classifier: by default context.Canceled is
 // ignored and every other error a failure. A panic in fn is recorded as a
 // failure and re-panics with the same value. Do allocates nothing of its
-// own.
+// own. A nil ctx, b or fn panics with a message naming it, before any
+// permit is taken (a nil fn's panic would otherwise count as the
+// dependency's failure).
 func Do[T any](ctx context.Context, b Guard, fn func(context.Context) (T, error)) (T, error) {
+	switch {
+	case ctx == nil:
+		panic("core: Do with a nil Context")
+	case b == nil:
+		panic("core: Do with a nil Guard")
+	case fn == nil:
+		panic("core: Do of a nil fn")
+	}
 	var zero T
 	if err := ctx.Err(); err != nil {
 		return zero, err

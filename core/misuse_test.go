@@ -91,6 +91,34 @@ func TestZeroBreakerPanicsNamingNew(t *testing.T) {
 	})
 }
 
+// Do's nil arguments panic naming them, before any permit is taken: a nil
+// fn would otherwise panic inside the call, and that panic be recorded as
+// the dependency's failure (one trips this breaker); a nil Guard or
+// Context would fail with a nil dereference.
+func TestDoNilArgumentsPanicNamingThem(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		b, err := mk.new(core.Config{ConsecutiveFailures: 1, CollectMetrics: true})
+		require.NoError(t, err)
+		fn := func(context.Context) (int, error) { return 1, nil }
+		for _, c := range []struct {
+			want string
+			do   func()
+		}{
+			{"core: Do of a nil fn", func() { _, _ = core.Do[int](context.Background(), b, nil) }},
+			{"core: Do with a nil Guard", func() { _, _ = core.Do(context.Background(), nil, fn) }},
+			//lint:ignore SA1012 the misuse under test
+			{"core: Do with a nil Context", func() { _, _ = core.Do(nil, b, fn) }},
+		} {
+			msg, panicked, rt := misusePanic(c.do)
+			require.True(t, panicked, c.want)
+			require.False(t, rt, "%s: a runtime error: %s", c.want, msg)
+			require.Equal(t, c.want, msg)
+		}
+		require.Equal(t, core.Closed, b.State())
+		require.Equal(t, core.Metrics{}, b.Metrics(), "no permit taken, nothing recorded")
+	})
+}
+
 // SystemClock{} and ManualClock{} are both usable. A zero SystemClock that
 // measured from the zero time.Time would have no monotonic reading: its Now
 // would saturate at the largest Duration, frozen. It reads the monotonic
