@@ -41,7 +41,11 @@ var ErrSize = buckets.ErrSize
 // tolerated, and never brings an evicted second back.
 //
 // Only the low 24 bits of a generation are kept, compared with wrap-around:
-// a is newer than b when (a-b) mod 2^24 is in (0, 2^23).
+// a is newer than b when (a-b) mod 2^24 is in (0, 2^23). A Window made by
+// New starts at generation 0, and keeps up with generations that move
+// forward less than 2^21 from one Record to the next, however far they go
+// in all; a bigger jump may leave buckets whose generation reads as newer,
+// and their seconds then drop outcomes (Record returns false).
 //
 // The zero Window is not usable: Record on it panics with a message naming
 // New, and its Snapshot is empty. All methods of a Window made by New are
@@ -73,6 +77,11 @@ func (w *Window) Record(gen uint32, now time.Duration, failure, slow bool) bool 
 	if w.w == nil {
 		panic("buckets: Window used without New: make one with buckets.New")
 	}
+	// As the breaker does after each transition: a bucket left idle while
+	// the generations moved 2^23 past it would read as newer, and drop
+	// every later outcome of its second. One load, but for a sweep every
+	// 2^22 generations (internal/window/buckets, Advance).
+	w.w.Advance(gen)
 	return w.w.Record(gen, now, failure, slow)
 }
 

@@ -99,3 +99,22 @@ func TestWindowAsDocumented(t *testing.T) {
 		w.Snapshot(4, 10*time.Second))
 	require.Zero(t, testing.AllocsPerRun(100, func() { w.Record(4, 10*time.Second, false, false) }))
 }
+
+// A caller that counts its generations up, as the breaker does, keeps
+// recording however far they go: a bucket no outcome reached since New
+// (an idle second) must not come to read as newer once the generations
+// are 2^23 past it, and drop every outcome of its second from then on.
+func TestGenerationsCountedUpPastHalfTheRangeKeepRecording(t *testing.T) {
+	w, err := buckets.New(2)
+	require.NoError(t, err)
+	const step = 1 << 20
+	for g := uint32(0); g <= 1<<24+1<<23; g += step {
+		now := time.Duration(g/step) * 2 * time.Second // the even seconds only: one bucket stays idle
+		require.True(t, w.Record(g, now, true, false), "generation %#x at %v", g, now)
+	}
+	g := uint32(1<<24 + 1<<23 + step)
+	for _, now := range []time.Duration{100 * time.Second, 101 * time.Second} {
+		require.True(t, w.Record(g, now, true, false), "generation %#x at %v: the idle bucket's second", g, now)
+	}
+	require.Equal(t, window.Counts{Calls: 2, Failures: 2}, w.Snapshot(g, 101*time.Second))
+}
