@@ -56,14 +56,23 @@ func (c *heldContext) Value(key any) any {
 // returns. Marks are found by g itself (==), so the layers inside must ask
 // HeldPermitOf with the very Guard the holder passed: a pointer, such as a
 // *Breaker or a *registry.Breaker. The child is done when ctx is, with
-// ctx's Err. It allocates one context (64 bytes on 64-bit platforms). A
-// nil g, or one of a type == cannot compare, panics with a message naming
-// it.
+// ctx's Err. It allocates one context (64 bytes on 64-bit platforms). It
+// panics with a message naming the misuse for a nil ctx, a nil g, or a g
+// that == cannot compare (of an uncomparable type, or holding an
+// uncomparable value in an interface field).
 func WithHeldPermit(ctx context.Context, g Guard) (context.Context, *HeldPermit) {
+	if ctx == nil {
+		// As context.WithValue: a nil parent would fail later, in a
+		// Value, Done or Err far from here.
+		panic("core: WithHeldPermit of a nil Context")
+	}
 	if nilGuard(g) {
 		panic("core: WithHeldPermit of a nil Guard")
 	}
-	if !reflect.TypeOf(g).Comparable() {
+	// A pointer always compares; of any other kind the value decides: a
+	// struct type is comparable, yet == panics on one whose interface
+	// field holds a slice.
+	if t := reflect.TypeOf(g); t.Kind() != reflect.Pointer && !reflect.ValueOf(g).Comparable() {
 		panic(fmt.Sprintf("core: WithHeldPermit of a %T, which == cannot compare: pass a pointer", g))
 	}
 	c := &heldContext{Context: ctx}

@@ -42,10 +42,19 @@ func TestHeldPermitIsFoundByItsBreaker(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, ctxB.Err(), context.Canceled)
 	require.ErrorIs(t, inner.Err(), context.Canceled, "the end of the parent reaches a context made from the mark at once")
+	require.PanicsWithValue(t, "core: WithHeldPermit of a nil Context", func() {
+		//lint:ignore SA1012 the misuse under test
+		core.WithHeldPermit(nil, a)
+	})
 	require.PanicsWithValue(t, "core: WithHeldPermit of a nil Guard", func() { core.WithHeldPermit(parent, nil) })
 	require.PanicsWithValue(t, "core: WithHeldPermit of a nil Guard", func() { core.WithHeldPermit(parent, (*core.Breaker)(nil)) })
 	require.PanicsWithValue(t, "core: WithHeldPermit of a core_test.sliceGuard, which == cannot compare: pass a pointer", func() {
 		core.WithHeldPermit(parent, sliceGuard{a})
+	})
+	// A comparable type holding an uncomparable value: == panics on it
+	// as on the slice itself, so the mark could never be looked up.
+	require.PanicsWithValue(t, "core: WithHeldPermit of a core_test.wrappedGuard, which == cannot compare: pass a pointer", func() {
+		core.WithHeldPermit(parent, wrappedGuard{sliceGuard{a}})
 	})
 }
 
@@ -56,6 +65,10 @@ type sliceGuard []*core.Breaker
 func (g sliceGuard) Allow() (core.Permit, error)          { return g[0].Allow() }
 func (g sliceGuard) Done(p core.Permit, err error)        { g[0].Done(p, err) }
 func (g sliceGuard) Record(p core.Permit, o core.Outcome) { g[0].Record(p, o) }
+
+// wrappedGuard is a Guard of a comparable type that == cannot compare
+// when it holds an uncomparable Guard.
+type wrappedGuard struct{ core.Guard }
 
 // The latest report is the verdict, with its hint kept within its range.
 func TestHeldPermitReports(t *testing.T) {

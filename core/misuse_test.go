@@ -62,6 +62,8 @@ func TestZeroBreakerPanicsNamingNew(t *testing.T) {
 		{"Disable", func(b breakers.Breaker) { b.Disable() }},
 		{"MetricsOnly", func(b breakers.Breaker) { b.MetricsOnly() }},
 		{"Reset", func(b breakers.Breaker) { b.Reset() }},
+		{"HalfOpen", func(b breakers.Breaker) { b.(interface{ HalfOpen() }).HalfOpen() }},
+		{"RetryAfter", func(b breakers.Breaker) { _ = b.(interface{ RetryAfter() time.Duration }).RetryAfter() }},
 		{"Do", func(b breakers.Breaker) {
 			_, _ = core.Do(context.Background(), b, func(context.Context) (int, error) { return 1, nil })
 		}},
@@ -89,30 +91,35 @@ func TestZeroBreakerPanicsNamingNew(t *testing.T) {
 	})
 }
 
-// Do with a nil argument panics with a message that names it, never with
-// a nil dereference: a nil breaker (a nil Guard, or a nil *Breaker from a
+// Do with a nil argument panics with a message that names it, before any
+// permit is taken (a nil function's panic would otherwise be recorded as
+// the dependency's failure, and trip this breaker), never with a nil
+// dereference: a nil breaker (a nil Guard, or a nil *Breaker from a
 // core.New whose error went unchecked), a nil function or a nil context.
 func TestDoMisusePanicsNamingIt(t *testing.T) {
-	b, err := core.New(core.Config{ConsecutiveFailures: 1})
-	require.NoError(t, err)
 	var nilCtx context.Context
 	ctx, fn := context.Background(), func(context.Context) (int, error) { return 1, nil }
 	var nilBreaker *core.Breaker
-	for _, c := range []struct {
-		name, want string
-		do         func()
-	}{
-		{"nil Guard", "nil Guard", func() { _, _ = core.Do(ctx, nil, fn) }},
-		{"nil *Breaker", "nil *Breaker", func() { _, _ = core.Do(ctx, nilBreaker, fn) }},
-		{"nil function", "nil function", func() { _, _ = core.Do[int](ctx, b, nil) }},
-		{"nil context", "nil context", func() { _, _ = core.Do(nilCtx, b, fn) }},
-	} {
-		msg, panicked, rt := misusePanic(c.do)
-		require.True(t, panicked, c.name)
-		require.False(t, rt, "%s: a runtime error: %s", c.name, msg)
-		require.True(t, strings.HasPrefix(msg, "core: Do with a "+c.want), "%s: %q", c.name, msg)
-	}
-	require.Zero(t, b.Counts().Calls, "no call was made")
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		b, err := mk.new(core.Config{ConsecutiveFailures: 1, CollectMetrics: true})
+		require.NoError(t, err)
+		for _, c := range []struct {
+			name, want string
+			do         func()
+		}{
+			{"nil Guard", "nil Guard", func() { _, _ = core.Do(ctx, nil, fn) }},
+			{"nil *Breaker", "nil *Breaker", func() { _, _ = core.Do(ctx, nilBreaker, fn) }},
+			{"nil function", "nil function", func() { _, _ = core.Do[int](ctx, b, nil) }},
+			{"nil context", "nil context", func() { _, _ = core.Do(nilCtx, b, fn) }},
+		} {
+			msg, panicked, rt := misusePanic(c.do)
+			require.True(t, panicked, c.name)
+			require.False(t, rt, "%s: a runtime error: %s", c.name, msg)
+			require.True(t, strings.HasPrefix(msg, "core: Do with a "+c.want), "%s: %q", c.name, msg)
+		}
+		require.Equal(t, core.Closed, b.State())
+		require.Equal(t, core.Metrics{}, b.Metrics(), "no permit taken, nothing recorded")
+	})
 }
 
 // SystemClock{} and ManualClock{} are both usable. A zero SystemClock that

@@ -1,7 +1,7 @@
 package race_test
 
-// Contention tests of the manual controls: ForceOpen, Disable, MetricsOnly
-// and Reset racing traffic.
+// Contention tests of the manual controls: ForceOpen, Disable, MetricsOnly,
+// Reset and HalfOpen racing traffic.
 
 import (
 	"context"
@@ -16,17 +16,18 @@ import (
 	"github.com/casbreaker/casbreaker/internal/breakers"
 )
 
-// Manual controls racing traffic (ForceOpen, Disable, MetricsOnly, Reset;
-// R8, R12). Per round, six goroutines hammer Allow and Done with a mix of
-// failures, successes and cancellations (consecutive-failures rule, a 4 ms
-// open duration backed off to 16 ms, two probes, a half-open max wait and a
-// ramp-up), goroutines 0 and 1 moving the clock 1 ms per call, so the
-// breaker trips, probes, restarts, re-opens, closes and ramps; a third of
-// the permits are held for a while first. Meanwhile the test goroutine
-// issues manual controls in a random order: ForceOpen(0), ForceOpen(d) with
-// d up to 16 ms, Disable, MetricsOnly and Reset, each after letting the
-// traffic make a few calls (a gate keeps the traffic goroutines within a
-// few calls of each other and of the controls). Checked:
+// Manual controls racing traffic (ForceOpen, Disable, MetricsOnly, Reset,
+// HalfOpen; R8, R12). Per round, six goroutines hammer Allow and Done with
+// a mix of failures, successes and cancellations (consecutive-failures
+// rule, a 4 ms open duration backed off to 16 ms, two probes, a half-open
+// max wait and a ramp-up), goroutines 0 and 1 moving the clock 1 ms per
+// call, so the breaker trips, probes, restarts, re-opens, closes and ramps;
+// a third of the permits are held for a while first. Meanwhile the test
+// goroutine issues manual controls in a random order: ForceOpen(0),
+// ForceOpen(d) with d up to 16 ms, Disable, MetricsOnly, Reset and
+// HalfOpen, each after letting the traffic make a few calls (a gate keeps
+// the traffic goroutines within a few calls of each other and of the
+// controls). Checked:
 //
 //   - notifications chain (each From is the previous To, the first from
 //     closed), generations run 1, 2, 3, ..., their number is the final
@@ -300,8 +301,12 @@ func (r *controlRig) waitOps(extra int64) {
 	}
 }
 
+// ctlKinds is the number of kinds of control.
+const ctlKinds = 6
+
 // control issues control c, of the given kind (0 ForceOpen(0), 1
-// ForceOpen(d) with d up to ctlMaxOpen, 2 Disable, 3 MetricsOnly, 4 Reset),
+// ForceOpen(d) with d up to ctlMaxOpen, 2 Disable, 3 MetricsOnly, 4 Reset,
+// 5 HalfOpen),
 // and returns the state it leaves the breaker in for the two that only a
 // control leaves, ForcedOpen and Disabled (ok false for the others).
 func (r *controlRig) control(rng *rand.Rand, c, kind int) (want core.State, ok bool) {
@@ -324,6 +329,8 @@ func (r *controlRig) control(rng *rand.Rand, c, kind int) (want core.State, ok b
 		r.b.MetricsOnly()
 	case 4:
 		r.b.Reset()
+	case 5:
+		r.b.(interface{ HalfOpen() }).HalfOpen()
 	}
 	return 0, false
 }
@@ -365,12 +372,12 @@ func controlRound(t *testing.T, newB newFunc, seed uint64, controls int, f *cont
 	defer r.stopTraffic()
 
 	rng := rand.New(rand.NewPCG(seed, 1<<20))
-	var issued [5]int
+	var issued [ctlKinds]int
 	var quietStale, quietWin int64
 	lastQuiet := false
 	for c := range controls {
 		r.waitOps(int64(1 + rng.IntN(12)))
-		kind := rng.IntN(5)
+		kind := rng.IntN(ctlKinds)
 		issued[kind]++
 		want, quiet := r.control(rng, c, kind)
 		lastQuiet = quiet
@@ -403,7 +410,7 @@ func controlRound(t *testing.T, newB newFunc, seed uint64, controls int, f *cont
 // one matching State(), and as many to and from ForcedOpen and Disabled as
 // controls could cause (lastQuiet: the round ended in one of them). It tallies
 // the kinds of transition into f.
-func (r *controlRig) checkNotifications(trs []core.Transition, cnt core.Counts, controls int, issued [5]int, lastQuiet bool, f *controlFigures) {
+func (r *controlRig) checkNotifications(trs []core.Transition, cnt core.Counts, controls int, issued [ctlKinds]int, lastQuiet bool, f *controlFigures) {
 	t, seed := r.t, r.seed
 	if int(cnt.Generation) != len(trs) || len(trs) < controls {
 		t.Fatalf("seed %d: %d notifications for generation %d after %d controls", seed, len(trs), cnt.Generation, controls)

@@ -402,3 +402,36 @@ func TestRingGivesMemoryBack(t *testing.T) {
 	require.Equal(t, 1, r.EvictIdle())
 	require.Equal(t, 2*(quarter-1), registry.RingCap(r), "less than a quarter used: given back to twice the breakers left")
 }
+
+// The template's InitialState is every new breaker's, a key's breaker made
+// again after an eviction included; a forced-open one is never evicted,
+// so forced-open keys fill a bounded registry.
+func TestTemplateInitialStateStartsEveryNewBreaker(t *testing.T) {
+	clock := core.NewManualClock(0)
+	r, err := registry.New(registry.Options[string]{
+		Config:    core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, InitialState: core.Open, Clock: clock},
+		IdleAfter: time.Minute,
+	})
+	require.NoError(t, err)
+	a := get(t, r, "a")
+	require.Equal(t, core.Open, a.State())
+	require.Equal(t, time.Second, a.RetryAfter())
+	clock.Set(2 * time.Minute)
+	require.Equal(t, 1, r.EvictIdle(), "open no more (half-open with no probe out): it may go")
+	again := get(t, r, "a")
+	require.NotSame(t, a, again)
+	require.Equal(t, core.Open, again.State(), "made again, it starts open again")
+	require.Equal(t, time.Second, again.RetryAfter(), "for the open duration from its making")
+
+	forced, err := registry.New(registry.Options[string]{
+		Config:      core.Config{ConsecutiveFailures: 1, InitialState: core.ForcedOpen, Clock: clock},
+		MaxBreakers: 2,
+	})
+	require.NoError(t, err)
+	get(t, forced, "x")
+	get(t, forced, "y")
+	_, err = forced.Get("z")
+	require.ErrorIs(t, err, registry.ErrFull, "no forced-open breaker may be evicted")
+	get(t, forced, "x").Reset()
+	require.NotNil(t, get(t, forced, "z"), "once a manual control moves one, it may go")
+}

@@ -1,6 +1,8 @@
 package registry_test
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -209,4 +211,65 @@ func mustAllow(t *testing.T, b *registry.Breaker) core.Permit {
 	p, err := b.Allow()
 	require.NoError(t, err)
 	return p
+}
+
+// Manual controls, HalfOpen among them, racing calls leave the permit
+// count exact: once every call has reported, the breaker goes when idle,
+// before PermitTimeout. Run it under -race.
+func TestControlsRacingCallsKeepTheCount(t *testing.T) {
+	clock := core.NewManualClock(0)
+	r, err := registry.New(registry.Options[string]{
+		Config: core.Config{ConsecutiveFailures: 2, OpenDuration: time.Millisecond, PermittedCallsInHalfOpen: 2,
+			MaxWaitInHalfOpen: 2 * time.Millisecond, Clock: clock},
+		IdleAfter: time.Minute, PermitTimeout: time.Hour,
+	})
+	require.NoError(t, err)
+	b := get(t, r, "k")
+	var stop atomic.Bool
+	var callers sync.WaitGroup
+	for w := range 4 {
+		callers.Go(func() {
+			for i := range 2000 {
+				p, err := b.Allow()
+				if err != nil {
+					b.Done(p, nil) // a rejection's report: must change nothing
+					continue
+				}
+				switch (i + w) % 3 {
+				case 0:
+					b.Done(p, errFail)
+				case 1:
+					b.Record(p, core.Success)
+				default:
+					b.RecordHint(p, time.Millisecond)
+				}
+			}
+		})
+	}
+	var ctl sync.WaitGroup
+	ctl.Go(func() {
+		for i := 0; !stop.Load(); i++ {
+			switch i % 5 {
+			case 0:
+				b.HalfOpen()
+			case 1:
+				if err := b.ForceOpen(time.Millisecond); err != nil {
+					t.Error(err)
+				}
+			case 2:
+				b.Reset()
+			case 3:
+				b.HalfOpen()
+				clock.Advance(time.Millisecond)
+			default:
+				b.Disable()
+			}
+		}
+	})
+	callers.Wait()
+	stop.Store(true)
+	ctl.Wait()
+	b.Reset()
+	clock.Advance(2 * time.Minute)
+	require.Equal(t, 1, r.EvictIdle(), "a permit count left above zero keeps the breaker")
 }

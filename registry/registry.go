@@ -84,7 +84,12 @@ type Options[K comparable] struct {
 	// Config is the template of every breaker. Its Name is the prefix of
 	// each breaker's name (see Name); its OnStateChange, if set, hears
 	// every breaker's transitions, each Transition.Name telling them apart.
-	// Its Clock, if set, is also the registry's clock for idle times.
+	// Its Clock, if set, is also the registry's clock for idle times. Its
+	// InitialState is every new breaker's, a key's breaker made again
+	// after an eviction included (an open one open for the open duration
+	// from its making); a forced-open breaker may not be evicted, so with
+	// ForcedOpen and MaxBreakers, keys that no manual control has moved
+	// fill the registry (ErrFull).
 	Config core.Config
 	// Name names the breaker of a key (Config.Name of that breaker). Zero:
 	// fmt.Sprint(key), after Config.Name and a "/" when Config.Name is set;

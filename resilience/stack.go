@@ -132,13 +132,16 @@ func DefaultStack(r *Retry, b core.Guard, bh *Bulkhead, tl *TimeLimiter) (*Stack
 // failure) and re-panics with the same value. Do allocates nothing of its
 // own; fn escapes through the layers, so a closure that captures per-call
 // values is allocated by its caller. A zero Stack has no layers; a nil s
-// panics with a message naming NewStack, and a nil fn with one that says
-// so.
+// panics with a message naming NewStack, and a nil ctx or fn with one
+// naming it, before any layer acts (a nil fn's panic would otherwise
+// count as the dependency's failure).
 func Do[T any](ctx context.Context, s *Stack, fn func(context.Context) (T, error)) (T, error) {
-	if s == nil {
+	switch {
+	case s == nil:
 		panic("resilience: Do with a nil *Stack: make one with NewStack or DefaultStack")
-	}
-	if fn == nil {
+	case ctx == nil:
+		panic("resilience: Do with a nil context: pass context.Background() or the caller's context")
+	case fn == nil:
 		panic("resilience: Do with a nil function: pass the call to make")
 	}
 	return step[T]{layers: s.layers, fn: fn}.call(ctx)

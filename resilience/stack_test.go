@@ -127,6 +127,24 @@ func TestNilStackPanics(t *testing.T) {
 	})
 }
 
+// A nil fn or ctx panics naming it before any layer acts: a nil fn's
+// panic inside the stack would otherwise count as the dependency's
+// failure in its breaker (one trips this one).
+func TestNilFnOrContextPanicsBeforeTheLayers(t *testing.T) {
+	b, err := core.New(core.Config{ConsecutiveFailures: 1})
+	require.NoError(t, err)
+	s, err := resilience.NewStack(resilience.WithBreaker(b))
+	require.NoError(t, err)
+	require.PanicsWithValue(t, "resilience: Do with a nil function: pass the call to make", func() {
+		_, _ = resilience.Do[int](context.Background(), s, nil)
+	})
+	require.PanicsWithValue(t, "resilience: Do with a nil context: pass context.Background() or the caller's context", func() {
+		//lint:ignore SA1012 the misuse under test
+		_, _ = resilience.Do(nil, s, (&dep{}).call)
+	})
+	require.Equal(t, core.Closed, b.State(), "nothing recorded")
+}
+
 func TestNewStackErrors(t *testing.T) {
 	var nilBreaker *core.Breaker
 	_, err := resilience.NewStack(resilience.WithRetry(must(resilience.NewRetry(resilience.RetryConfig{}))(t)), resilience.Layer{},

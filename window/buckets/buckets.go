@@ -7,9 +7,13 @@
 //
 // Every outcome carries a generation, as the breaker's permits do: a
 // bucket holds outcomes of one generation, a newer generation starts an
-// empty window, and a late outcome of an older one is stale and dropped. A
-// caller with no use for generations records every outcome under the same
-// one.
+// empty window, and a late outcome of an older one never counts in it.
+// Generations are kept per bucket, not for the window as a whole: the late
+// outcome is dropped where its second's bucket holds the newer generation
+// already, and kept under its own generation (counted only by a Snapshot
+// of that generation, until a newer one takes the bucket over) where the
+// newer one has not written yet. A caller with no use for generations
+// records every outcome under the same one.
 package buckets
 
 import (
@@ -37,7 +41,11 @@ var ErrSize = buckets.ErrSize
 // tolerated, and never brings an evicted second back.
 //
 // Only the low 24 bits of a generation are kept, compared with wrap-around:
-// a is newer than b when (a-b) mod 2^24 is in (0, 2^23).
+// a is newer than b when (a-b) mod 2^24 is in (0, 2^23). A Window made by
+// New starts at generation 0, and keeps up with generations that move
+// forward less than 2^21 from one Record to the next, however far they go
+// in all; a bigger jump may leave buckets whose generation reads as newer,
+// and their seconds then drop outcomes (Record returns false).
 //
 // The zero Window is not usable: Record on it panics with a message naming
 // New, and its Snapshot is empty. All methods of a Window made by New are
@@ -69,11 +77,17 @@ func (w *Window) Record(gen uint32, now time.Duration, failure, slow bool) bool 
 	if w.w == nil {
 		panic("buckets: Window used without New: make one with buckets.New")
 	}
+	// As the breaker does after each transition: a bucket left idle while
+	// the generations moved 2^23 past it would read as newer, and drop
+	// every later outcome of its second. One load, but for a sweep every
+	// 2^22 generations (internal/window/buckets, Advance).
+	w.w.Advance(gen)
 	return w.w.Record(gen, now, failure, slow)
 }
 
 // Snapshot returns the counts of generation gen's outcomes inside the
-// window at now, and moves the window's current second forward to now's if
+// window at now (gen is meant to be the newest generation recorded: for an
+// older one they miss the outcomes whose buckets a newer one took over), and moves the window's current second forward to now's if
 // that is newer, so it never reports an outcome that had left the window
 // before now. The counts are one state of the window, never torn: there is
 // an order of the recorded outcomes, consistent with real time, such that

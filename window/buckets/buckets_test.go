@@ -2,6 +2,7 @@ package buckets_test
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,4 +49,72 @@ func TestZeroWindowRecordPanicsNamingNew(t *testing.T) {
 	require.PanicsWithValue(t, "buckets: Window used without New: make one with buckets.New", func() {
 		w.Record(0, time.Second, true, false)
 	})
+}
+
+// Generations are tagged per bucket: a late outcome of an older generation
+// never counts in a newer one's window, but it is dropped only where its
+// second's bucket holds the newer one already; in a second the newer one
+// has not written, it is kept under its own generation, which only a
+// Snapshot of that generation counts.
+func TestOlderGenerationNeverCountsInANewerWindow(t *testing.T) {
+	w, err := buckets.New(3)
+	require.NoError(t, err)
+	require.True(t, w.Record(1, 0, true, false))
+	require.False(t, w.Record(0, 500*time.Millisecond, true, false), "second 0 holds generation 1")
+	require.True(t, w.Record(0, time.Second, true, false), "second 1 holds no generation yet")
+	require.Equal(t, window.Counts{Calls: 1, Failures: 1}, w.Snapshot(1, time.Second))
+	require.Equal(t, window.Counts{Calls: 1, Failures: 1}, w.Snapshot(0, time.Second), "kept under generation 0")
+	require.True(t, w.Record(1, time.Second, false, false), "generation 1 takes second 1 over")
+	require.Equal(t, window.Counts{Calls: 2, Failures: 1}, w.Snapshot(1, time.Second))
+	require.Equal(t, window.Counts{}, w.Snapshot(0, time.Second))
+}
+
+// The Window's doc: a reading below zero counts as second 0, a generation
+// 2^24 apart is the same, a clock that goes back never brings an evicted
+// second back, and concurrent Records lose nothing (run it under -race)
+// and allocate nothing.
+func TestWindowAsDocumented(t *testing.T) {
+	w, err := buckets.New(2)
+	require.NoError(t, err)
+	require.True(t, w.Record(3, -time.Hour, true, false))
+	require.True(t, w.Record(3+1<<24, 999*time.Millisecond, false, true))
+	require.Equal(t, window.Counts{Calls: 2, Failures: 1, SlowCalls: 1}, w.Snapshot(3, 0))
+	require.Equal(t, window.Counts{}, w.Snapshot(3, 2*time.Second), "second 0 left the window")
+	require.Equal(t, window.Counts{}, w.Snapshot(3, time.Second), "and a clock gone back does not bring it back")
+
+	const workers, each = 8, 500
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() {
+			for range each {
+				if !w.Record(4, 10*time.Second, i%2 == 0, i%4 == 0) {
+					t.Error("an outcome of the current second and generation was dropped")
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, window.Counts{Calls: workers * each, Failures: workers / 2 * each, SlowCalls: workers / 4 * each, SlowFailures: workers / 4 * each},
+		w.Snapshot(4, 10*time.Second))
+	require.Zero(t, testing.AllocsPerRun(100, func() { w.Record(4, 10*time.Second, false, false) }))
+}
+
+// A caller that counts its generations up, as the breaker does, keeps
+// recording however far they go: a bucket no outcome reached since New
+// (an idle second) must not come to read as newer once the generations
+// are 2^23 past it, and drop every outcome of its second from then on.
+func TestGenerationsCountedUpPastHalfTheRangeKeepRecording(t *testing.T) {
+	w, err := buckets.New(2)
+	require.NoError(t, err)
+	const step = 1 << 20
+	for g := uint32(0); g <= 1<<24+1<<23; g += step {
+		now := time.Duration(g/step) * 2 * time.Second // the even seconds only: one bucket stays idle
+		require.True(t, w.Record(g, now, true, false), "generation %#x at %v", g, now)
+	}
+	g := uint32(1<<24 + 1<<23 + step)
+	for _, now := range []time.Duration{100 * time.Second, 101 * time.Second} {
+		require.True(t, w.Record(g, now, true, false), "generation %#x at %v: the idle bucket's second", g, now)
+	}
+	require.Equal(t, window.Counts{Calls: 2, Failures: 2}, w.Snapshot(g, 101*time.Second))
 }
