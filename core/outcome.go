@@ -40,7 +40,14 @@ func (o Outcome) String() string {
 // classifies such an error as Ignored, like context.Canceled: it is not
 // counted, and a half-open probe that ends with it returns its slot. An
 // error opts in with an Is method that reports true for ErrIgnored.
-var ErrIgnored = errors.New("core: ignored: the call says nothing about the dependency")
+var ErrIgnored error = ignoredError{}
+
+// ignoredError is ErrIgnored's type, a type of its own rather than
+// errors.New's: an ordinary error (errors.New's type) then differs from it
+// by type alone, so that comparing one with it takes no runtime call.
+type ignoredError struct{}
+
+func (ignoredError) Error() string { return "core: ignored: the call says nothing about the dependency" }
 
 // DefaultClassifier is the default classification: nil is Success, an error matching
 // context.Canceled is Ignored (the caller gave up, which says nothing about the dependency), so
