@@ -47,7 +47,9 @@ var ErrIgnored error = ignoredError{}
 // by type alone, so that comparing one with it takes no runtime call.
 type ignoredError struct{}
 
-func (ignoredError) Error() string { return "core: ignored: the call says nothing about the dependency" }
+func (ignoredError) Error() string {
+	return "core: ignored: the call says nothing about the dependency"
+}
 
 // DefaultClassifier is the default classification: nil is Success, an error matching
 // context.Canceled is Ignored (the caller gave up, which says nothing about the dependency), so
