@@ -111,9 +111,10 @@ type Window struct {
 	// head is first so that its word is the first of the allocation, which
 	// the Go allocator 64-bit aligns on every platform.
 	head paddedHead
-	// seq counts the failed and slow outcomes recorded (see Snapshot).
-	// Written by each of them, so it has a line of its own: on head's, every
-	// failure would evict the word every Record loads first.
+	// seq counts the failed and slow outcomes recorded while a Snapshot
+	// reads (see Snapshot). Written by each of them then, so it has a line
+	// of its own: on head's, every failure would evict the word every
+	// Record loads first.
 	seq paddedSeq
 	layout
 	// The padding makes a Window a whole number of cache lines, so that its
@@ -198,10 +199,22 @@ const (
 // cacheLine is the padding's line size (cacheline.Size has the reason).
 const cacheLine = cacheline.Size
 
-// paddedSeq is Window.seq on a cache line of its own.
+// paddedSeq is Window.seq on a cache line of its own, with the count of
+// Snapshots reading, which a failed or slow outcome loads to know whether
+// it must raise n: outside a Snapshot the line is only read.
 type paddedSeq struct {
-	n atomic.Uint64
-	_ [cacheLine - 8]byte
+	n       atomic.Uint64
+	readers atomic.Uint64
+	_       [cacheLine - 16]byte
+}
+
+// moved is what a failed or slow outcome does after its write and before
+// it returns: raise seq, if a Snapshot is reading (Snapshot says why that
+// is enough).
+func (w *Window) moved() {
+	if w.seq.readers.Load() != 0 {
+		w.seq.n.Inc()
+	}
 }
 
 // New returns an empty window of seconds seconds. It returns an error
@@ -363,7 +376,7 @@ func (w *Window) RecordFailure(gen uint32, now time.Duration, rule *trip.Rule) (
 	if v := b.ff.Load(); uint8(v>>countBits) != inc || !b.ff.CompareAndSwap(v, v+1) {
 		return w.RecordTrip(gen, now, true, false, rule)
 	}
-	w.seq.n.Inc() // after the add, as record's
+	w.moved() // after the add, as record's
 	// judge's first step for a failure, on the bucket just written while
 	// it is still the current second's: a unit of its judgement's slack.
 	if w.head.second.Load() == sec {
@@ -411,7 +424,7 @@ func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bo
 			// After the add and before returning: a Snapshot that ran
 			// across this outcome's add, or across its return and the
 			// start of a later call, sees seq move and reads again.
-			w.seq.n.Inc()
+			w.moved()
 			return sec, true
 		case recycles(gen, idGen, sec, idSec, current):
 			// Recycle: the bucket holds an expired second or a dead
@@ -496,15 +509,22 @@ func (w *Window) Advance(gen uint32) {
 // order of the outcomes recorded, consistent with real time, such that the
 // Snapshot holds exactly those before some point of it. Each outcome is one
 // atomic write (bucket); the failed and slow ones, which are rare, also
-// raise seq after their write and before they return. Snapshot reads seq,
-// then the failed and slow counts of every bucket, then the fast successes
-// of every bucket, then seq again, and reads everything again if seq, the
-// current second or the set of buckets in the window moved. Why that is
-// enough: a failure the Snapshot holds was written before the success
-// cells were read, so every success that returned before it started is
-// held too; a failure written in between that the Snapshot misses, and a
-// success written after it that the Snapshot holds, would have moved seq
-// in between. Fast successes are alike, so which of them are held does not
+// raise seq after their write and before they return, if a Snapshot is
+// reading (readers). Snapshot raises readers, reads seq, then the failed
+// and slow counts of every bucket, then the fast successes of every
+// bucket, then seq again, lowers readers, and reads everything again if
+// seq, the current second or the set of buckets in the window moved. Why
+// that is enough: a failure the Snapshot holds was written before the
+// success cells were read, so every success that returned before it
+// started is held too; a failure written in between that the Snapshot
+// misses, and a success written after it that the Snapshot holds, would
+// have moved seq in between: that failure's load of readers came after
+// its write, so after the Snapshot raised readers (which came before the
+// Snapshot read its bucket), and before the success's write, so before
+// the Snapshot lowered readers; it found readers raised. A failure that
+// found no reader loaded readers before the Snapshot raised it, so its
+// write came before the Snapshot read any count: it is held. (Every
+// operation here is sequentially consistent, which this order needs.) Fast successes are alike, so which of them are held does not
 // matter, only how many. It retries only when a failed or slow outcome
 // was recorded meanwhile, so it is lock-free, not wait-free.
 //
@@ -581,6 +601,8 @@ func (w *Window) retract(gen uint32, now time.Duration) {
 func (w *Window) sum(gen uint32, now time.Duration, covered *judging) (c window.Counts, owed, stopped bool, sec uint64) {
 	gen &= genMask
 	sec = w.advance(now)
+	w.seq.readers.Inc()
+	defer w.seq.readers.Dec()
 	for {
 		seq := w.seq.n.Load()
 		sum, members, headFailedOrSlow := w.collect(gen, sec, true)
