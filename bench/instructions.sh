@@ -3,6 +3,9 @@
 # counted by valgrind's callgrind, which counts instructions exactly: the
 # same binary and arguments give the same count whatever else the machine
 # is doing, where nanoseconds on a shared VM move by 10% between minutes.
+# A time window's cell varies by a few instructions between runs all the
+# same: its once-a-second work (a new bucket, a full judgement) depends on
+# how many seconds of the system clock a run spans under valgrind.
 # Each benchmark runs twice, at -benchtime N1x and N2x, and the count per
 # operation is the difference of the two totals over N2 - N1, so the
 # binary's start-up and the benchmark's set-up cancel out.
