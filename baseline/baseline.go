@@ -136,9 +136,18 @@ func (b *Breaker) start(st core.State) {
 		b.deadline = openDeadline(now, b.cfg.OpenDuration)
 	case core.HalfOpen:
 		b.openFor = b.cfg.OpenDuration
-		if b.maxWait.unit > 0 {
-			b.expiry = b.maxWait.deadline(b.cfg.Clock.Now())
+		if b.maxWait.unit > 0 { // the clock only for a max wait, as core's New
+			b.maxWaitFrom(b.cfg.Clock.Now())
 		}
+	}
+}
+
+// maxWaitFrom starts the half-open max wait of a half-open generation
+// entered at now, if a max wait is set. The caller holds the mutex, or has
+// the breaker to itself (New).
+func (b *Breaker) maxWaitFrom(now time.Duration) {
+	if b.maxWait.unit > 0 {
+		b.expiry = b.maxWait.deadline(now)
 	}
 }
 
@@ -249,9 +258,7 @@ func (b *Breaker) probe(now time.Duration) (core.Permit, error) {
 	}
 	b.transition(core.HalfOpen, now, why)
 	b.inFlight = 1
-	if b.maxWait.unit > 0 {
-		b.expiry = b.maxWait.deadline(now)
-	}
+	b.maxWaitFrom(now)
 	p := core.Permit{Generation: b.gen, Probe: true} // no Start: nothing measures a probe's duration
 	b.admit()
 	// A panicking listener must not strand the probe the caller never got.
@@ -728,9 +735,7 @@ func (b *Breaker) HalfOpen() {
 	}
 	b.transition(core.HalfOpen, now, core.ReasonManual)
 	b.openFor = b.cfg.OpenDuration // a re-open backs off from the open duration
-	if b.maxWait.unit > 0 {
-		b.expiry = b.maxWait.deadline(now)
-	}
+	b.maxWaitFrom(now)
 	b.unlockAndNotify()
 }
 

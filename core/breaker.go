@@ -188,7 +188,10 @@ func (b *Breaker) start(st State) {
 	case Open:
 		u = word{state: Open, deadline: deadline(b.now(), b.cfg.openDuration(0))}
 	case HalfOpen:
-		u = word{state: HalfOpen, expiry: b.expiry(b.now())}
+		u = word{state: HalfOpen}
+		if b.cfg.MaxWaitInHalfOpen != WaitForever { // no clock read without a max wait
+			u.expiry = b.expiry(b.now())
+		}
 	default:
 		u = word{state: st}
 	}

@@ -82,7 +82,8 @@ func plainFailure(err error) bool {
 // in one walk of err's tree, in the order errors.Is walks it (depth first,
 // each error before what it wraps), testing both targets at each error:
 // every failing call is classified, and the two walks cost a failure twice
-// the type assertions. Both targets are pointers, so == never panics.
+// the type assertions. Both targets are of comparable types (a pointer,
+// an empty struct), so == never panics.
 func ignoredErr(err error) bool {
 	for {
 		if err == context.Canceled || err == ErrIgnored {
