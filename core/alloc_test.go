@@ -34,7 +34,6 @@ func TestNoAllocationsInAnyState(t *testing.T) {
 				cfg.PermittedCallsInHalfOpen = 2
 				cfg.MinimumNumberOfCalls = 0
 				r := mk.build(t, cfg)
-				waiter := r.B.(interface{ RetryAfter() time.Duration })
 				allocs := func(what string, fn func()) {
 					t.Helper()
 					require.Zero(t, testing.AllocsPerRun(200, fn), what)
@@ -59,7 +58,7 @@ func TestNoAllocationsInAnyState(t *testing.T) {
 				allocs("open reject's wait", func() { _, err := r.B.Allow(); _ = core.RetryAfterOf(err) })
 				allocs("open reject through Do", func() { _, _ = core.Do(ctx, r.B, okCall) })
 				allocs("open state/counts", func() { _, _ = r.B.State(), r.B.Counts() })
-				allocs("open RetryAfter", func() { _ = waiter.RetryAfter() })
+				allocs("open RetryAfter", func() { _ = r.B.RetryAfter() })
 
 				r.Clock.Advance(time.Second)
 				p := r.A() // open -> half-open
@@ -67,7 +66,7 @@ func TestNoAllocationsInAnyState(t *testing.T) {
 				q := r.A()
 				allocs("half-open full", func() { _, _ = r.B.Allow() })
 				allocs("half-open full's wait", func() { _, err := r.B.Allow(); _ = core.RetryAfterOf(err) })
-				allocs("half-open full RetryAfter", func() { _ = waiter.RetryAfter() })
+				allocs("half-open full RetryAfter", func() { _ = r.B.RetryAfter() })
 				allocs("half-open stale", func() { r.B.Done(core.Permit{}, errDown) })
 				r.D(p, core.Success)
 				r.D(q, core.Success)

@@ -62,8 +62,8 @@ func TestZeroBreakerPanicsNamingNew(t *testing.T) {
 		{"Disable", func(b breakers.Breaker) { b.Disable() }},
 		{"MetricsOnly", func(b breakers.Breaker) { b.MetricsOnly() }},
 		{"Reset", func(b breakers.Breaker) { b.Reset() }},
-		{"HalfOpen", func(b breakers.Breaker) { b.(interface{ HalfOpen() }).HalfOpen() }},
-		{"RetryAfter", func(b breakers.Breaker) { _ = b.(interface{ RetryAfter() time.Duration }).RetryAfter() }},
+		{"HalfOpen", func(b breakers.Breaker) { b.HalfOpen() }},
+		{"RetryAfter", func(b breakers.Breaker) { _ = b.RetryAfter() }},
 		{"Do", func(b breakers.Breaker) {
 			_, _ = core.Do(context.Background(), b, func(context.Context) (int, error) { return 1, nil })
 		}},

@@ -330,7 +330,7 @@ func (r *controlRig) control(rng *rand.Rand, c, kind int) (want core.State, ok b
 	case 4:
 		r.b.Reset()
 	case 5:
-		r.b.(interface{ HalfOpen() }).HalfOpen()
+		r.b.HalfOpen()
 	}
 	return 0, false
 }

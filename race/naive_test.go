@@ -183,14 +183,16 @@ func (n *naiveBreaker) Counts() core.Counts {
 }
 
 // noExtras completes breakers.Breaker for the naive teaching breakers:
-// they keep no metrics, and the manual controls are outside what the
-// teaching tests show, so calling one is a mistake in a test.
+// they keep no metrics, and the manual controls and RetryAfter are outside
+// what the teaching tests show, so calling one is a mistake in a test.
 type noExtras struct{}
 
 func (noExtras) Metrics() core.Metrics         { return core.Metrics{} }
+func (noExtras) RetryAfter() time.Duration     { panic("naive breaker: no RetryAfter") }
 func (noExtras) ForceOpen(time.Duration) error { panic("naive breaker: no manual controls") }
 func (noExtras) Disable()                      { panic("naive breaker: no manual controls") }
 func (noExtras) MetricsOnly()                  { panic("naive breaker: no manual controls") }
+func (noExtras) HalfOpen()                     { panic("naive breaker: no manual controls") }
 func (noExtras) Reset()                        { panic("naive breaker: no manual controls") }
 
 // splitBreaker keeps its state and the time it last opened in one word,

@@ -22,9 +22,11 @@ type Breaker interface {
 	State() core.State
 	Counts() core.Counts
 	Metrics() core.Metrics
+	RetryAfter() time.Duration
 	ForceOpen(d time.Duration) error
 	Disable()
 	MetricsOnly()
+	HalfOpen()
 	Reset()
 }
 

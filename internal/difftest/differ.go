@@ -194,22 +194,10 @@ func (d *Differ) waitOf(op Op, obs Obs) error {
 	if obs.Err.Matches(core.ErrForcedOpen) {
 		want = core.WaitForever
 	}
-	if got := retryAfter(d.Sides[0].B); got != want && got != noRetryAfter {
+	if got := d.Sides[0].B.RetryAfter(); got != want {
 		return d.fail("RetryAfter right after Allow refused with %v: %v, want %v", obs.Err, got, want)
 	}
 	return nil
-}
-
-// noRetryAfter is what retryAfter reports of a breaker without RetryAfter
-// (the naive ones of the teaching tests): a wait no breaker reports.
-const noRetryAfter = time.Duration(-2)
-
-// retryAfter is b.RetryAfter(), or noRetryAfter where b has none.
-func retryAfter(b breakers.Breaker) time.Duration {
-	if r, ok := b.(interface{ RetryAfter() time.Duration }); ok {
-		return r.RetryAfter()
-	}
-	return noRetryAfter
 }
 
 // summary is what op observed: every field Apply sets for its kind.
@@ -284,17 +272,17 @@ func (d *Differ) grant(e Err) {
 func (d *Differ) agree() error {
 	s0 := d.Sides[0]
 	c0, st0, m0, n0 := s0.B.Counts(), s0.B.State(), s0.B.Metrics(), s0.Since(d.seen)
-	w0 := retryAfter(s0.B)
+	w0 := s0.B.RetryAfter()
 	for _, s := range d.Sides[1:] {
 		c, st, m, n := s.B.Counts(), s.B.State(), s.B.Metrics(), s.Since(d.seen)
-		switch w := retryAfter(s.B); {
+		switch w := s.B.RetryAfter(); {
 		case c != c0:
 			return d.fail("Counts: %s %+v, %s %+v", s0.Name, c0, s.Name, c)
 		case st != st0:
 			return d.fail("State: %s %v, %s %v", s0.Name, st0, s.Name, st)
 		case m != m0:
 			return d.fail("Metrics: %s %+v, %s %+v", s0.Name, m0, s.Name, m)
-		case w != w0 && w != noRetryAfter && w0 != noRetryAfter:
+		case w != w0:
 			return d.fail("RetryAfter: %s %v, %s %v", s0.Name, w0, s.Name, w)
 		}
 		for i := range max(len(n), len(n0)) {
