@@ -60,6 +60,7 @@ type Breaker struct {
 	openFor  time.Duration // open, half-open: the open duration of this period, before any hint (R4's backoff)
 	inFlight int           // half-open probes in flight
 	success  int           // half-open probe successes
+	failure  int           // half-open probe failures, below FailuresToReopen
 	expiry   uint64        // half-open: max-wait deadline, in maxWait's units
 	rampEnd  uint64        // closed: ramp-up deadline, in ramp's units
 
@@ -315,7 +316,8 @@ func (b *Breaker) halfOpenFullWait(now time.Duration) (wait time.Duration, expir
 // full reports whether half-open has no probe slot to give (R6). The
 // caller holds the mutex.
 func (b *Breaker) full() bool {
-	return b.inFlight >= b.cfg.PermittedCallsInHalfOpen || b.inFlight+b.success >= b.cfg.SuccessesToClose
+	return b.inFlight >= b.cfg.PermittedCallsInHalfOpen ||
+		b.inFlight+b.success+b.failure >= b.cfg.SuccessesToClose+b.cfg.FailuresToReopen-1
 }
 
 // retryAfter is what a rejection's RetryAfter reports, with forced for
@@ -542,7 +544,10 @@ func (b *Breaker) recordProbe(o core.Outcome) {
 			}
 		}
 	case core.Failure:
-		b.open(backoff(&b.cfg, b.openFor), 0, b.cfg.Clock.Now(), core.ReasonProbeFailed)
+		b.failure++
+		if b.failure >= b.cfg.FailuresToReopen {
+			b.open(backoff(&b.cfg, b.openFor), 0, b.cfg.Clock.Now(), core.ReasonProbeFailed)
+		}
 	}
 }
 
@@ -575,7 +580,7 @@ func (b *Breaker) transition(to core.State, now time.Duration, why core.Reason) 
 	from := b.state
 	b.state = to
 	b.gen++ // 64 bits: a permit is stale across any number of transitions below 2^64
-	b.inFlight, b.success, b.consec = 0, 0, 0
+	b.inFlight, b.success, b.failure, b.consec = 0, 0, 0, 0
 	b.ramping, b.expiry = false, 0
 	if b.collect {
 		b.metrics.Transitions[from][to]++
@@ -676,7 +681,7 @@ func (b *Breaker) Counts() core.Counts {
 			c.State = core.HalfOpen
 		}
 	case core.HalfOpen:
-		c.ProbesInFlight, c.ProbeSuccesses = b.inFlight, b.success
+		c.ProbesInFlight, c.ProbeSuccesses, c.ProbeFailures = b.inFlight, b.success, b.failure
 	}
 	return c
 }

@@ -87,7 +87,7 @@ func (s span) until(deadline uint64, now time.Duration) time.Duration {
 // over reports whether a deadline left units ahead has passed: it is not
 // ahead, or it is further ahead than any deadline is ever set (d rounded
 // up, plus one unit), which only a clock that went back by more than d can
-// make it, and the lock-free word's 19- or 20-bit difference after a long
+// make it, and the lock-free word's 19- or 15-bit difference after a long
 // idle (docs/design.md, Known limits).
 func (s span) over(left int64) bool {
 	return left <= 0 || left > int64(s.units)+1

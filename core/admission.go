@@ -106,8 +106,7 @@ func (b *Breaker) admitUnchanged(w stateWord, gen uint64) (Permit, bool) {
 // false when the word moved and the caller reloads.
 func (b *Breaker) allowHalfOpen(w stateWord, gen uint64) (p Permit, decided bool, err error) {
 	u := w.fields()
-	if int(u.inFlight) < b.cfg.PermittedCallsInHalfOpen &&
-		int(u.inFlight)+int(u.success) < b.cfg.SuccessesToClose {
+	if b.cfg.admitsProbe(u.inFlight, u.success, u.failure) {
 		u.inFlight++
 		// half-open -> half-open with one more probe in flight: a
 		// successful swap is the caller's probe slot (R6). A probe carries
@@ -279,7 +278,7 @@ func (b *Breaker) retryAfter(forced time.Duration) time.Duration {
 			wait = untilDeadline(w.deadline(), b.now())
 		case HalfOpen:
 			u := w.fields()
-			if int(u.inFlight) < b.cfg.PermittedCallsInHalfOpen && int(u.inFlight)+int(u.success) < b.cfg.SuccessesToClose {
+			if b.cfg.admitsProbe(u.inFlight, u.success, u.failure) {
 				return 0 // a probe slot is free
 			}
 			if b.cfg.MaxWaitInHalfOpen == WaitForever {

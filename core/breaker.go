@@ -58,8 +58,9 @@ type Breaker struct {
 	//	MetricsOnly: bits 8..23 consecutive failures; bits 24..43 zero
 	//	Open:        deadline: the first millisecond of the breaker clock at
 	//	             which a call may probe, mod 2^36
-	//	HalfOpen:    bits 8..15 probes in flight, bits 16..23 probe successes,
-	//	             bits 24..43 max-wait deadline in coarse units mod 2^20
+	//	HalfOpen:    bits 8..14 probes in flight, bits 15..21 probe successes,
+	//	             bits 22..28 probe failures that did not re-open,
+	//	             bits 29..43 max-wait deadline in coarse units mod 2^15
 	//	             (zero when MaxWaitInHalfOpen is WaitForever)
 	//	ForcedOpen, Disabled: zero
 	//
@@ -121,8 +122,9 @@ const (
 // and zero in open and half-open, whose generations start with an empty
 // window);
 // ConsecutiveFailures is the closed-state run of failures, tracked only when
-// Config.ConsecutiveFailures is set; ProbesInFlight and
-// ProbeSuccesses are half-open's. State is time-aware like State() and, like
+// Config.ConsecutiveFailures is set; ProbesInFlight, ProbeSuccesses and
+// ProbeFailures (the failures the generation tolerated, below
+// Config.FailuresToReopen) are half-open's. State is time-aware like State() and, like
 // it, reports an elapsed open duration as HalfOpen without committing the
 // transition: Generation is then still the open one, and no probe is
 // counted.
@@ -141,6 +143,7 @@ type Counts struct {
 	ConsecutiveFailures uint64
 	ProbesInFlight      int
 	ProbeSuccesses      int
+	ProbeFailures       int
 }
 
 // New returns a breaker at generation 0, closed unless

@@ -4,9 +4,9 @@ import "time"
 
 // coarse measures one configured duration d (the half-open max wait, the
 // ramp-up) in units of max(1 ms, d/1024) rounded up to whole milliseconds,
-// so that a deadline d ahead fits in the 19 or 20 bits the state word has
+// so that a deadline d ahead fits in the 19 or 15 bits the state word has
 // for it with room to spare: d is at most 1024 units, and a signed
-// difference of 19 bits stays exact for 2^18 units, 256 times d.
+// difference of 15 bits stays exact for 2^14 units, 16 times d.
 type coarse struct {
 	d    time.Duration
 	unit time.Duration // 0: the feature is off
@@ -72,7 +72,7 @@ func (s *Settings) rampDeadline(now time.Duration) uint64 {
 // is remaining units ahead of the clock (deadline minus halfOpenUnits, as a
 // signed difference). A deadline is never set more than span+1 units ahead
 // (span: the max wait in whole units), so a larger remainder can only be a
-// deadline that passed so long ago that the lock-free word's 20-bit
+// deadline that passed so long ago that the lock-free word's 15-bit
 // difference wrapped, or a clock that went backwards by more than the max
 // wait: both count as passed.
 func (s *Settings) halfOpenExpired(remaining int64) bool {

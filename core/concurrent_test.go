@@ -233,7 +233,7 @@ type storm struct {
 func controlStorm(t *testing.T, mk maker, round uint64, unpaced bool) {
 	s := &storm{clk: core.NewManualClock(0), inFlight: map[uint64]int{}}
 	b, err := mk.new(core.Config{WindowSize: 8, MinimumNumberOfCalls: 2, FailureRateThreshold: 50, OpenDuration: time.Millisecond,
-		PermittedCallsInHalfOpen: stormProbes, SuccessesToClose: 3, MaxWaitInHalfOpen: 2 * time.Millisecond,
+		PermittedCallsInHalfOpen: stormProbes, SuccessesToClose: 3, FailuresToReopen: 2, MaxWaitInHalfOpen: 2 * time.Millisecond,
 		RampUpDuration: 5 * time.Millisecond, RampUpStartPercent: 20, MaxRetryAfter: 3 * time.Millisecond,
 		CollectMetrics: true, Classifier: classify, Clock: s.clk, OnStateChange: s.listen})
 	require.NoError(t, err)
@@ -359,7 +359,8 @@ func (s *storm) possible(c core.Counts) {
 		s.report(fmt.Sprintf("torn counts %+v", c))
 	case c.State == core.Closed && c.Calls >= 2 && c.Failures*100 >= 50*c.Calls:
 		s.report(fmt.Sprintf("closed with a window that trips %+v", c))
-	case c.ProbesInFlight > stormProbes || c.ProbeSuccesses >= 3:
+	case c.ProbesInFlight > stormProbes || c.ProbeSuccesses >= 3 || c.ProbeFailures >= 2 ||
+		c.ProbesInFlight+c.ProbeSuccesses+c.ProbeFailures > 3+2-1:
 		s.report(fmt.Sprintf("probe counts %+v", c))
 	}
 }

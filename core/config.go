@@ -32,11 +32,12 @@ func (t WindowType) String() string {
 
 // Limits of the configuration. They come from the widths of the packed words
 // (docs/design.md): the count window packs five counts of up to 8 bits into one
-// word, the half-open probe counts have 8 bits each, and the backoff step 5.
+// word, the half-open probe counts (in flight, successes, failures) have 7
+// bits each, and the backoff step 5.
 const (
 	MaxCountWindow       = 255                  // calls
 	MaxTimeWindow        = 3600                 // seconds
-	MaxPermittedInHalf   = 255                  // calls: 8 bits of the state word
+	MaxPermittedInHalf   = 127                  // calls: 7 bits of the state word
 	MaxBackoffSteps      = 31                   // re-opens: 5 bits of the state word
 	MaxOpenDurationLimit = 365 * 24 * time.Hour // a year, well inside the 2^35 ms deadline range
 	// MaxConsecutiveFailures is the largest ConsecutiveFailures: the run of
@@ -146,11 +147,23 @@ type Config struct {
 	MaxOpenDuration time.Duration
 
 	// PermittedCallsInHalfOpen is how many probes may be in flight at once in
-	// half-open, 1..255. Zero: 1.
+	// half-open, 1..127. Zero: 1.
 	PermittedCallsInHalfOpen int
 	// SuccessesToClose is how many probe successes close the breaker,
-	// 1..255. Zero: PermittedCallsInHalfOpen.
+	// 1..127. Zero: PermittedCallsInHalfOpen.
 	SuccessesToClose int
+	// FailuresToReopen is how many counted probe failures re-open the
+	// breaker, 1..127: a half-open generation tolerates one fewer, and
+	// closes once SuccessesToClose probes succeed before that many fail
+	// ("close after 8 of 10 probes succeed" is PermittedCallsInHalfOpen 10,
+	// SuccessesToClose 8, FailuresToReopen 3). A probe failure that does
+	// not re-open returns its slot, as an ignored probe does. Half-open
+	// admits no more probes than can still matter: probes in flight plus
+	// the successes and failures counted stay below SuccessesToClose +
+	// FailuresToReopen. A failure carrying an honoured retry-after hint
+	// (MaxRetryAfter) re-opens at once, whatever this says. Zero: 1, the
+	// first probe failure re-opens (Resilience4j's and gobreaker's rule).
+	FailuresToReopen int
 
 	// Classifier maps a call's error to an outcome. Zero:
 	// DefaultClassifier. It runs on the caller's goroutine inside Done; if it

@@ -169,7 +169,7 @@ func TestConfigAcceptsLimits(t *testing.T) {
 		{WindowSize: 1, FailureRateThreshold: 100, MinimumNumberOfCalls: 1},
 		{WindowSize: core.MaxCountWindow, FailureRateThreshold: 1, MinimumNumberOfCalls: core.MaxCountWindow},
 		{WindowType: core.TimeBased, WindowSize: core.MaxTimeWindow, FailureCountThreshold: 1_000_000},
-		{ConsecutiveFailures: 1, PermittedCallsInHalfOpen: 255, SuccessesToClose: 255, OpenDuration: time.Nanosecond},
+		{ConsecutiveFailures: 1, PermittedCallsInHalfOpen: core.MaxPermittedInHalf, SuccessesToClose: core.MaxPermittedInHalf, FailuresToReopen: core.MaxPermittedInHalf, OpenDuration: time.Nanosecond},
 		{ConsecutiveFailures: 1, OpenDuration: core.MaxOpenDurationLimit},
 	} {
 		for _, im := range impls {

@@ -41,7 +41,8 @@ func (b *Breaker) MetricsOnly() { b.command(word{state: MetricsOnly}, b.clockIfL
 // flight and the backoff step reset, as if an open duration had just
 // elapsed: the next calls are probes, up to Config.PermittedCallsInHalfOpen,
 // and are judged as probes are (Config.SuccessesToClose successes close
-// it, a failure re-opens it for the open duration's next backoff step),
+// it, Config.FailuresToReopen failures re-open it for the open duration's
+// next backoff step),
 // and the half-open max wait starts now. One transition, one notification.
 // It reads the clock when the max wait is on (after claiming the
 // transition, as every transition whose word depends on the clock does).

@@ -185,6 +185,32 @@ func ExampleConfig_initialState() {
 	// half-open true
 }
 
+// Half-open judged by a ratio: of ten probes, eight successes close the
+// breaker and the third failure re-opens it, so two failing probes (a
+// dependency that is mostly back) do not send it back to open.
+func ExampleConfig_failuresToReopen() {
+	clock := core.NewManualClock(0)
+	b, _ := core.New(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, Clock: clock,
+		PermittedCallsInHalfOpen: 10, SuccessesToClose: 8, FailuresToReopen: 3})
+	p, _ := b.Allow()
+	b.Done(p, errors.New("boom")) // trips
+	clock.Advance(time.Second)
+	probes := make([]core.Permit, 10)
+	for i := range probes {
+		probes[i], _ = b.Allow()
+	}
+	for i, p := range probes {
+		var err error
+		if i == 3 || i == 6 {
+			err = errors.New("still warming up")
+		}
+		b.Done(p, err)
+	}
+	fmt.Println(b.State())
+	// Output:
+	// closed
+}
+
 // Cumulative counters, read without stopping the callers.
 func ExampleBreaker_Metrics() {
 	b, _ := core.New(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second,

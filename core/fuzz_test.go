@@ -25,7 +25,7 @@ var stateWordConfigs = []Config{
 	{WindowType: TimeBased, WindowSize: 4, FailureCountThreshold: 2, OpenDuration: time.Second + 300*time.Microsecond,
 		PermittedCallsInHalfOpen: 1, SuccessesToClose: 3},
 	{WindowSize: 3, FailureRateThreshold: 100, ConsecutiveFailures: 2, OpenDuration: time.Millisecond,
-		OpenDurationBackoff: 1.5, MaxOpenDuration: time.Minute, PermittedCallsInHalfOpen: 255, SuccessesToClose: 255},
+		OpenDurationBackoff: 1.5, MaxOpenDuration: time.Minute, PermittedCallsInHalfOpen: MaxPermittedInHalf, SuccessesToClose: MaxPermittedInHalf},
 	// 4: no window; max wait 500 ms (units of 1 ms), ramp-up 2 s from 20 %
 	// (units of 2 ms), hints up to 10 s, metrics.
 	{ConsecutiveFailures: 2, OpenDuration: time.Second, PermittedCallsInHalfOpen: 2, SuccessesToClose: 2,
@@ -47,9 +47,13 @@ var stateWordConfigs = []Config{
 		RampUpStartPercent: 100, MaxRetryAfter: time.Millisecond},
 	// 7: probe limits at their maximum; the largest max wait, ramp-up and
 	// hint bound (a year: units of about 31 s), metrics.
-	{WindowSize: 3, FailureRateThreshold: 100, OpenDuration: time.Millisecond, PermittedCallsInHalfOpen: 255,
-		SuccessesToClose: 255, MaxWaitInHalfOpen: time.Hour, RampUpDuration: MaxOpenDurationLimit,
+	{WindowSize: 3, FailureRateThreshold: 100, OpenDuration: time.Millisecond, PermittedCallsInHalfOpen: MaxPermittedInHalf,
+		SuccessesToClose: MaxPermittedInHalf, FailuresToReopen: MaxPermittedInHalf, MaxWaitInHalfOpen: time.Hour, RampUpDuration: MaxOpenDurationLimit,
 		RampUpStartPercent: 99, MaxRetryAfter: MaxOpenDurationLimit, CollectMetrics: true},
+	// 8: half-open by a ratio: of five probes at most four in flight, three
+	// successes close, the third failure re-opens; hints up to 1 s.
+	{ConsecutiveFailures: 1, OpenDuration: time.Second, PermittedCallsInHalfOpen: 4, SuccessesToClose: 3,
+		FailuresToReopen: 3, MaxRetryAfter: time.Second, CollectMetrics: true},
 }
 
 // The operations of FuzzStateWord, by op mod numWordOps.
@@ -400,13 +404,14 @@ func reachable(raw uint64, s *Settings) uint64 {
 		if s.MaxWaitInHalfOpen == WaitForever {
 			u.expiry = 0
 		}
-		n, need := s.PermittedCallsInHalfOpen, s.SuccessesToClose
+		n, need, bad := s.PermittedCallsInHalfOpen, s.SuccessesToClose, s.FailuresToReopen
 		inFlight := int(u.inFlight) % (n + 1)
 		success := int(u.success) % need
-		if inFlight+success > need {
-			inFlight = need - success
+		failure := int(u.failure) % bad
+		if room := need + bad - 1 - success - failure; inFlight > room {
+			inFlight = room
 		}
-		u.inFlight, u.success = uint8(inFlight), uint8(success)
+		u.inFlight, u.success, u.failure = uint8(inFlight), uint8(success), uint8(failure)
 	}
 	return pack(u)
 }
@@ -712,6 +717,9 @@ func (x *table) recordProbe(o Outcome) {
 	case o == Success && int(u.success)+1 < s.SuccessesToClose:
 		u.success++
 		x.e.label, x.e.word = "record/probe-success", pack(*u)
+	case o == Failure && int(u.failure)+1 < s.FailuresToReopen:
+		u.failure++
+		x.e.label, x.e.word = "record/probe-failure", pack(*u)
 	case o == Success:
 		closed := word{state: Closed, gen: lowGen(x.gen + 1)}
 		x.e.label = "record/close"
@@ -807,7 +815,11 @@ func (x *table) allowClosed() {
 // else refused until the max wait passes, then a new generation.
 func (x *table) allowHalfOpen() {
 	u, s, gen, nz := &x.u, x.s, x.gen, x.nz
-	if int(u.inFlight) < s.PermittedCallsInHalfOpen && int(u.inFlight)+int(u.success) < s.SuccessesToClose {
+	// A probe while fewer than the permitted calls are in flight and one
+	// more outcome could still come before the verdict (at the last needed
+	// success or the last tolerated failure's successor).
+	if int(u.inFlight) < s.PermittedCallsInHalfOpen &&
+		int(u.inFlight)+1+int(u.success)+int(u.failure) <= s.SuccessesToClose+s.FailuresToReopen-1 {
 		u.inFlight++
 		x.e.word = pack(*u)
 		x.admit("allow/probe", Permit{Generation: gen, Probe: true})
@@ -842,7 +854,7 @@ func (x *table) counts() {
 			c.State = HalfOpen
 		}
 	case HalfOpen:
-		c.ProbesInFlight, c.ProbeSuccesses = int(u.inFlight), int(u.success)
+		c.ProbesInFlight, c.ProbeSuccesses, c.ProbeFailures = int(u.inFlight), int(u.success), int(u.failure)
 	case Closed, MetricsOnly:
 		c.ConsecutiveFailures = uint64(u.consec)
 		if x.b.buckets != nil && len(x.seeded) > 0 && s.rule.Trips(sumOutcomes(x.seeded)) {
@@ -999,7 +1011,16 @@ func stateWordSeeds() []stateWordInput {
 		stateWordInput{raw: pack(word{state: Closed, gen: 9, ramping: true, rampEnd: 1500}), cfgSel: 5, op: wordRecord, outcome: 0, nowMs: 70_000, extra: 2, seed: 0x0303_0303_0000_0302},
 		stateWordInput{raw: pack(word{state: HalfOpen, gen: 9, inFlight: 3, expiry: 1200}), cfgSel: 5, op: wordAllow, nowMs: 70_000, extra: 2},
 		stateWordInput{raw: pack(word{state: Closed, gen: 9, ramping: true, rampEnd: 1}), cfgSel: 6, op: wordAllow, nowMs: 70_000, extra: 2},
-		stateWordInput{raw: pack(word{state: HalfOpen, gen: 9, inFlight: 255, expiry: 3}), cfgSel: 7, op: wordAllow, nowMs: 70_000, extra: 2},
+		stateWordInput{raw: pack(word{state: HalfOpen, gen: 9, inFlight: MaxPermittedInHalf, expiry: 3}), cfgSel: 7, op: wordAllow, nowMs: 70_000, extra: 2},
+		// Config 8 (three successes close, the third failure re-opens): a
+		// tolerated failure, the failure that re-opens, a hinted failure
+		// that re-opens at once, a probe admitted beside a tolerated
+		// failure, and a full generation (four outcomes counted or in flight).
+		stateWordInput{raw: pack(word{state: HalfOpen, gen: 9, inFlight: 2, success: 1, failure: 1}), cfgSel: 8, op: wordRecord, probe: true, outcome: 1, nowMs: 70_000},
+		stateWordInput{raw: pack(word{state: HalfOpen, gen: 9, inFlight: 1, success: 2, failure: 2}), cfgSel: 8, op: wordRecord, probe: true, outcome: 1, nowMs: 70_000},
+		stateWordInput{raw: pack(word{state: HalfOpen, gen: 9, inFlight: 1, failure: 1}), cfgSel: 8, op: wordRecordHint, probe: true, outcome: 7, nowMs: 70_000},
+		stateWordInput{raw: pack(word{state: HalfOpen, gen: 9, inFlight: 1, success: 1, failure: 1}), cfgSel: 8, op: wordAllow, nowMs: 70_000},
+		stateWordInput{raw: pack(word{state: HalfOpen, gen: 9, inFlight: 3, success: 1, failure: 1}), cfgSel: 8, op: wordAllow, nowMs: 70_000},
 	)
 	return seeds
 }
@@ -1017,7 +1038,7 @@ func TestStateWordSeedsReach(t *testing.T) {
 	for _, want := range []string{
 		"allow/ramp-end", "allow/ramp-admit", "allow/ramp-shed", "allow/open->half-open", "allow/half-open-restart",
 		"allow/half-open-full", "allow/forced-open", "allow/disabled", "allow/metrics-only",
-		"record/close-ramp", "record/metrics-only-trip", "record/count-metrics-only", "record/stale-forced-open", "record/stale-disabled",
+		"record/close-ramp", "record/probe-failure", "record/reopen", "record/metrics-only-trip", "record/count-metrics-only", "record/stale-forced-open", "record/stale-disabled",
 		"hint/trip", "hint/metrics-only-trip", "hint/reopen", "hint/drop-open", "hint/drop-forced-open", "hint/drop-disabled",
 		"hint/plain:record/count-closed", "done-hint/hint/trip", "done-hint/hint/reopen", "done-hint/record/count-metrics-only",
 		"force-open/invalid", "metrics",

@@ -214,10 +214,10 @@ func TestLimit_RampUpDeadlineAliasesAfterLongIdle(t *testing.T) {
 	require.ErrorIs(t, err, core.ErrRampingUp)
 }
 
-// Limit: the half-open max-wait deadline has 20 bits of coarse units (1 ms
+// Limit: the half-open max-wait deadline has 15 bits of coarse units (1 ms
 // for a 1 s max wait). A half-open breaker whose probe was lost and whose
-// next call comes within one max wait before a multiple of 2^20 units
-// (about 17.5 minutes here) past the deadline reads it as not passed and
+// next call comes within one max wait before a multiple of 2^15 units
+// (about 33 seconds here, 32 max waits) past the deadline reads it as not passed and
 // rejects; a call one max wait later restarts it. The baseline has no such
 // limit.
 func TestLimit_MaxWaitDeadlineAliasesAfterLongIdle(t *testing.T) {
@@ -227,11 +227,11 @@ func TestLimit_MaxWaitDeadlineAliasesAfterLongIdle(t *testing.T) {
 		r.X(core.Failure)
 		r.At(1)
 		r.A() // the probe, lost
-		r.Clock.Set(2*time.Second + time.Duration(1<<20-500)*time.Millisecond)
+		r.Clock.Set(2*time.Second + time.Duration(1<<15-500)*time.Millisecond)
 	}
 	mu.A() // the max wait passed long ago: a new probe generation
 	_, err := lf.B.Allow()
-	limitStands(t, err != nil, "lock-free: a new probe generation at %v, 2^20 units less half a max wait past the deadline", lf.Clock.Now())
+	limitStands(t, err != nil, "lock-free: a new probe generation at %v, 2^15 units less half a max wait past the deadline", lf.Clock.Now())
 	require.ErrorIs(t, err, core.ErrHalfOpenFull)
 	lf.Clock.Advance(time.Second)
 	lf.A() // one max wait later: a new probe generation

@@ -118,7 +118,7 @@ func (b *Breaker) Counts() Counts {
 				continue // a transition came between the load and the reading
 			}
 		case HalfOpen:
-			c.ProbesInFlight, c.ProbeSuccesses = int(u.inFlight), int(u.success)
+			c.ProbesInFlight, c.ProbeSuccesses, c.ProbeFailures = int(u.inFlight), int(u.success), int(u.failure)
 		}
 		return c
 	}

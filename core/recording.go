@@ -346,45 +346,69 @@ func (b *Breaker) recordProbe(p Permit, o Outcome) {
 			return
 		}
 		u.inFlight--
+		var done bool
 		switch o {
 		case Ignored:
 			// half-open -> half-open with the slot returned (R9, B05).
-			if b.cas(w, u.packed()) {
+			if done = b.cas(w, u.packed()); done {
 				b.countOutcome(Ignored, false)
-				return
 			}
 		case Success:
-			if int(u.success)+1 < b.cfg.SuccessesToClose {
-				u.success++
-				if b.cas(w, u.packed()) {
-					b.countOutcome(Success, false)
-					return
-				}
-				continue
-			}
-			g := p.Generation + 1
-			// half-open -> closed: the swap that counts the last needed
-			// success; every probe still in flight becomes stale (R7, R8).
-			// A ramp-up's deadline comes from the clock: claimed first,
-			// read after the claim.
-			if b.cfg.RampUpDuration > 0 {
-				if t, ok := b.commit(w, claimRampUp(lowGen(g))); ok {
-					b.countOutcome(Success, false)
-					b.notify(HalfOpen, Closed, g, t, ReasonProbesPassed)
-					return
-				}
-				continue
-			}
-			t := b.clockIfListening()
-			if b.cas(w, word{state: Closed, gen: lowGen(g)}.packed()) {
-				b.countOutcome(Success, false)
-				b.notify(HalfOpen, Closed, g, t, ReasonProbesPassed)
-				return
-			}
+			done = b.probeSucceeded(w, u, p.Generation)
 		default:
-			if b.reopen(w, u, p.Generation, 0) {
-				return
-			}
+			done = b.probeFailed(w, u, p.Generation)
+		}
+		if done {
+			return
 		}
 	}
+}
+
+// probeSucceeded records a success of a probe of generation gen on the
+// half-open word w, unpacked with the probe's slot returned in u. It
+// reports false if the word moved first (the caller reloads).
+func (b *Breaker) probeSucceeded(w stateWord, u word, gen uint64) bool {
+	if int(u.success)+1 < b.cfg.SuccessesToClose {
+		u.success++
+		ok := b.cas(w, u.packed())
+		if ok {
+			b.countOutcome(Success, false)
+		}
+		return ok
+	}
+	g := gen + 1
+	// half-open -> closed: the swap that counts the last needed success;
+	// every probe still in flight becomes stale (R7, R8). A ramp-up's
+	// deadline comes from the clock: claimed first, read after the claim.
+	var t time.Duration
+	if b.cfg.RampUpDuration > 0 {
+		var ok bool
+		if t, ok = b.commit(w, claimRampUp(lowGen(g))); !ok {
+			return false
+		}
+	} else {
+		t = b.clockIfListening()
+		if !b.cas(w, word{state: Closed, gen: lowGen(g)}.packed()) {
+			return false
+		}
+	}
+	b.countOutcome(Success, false)
+	b.notify(HalfOpen, Closed, g, t, ReasonProbesPassed)
+	return true
+}
+
+// probeFailed records a failure of a probe of generation gen on the
+// half-open word w, unpacked with the probe's slot returned in u: counted
+// while the generation tolerates it, else the re-open. It reports false if
+// the word moved first (the caller reloads).
+func (b *Breaker) probeFailed(w stateWord, u word, gen uint64) bool {
+	if int(u.failure)+1 < b.cfg.FailuresToReopen {
+		u.failure++
+		ok := b.cas(w, u.packed())
+		if ok {
+			b.countOutcome(Failure, false)
+		}
+		return ok
+	}
+	return b.reopen(w, u, gen, 0)
 }

@@ -29,6 +29,7 @@ type Settings struct {
 	MaxOpenDuration           time.Duration // OpenDuration when there is no backoff
 	PermittedCallsInHalfOpen  int
 	SuccessesToClose          int
+	FailuresToReopen          int
 	MaxWaitInHalfOpen         time.Duration // resolved: > 0, or WaitForever
 	HalfOpenFullWait          time.Duration // resolved: > 0
 	InitialState              State
@@ -64,6 +65,18 @@ func (s *Settings) nextStep(step uint8) uint8 {
 		return s.lastStep
 	}
 	return step + 1
+}
+
+// admitsProbe reports whether a half-open generation whose word holds
+// inFlight probes in flight and success and failure probe outcomes counted
+// has a probe slot to give: fewer than PermittedCallsInHalfOpen in flight,
+// and no more admitted than outcomes can still arrive before a verdict (the
+// verdict comes at the SuccessesToClose-th success or the
+// FailuresToReopen-th failure, so at most SuccessesToClose +
+// FailuresToReopen - 1 outcomes are ever counted).
+func (s *Settings) admitsProbe(inFlight, success, failure uint8) bool {
+	return int(inFlight) < s.PermittedCallsInHalfOpen &&
+		int(inFlight)+int(success)+int(failure) < s.SuccessesToClose+s.FailuresToReopen-1
 }
 
 // slowEnabled reports whether call durations are measured at all.

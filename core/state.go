@@ -94,7 +94,7 @@ func (s State) String() string {
 // Counts read it but write nothing. The coarse
 // deadlines (coarse.go) are compared the same way, with a remainder beyond
 // their span read as passed; docs/design.md has the idle times where the
-// 19 and 20 bits can still mislead.
+// 19 and 15 bits can still mislead.
 const (
 	stateBits   = 3
 	stepShift   = 3
@@ -108,7 +108,7 @@ const (
 	payMask     = 1<<payBits - 1
 	genMask     = 1<<genBits - 1
 	genOne      = uint64(1) << genShift
-	probeBits   = 8
+	probeBits   = 7
 	probeMask   = 1<<probeBits - 1
 	maxStep     = stepMask
 	maxProbes   = probeMask
@@ -122,8 +122,8 @@ const (
 	rampShift   = 25
 	rampBits    = 19
 	rampMask    = 1<<rampBits - 1
-	expiryShift = 24
-	expiryBits  = 20
+	expiryShift = payShift + 3*probeBits
+	expiryBits  = payBits - 3*probeBits
 	expiryMask  = 1<<expiryBits - 1
 )
 
@@ -137,7 +137,8 @@ type word struct {
 	deadline uint64 // Open: ms mod 2^36
 	inFlight uint8  // HalfOpen
 	success  uint8  // HalfOpen
-	expiry   uint32 // HalfOpen: max-wait deadline, coarse units mod 2^20
+	failure  uint8  // HalfOpen: probe failures that did not re-open
+	expiry   uint32 // HalfOpen: max-wait deadline, coarse units mod 2^15
 	consec   uint32 // Closed, MetricsOnly
 	ramping  bool   // Closed
 	rampEnd  uint32 // Closed: ramp-up deadline, coarse units mod 2^19
@@ -236,6 +237,7 @@ func (w stateWord) fields() word {
 	case HalfOpen:
 		u.inFlight = uint8(w >> payShift & probeMask)
 		u.success = uint8(w >> (payShift + probeBits) & probeMask)
+		u.failure = uint8(w >> (payShift + 2*probeBits) & probeMask)
 		u.expiry = uint32(w >> expiryShift & expiryMask)
 	}
 	return u
@@ -255,7 +257,7 @@ func (u word) packed() stateWord {
 		p = (u.deadline & payMask) << payShift
 	case HalfOpen:
 		p = uint64(u.inFlight)<<payShift | uint64(u.success)<<(payShift+probeBits) |
-			uint64(u.expiry&expiryMask)<<expiryShift
+			uint64(u.failure)<<(payShift+2*probeBits) | uint64(u.expiry&expiryMask)<<expiryShift
 	}
 	return stateWord(uint64(u.state)&stateMask |
 		uint64(u.step&stepMask)<<stepShift |

@@ -157,7 +157,8 @@ func (c Config) resolveMinimumCalls(s *Settings, errs *problems) {
 }
 
 // resolveProbes checks and resolves half-open's permitted calls and the
-// probe successes that close the breaker into s.
+// probe successes that close the breaker and failures that re-open it
+// into s.
 func (c Config) resolveProbes(s *Settings, errs *problems) {
 	s.PermittedCallsInHalfOpen = c.PermittedCallsInHalfOpen
 	switch {
@@ -172,6 +173,13 @@ func (c Config) resolveProbes(s *Settings, errs *problems) {
 		errs.add("SuccessesToClose", "%d is outside 1..%d calls", c.SuccessesToClose, MaxPermittedInHalf)
 	case c.SuccessesToClose == 0:
 		s.SuccessesToClose = s.PermittedCallsInHalfOpen
+	}
+	s.FailuresToReopen = c.FailuresToReopen
+	switch {
+	case c.FailuresToReopen < 0 || c.FailuresToReopen > MaxPermittedInHalf:
+		errs.add("FailuresToReopen", "%d is outside 1..%d calls", c.FailuresToReopen, MaxPermittedInHalf)
+	case c.FailuresToReopen == 0:
+		s.FailuresToReopen = 1
 	}
 }
 

@@ -36,20 +36,20 @@ var configFields = func() map[string]bool {
 //     durations, window sizes and probe counts above their maxima, an
 //     unknown window type.
 //   - An accepted config yields Settings within every limit (window size,
-//     minimum calls >= 1, 1..255 probes and successes, open durations in
+//     minimum calls >= 1, 1..127 probes, successes and failures to re-open, open durations in
 //     1 ns..a year, never shrinking with the backoff step, the step itself
 //     stopping at most at 31), keeps every non-zero value it was given, and
 //     both constructors accept it.
 func FuzzConfig(f *testing.F) {
-	f.Add(uint8(0), 20, 10, 50, 0, int64(0), 0, 0, int64(5*time.Second), 0.0, int64(0), 1, 0)
-	f.Add(uint8(1), 60, 0, 0, 30, int64(time.Second), 3, 0, int64(time.Second), 2.0, int64(time.Minute), 3, 2)
-	f.Add(uint8(0), 0, 0, 0, 0, int64(0), 0, 5, int64(0), 0.0, int64(0), 0, 0)
-	f.Add(uint8(7), -1, -1, 101, -1, int64(-1), -1, -1, int64(-1), math.NaN(), int64(-1), 256, 256)
-	f.Add(uint8(0), 5, 10, 50, 0, int64(0), 0, 0, int64(0), 0.0, int64(0), 0, 0)
-	f.Add(uint8(1), 3601, 0, 100, 100, int64(0), 0, 0, int64(400*24*time.Hour), math.Inf(1), int64(0), 255, 255)
-	f.Add(uint8(0), 255, 255, 100, 0, int64(0), 255, math.MaxInt, int64(time.Millisecond), 1.01, int64(time.Second), 0, 0)
+	f.Add(uint8(0), 20, 10, 50, 0, int64(0), 0, 0, int64(5*time.Second), 0.0, int64(0), 1, 0, 0)
+	f.Add(uint8(1), 60, 0, 0, 30, int64(time.Second), 3, 0, int64(time.Second), 2.0, int64(time.Minute), 3, 2, 2)
+	f.Add(uint8(0), 0, 0, 0, 0, int64(0), 0, 5, int64(0), 0.0, int64(0), 0, 0, 0)
+	f.Add(uint8(7), -1, -1, 101, -1, int64(-1), -1, -1, int64(-1), math.NaN(), int64(-1), 128, 128, 128)
+	f.Add(uint8(0), 5, 10, 50, 0, int64(0), 0, 0, int64(0), 0.0, int64(0), 0, 0, -1)
+	f.Add(uint8(1), 3601, 0, 100, 100, int64(0), 0, 0, int64(400*24*time.Hour), math.Inf(1), int64(0), 127, 127, 127)
+	f.Add(uint8(0), 255, 255, 100, 0, int64(0), 255, math.MaxInt, int64(time.Millisecond), 1.01, int64(time.Second), 0, 0, 0)
 	f.Fuzz(func(t *testing.T, wt uint8, size, minCalls, rate, slowRate int, slowDur int64, count, consec int,
-		open int64, backoff float64, maxOpen int64, permitted, successes int) {
+		open int64, backoff float64, maxOpen int64, permitted, successes, failures int) {
 		c := core.Config{
 			WindowType:                core.WindowType(wt),
 			WindowSize:                size,
@@ -64,6 +64,7 @@ func FuzzConfig(f *testing.F) {
 			MaxOpenDuration:           time.Duration(maxOpen),
 			PermittedCallsInHalfOpen:  permitted,
 			SuccessesToClose:          successes,
+			FailuresToReopen:          failures,
 			Clock:                     core.NewManualClock(0),
 		}
 		s, err := c.Validate()
@@ -123,6 +124,7 @@ func checkRejection(t *testing.T, c core.Config, err error) {
 		"OpenDuration":              c.OpenDuration < 0 || c.OpenDuration > core.MaxOpenDurationLimit,
 		"PermittedCallsInHalfOpen":  c.PermittedCallsInHalfOpen < 0 || c.PermittedCallsInHalfOpen > core.MaxPermittedInHalf,
 		"SuccessesToClose":          c.SuccessesToClose < 0 || c.SuccessesToClose > core.MaxPermittedInHalf,
+		"FailuresToReopen":          c.FailuresToReopen < 0 || c.FailuresToReopen > core.MaxPermittedInHalf,
 	} {
 		if bad && !named[field] {
 			t.Fatalf("config %+v has a bad %s, but the rejection %v does not name it", c, field, err)
@@ -154,6 +156,8 @@ func checkSettings(t *testing.T, c core.Config, s core.Settings) {
 		fail("permitted half-open calls out of range")
 	case s.SuccessesToClose < 1 || s.SuccessesToClose > core.MaxPermittedInHalf:
 		fail("successes to close out of range")
+	case s.FailuresToReopen < 1 || s.FailuresToReopen > core.MaxPermittedInHalf:
+		fail("failures to re-open out of range")
 	case s.Classifier == nil || s.Clock == nil:
 		fail("no classifier or clock")
 	}
@@ -167,6 +171,7 @@ func checkSettings(t *testing.T, c core.Config, s core.Settings) {
 		"ConsecutiveFailures":       s.ConsecutiveFailures == c.ConsecutiveFailures,
 		"PermittedCallsInHalfOpen":  c.PermittedCallsInHalfOpen == 0 || s.PermittedCallsInHalfOpen == c.PermittedCallsInHalfOpen,
 		"SuccessesToClose":          c.SuccessesToClose == 0 || s.SuccessesToClose == c.SuccessesToClose,
+		"FailuresToReopen":          c.FailuresToReopen == 0 || s.FailuresToReopen == c.FailuresToReopen,
 		"OpenDuration":              c.OpenDuration == 0 || s.OpenDuration == c.OpenDuration,
 		"OpenDurationBackoff":       c.OpenDurationBackoff == 0 || s.OpenDurationBackoff == c.OpenDurationBackoff,
 		"MaxOpenDuration":           c.MaxOpenDuration == 0 || s.MaxOpenDuration == c.MaxOpenDuration,

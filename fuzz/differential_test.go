@@ -97,6 +97,9 @@ func decodeConfig(r *input) (d decoded, ok bool) {
 	if features&32 != 0 {
 		c.InitialState = core.State(r.intn(int(core.NumStates)))
 	}
+	if features&64 != 0 {
+		c.FailuresToReopen = r.intn(5)
+	}
 	if _, err := c.Validate(); err != nil {
 		c.OpenDurationBackoff, c.MaxOpenDuration = 0, 0
 		if _, err := c.Validate(); err != nil {
