@@ -181,6 +181,7 @@ func New(c Config) (*Breaker, error) {
 // half-open with no probe in flight and its max wait from that reading.
 // Nothing else has the breaker yet, so a plain store does.
 func (b *Breaker) start(st State) {
+	b.acquireIf(Closed, st)
 	var u word
 	switch st {
 	case Closed:

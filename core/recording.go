@@ -369,6 +369,7 @@ func (b *Breaker) recordProbe(p Permit, o Outcome) {
 			// read after the claim.
 			if b.cfg.RampUpDuration > 0 {
 				if t, ok := b.commit(w, claimRampUp(lowGen(g))); ok {
+					b.releaseIf(HalfOpen, Closed)
 					b.countOutcome(Success, false)
 					b.notify(HalfOpen, Closed, g, t, ReasonProbesPassed)
 					return
@@ -377,6 +378,7 @@ func (b *Breaker) recordProbe(p Permit, o Outcome) {
 			}
 			t := b.clockIfListening()
 			if b.cas(w, word{state: Closed, gen: lowGen(g)}.packed()) {
+				b.releaseIf(HalfOpen, Closed)
 				b.countOutcome(Success, false)
 				b.notify(HalfOpen, Closed, g, t, ReasonProbesPassed)
 				return
