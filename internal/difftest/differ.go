@@ -67,7 +67,7 @@ type Differ struct {
 	admitted, outcomes uint64
 	rejected           [4]uint64 // by reason, in Sentinels order
 	transitions        [core.NumStates][core.NumStates]uint64
-	capped             uint64 // notifications of a trip the open gate refused
+	capped             uint64          // notifications of a trip the open gate refused
 	seen               int             // the notifications of Sides[0] already checked
 	last               core.Transition // the last of them
 }
