@@ -141,9 +141,10 @@ func (r *Registry[K]) detachGate(b *Breaker) {
 // Options.MaxOpenPercent: max(1, MaxOpenPercent% of Len(), rounded down).
 // held may exceed allowed after a manual control or an eviction: no
 // breaker is closed for it, and trips are refused until it is below.
-// Without a cap it returns 0, 0. It takes no lock; under concurrent
-// transitions held may for a moment count a slot reserved for a trip
-// that is still being committed.
+// Without a cap it returns 0, 0. It takes no lock and is safe for
+// concurrent use; under concurrent transitions held may for a moment
+// count a slot reserved for a trip that is still being committed (never
+// one fewer than are held). It panics only on a nil *Registry.
 func (r *Registry[K]) OpenShare() (held, allowed int) {
 	if r == nil {
 		panic(nilRegistry)

@@ -16,6 +16,10 @@
 // costs O(1) amortized work at any bound, and the registry starts no
 // goroutine. EvictIdle is the explicit full sweep.
 //
+// An optional cap (Options.MaxOpenPercent) bounds the share of breakers
+// that may be open at once: a trip past it keeps its breaker closed, so
+// that a fault of the caller's own cannot shed every key.
+//
 // Memory: beyond its *core.Breaker and the key's own bytes, a key costs
 // its sync.Map entry (with the key boxed in an interface), a
 // registry.Breaker (32 bytes) and a slot of the hand's ring (the key's
@@ -166,8 +170,11 @@ type Options[K comparable] struct {
 	// breakers as keys come and go; a breaker the registry evicts gives
 	// its slot back, and a manual control (ForceOpen, HalfOpen) or an
 	// ejecting Config.InitialState is never refused but counted. OpenShare
-	// reads the count. Zero: no cap. Outside 0..100, or with
-	// Config.OpenGate set in the template: an error.
+	// reads the count. A trip takes a slot with one compare-and-swap on a
+	// count the registry's breakers share, on its slow path only; each
+	// breaker costs 16 bytes more (its core.OpenGate). Zero: no cap.
+	// Outside 0..100, or with Config.OpenGate set in the template: an
+	// error.
 	MaxOpenPercent int
 }
 
