@@ -39,8 +39,9 @@ type Metrics struct {
 	Capped uint64
 	// Transitions counts committed transitions by [from][to], self
 	// transitions included: HalfOpen -> HalfOpen is a max-wait restart,
-	// MetricsOnly -> MetricsOnly a "would have opened", and a manual
-	// control counts even when it keeps the state.
+	// MetricsOnly -> MetricsOnly a "would have opened", Closed -> Closed a
+	// capped trip (Capped) or a Reset, and a manual control counts even
+	// when it keeps the state.
 	Transitions [NumStates][NumStates]uint64
 }
 
