@@ -129,6 +129,9 @@ func New(c core.Config) (*Breaker, error) {
 // start puts New's breaker in its initial state at generation 0, with no
 // transition; see core.Config.InitialState.
 func (b *Breaker) start(st core.State) {
+	if b.cfg.OpenGate != nil && ejected(st) {
+		b.cfg.OpenGate.Acquire() // an operator's decision: counted, never refused
+	}
 	b.state = st
 	switch st {
 	case core.Open:
@@ -491,8 +494,20 @@ func (b *Breaker) tally(acted bool, o core.Outcome, slow bool) {
 
 // trip commits the trip of a counting breaker for reason why: closed ->
 // open for at least the bounded hint h, or metrics-only's "would have
-// opened".
+// opened", or, when the open gate has no slot for it, closed -> closed
+// (capped).
 func (b *Breaker) trip(h time.Duration, why core.Reason) {
+	if b.state == core.Closed && b.cfg.OpenGate != nil && !b.cfg.OpenGate.TryAcquire() {
+		var now time.Duration
+		if b.cfg.OnStateChange != nil {
+			now = b.cfg.Clock.Now()
+		}
+		b.transition(core.Closed, now, core.ReasonCapped)
+		if b.collect {
+			b.metrics.Capped++
+		}
+		return
+	}
 	if b.state == core.MetricsOnly {
 		var now time.Duration
 		if b.cfg.OnStateChange != nil {
@@ -575,9 +590,20 @@ func (b *Breaker) wait(now time.Duration) time.Duration {
 }
 
 // transition commits a state change: new generation, fresh state (R11), and
-// a queued notification. The caller holds the mutex.
+// a queued notification. The caller holds the mutex. It keeps the open
+// gate's count: a transition that ends an ejection gives the slot back,
+// and a manual one that starts one takes a slot unasked (a trip has
+// reserved its own: trip).
 func (b *Breaker) transition(to core.State, now time.Duration, why core.Reason) {
 	from := b.state
+	if g := b.cfg.OpenGate; g != nil {
+		switch {
+		case ejected(from) && !ejected(to):
+			g.Release()
+		case !ejected(from) && ejected(to) && why == core.ReasonManual:
+			g.Acquire()
+		}
+	}
 	b.state = to
 	b.gen++ // 64 bits: a permit is stale across any number of transitions below 2^64
 	b.inFlight, b.success, b.failure, b.consec = 0, 0, 0, 0
@@ -638,6 +664,12 @@ func (b *Breaker) unlockAndDeliver(quiet bool) {
 func callRecovered(fn func(core.Transition), t core.Transition) {
 	defer func() { _ = recover() }()
 	fn(t)
+}
+
+// ejected reports whether a breaker in state s holds an open slot of its
+// gate (core.OpenGate).
+func ejected(s core.State) bool {
+	return s == core.Open || s == core.HalfOpen || s == core.ForcedOpen
 }
 
 // now reads the clock for deadline checks, where a reading below zero counts

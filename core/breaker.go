@@ -76,18 +76,23 @@ type Breaker struct {
 	base atomic.Uint64
 	_    [cacheline.Size - 16]byte
 
-	cfg  Settings
-	slow bool // slow calls are measured: permits carry Start
+	cfg Settings
 	// sysOrigin is the runtime-clock reading at the base of cfg.Clock when
 	// that is a SystemClock (the default), which is then read by a direct,
 	// inlined call rather than through the interface (readSystem); sysClock
 	// says which (see now).
 	sysOrigin int64
 	sysClock  bool
-	ring      *atomicring.Ring
-	buckets   *buckets.Window
-	dispatch  *dispatcher
-	metrics   *counters // nil unless Config.CollectMetrics
+	// slow: slow calls are measured, so permits carry Start. Beside
+	// sysClock, so that the two bools share one word of padding: the
+	// breaker is then 704 bytes on 64-bit platforms, one of the
+	// allocator's size classes, and one word more would take it to the
+	// next (768).
+	slow     bool
+	ring     *atomicring.Ring
+	buckets  *buckets.Window
+	dispatch *dispatcher
+	metrics  *counters // nil unless Config.CollectMetrics
 	// plainAllow: no slow calls and no metrics, so a closed-state Allow
 	// has nothing to do but read the word (Allow's fast path).
 	plainAllow bool
@@ -184,6 +189,7 @@ func New(c Config) (*Breaker, error) {
 // half-open with no probe in flight and its max wait from that reading.
 // Nothing else has the breaker yet, so a plain store does.
 func (b *Breaker) start(st State) {
+	b.acquireIf(Closed, st)
 	var u word
 	switch st {
 	case Closed:

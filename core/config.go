@@ -237,6 +237,16 @@ type Config struct {
 	// a year.
 	MaxRetryAfter time.Duration
 
+	// OpenGate, when set, caps how many of the breakers sharing it may be
+	// ejected (open, half-open or forced open) at once: a trip that finds
+	// no open slot free commits closed -> closed with ReasonCapped (a new
+	// generation and a fresh window, like metrics-only's "would have
+	// opened") and the breaker stays closed. The manual controls that
+	// eject (ForceOpen, HalfOpen) and an ejecting InitialState take a slot
+	// even when none is free. See OpenGate for when it is called. Zero:
+	// no cap, and no gate is called.
+	OpenGate OpenGate
+
 	// CollectMetrics turns on the cumulative counters that Metrics returns.
 	// They cost one shared atomic add per Allow and per outcome. Zero: off,
 	// Metrics returns zeros and no counter is written.

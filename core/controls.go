@@ -72,7 +72,10 @@ func (b *Breaker) command(n word, at time.Duration) {
 // control commits a manual control to state to: move swaps the word w for
 // the next generation's (g, its low bits) and reports the transition's time
 // and whether the swap won; a lost one is tried again from a new load. Every
-// permit of the old generation becomes stale (R8).
+// permit of the old generation becomes stale (R8). A control that ejects
+// a breaker that was not takes an open slot of the OpenGate before its
+// swap (and gives it back if the swap loses); one that ends an ejection
+// gives the slot back after its swap.
 func (b *Breaker) control(to State, openFor time.Duration, move func(w stateWord, g uint32) (time.Duration, bool)) {
 	b.mustBeNew()
 	for {
@@ -83,13 +86,18 @@ func (b *Breaker) control(to State, openFor time.Duration, move func(w stateWord
 			continue // the control comes after that trip
 		}
 		g := gen + 1
+		took := b.acquireIf(u.state, to)
 		if t, ok := move(w, lowGen(g)); ok {
+			b.releaseIf(u.state, to)
 			if to == Open {
 				b.notifyOpen(u.state, g, t, ReasonManual, openFor)
 			} else {
 				b.notify(u.state, to, g, t, ReasonManual)
 			}
 			return
+		}
+		if took {
+			b.cfg.OpenGate.Release()
 		}
 	}
 }

@@ -53,6 +53,9 @@ func runHistory(t *testing.T, what string, cfg core.Config, base time.Duration, 
 	}
 	for _, s := range d.Sides[0].Seen() {
 		kinds[letter(s.From)+">"+letter(s.To)]++
+		if s.Reason == core.ReasonCapped {
+			kinds["capped"]++
+		}
 	}
 }
 
@@ -91,7 +94,7 @@ func TestDifferentialRandomHistories(t *testing.T) {
 	for _, k := range []string{"C>O", "O>H", "H>O", "H>C"} {
 		require.Greater(t, kinds[k], n/10, "histories too tame to compare %s", k)
 	}
-	for _, k := range []string{"H>H", "M>M", "C>F", "C>D", "C>M", "F>C", "D>C", "M>C", "O>O",
+	for _, k := range []string{"H>H", "M>M", "capped", "C>F", "C>D", "C>M", "F>C", "D>C", "M>C", "O>O",
 		core.ErrRampingUp.Error(), core.ErrForcedOpen.Error(), core.ErrHalfOpenFull.Error()} {
 		require.Greater(t, kinds[k], n/40, "histories too tame to compare %s", k)
 	}
@@ -228,6 +231,11 @@ func randomConfig(rng *rand.Rand) core.Config {
 			c.MaxRetryAfter = time.Duration(1+rng.IntN(6000)) * time.Millisecond
 		}
 		c.CollectMetrics = rng.IntN(4) != 0
+		if rng.IntN(3) == 0 {
+			// A cap on open breakers that refuses some trips, each side's
+			// copy the same ones (difftest.Gate).
+			c.OpenGate = &difftest.Gate{Seed: rng.Uint64(), RefusePercent: []int{0, 100, rng.IntN(101)}[rng.IntN(3)]}
+		}
 		if rng.IntN(4) == 0 {
 			// Lean: the default classifier, no hints and no metrics, so
 			// that a breaker with a window and no run of failures to keep

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync/atomic"
 	"time"
 
 	"github.com/casbreaker/casbreaker/core"
@@ -224,4 +225,48 @@ func ExampleBreaker_Metrics() {
 	fmt.Println(m.Admitted, m.Successes, m.Failures, m.RejectedOpen, m.Transitions[core.Closed][core.Open])
 	// Output:
 	// 2 1 1 1 1
+}
+
+// oneOpen is an OpenGate of one slot: of the breakers sharing it, one at
+// a time may be open. (The registry package gives its breakers a share of
+// their number instead: registry.Options.MaxOpenPercent.)
+type oneOpen struct{ held atomic.Int64 }
+
+func (g *oneOpen) TryAcquire() bool { return g.held.CompareAndSwap(0, 1) }
+func (g *oneOpen) Acquire()         { g.held.Add(1) }
+func (g *oneOpen) Release()         { g.held.Add(-1) }
+
+// Two replicas of a dependency behind breakers that share a gate of one
+// slot: when both fail, the first to trip opens and the second's trip is
+// capped, so calls still reach one of them. When the first closes again,
+// its slot is free for the next trip.
+func ExampleOpenGate() {
+	gate := &oneOpen{}
+	clock := core.NewManualClock(0)
+	var breakers []*core.Breaker
+	for _, name := range []string{"replica-a", "replica-b"} {
+		b, err := core.New(core.Config{Name: name, ConsecutiveFailures: 1, OpenDuration: time.Second, Clock: clock, OpenGate: gate,
+			OnStateChange: func(t core.Transition) { fmt.Println(t.Name, t.From, "->", t.To, t.Reason) }})
+		if err != nil {
+			log.Fatal(err)
+		}
+		breakers = append(breakers, b)
+	}
+	fail := func(b *core.Breaker) {
+		if p, err := b.Allow(); err == nil {
+			b.Done(p, errors.New("unavailable"))
+		}
+	}
+	fail(breakers[0])
+	fail(breakers[1])
+	clock.Advance(time.Second)
+	p, _ := breakers[0].Allow() // the probe
+	breakers[0].Done(p, nil)
+	fail(breakers[1])
+	// Output:
+	// replica-a closed -> open consecutive-failures
+	// replica-b closed -> closed capped
+	// replica-a open -> half-open open-duration-elapsed
+	// replica-a half-open -> closed probes-passed
+	// replica-b closed -> open consecutive-failures
 }

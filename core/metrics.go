@@ -34,10 +34,14 @@ type Metrics struct {
 	// passed generation, outcomes recorded while Disabled, and probe
 	// outcomes with no probe in flight.
 	Dropped uint64
+	// Capped counts trips that Config.OpenGate refused: each is also one
+	// Closed -> Closed in Transitions.
+	Capped uint64
 	// Transitions counts committed transitions by [from][to], self
 	// transitions included: HalfOpen -> HalfOpen is a max-wait restart,
-	// MetricsOnly -> MetricsOnly a "would have opened", and a manual
-	// control counts even when it keeps the state.
+	// MetricsOnly -> MetricsOnly a "would have opened", Closed -> Closed a
+	// capped trip (Capped) or a Reset, and a manual control counts even
+	// when it keeps the state.
 	Transitions [NumStates][NumStates]uint64
 }
 
@@ -47,6 +51,7 @@ type Metrics struct {
 type counters struct {
 	admitted, rejOpen, rejHalf, rejForced, rejRamp atomic.Uint64
 	success, failure, ignored, slow, dropped       atomic.Uint64
+	capped                                         atomic.Uint64
 	transitions                                    [NumStates][NumStates]atomic.Uint64
 }
 
@@ -62,6 +67,7 @@ func (m *counters) snapshot() Metrics {
 		Ignored:              m.ignored.Load(),
 		SlowCalls:            m.slow.Load(),
 		Dropped:              m.dropped.Load(),
+		Capped:               m.capped.Load(),
 	}
 	for i := range m.transitions {
 		for j := range m.transitions[i] {

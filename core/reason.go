@@ -45,6 +45,10 @@ const (
 	// ReasonManual: a manual control (ForceOpen, Disable, MetricsOnly,
 	// Reset).
 	ReasonManual
+	// ReasonCapped: closed -> closed, a trip that Config.OpenGate refused
+	// (no open slot free): "would have opened", in a new generation with a
+	// fresh window.
+	ReasonCapped
 )
 
 // String returns the reason in lower case with dashes, "failure-rate" and
@@ -72,6 +76,8 @@ func (r Reason) String() string {
 		return "half-open-max-wait"
 	case ReasonManual:
 		return "manual"
+	case ReasonCapped:
+		return "capped"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }

@@ -392,6 +392,7 @@ func (b *Breaker) probeSucceeded(w stateWord, u word, gen uint64) bool {
 			return false
 		}
 	}
+	b.releaseIf(HalfOpen, Closed)
 	b.countOutcome(Success, false)
 	b.notify(HalfOpen, Closed, g, t, ReasonProbesPassed)
 	return true

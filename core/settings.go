@@ -40,6 +40,7 @@ type Settings struct {
 	Classifier                func(error) Outcome
 	Clock                     Clock
 	OnStateChange             func(Transition)
+	OpenGate                  OpenGate // nil: no cap
 
 	rule          trip.Rule
 	halfOpenWait  coarse

@@ -36,7 +36,8 @@ func (b *Breaker) finishTrip(gen uint64) {
 // (the caller checked it with ofWord):
 // closed -> open for an open duration of at least hint, or, in
 // MetricsOnly, MetricsOnly -> MetricsOnly ("would have opened": a fresh
-// generation and window, and nothing rejected). It reports whether the swap
+// generation and window, and nothing rejected), or, when the OpenGate
+// refuses a slot, closed -> closed (capped). It reports whether the swap
 // won; a lost swap means the caller reloads.
 //
 // c is the outcome to count once the swap wins, before the notification
@@ -52,15 +53,43 @@ func (b *Breaker) trip(w stateWord, gen uint64, hint time.Duration, c deferredCo
 		b.notify(MetricsOnly, MetricsOnly, g, b.clockIfListening(), b.tripReasonIfListening(gen, hint))
 		return true
 	}
+	// The open slot is reserved before the claim, so the gate never
+	// counts fewer open breakers than there are, and given back if the
+	// claim loses.
+	gate := b.cfg.OpenGate
+	if gate != nil && !gate.TryAcquire() {
+		return b.capped(w, gen, c)
+	}
 	// closed -> open: a successful claim is the one trip of this
 	// generation; every other recorder of the old generation becomes
 	// stale and the window is abandoned with it (R8, R11).
 	now, ok := b.commit(w, b.claimOpen(0, lowGen(g), hint))
 	if !ok {
+		if gate != nil {
+			gate.Release()
+		}
 		return false
 	}
 	b.countDeferred(c)
 	b.notifyOpen(Closed, g, now, b.tripReasonIfListening(gen, hint), b.cfg.openDurationHinted(0, hint))
+	return true
+}
+
+// capped commits the trip of the closed word w of generation gen that the
+// OpenGate refused: closed -> closed, a new generation with a fresh window
+// (the old one is abandoned, as by a trip) and no ramp-up (the trip would
+// have ended it), counting c once the swap wins. It reports whether the
+// swap won.
+func (b *Breaker) capped(w stateWord, gen uint64, c deferredCount) bool {
+	g := gen + 1
+	if !b.cas(w, word{state: Closed, gen: lowGen(g)}.packed()) {
+		return false
+	}
+	b.countDeferred(c)
+	if b.metrics != nil {
+		b.metrics.capped.Inc()
+	}
+	b.notify(Closed, Closed, g, b.clockIfListening(), ReasonCapped)
 	return true
 }
 

@@ -76,6 +76,10 @@ var (
 	cfgAll = enc{0x01, 3, 0xe3, 60, 2, 1, 9, 2, 9, 0, 2, 1, 0x07, 40, 38, 40, 158}
 )
 
+// Count window of 4, one failure in a row trips, 70 ms open, one
+// probe; an open gate that refuses half the trips; metrics on.
+var cfgCapped = enc{0x00, 3, 0x10, 4, 0, 9, 0, 1, 1, 0x40}
+
 func with(cfg enc) enc { return append(enc(nil), cfg...) }
 
 // differentialSeeds are FuzzDifferential's seeds: seven small histories of
@@ -156,4 +160,11 @@ var differentialSeeds = [][]byte{
 		done(0, errNil).allows(3).step(stepInRamp, 9).allows(2).done(0, 6).step(stepRampEnd, 0).allow().
 		metricsOnly().callHint(hinted(1, errFailIdx, hintMillis, 90)).forceOpen(forceZero, 0).disable().
 		allow().record(0, core.Failure).reset().allow(),
+	// The cap on open breakers: trips refused (closed -> closed, capped)
+	// and let through, the probe that closes gives the slot back, and
+	// ForceOpen, Disable and Reset take and give it back unasked.
+	with(cfgCapped).call(core.Failure).call(core.Failure).call(core.Failure).call(core.Failure).
+		step(stepOpen, 0).call(core.Success).call(core.Failure).call(core.Failure).call(core.Failure).
+		forceOpen(forceZero, 0).disable().call(core.Failure).reset().call(core.Failure).call(core.Failure).
+		forceOpen(forceMillis, 50).allow().step(stepWait, 0).allow().record(0, core.Success).state(),
 }

@@ -98,6 +98,12 @@ func decodeConfig(r *input) (d decoded, ok bool) {
 		c.InitialState = core.State(r.intn(int(core.NumStates)))
 	}
 	if features&64 != 0 {
+		// A cap on open breakers that refuses half the trips, the same
+		// ones on each side (difftest.Gate), drawn from the rule bits so
+		// that no byte more is read.
+		c.OpenGate = &difftest.Gate{Seed: uint64(rules), RefusePercent: 50}
+	}
+	if features&128 != 0 {
 		c.FailuresToReopen = r.intn(5)
 	}
 	if _, err := c.Validate(); err != nil {
@@ -206,7 +212,8 @@ const (
 //
 // The config may set every rule, backoff, the probe limits, the custom
 // classifier, a listener that reads back, MaxWaitInHalfOpen,
-// RampUpDuration and RampUpStartPercent, MaxRetryAfter and CollectMetrics.
+// RampUpDuration and RampUpStartPercent, MaxRetryAfter, CollectMetrics
+// and an OpenGate that refuses half the trips (difftest.Gate).
 // After every operation the Differ compares State, Counts, Metrics and
 // the notifications (with what State, Counts and Metrics said inside the
 // listener), and holds them to the chain of notifications and to Metrics
@@ -242,6 +249,7 @@ var reachKeys = []string{
 	"reject:open", "reject:half-open-full", "reject:forced-open", "reject:ramping-up",
 	"ramp:shed", "ramp:admit", "ramp:end", "maxwait:refused", "tr:H>H", "tr:M>M", "tr:H>C+ramp",
 	"hint:trip", "hint:reopen", "hint:metrics-only", "metrics:dropped", "metrics:slow", "step:ramp-end", "step:expiry",
+	"tr:capped",
 }
 
 // differential is one run of FuzzDifferential: the decoder's state (the
@@ -491,6 +499,9 @@ func (x *differential) follow() {
 	for _, s := range seen {
 		tr := s.Transition
 		x.hit(fmt.Sprintf("tr:%s>%s", letter(tr.From), letter(tr.To)))
+		if tr.Reason == core.ReasonCapped {
+			x.hit("tr:capped")
+		}
 		x.open, x.openAt = tr.To == core.Open, tr.At
 		switch {
 		case tr.To == core.HalfOpen && x.s.MaxWaitInHalfOpen > 0:

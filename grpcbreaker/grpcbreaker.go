@@ -92,6 +92,16 @@ type Options struct {
 	// registry.Options.IdleAfter). Zero: DefaultIdleAfter. Negative
 	// (NoLimit): never idle.
 	IdleAfter time.Duration
+	// MaxOpenPercent caps the share of the keys' breakers that may be
+	// open (or half-open, or forced open) at once, in percent, 1..100,
+	// as the outlier detection's max_ejection_percent of Envoy and gRPC:
+	// past it a key's trip is refused and its breaker stays closed
+	// (core.ReasonCapped), so that a fault of the client's own, which
+	// fails every key, cannot shed all of them. It means most with keys
+	// that name servers (ByTarget). At least one key may always open.
+	// See registry.Options.MaxOpenPercent. Zero: no cap. Outside 0..100:
+	// New's error.
+	MaxOpenPercent int
 }
 
 // The bounds of the registry when Options leaves them zero. 10,000
@@ -143,7 +153,8 @@ func New(o Options) (*Interceptors, error) {
 		return nil, &core.ConfigError{Field: "Classifier", Problem: "not used by grpcbreaker, which classifies by Options.Classifier (the call's final error): set that instead"}
 	}
 	reg, err := registry.New(registry.Options[string]{Config: o.Config,
-		MaxBreakers: bound(o.MaxBreakers, DefaultMaxBreakers), IdleAfter: bound(o.IdleAfter, DefaultIdleAfter)})
+		MaxBreakers: bound(o.MaxBreakers, DefaultMaxBreakers), IdleAfter: bound(o.IdleAfter, DefaultIdleAfter),
+		MaxOpenPercent: o.MaxOpenPercent})
 	if err != nil {
 		return nil, err
 	}

@@ -238,6 +238,31 @@ func TestOneBreakerPerTarget(t *testing.T) {
 	assert.Equal(t, 2, ic.Registry().Len())
 }
 
+// With MaxOpenPercent and one breaker per target, a fault that fails
+// every server opens only the first target's breaker: the other's trip is
+// capped, and its calls still go out.
+func TestMaxOpenPercentKeepsTargetsReachable(t *testing.T) {
+	_, a := serve(t)
+	_, b := serve(t)
+	ic := newInterceptors(t, grpcbreaker.Options{Config: config(core.NewManualClock(0)), Key: grpcbreaker.ByTarget, MaxOpenPercent: 50})
+	ca, cb := dial(t, a, ic), dial(t, b, ic)
+	for range 3 {
+		require.Error(t, check(ca, "code=13"))
+		require.Error(t, check(cb, "code=13"))
+	}
+	assert.ErrorIs(t, check(ca, ""), core.ErrOpen)
+	require.NoError(t, check(cb, ""), "the capped target is still called")
+	ba, bb := breaker(t, ic, "passthrough:///"+a), breaker(t, ic, "passthrough:///"+b)
+	assert.Equal(t, core.Open, ba.State())
+	assert.Equal(t, core.Closed, bb.State())
+	assert.Equal(t, uint64(1), bb.Metrics().Capped)
+	held, allowed := ic.Registry().OpenShare()
+	assert.Equal(t, [2]int{1, 1}, [2]int{held, allowed})
+
+	_, err := grpcbreaker.New(grpcbreaker.Options{Config: core.Config{ConsecutiveFailures: 1}, MaxOpenPercent: -1})
+	assert.ErrorIs(t, err, registry.ErrInvalidOptions)
+}
+
 // watch reads a Watch stream to its end and returns its final error. The
 // test server sends one message: a stream that delivers more has lost its
 // end (an interceptor that hides it), and fails rather than hangs.

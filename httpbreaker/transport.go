@@ -75,6 +75,15 @@ type Options struct {
 	// before the registry may evict it (see registry.Options.IdleAfter).
 	// Zero: DefaultIdleAfter. Negative (NoLimit): never idle.
 	IdleAfter time.Duration
+	// MaxOpenPercent caps the share of the hosts' breakers that may be
+	// open (or half-open, or forced open) at once, in percent, 1..100,
+	// as Envoy's max_ejection_percent: past it a host's trip is refused
+	// and its breaker stays closed (core.ReasonCapped), so that a fault of
+	// the client's own (its network, its credentials), which fails every
+	// host, cannot cut it off from all of them. At least one host may
+	// always open. See registry.Options.MaxOpenPercent. Zero: no cap.
+	// Outside 0..100: New's error.
+	MaxOpenPercent int
 	// Now is the wall clock an HTTP-date Retry-After is measured against.
 	// Zero: time.Now.
 	Now func() time.Time
@@ -119,7 +128,8 @@ func New(o Options) (*Transport, error) {
 	if o.Config.Classifier != nil {
 		return nil, &core.ConfigError{Field: "Classifier", Problem: "not used by httpbreaker, which classifies by Options.Classifier (request, response and error): set that instead"}
 	}
-	reg, err := registry.New(registry.Options[string]{Config: o.Config, MaxBreakers: bound(o.MaxBreakers, DefaultMaxBreakers), IdleAfter: bound(o.IdleAfter, DefaultIdleAfter)})
+	reg, err := registry.New(registry.Options[string]{Config: o.Config, MaxBreakers: bound(o.MaxBreakers, DefaultMaxBreakers),
+		IdleAfter: bound(o.IdleAfter, DefaultIdleAfter), MaxOpenPercent: o.MaxOpenPercent})
 	if err != nil {
 		return nil, err
 	}

@@ -237,6 +237,38 @@ func TestBreakerPerHost(t *testing.T) {
 	}, names)
 }
 
+// With MaxOpenPercent, a fault that fails every host (here: every server
+// answers 503) opens the breakers of a third of the hosts only: the trips
+// of the rest are capped, and their requests are still sent.
+func TestMaxOpenPercentKeepsHostsReachable(t *testing.T) {
+	servers := make([]*server, 3)
+	for i := range servers {
+		servers[i] = newServer(t, status(http.StatusServiceUnavailable, ""))
+	}
+	c, tr, _ := client(t, httpbreaker.Options{Config: core.Config{ConsecutiveFailures: 1, CollectMetrics: true}, MaxOpenPercent: 34})
+	for range 2 {
+		for _, s := range servers {
+			code, err := get(context.Background(), c, s.URL)
+			if err != nil {
+				require.ErrorIs(t, err, core.ErrOpen)
+				continue
+			}
+			require.Equal(t, http.StatusServiceUnavailable, code)
+		}
+	}
+	require.Equal(t, []int64{1, 2, 2}, []int64{servers[0].hits.Load(), servers[1].hits.Load(), servers[2].hits.Load()},
+		"the first host's breaker opened; the others' trips were capped")
+	held, allowed := tr.Registry().OpenShare()
+	require.Equal(t, [2]int{1, 1}, [2]int{held, allowed})
+	var capped uint64
+	for _, b := range tr.Registry().All() {
+		capped += b.Metrics().Capped
+	}
+	require.Equal(t, uint64(4), capped)
+	_, err := httpbreaker.New(httpbreaker.Options{Config: core.Config{ConsecutiveFailures: 1}, MaxOpenPercent: 101})
+	require.ErrorIs(t, err, registry.ErrInvalidOptions)
+}
+
 // A custom classifier and key: 404 is a failure here, and every path of a
 // host has its own breaker.
 func TestCustomClassifierAndKey(t *testing.T) {

@@ -48,6 +48,8 @@ var (
 		Help: "counted calls slower than the slow-call duration threshold"}
 	metricDroppedOutcomes = &Metric{Name: "dropped_outcomes", Counter: true, Unit: "{outcome}",
 		Help: "outcomes that changed nothing: stale permits of a passed generation, outcomes while disabled, probe outcomes with no probe in flight"}
+	metricCappedTrips = &Metric{Name: "capped_trips", Counter: true, Unit: "{trip}",
+		Help: "trips refused by a cap on open breakers (core.OpenGate, a registry's MaxOpenPercent): the breaker stayed closed"}
 	metricTransitions = &Metric{Name: "transitions", Counter: true, Unit: "{transition}", Labels: []string{"from", "to", "reason"},
 		Help: "committed state transitions, by from, to and reason (reason empty when not counted by reason)"}
 	metricBufferedCalls = &Metric{Name: "buffered_calls", Unit: "{call}", Labels: []string{"kind"},
@@ -66,7 +68,7 @@ var metricDuplicateBreakers = &Metric{Name: "duplicate_breakers", Unit: "{breake
 
 // metricSet is the metric set, in Metrics' order.
 var metricSet = [...]*Metric{metricState, metricCalls, metricPermittedCalls, metricNotPermittedCalls, metricSlowCalls, metricDroppedOutcomes,
-	metricTransitions, metricBufferedCalls, metricBufferedSlowCalls, metricFailureRatio, metricSlowCallRatio, metricDuplicateBreakers}
+	metricCappedTrips, metricTransitions, metricBufferedCalls, metricBufferedSlowCalls, metricFailureRatio, metricSlowCallRatio, metricDuplicateBreakers}
 
 // DuplicateBreakers returns the family of breakers a read left out because
 // an earlier breaker of the Source has the same name: one series per
@@ -95,7 +97,7 @@ type Point struct {
 // besides the breaker's name (in the order of Metric.Labels; fn must not
 // keep the slice) and its value. The state family has a series per state;
 // the counter families only when s.Collecting (transitions also with a
-// Transitions listener); the window families only when s.Windowed, the
+// Transitions listener, capped trips only when s.Capped); the window families only when s.Windowed, the
 // ratios only while the window holds a call.
 func (s Sample) Each(fn func(m *Metric, labels []string, v Point)) {
 	var lv [3]string
@@ -121,6 +123,9 @@ func (s Sample) Each(fn func(m *Metric, labels []string, v Point)) {
 		one(metricNotPermittedCalls, Point{Count: m.RejectedRampUp}, "ramping_up")
 		one(metricSlowCalls, Point{Count: m.SlowCalls})
 		one(metricDroppedOutcomes, Point{Count: m.Dropped})
+		if s.Capped {
+			one(metricCappedTrips, Point{Count: m.Capped})
+		}
 	}
 	for _, t := range s.Transitions {
 		one(metricTransitions, Point{Count: t.Count}, StateLabel(t.From), StateLabel(t.To), ReasonLabel(t.Reason))
@@ -164,7 +169,7 @@ func ReasonLabel(r core.Reason) string {
 }
 
 var stateLabels, reasonLabels = labels(core.NumStates, func(i int) string { return core.State(i).String() }),
-	labels(int(core.ReasonManual)+1, func(i int) string { return core.Reason(i).String() })
+	labels(int(core.ReasonCapped)+1, func(i int) string { return core.Reason(i).String() })
 
 func labels(n int, name func(int) string) []string {
 	out := make([]string, n)

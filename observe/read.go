@@ -103,6 +103,7 @@ func (r *Reader) Read(fn func(Sample)) error {
 			Counts:     b.Counts(),
 			Windowed:   set.WindowSize > 0,
 			Collecting: set.CollectMetrics,
+			Capped:     set.OpenGate != nil,
 		}
 		if s.Collecting {
 			s.Metrics = b.Metrics()

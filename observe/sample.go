@@ -18,6 +18,10 @@ type Sample struct {
 	// Collecting is true when the breaker keeps cumulative counters
 	// (Config.CollectMetrics); the counter series exist only then.
 	Collecting bool
+	// Capped is true when the breaker has a cap on open breakers
+	// (Settings().OpenGate is set); the capped-trips series exists only
+	// then, and only when Collecting.
+	Capped bool
 	// Metrics is Metrics(): all zero unless Collecting.
 	Metrics core.Metrics
 	// Transitions are the breaker's committed transitions, each pair of

@@ -28,12 +28,21 @@ var targetLabels = []string{"job", "instance"}
 // may watch: up is 0 for a target whose scrape failed.
 var prometheusSeries = catalog{"up": {"job": nil, "instance": nil}}
 
+// uncapped is an open gate that lets every trip open: a breaker with a
+// gate has the capped-trips family.
+type uncapped struct{}
+
+func (uncapped) TryAcquire() bool { return true }
+func (uncapped) Acquire()         {}
+func (uncapped) Release()         {}
+
 // exporterCatalog returns the series prombreaker emits, taken from the
 // code: a Collector is registered, beside the error counter of promhttp's
 // handler, over breakers made so that every family of observe.Metrics()
-// shows up (a tripped breaker for the transitions and refusals, a window
-// holding a call for the ratios, two breakers of one name for the
-// duplicates), and the registry is gathered. The label values of the
+// shows up (a tripped breaker with an open gate for the transitions, the
+// refusals and the capped trips, a window holding a call for the ratios,
+// two breakers of one name for the duplicates), and the registry is
+// gathered. The label values of the
 // families whose values are an enumeration are those gathered, and for the
 // transitions every state and reason observe spells; breaker, job and
 // instance are open.
@@ -41,7 +50,7 @@ func exporterCatalog(t *testing.T) catalog {
 	t.Helper()
 	var tr observe.Transitions
 	tripping, err := core.New(core.Config{Name: "pay/tripping", ConsecutiveFailures: 1, OpenDuration: time.Minute,
-		CollectMetrics: true, OnStateChange: tr.Listener(nil)})
+		CollectMetrics: true, OnStateChange: tr.Listener(nil), OpenGate: uncapped{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +133,7 @@ func exporterCatalog(t *testing.T) catalog {
 		trans["from"][observe.StateLabel(s)] = true
 		trans["to"][observe.StateLabel(s)] = true
 	}
-	for r := core.Reason(1); r <= core.ReasonManual; r++ {
+	for r := core.Reason(1); r <= core.ReasonCapped; r++ {
 		trans["reason"][observe.ReasonLabel(r)] = true
 	}
 	return cat
@@ -142,6 +151,7 @@ func TestCatalog(t *testing.T) {
 		"casbreaker_not_permitted_calls_total": "breaker instance job reason",
 		"casbreaker_slow_calls_total":          "breaker instance job",
 		"casbreaker_dropped_outcomes_total":    "breaker instance job",
+		"casbreaker_capped_trips_total":        "breaker instance job",
 		"casbreaker_transitions_total":         "breaker from instance job reason to",
 		"casbreaker_buffered_calls":            "breaker instance job kind",
 		"casbreaker_buffered_slow_calls":       "breaker instance job kind",

@@ -2,6 +2,7 @@ package otelbreaker_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -122,7 +123,7 @@ func TestCollect(t *testing.T) {
 	assert.Equal(t, map[string]int64{"open": 1, "half_open_full": 0, "forced_open": 0, "ramping_up": 0}, byReason)
 	_, ok = got["casbreaker.failure_ratio"]
 	assert.False(t, ok, "an open breaker's fresh window has no ratio")
-	assert.Len(t, got, len(observe.Metrics())-3, "all but the two ratios and the duplicates")
+	assert.Len(t, got, len(observe.Metrics())-4, "all but the two ratios, the duplicates and the capped trips (no cap)")
 }
 
 func TestRatios(t *testing.T) {
@@ -209,4 +210,40 @@ func TestCollectDuringTraffic(t *testing.T) {
 		}
 	}
 	stop()
+}
+
+// A registry with MaxOpenPercent reports each breaker's capped trips as a
+// monotonic counter.
+func TestCappedTrips(t *testing.T) {
+	reg, err := registry.New(registry.Options[int]{Config: core.Config{
+		Name: "svc", ConsecutiveFailures: 1, CollectMetrics: true, Clock: core.NewManualClock(0),
+	}, MaxOpenPercent: 50})
+	require.NoError(t, err)
+	for k := range 2 {
+		_, err := reg.Get(k) // both first: one may open
+		require.NoError(t, err)
+	}
+	for k := range 2 {
+		b, err := reg.Get(k)
+		require.NoError(t, err)
+		p, err := b.Allow()
+		require.NoError(t, err)
+		b.Done(p, errors.New("down"))
+	}
+	src, err := observe.Registry(reg)
+	require.NoError(t, err)
+	reader, _ := setup(t, src, otelbreaker.Options{})
+	metricdatatest.AssertEqual(t, metricdata.Metrics{
+		Name:        "casbreaker.capped_trips",
+		Description: "trips refused by a cap on open breakers (core.OpenGate, a registry's MaxOpenPercent): the breaker stayed closed",
+		Unit:        "{trip}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints: []metricdata.DataPoint[int64]{
+				{Attributes: attrs("breaker", "svc/0"), Value: 0},
+				{Attributes: attrs("breaker", "svc/1"), Value: 1},
+			},
+		},
+	}, collect(t, reader)["casbreaker.capped_trips"], metricdatatest.IgnoreTimestamp())
 }

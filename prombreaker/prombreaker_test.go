@@ -1,6 +1,7 @@
 package prombreaker_test
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -131,7 +132,7 @@ func TestPedanticRegistry(t *testing.T) {
 	forEachPath(t, tripped(t, prombreaker.Options{}, true), func(t *testing.T, g prometheus.Gatherer) {
 		mfs, err := prometheus.Gatherers{g}.Gather()
 		require.NoError(t, err)
-		assert.Len(t, mfs, len(observe.Metrics())-3, "all families but the two ratios and the duplicates")
+		assert.Len(t, mfs, len(observe.Metrics())-4, "all families but the two ratios, the duplicates and the capped trips (no cap)")
 	})
 }
 
@@ -413,4 +414,49 @@ func TestScrapeAndCompare(t *testing.T) {
 casbreaker_dropped_outcomes_total{breaker="api"} 0
 `
 	assert.NoError(t, testutil.ScrapeAndCompare(serve(t, reg), strings.NewReader(want), "casbreaker_dropped_outcomes_total"))
+}
+
+// A registry with MaxOpenPercent: each breaker has a capped-trips series
+// (a breaker without a cap has none), and the refused trips are closed ->
+// closed transitions with reason capped.
+func TestCappedTrips(t *testing.T) {
+	breakers, url := serveRegistry(t, registry.Options[int]{Config: core.Config{
+		Name: "svc", ConsecutiveFailures: 1, CollectMetrics: true, Clock: core.NewManualClock(0),
+	}, MaxOpenPercent: 50})
+	for k := range 4 {
+		_, err := breakers.Get(k) // all four first: two may open
+		require.NoError(t, err)
+	}
+	for k := range 4 {
+		b, err := breakers.Get(k)
+		require.NoError(t, err)
+		p, err := b.Allow()
+		require.NoError(t, err)
+		b.Done(p, errors.New("down"))
+	}
+	want := `
+# HELP casbreaker_capped_trips_total trips refused by a cap on open breakers (core.OpenGate, a registry's MaxOpenPercent): the breaker stayed closed.
+# TYPE casbreaker_capped_trips_total counter
+casbreaker_capped_trips_total{breaker="svc/0"} 0
+casbreaker_capped_trips_total{breaker="svc/1"} 0
+casbreaker_capped_trips_total{breaker="svc/2"} 1
+casbreaker_capped_trips_total{breaker="svc/3"} 1
+`
+	assert.NoError(t, testutil.ScrapeAndCompare(url, strings.NewReader(want), "casbreaker_capped_trips_total"))
+	capped := 0.0
+	for _, m := range scrape(t, url)["casbreaker_transitions_total"].GetMetric() {
+		if label(m, "reason") == "capped" {
+			assert.Equal(t, []string{"closed", "closed"}, []string{label(m, "from"), label(m, "to")})
+			capped += m.GetCounter().GetValue()
+		}
+	}
+	assert.Equal(t, 2.0, capped)
+	assert.NotContains(t, scrape(t, tripped0(t)), "casbreaker_capped_trips_total", "no cap, no series")
+}
+
+// tripped0 serves tripped's breaker, which has no cap, and returns the URL.
+func tripped0(t *testing.T) string {
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(tripped(t, prombreaker.Options{}, false)))
+	return serve(t, reg)
 }

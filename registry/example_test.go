@@ -53,3 +53,37 @@ func Example() {
 	// <nil>
 	// billing/acme open
 }
+
+// At most a third of the hosts ejected at once: when a fault on the
+// client's side fails every host, the first trips open and the rest stay
+// closed, each refused trip a notification with reason capped, so calls
+// still reach the hosts that may be fine.
+func ExampleOptions_maxOpenPercent() {
+	reg, err := registry.New(registry.Options[string]{
+		Config: core.Config{Name: "hosts", ConsecutiveFailures: 1, OnStateChange: func(t core.Transition) {
+			fmt.Println(t.Name, t.From, "->", t.To, t.Reason)
+		}},
+		MaxOpenPercent: 34,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, h := range []string{"a", "b", "c"} {
+		b, err := reg.Get(h)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if p, err := b.Allow(); err == nil {
+			b.Done(p, errors.New("TLS handshake failed"))
+		}
+	}
+	held, allowed := reg.OpenShare()
+	fmt.Println(held, "of", allowed, "ejected")
+	// Output:
+	// hosts/a closed -> open consecutive-failures
+	// hosts/b closed -> closed capped
+	// hosts/c closed -> closed capped
+	// 1 of 1 ejected
+}

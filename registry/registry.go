@@ -16,6 +16,10 @@
 // costs O(1) amortized work at any bound, and the registry starts no
 // goroutine. EvictIdle is the explicit full sweep.
 //
+// An optional cap (Options.MaxOpenPercent) bounds the share of breakers
+// that may be open at once: a trip past it keeps its breaker closed, so
+// that a fault of the caller's own cannot shed every key.
+//
 // Memory: beyond its *core.Breaker and the key's own bytes, a key costs
 // its sync.Map entry (with the key boxed in an interface), a
 // registry.Breaker (32 bytes) and a slot of the hand's ring (the key's
@@ -154,6 +158,24 @@ type Options[K comparable] struct {
 	// holds. Set it above the longest call. Used only with MaxBreakers or
 	// IdleAfter. Zero: DefaultPermitTimeout. Negative: an error.
 	PermitTimeout time.Duration
+	// MaxOpenPercent caps the share of the registry's breakers that may
+	// be ejected (open, half-open or forced open) at once, in percent,
+	// 1..100, as Envoy's max_ejection_percent: a trip that would eject
+	// more than max(1, MaxOpenPercent% of the breakers the registry holds,
+	// rounded down) is refused, and its breaker commits closed -> closed
+	// with core.ReasonCapped instead (core.OpenGate), so that a fault on
+	// the client's side, which fails every key, cannot shed every
+	// dependency. At least one may always open, so that a small registry
+	// (3 keys at 10 %) still protects. The share follows the number of
+	// breakers as keys come and go; a breaker the registry evicts gives
+	// its slot back, and a manual control (ForceOpen, HalfOpen) or an
+	// ejecting Config.InitialState is never refused but counted. OpenShare
+	// reads the count. A trip takes a slot with one compare-and-swap on a
+	// count the registry's breakers share, on its slow path only; each
+	// breaker costs 16 bytes more (its core.OpenGate). Zero: no cap.
+	// Outside 0..100, or with Config.OpenGate set in the template: an
+	// error.
+	MaxOpenPercent int
 }
 
 // Registry is a set of breakers by key. Make one with New: a zero
@@ -167,8 +189,9 @@ type Registry[K comparable] struct {
 	max           int
 	idle          time.Duration
 	permitTimeout time.Duration
-	track         bool // eviction is on: count permits and uses
-	checkKey      bool // K holds an interface: comparing a key may panic
+	track         bool     // eviction is on: count permits and uses
+	share         *openCap // nil: no MaxOpenPercent
+	checkKey      bool     // K holds an interface: comparing a key may panic
 
 	m    sync.Map // K -> *Breaker
 	mu   sync.Mutex
@@ -203,6 +226,12 @@ func New[K comparable](o Options[K]) (*Registry[K], error) {
 	if o.PermitTimeout < 0 {
 		errs = append(errs, fmt.Errorf("%w: PermitTimeout %v is negative (0: %v)", ErrInvalidOptions, o.PermitTimeout, DefaultPermitTimeout))
 	}
+	if o.MaxOpenPercent < 0 || o.MaxOpenPercent > 100 {
+		errs = append(errs, fmt.Errorf("%w: MaxOpenPercent %d is outside 0..100 (0: no cap)", ErrInvalidOptions, o.MaxOpenPercent))
+	}
+	if o.Config.OpenGate != nil {
+		errs = append(errs, fmt.Errorf("%w: Config.OpenGate is set in the template: the registry gives each breaker its own (MaxOpenPercent), and evicts breakers a shared gate would go on counting", ErrInvalidOptions))
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -225,6 +254,9 @@ func New[K comparable](o Options[K]) (*Registry[K], error) {
 		r.permitTimeout = DefaultPermitTimeout
 	}
 	r.track = r.max > 0 || r.idle > 0
+	if o.MaxOpenPercent > 0 {
+		r.share = &openCap{percent: int64(o.MaxOpenPercent)}
+	}
 	return r, nil
 }
 
@@ -369,6 +401,9 @@ func (r *Registry[K]) create(key K) (*Breaker, error) {
 	}
 	cfg := r.cfg
 	cfg.Name = name
+	if r.share != nil {
+		cfg.OpenGate = &openSlot{of: r.share}
+	}
 	cb, err := core.New(cfg)
 	if err != nil {
 		// The template was validated by New and only Name changed.
@@ -381,12 +416,14 @@ func (r *Registry[K]) create(key K) (*Breaker, error) {
 	s := slot[K]{key, b}
 	if victim >= 0 {
 		r.m.CompareAndDelete(r.ring[victim].key, r.ring[victim].b)
+		r.detachGate(r.ring[victim].b)
 		r.ring[victim] = s
 		r.hand = victim + 1 // the new breaker gets a whole turn of the hand
 	} else {
 		r.ring = append(r.ring, s)
 	}
 	r.m.Store(key, b)
+	r.counted()
 	return b, nil
 }
 
@@ -445,12 +482,22 @@ func (r *Registry[K]) sweep(now time.Duration) (victim int, full bool) {
 // the ring each time). The caller holds the mutex.
 func (r *Registry[K]) drop(i int) {
 	r.m.CompareAndDelete(r.ring[i].key, r.ring[i].b)
+	r.detachGate(r.ring[i].b)
 	last := len(r.ring) - 1
 	r.ring[i] = r.ring[last]
 	r.ring[last] = slot[K]{} // no reference to the evicted breaker
 	r.ring = r.ring[:last]
 	if len(r.ring) < cap(r.ring)/4 {
 		r.ring = append(make([]slot[K], 0, 2*len(r.ring)), r.ring...)
+	}
+	r.counted()
+}
+
+// counted tells the cap on ejected breakers, if any, how many breakers the
+// registry holds now. The caller holds the mutex.
+func (r *Registry[K]) counted() {
+	if r.share != nil {
+		r.share.live.Store(int64(len(r.ring)))
 	}
 }
 

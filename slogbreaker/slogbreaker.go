@@ -20,9 +20,11 @@ type Options struct {
 }
 
 // DefaultLevel is slog.LevelWarn for a transition into Open or ForcedOpen
-// (calls will be refused) and slog.LevelInfo for every other.
+// (calls will be refused) and for a trip that a cap on open breakers
+// refused (core.ReasonCapped: the dependency failed enough to open, and
+// calls still go to it), and slog.LevelInfo for every other.
 func DefaultLevel(t core.Transition) slog.Level {
-	if t.To == core.Open || t.To == core.ForcedOpen {
+	if t.To == core.Open || t.To == core.ForcedOpen || t.Reason == core.ReasonCapped {
 		return slog.LevelWarn
 	}
 	return slog.LevelInfo

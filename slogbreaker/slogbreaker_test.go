@@ -44,3 +44,32 @@ func TestListener(t *testing.T) {
 	require.Equal(t, time.Duration(rec["open_for"].(float64)), until.Sub(at))
 	require.GreaterOrEqual(t, until.Sub(at), time.Minute)
 }
+
+// full is a core.OpenGate with no slot free.
+type full struct{}
+
+func (full) TryAcquire() bool { return false }
+func (full) Acquire()         {}
+func (full) Release()         {}
+
+// A trip the open gate refuses is logged at WARN, as a trip is: the
+// dependency failed enough to open, and calls still go to it.
+func TestListenerLogsCappedTrip(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	b, err := core.New(core.Config{Name: "db", ConsecutiveFailures: 1, OpenGate: full{}, Clock: core.NewManualClock(0),
+		OnStateChange: slogbreaker.Listener(logger, slogbreaker.Options{})})
+	require.NoError(t, err)
+	p, err := b.Allow()
+	require.NoError(t, err)
+	b.Done(p, errors.New("down"))
+	require.Equal(t, core.Closed, b.State())
+
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &rec))
+	require.Equal(t, "WARN", rec["level"])
+	require.Equal(t, "closed", rec["from"])
+	require.Equal(t, "closed", rec["to"])
+	require.Equal(t, "capped", rec["reason"])
+	require.NotContains(t, rec, "open_for")
+}

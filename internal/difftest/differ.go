@@ -28,6 +28,8 @@ type Side struct {
 	Name  string
 	B     breakers.Breaker
 	Clock *core.ManualClock
+	// Gate is the side's own copy of a config's *Gate (nil without one).
+	Gate *Gate
 
 	mu   sync.Mutex
 	seen []Seen
@@ -65,6 +67,7 @@ type Differ struct {
 	admitted, outcomes uint64
 	rejected           [4]uint64 // by reason, in Sentinels order
 	transitions        [core.NumStates][core.NumStates]uint64
+	capped             uint64          // notifications of a trip the open gate refused
 	seen               int             // the notifications of Sides[0] already checked
 	last               core.Transition // the last of them
 }
@@ -92,6 +95,10 @@ func NewOf(impls []breakers.Impl, cfg core.Config, start time.Duration, readBack
 		s := &Side{Name: im.Name, Clock: core.NewManualClock(start)}
 		c := cfg
 		c.Clock = s.Clock
+		if g, ok := cfg.OpenGate.(*Gate); ok {
+			s.Gate = g.fork()
+			c.OpenGate = s.Gate
+		}
 		c.OnStateChange = func(tr core.Transition) {
 			v := Seen{Transition: tr}
 			if readBack {
@@ -140,6 +147,9 @@ type entry struct {
 //     count what the calls observed: each grant and each rejection by
 //     reason, one outcome per Record, RecordHint, Done and admitted Do,
 //     each transition by from and to;
+//   - with a *Gate as Config.OpenGate, a side's gate does not hold one
+//     slot exactly while its breaker is open, half-open or forced open
+//     (core.OpenGate), or was released with none held;
 //   - a manual control did not land where it says: a ForceOpen that
 //     failed did not match core.ErrInvalidArgument exactly when its
 //     duration is outside 0..core.MaxOpenDurationLimit, or changed
@@ -178,6 +188,9 @@ func (d *Differ) Step(op Op) (Obs, error) {
 		return obs, err
 	}
 	if err := d.control(op, obs, before, beforeM, beforeN); err != nil {
+		return obs, err
+	}
+	if err := d.gates(); err != nil {
 		return obs, err
 	}
 	return obs, d.metrics()
@@ -308,6 +321,9 @@ func (d *Differ) chain() error {
 			return d.fail("notification %d %+v does not follow %+v", d.seen, s.Transition, d.last)
 		}
 		d.transitions[s.From][s.To]++
+		if s.Reason == core.ReasonCapped {
+			d.capped++
+		}
 		d.last = s.Transition
 		d.seen++
 	}
@@ -376,6 +392,19 @@ func (d *Differ) landed(op Op, want core.State, before core.Counts) error {
 	return nil
 }
 
+// gates checks each side's open gate against its breaker's state.
+func (d *Differ) gates() error {
+	for _, s := range d.Sides {
+		if s.Gate == nil {
+			continue
+		}
+		if err := s.Gate.check(s.B.State()); err != nil {
+			return d.fail("%s: %v", s.Name, err)
+		}
+	}
+	return nil
+}
+
 // metrics checks Metrics against the Differ's own tally.
 func (d *Differ) metrics() error {
 	m := d.Sides[0].B.Metrics()
@@ -386,7 +415,7 @@ func (d *Differ) metrics() error {
 		return nil
 	}
 	want := core.Metrics{Admitted: d.admitted, RejectedOpen: d.rejected[0], RejectedHalfOpenFull: d.rejected[1],
-		RejectedForcedOpen: d.rejected[2], RejectedRampUp: d.rejected[3], Transitions: d.transitions}
+		RejectedForcedOpen: d.rejected[2], RejectedRampUp: d.rejected[3], Capped: d.capped, Transitions: d.transitions}
 	got := m
 	got.Successes, got.Failures, got.Ignored, got.SlowCalls, got.Dropped = 0, 0, 0, 0, 0
 	if got != want {

@@ -110,3 +110,36 @@ func TestDifferMisuse(t *testing.T) {
 	_, err = difftest.New(core.Config{WindowSize: -1}, 0, false)
 	require.ErrorIs(t, err, core.ErrInvalidConfig)
 }
+
+// keepsSlots is an open gate that never gives a slot back: a breaker
+// that leaks its slot on leaving open.
+type keepsSlots struct{ core.OpenGate }
+
+func (keepsSlots) Release() {}
+
+// With a *difftest.Gate, each side gets its own copy refusing the same
+// trips, and the Differ catches a side whose gate count leaves its state.
+func TestDifferGate(t *testing.T) {
+	leaky := breakers.Impl{Name: "leaky", New: func(c core.Config) (breakers.Breaker, error) {
+		c.OpenGate = keepsSlots{c.OpenGate}
+		return breakers.All[1].New(c)
+	}}
+	cfg := tripOnOne
+	cfg.OpenGate = &difftest.Gate{Seed: 1, RefusePercent: 50}
+	d, err := difftest.NewOf([]breakers.Impl{breakers.All[0], leaky}, cfg, 0, false)
+	require.NoError(t, err)
+	require.NotSame(t, d.Sides[0].Gate, d.Sides[1].Gate)
+	for {
+		obs, err := d.Step(difftest.Op{Kind: difftest.Allow})
+		require.NoError(t, err)
+		_, err = d.Step(difftest.Op{Kind: difftest.Record, Permit: obs.Permit, Outcome: core.Failure})
+		require.NoError(t, err)
+		if d.Sides[0].B.State() == core.Open {
+			break
+		}
+	}
+	_, refused := d.Sides[1].Gate.Held()
+	require.Equal(t, d.Sides[0].B.Counts().Generation-1, uint64(refused), "each trip but the last capped, on both sides")
+	_, err = d.Step(difftest.Op{Kind: difftest.Reset})
+	require.ErrorContains(t, err, "leaky: open gate: 1 slots held in state closed, want 0")
+}
