@@ -84,7 +84,7 @@ func (b *Breaker) control(to State, openFor time.Duration, move func(w stateWord
 		g := gen + 1
 		if t, ok := move(w, lowGen(g)); ok {
 			if to == Open {
-				b.notifyOpen(u.state, g, t, ReasonManual, openFor)
+				b.notifyOpen(u.state, g, t, ReasonManual, b.cfg.jittered(openFor, t, lowGen(g)))
 			} else {
 				b.notify(u.state, to, g, t, ReasonManual)
 			}
