@@ -141,14 +141,14 @@ func (b *Breaker) recordRingOutcome(p Permit, o Outcome) {
 		b.record(p, o, nil)
 		return
 	}
-	switch b.ring.Claim(uint32(p.Generation), o == Failure, false, &b.cfg.rule) {
+	switch v := b.ring.Claim(uint32(p.Generation), o == Failure, false, &b.cfg.rule); v {
 	case atomicring.Recorded:
-	case atomicring.Tripped:
-		b.finishTrip(p.Generation, true) // this outcome's trip: commit it, as record does
-	case atomicring.AfterTrip:
-		// Another's trip that came first (this one is stale): commit it
-		// on that outcome's behalf.
-		b.finishTrip(p.Generation, false)
+	case atomicring.Tripped, atomicring.AfterTrip:
+		// This outcome's trip, or another's that came first (then this
+		// one is stale, and commits that trip on its behalf): commit it,
+		// as record does. One case for both keeps Recorded's test one
+		// branch.
+		b.finishTrip(p.Generation, v == atomicring.Tripped)
 	default:
 		b.record(p, o, nil) // Stale: nothing was recorded; record decides
 	}
