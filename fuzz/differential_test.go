@@ -14,7 +14,8 @@ import (
 
 // doneErrs are the errors a Done or Do may report.
 var doneErrs = []error{nil, difftest.ErrFail, context.Canceled, context.DeadlineExceeded, difftest.ErrIgnored,
-	difftest.ErrSuccess, difftest.ErrClassifierPanics, fmt.Errorf("wrapped: %w", context.Canceled)}
+	difftest.ErrSuccess, difftest.ErrClassifierPanics, fmt.Errorf("wrapped: %w", context.Canceled),
+	difftest.ErrDurationPanics}
 
 // decoded is a fuzz input's head: the config and how the input is read.
 type decoded struct {
@@ -97,8 +98,19 @@ func decodeConfig(r *input) (d decoded, ok bool) {
 	if features&32 != 0 {
 		c.InitialState = core.State(r.intn(int(core.NumStates)))
 	}
+	if features&64 != 0 {
+		// An open-duration function in place of the backoff, seeded by the
+		// next byte (difftest.OpenDuration: zero, negative, tiny,
+		// in-bound and over-bound results, a panic on its error).
+		c.OpenDurationBackoff = 0
+		c.MaxOpenDuration = c.OpenDuration * time.Duration(1+r.intn(8))
+		c.OpenDurationFunc = difftest.OpenDuration(uint64(r.byte()), c.MaxOpenDuration)
+	}
+	if features&128 != 0 {
+		c.OpenDurationJitter = float64(r.byte()) / 255 // 0..1, both ends included
+	}
 	if _, err := c.Validate(); err != nil {
-		c.OpenDurationBackoff, c.MaxOpenDuration = 0, 0
+		c.OpenDurationBackoff, c.MaxOpenDuration, c.OpenDurationFunc = 0, 0, nil
 		if _, err := c.Validate(); err != nil {
 			return d, false
 		}
@@ -203,7 +215,8 @@ const (
 //
 // The config may set every rule, backoff, the probe limits, the custom
 // classifier, a listener that reads back, MaxWaitInHalfOpen,
-// RampUpDuration and RampUpStartPercent, MaxRetryAfter and CollectMetrics.
+// RampUpDuration and RampUpStartPercent, MaxRetryAfter, CollectMetrics, an
+// open-duration function (difftest.OpenDuration) and a jitter fraction.
 // After every operation the Differ compares State, Counts, Metrics and
 // the notifications (with what State, Counts and Metrics said inside the
 // listener), and holds them to the chain of notifications and to Metrics
@@ -239,6 +252,7 @@ var reachKeys = []string{
 	"reject:open", "reject:half-open-full", "reject:forced-open", "reject:ramping-up",
 	"ramp:shed", "ramp:admit", "ramp:end", "maxwait:refused", "tr:H>H", "tr:M>M", "tr:H>C+ramp",
 	"hint:trip", "hint:reopen", "hint:metrics-only", "metrics:dropped", "metrics:slow", "step:ramp-end", "step:expiry",
+	"opendur:func", "opendur:jitter", "opendur:panic",
 }
 
 // differential is one run of FuzzDifferential: the decoder's state (the
@@ -300,6 +314,9 @@ func (x *differential) step(op difftest.Op) difftest.Obs {
 	obs, err := x.x.Step(op)
 	if err != nil {
 		x.t.Fatal(err)
+	}
+	if obs.Panic == difftest.ErrDurationPanics.Error() {
+		x.hit("opendur:panic")
 	}
 	return obs
 }
@@ -489,6 +506,12 @@ func (x *differential) follow() {
 		tr := s.Transition
 		x.hit(fmt.Sprintf("tr:%s>%s", letter(tr.From), letter(tr.To)))
 		x.open, x.openAt = tr.To == core.Open, tr.At
+		if x.open && x.s.OpenDurationFunc != nil {
+			x.hit("opendur:func")
+		}
+		if x.open && x.s.OpenDurationJitter > 0 {
+			x.hit("opendur:jitter")
+		}
 		switch {
 		case tr.To == core.HalfOpen && x.s.MaxWaitInHalfOpen > 0:
 			x.hasExpiry, x.expiryGen, x.expiry = true, tr.Generation, x.maxWait.deadline(tr.At)
