@@ -6,7 +6,8 @@ import "time"
 // (every call rejected with ErrForcedOpen until another manual control), or
 // to Open for d when d > 0 (then half-open and probes as after a trip, with
 // the backoff step reset; d is kept in whole milliseconds, rounded up, like
-// every open duration). It commits one transition and emits one
+// every open duration, and lengthened by Config.OpenDurationJitter; it is
+// not Config.OpenDurationFunc's to decide). It commits one transition and emits one
 // notification, even when the breaker was already there. It returns an
 // error matching ErrInvalidArgument, and changes nothing, when d is
 // negative or above MaxOpenDurationLimit.
