@@ -148,35 +148,36 @@ type Config struct {
 
 	// OpenDurationFunc, when set, decides the open duration of each trip
 	// from closed and each re-open from half-open, in place of OpenDuration
-	// and its backoff (OpenDurationBackoff must then be 0 or 1, and
-	// MaxOpenDuration is required): failsafe-go's WithDelayFunc, Polly's
-	// BreakDurationGenerator. It is called with reopens, the number of
-	// consecutive re-opens from half-open since the breaker last closed
-	// (0 for a trip from closed; it stops counting at 31), and
-	// lastFailure, the error passed to Done of the call whose outcome
-	// decided the transition (nil when that outcome came through Record or
-	// RecordHint, or was a slow success).
+	// and its backoff (failsafe-go's WithDelayFunc, Polly's
+	// BreakDurationGenerator). It is called with reopens, the number of
+	// consecutive re-opens from half-open since the breaker last closed (0
+	// for a trip from closed; it stops counting at 31), and lastFailure,
+	// the error passed to Done by the call whose outcome decided the
+	// transition (nil when that outcome came through Record or RecordHint,
+	// or was a slow success). Validate rejects it beside an
+	// OpenDurationBackoff above 1 (the error names OpenDurationBackoff) and
+	// without a MaxOpenDuration (naming MaxOpenDuration).
 	//
 	// Its result is kept in whole milliseconds, rounded up. Zero or
 	// negative means OpenDuration; above MaxOpenDuration means
-	// MaxOpenDuration (the bound is the rule, not an error). A retry-after
+	// MaxOpenDuration: the bound is the rule, not an error. A retry-after
 	// hint still lengthens it (MaxRetryAfter), and OpenDurationJitter
 	// applies on top. It does not decide ForceOpen's duration or that of a
-	// breaker that starts open (InitialState): those have no failure.
+	// breaker that starts open (InitialState): those follow no failure.
 	//
-	// It runs on the caller's goroutine of the call that decided the
-	// transition (Done, Record or RecordHint), before the transition is
-	// committed and outside every internal critical section of the
-	// lock-free breaker; the mutex baseline calls it under its mutex, so it
-	// must not call into the breaker. It should be a function of its
-	// arguments: when a trip races other calls the lock-free breaker may
-	// call it again for the same transition and keep one result; and where
-	// another call commits a trip on behalf of the one whose outcome
-	// decided it (only a race does that: see docs/design.md), that trip
-	// opens for OpenDuration without calling it. A panic in it is recovered
-	// while the transition commits, for OpenDuration, and notifies; then it
-	// propagates out of the call that ran it, so no breaker is left
-	// wedged. Zero: OpenDuration and its backoff decide.
+	// It runs on the goroutine of the call that decided the transition
+	// (Done, Record or RecordHint), before the transition commits; calls
+	// on several goroutines may run it at once. The lock-free breaker runs
+	// it outside every internal critical section, so a slow function
+	// delays only its caller; the mutex baseline runs it under its mutex,
+	// so it must not call into the breaker. It should be a function of its
+	// arguments: a trip that races other calls may run it more than once
+	// and keep one result, and a trip that another call commits on behalf
+	// of the deciding one (a race only; docs/design.md, Known limits) opens
+	// for OpenDuration without running it. If it panics, the transition
+	// still commits, for OpenDuration, and is notified; then the panic
+	// propagates out of the call that ran it, so no breaker is left wedged.
+	// Zero: OpenDuration and its backoff decide.
 	OpenDurationFunc func(reopens int, lastFailure error) time.Duration
 	// OpenDurationJitter lengthens every open duration (OpenDuration, a
 	// backed-off one, OpenDurationFunc's, one set by a retry-after hint,
