@@ -43,7 +43,9 @@ import (
 // taken before the mutex; the readings that decide or commit a transition
 // (an open deadline, the max wait, a ramp-up's share) are taken under it,
 // so Config.Clock must not panic or call into the breaker. It never calls
-// the classifier or a listener while holding the mutex. Allow, Done and
+// the classifier or a listener while holding the mutex; it calls
+// Config.OpenDurationFunc under it, at the transition it decides, so that
+// function must not call into the breaker either. Allow, Done and
 // Record allocate nothing in steady state.
 type Breaker struct {
 	// The state, under mu; a closed breaker's Allow and Record touch the
