@@ -77,7 +77,7 @@ var (
 	// cfgManual's breaker with its open duration from a function
 	// (difftest.OpenDuration seeded 7, bounded by 280 ms) and a jitter of
 	// 200/255.
-	cfgOpenDur = enc{0x00, 3, 0x10, 4, 0, 9, 0, 1, 1, 0xc4, 158, 3, 7, 200}
+	cfgOpenDur = enc{0x00, 3, 0x10, 4, 0, 9, 0, 1, 1, 0x84, 158, 3, 3, 7, 200}
 )
 
 // Index in doneErrs of the error on which the open-duration function panics.

@@ -98,16 +98,8 @@ func decodeConfig(r *input) (d decoded, ok bool) {
 	if features&32 != 0 {
 		c.InitialState = core.State(r.intn(int(core.NumStates)))
 	}
-	if features&64 != 0 {
-		// An open-duration function in place of the backoff, seeded by the
-		// next byte (difftest.OpenDuration: zero, negative, tiny,
-		// in-bound and over-bound results, a panic on its error).
-		c.OpenDurationBackoff = 0
-		c.MaxOpenDuration = c.OpenDuration * time.Duration(1+r.intn(8))
-		c.OpenDurationFunc = difftest.OpenDuration(uint64(r.byte()), c.MaxOpenDuration)
-	}
 	if features&128 != 0 {
-		c.OpenDurationJitter = float64(r.byte()) / 255 // 0..1, both ends included
+		decodeOpenDuration(r, c)
 	}
 	if _, err := c.Validate(); err != nil {
 		c.OpenDurationBackoff, c.MaxOpenDuration, c.OpenDurationFunc = 0, 0, nil
@@ -116,6 +108,24 @@ func decodeConfig(r *input) (d decoded, ok bool) {
 		}
 	}
 	return d, true
+}
+
+// decodeOpenDuration decodes the open duration's options from a byte of
+// flags: 1, an open-duration function in place of the backoff, seeded by
+// the next byte (difftest.OpenDuration: zero, negative, tiny, in-bound and
+// over-bound results, a panic on its error) and bounded by a multiple of
+// the open duration; 2, a jitter fraction of the next byte over 255 (0..1,
+// both ends included).
+func decodeOpenDuration(r *input, c *core.Config) {
+	flags := r.byte()
+	if flags&1 != 0 {
+		c.OpenDurationBackoff = 0
+		c.MaxOpenDuration = c.OpenDuration * time.Duration(1+r.intn(8))
+		c.OpenDurationFunc = difftest.OpenDuration(uint64(r.byte()), c.MaxOpenDuration)
+	}
+	if flags&2 != 0 {
+		c.OpenDurationJitter = float64(r.byte()) / 255
+	}
 }
 
 // featureDuration decodes a max wait, a ramp-up or a hint bound: whole
