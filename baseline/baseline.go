@@ -43,7 +43,9 @@ import (
 // taken before the mutex; the readings that decide or commit a transition
 // (an open deadline, the max wait, a ramp-up's share) are taken under it,
 // so Config.Clock must not panic or call into the breaker. It never calls
-// the classifier or a listener while holding the mutex. Allow, Done and
+// the classifier or a listener while holding the mutex; it calls
+// Config.OpenDurationFunc under it, at the transition it decides, so that
+// function must not call into the breaker either. Allow, Done and
 // Record allocate nothing in steady state.
 type Breaker struct {
 	// The state, under mu; a closed breaker's Allow and Record touch the
@@ -58,6 +60,7 @@ type Breaker struct {
 	metrics  core.Metrics
 	deadline uint64        // open: first whole millisecond of the clock at which a call may probe
 	openFor  time.Duration // open, half-open: the open duration of this period, before any hint (R4's backoff)
+	reopens  int           // open, half-open: consecutive re-opens from half-open, up to core.MaxBackoffSteps
 	inFlight int           // half-open probes in flight
 	success  int           // half-open probe successes
 	failure  int           // half-open probe failures, below FailuresToReopen
@@ -78,8 +81,9 @@ type Breaker struct {
 	sysClock bool
 	cfg      core.Settings
 	classify func(error) core.Outcome
-	maxWait  span // the half-open max wait; zero: off
-	ramp     span // the ramp-up after closing; zero: off
+	jitter   uint64 // core.Config.OpenDurationJitter in units of 2^-32
+	maxWait  span   // the half-open max wait; zero: off
+	ramp     span   // the ramp-up after closing; zero: off
 
 	// Notifications wait here, in commit order, until the one goroutine that
 	// is delivering hands them to the listener with the mutex released.
@@ -106,6 +110,7 @@ func New(c core.Config) (*Breaker, error) {
 	b := &Breaker{
 		cfg: s, classify: s.Classifier, maxWait: newSpan(s.MaxWaitInHalfOpen), ramp: newSpan(s.RampUpDuration),
 		timed: s.SlowCallDurationThreshold > 0, consecOn: s.ConsecutiveFailures > 0, collect: s.CollectMetrics,
+		jitter: jitterShare(s.OpenDurationJitter),
 	}
 	if c.Classifier == nil {
 		b.classify = classify // R9's default, decided here too
@@ -137,7 +142,7 @@ func (b *Breaker) start(st core.State) {
 	case core.Open:
 		now := b.cfg.Clock.Now()
 		b.openFor = b.cfg.OpenDuration
-		b.deadline = openDeadline(now, b.cfg.OpenDuration)
+		b.deadline = openDeadline(now, b.jittered(b.cfg.OpenDuration, now))
 	case core.HalfOpen:
 		b.openFor = b.cfg.OpenDuration
 		if b.maxWait.unit > 0 { // the clock only for a max wait, as core's New
@@ -377,9 +382,9 @@ func (b *Breaker) doneWithError(p core.Permit, err error) {
 	}
 	decided = true
 	if h > 0 {
-		b.RecordHint(p, h)
+		b.recordHint(p, h, err)
 	} else {
-		b.Record(p, o)
+		b.record(p, o, err)
 	}
 }
 
@@ -400,7 +405,13 @@ func (b *Breaker) current(p core.Permit) bool {
 }
 
 // Record records outcome o for p; see core.Breaker.Record.
-func (b *Breaker) Record(p core.Permit, o core.Outcome) {
+func (b *Breaker) Record(p core.Permit, o core.Outcome) { b.record(p, o, nil) }
+
+// record is Record of an outcome that Done classified from err (nil from
+// Record), which goes to core.Config.OpenDurationFunc if it trips the
+// breaker; a panic of that function goes on once the trip is committed
+// and notified.
+func (b *Breaker) record(p core.Permit, o core.Outcome, err error) {
 	b.mustBeNew()
 	if o > core.Ignored {
 		o = core.Failure
@@ -423,7 +434,7 @@ func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 	slow := isSlow(&b.cfg, now-p.Start)
 	b.mu.Lock()
 	if o == core.Ignored || p.Probe || !b.current(p) {
-		b.recordUncounted(p, o)
+		b.recordUncounted(p, o, err)
 		return
 	}
 	b.tally(true, o, slow)
@@ -452,22 +463,24 @@ func (b *Breaker) Record(p core.Permit, o core.Outcome) {
 		b.mu.Unlock()
 		return
 	}
-	b.trip(0, tripReason(&b.cfg, c))
+	pv := b.trip(0, tripReason(&b.cfg, c), err)
 	b.unlockAndNotify()
+	repanic(pv)
 }
 
 // recordUncounted is Record of an outcome that no window counts: a stale
-// permit's, a probe's, or an Ignored one. The caller holds the mutex;
-// recordUncounted unlocks.
-func (b *Breaker) recordUncounted(p core.Permit, o core.Outcome) {
+// permit's, a probe's, or an Ignored one (err: as record's). The caller
+// holds the mutex; recordUncounted unlocks.
+func (b *Breaker) recordUncounted(p core.Permit, o core.Outcome, err error) {
 	switch {
 	case !b.current(p):
 		b.tally(false, o, false)
 		b.mu.Unlock()
 	case p.Probe:
 		b.tally(true, o, false)
-		b.recordProbe(o)
+		pv := b.recordProbe(o, err)
 		b.unlockAndNotify()
+		repanic(pv)
 	default:
 		b.tally(true, o, false)
 		b.mu.Unlock()
@@ -492,11 +505,12 @@ func (b *Breaker) tally(acted bool, o core.Outcome, slow bool) {
 	}
 }
 
-// trip commits the trip of a counting breaker for reason why: closed ->
-// open for at least the bounded hint h, or metrics-only's "would have
-// opened", or, when the open gate has no slot for it, closed -> closed
-// (capped).
-func (b *Breaker) trip(h time.Duration, why core.Reason) {
+// trip commits the trip of a counting breaker for reason why, decided by
+// an outcome classified from err: closed -> open for at least the bounded
+// hint h, or metrics-only's "would have opened", or, when the open gate
+// has no slot for it, closed -> closed (capped). It returns a panic of the
+// open-duration function, for the caller to raise once it has unlocked.
+func (b *Breaker) trip(h time.Duration, why core.Reason, err error) (pv any) {
 	if b.state == core.Closed && b.cfg.OpenGate != nil && !b.cfg.OpenGate.TryAcquire() {
 		var now time.Duration
 		if b.cfg.OnStateChange != nil {
@@ -506,7 +520,7 @@ func (b *Breaker) trip(h time.Duration, why core.Reason) {
 		if b.collect {
 			b.metrics.Capped++
 		}
-		return
+		return nil
 	}
 	if b.state == core.MetricsOnly {
 		var now time.Duration
@@ -514,18 +528,24 @@ func (b *Breaker) trip(h time.Duration, why core.Reason) {
 			now = b.cfg.Clock.Now()
 		}
 		b.transition(core.MetricsOnly, now, why)
-		return
+		return nil
 	}
-	b.open(b.cfg.OpenDuration, h, b.cfg.Clock.Now(), why)
+	return b.open(b.cfg.OpenDuration, h, 0, err, why)
 }
 
 // RecordHint records a failure carrying a retry-after hint; see
 // core.Breaker.RecordHint.
 func (b *Breaker) RecordHint(p core.Permit, retryAfter time.Duration) {
+	b.recordHint(p, retryAfter, nil)
+}
+
+// recordHint is RecordHint of a failure classified from err (nil from
+// RecordHint), as record.
+func (b *Breaker) recordHint(p core.Permit, retryAfter time.Duration, err error) {
 	b.mustBeNew()
 	h := bound(&b.cfg, retryAfter)
 	if h == 0 {
-		b.Record(p, core.Failure)
+		b.record(p, core.Failure, err)
 		return
 	}
 	b.mu.Lock()
@@ -535,15 +555,19 @@ func (b *Breaker) RecordHint(p core.Permit, retryAfter time.Duration) {
 		return
 	}
 	b.tally(true, core.Failure, false)
+	var pv any
 	if p.Probe {
-		b.open(backoff(&b.cfg, b.openFor), h, b.cfg.Clock.Now(), core.ReasonRetryAfter)
+		pv = b.open(backoff(&b.cfg, b.openFor), h, b.reopened(), err, core.ReasonRetryAfter)
 	} else {
-		b.trip(h, core.ReasonRetryAfter)
+		pv = b.trip(h, core.ReasonRetryAfter, err)
 	}
 	b.unlockAndNotify()
+	repanic(pv)
 }
 
-func (b *Breaker) recordProbe(o core.Outcome) {
+// recordProbe takes a probe's outcome o, classified from err; it returns
+// a panic of the open-duration function, as trip.
+func (b *Breaker) recordProbe(o core.Outcome, err error) (pv any) {
 	b.inFlight--
 	switch o {
 	case core.Success:
@@ -561,19 +585,51 @@ func (b *Breaker) recordProbe(o core.Outcome) {
 	case core.Failure:
 		b.failure++
 		if b.failure >= b.cfg.FailuresToReopen {
-			b.open(backoff(&b.cfg, b.openFor), 0, b.cfg.Clock.Now(), core.ReasonProbeFailed)
+			return b.open(backoff(&b.cfg, b.openFor), 0, b.reopened(), err, core.ReasonProbeFailed)
 		}
 	}
+	return nil
 }
 
-// open commits a transition to Open for the open duration d of this
-// period (R4's backoff), or for the bounded hint h, rounded up to whole
-// milliseconds, if that is longer: a hint never shortens the open duration.
-func (b *Breaker) open(d, h time.Duration, now time.Duration, why core.Reason) {
+// reopened is the count of consecutive re-opens after a re-open from the
+// half-open breaker: one more, up to core.MaxBackoffSteps.
+func (b *Breaker) reopened() int { return min(b.reopens+1, core.MaxBackoffSteps) }
+
+// open commits a transition to Open, the reopens-th consecutive re-open
+// from half-open (0: a trip from closed), decided by an outcome classified
+// from err: for the open duration d of this period (R4's backoff), or
+// core.Config.OpenDurationFunc's duration where one is set; for the bounded
+// hint h, rounded up to whole milliseconds, if that is longer (a hint never
+// shortens the open duration); then lengthened by the jitter. The clock is
+// read after the function has run, as the lock-free breaker reads it after
+// its claim. It returns the function's panic, if it panicked.
+func (b *Breaker) open(d, h time.Duration, reopens int, err error, why core.Reason) (pv any) {
+	until := hinted(d, h)
+	if b.cfg.OpenDurationFunc != nil {
+		var fd time.Duration
+		fd, pv = openDurationOf(&b.cfg, reopens, err)
+		until = max(fd, wholeMillis(h))
+	}
+	now := b.cfg.Clock.Now()
 	b.transition(core.Open, now, why)
-	b.openFor = d
-	b.deadline = openDeadline(now, hinted(d, h))
+	b.openFor, b.reopens = d, reopens
+	b.deadline = openDeadline(now, b.jittered(until, now))
 	b.announceDeadline()
+	return pv
+}
+
+// jittered is d lengthened by the jitter of the transition just committed
+// at now (its generation is b.gen); see jitter.
+func (b *Breaker) jittered(d, now time.Duration) time.Duration {
+	return jitter(b.jitter, d, now, b.gen)
+}
+
+// repanic raises pv, a panic of the open-duration function recovered while
+// the transition it was deciding committed, if there was one.
+func repanic(pv any) {
+	if pv != nil {
+		panic(pv)
+	}
 }
 
 // announceDeadline puts the open deadline just set into the queued
@@ -741,7 +797,8 @@ func (b *Breaker) ForceOpen(d time.Duration) error {
 	now := b.cfg.Clock.Now()
 	b.transition(core.Open, now, core.ReasonManual)
 	b.openFor = b.cfg.OpenDuration // a re-open after it backs off from the open duration
-	b.deadline = openDeadline(now, wholeMillis(d))
+	b.reopens = 0
+	b.deadline = openDeadline(now, b.jittered(wholeMillis(d), now))
 	b.announceDeadline()
 	b.unlockAndNotify()
 	return nil
@@ -772,6 +829,7 @@ func (b *Breaker) HalfOpen() {
 	}
 	b.transition(core.HalfOpen, now, core.ReasonManual)
 	b.openFor = b.cfg.OpenDuration // a re-open backs off from the open duration
+	b.reopens = 0
 	b.maxWaitFrom(now)
 	b.unlockAndNotify()
 }

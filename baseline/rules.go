@@ -2,6 +2,7 @@ package baseline
 
 import (
 	"context"
+	"math/bits"
 	"time"
 
 	"github.com/casbreaker/casbreaker/core"
@@ -262,4 +263,44 @@ func retryAfter(err error) time.Duration {
 		}
 	}
 	return 0
+}
+
+// openDurationOf is core.Config.OpenDurationFunc's open duration after
+// reopens consecutive re-opens, for the failure err: the function's result
+// in whole milliseconds, rounded up, where zero or less (or a panic) means
+// the open duration and above the maximum means the maximum. A panic is
+// recovered and returned in pv, never nil for a panic (panic(nil) raises a
+// *runtime.PanicNilError).
+func openDurationOf(s *core.Settings, reopens int, err error) (d time.Duration, pv any) {
+	func() {
+		defer func() { pv = recover() }()
+		d = s.OpenDurationFunc(reopens, err)
+	}()
+	if pv != nil || d <= 0 {
+		d = s.OpenDuration
+	}
+	return wholeMillis(min(d, s.MaxOpenDuration)), pv
+}
+
+// jitterShare is the jitter fraction j (0..1, validated) in units of 2^-32.
+func jitterShare(j float64) uint64 { return uint64(j * (1 << 32)) }
+
+// jitter is the open duration d of a transition to Open committed at
+// reading now into generation gen, lengthened by the jitter fraction share
+// (units of 2^-32) times a hash: the high 32 bits of fmix64 of the reading
+// (negative counted as zero) plus the generation's low 20 bits times
+// 0x9e3779b97f4a7c15, mod 2^64, times share over 2^32, rounded down: this
+// transition's fraction, in units of 2^-32. The extra is d in whole
+// milliseconds rounded up times that fraction, in whole milliseconds
+// rounded down, and the result at most core.MaxOpenDurationLimit
+// (docs/design.md, Open-duration jitter).
+func jitter(share uint64, d, now time.Duration, gen uint64) time.Duration {
+	if share == 0 {
+		return d
+	}
+	h := fmix64(nanos(now)+(gen&(1<<20-1))*0x9e3779b97f4a7c15) >> 32
+	frac := h * share >> 32 // h < 2^32, share <= 2^32
+	hi, lo := bits.Mul64(frac, ceilDiv(uint64(d), msec))
+	extra := time.Duration(hi<<32|lo>>32) * time.Millisecond // < 2^35 ms, as d is
+	return min(d+extra, core.MaxOpenDurationLimit)
 }

@@ -99,7 +99,8 @@ type Breaker struct {
 	// success is how Done takes a closed-state success (its fast paths),
 	// chosen in New.
 	success successPath
-	// plainErrors: the default classifier, no retry-after hints, and a
+	// plainErrors: the default classifier, no retry-after hints, no
+	// open-duration function (which needs the error at the trip), and a
 	// window all there is to record in (successInRing or successInBuckets),
 	// so Done takes a plain error's failure straight to the window.
 	plainErrors bool
@@ -195,7 +196,8 @@ func (b *Breaker) start(st State) {
 	case Closed:
 		return
 	case Open:
-		u = word{state: Open, deadline: deadline(b.now(), b.cfg.openDuration(0))}
+		now := b.now()
+		u = word{state: Open, deadline: deadline(now, b.cfg.jittered(b.cfg.openDuration(0), now, 0))}
 	case HalfOpen:
 		u = word{state: HalfOpen}
 		if b.cfg.MaxWaitInHalfOpen != WaitForever { // no clock read without a max wait
@@ -223,7 +225,7 @@ func (b *Breaker) choosePaths(defaultClassifier bool) {
 	default:
 		b.success = successInBuckets
 	}
-	b.plainErrors = defaultClassifier && b.cfg.MaxRetryAfter == 0 && (b.success == successInRing || b.success == successInBuckets)
+	b.plainErrors = defaultClassifier && b.cfg.MaxRetryAfter == 0 && b.cfg.OpenDurationFunc == nil && (b.success == successInRing || b.success == successInBuckets)
 }
 
 // now reads the breaker's clock. The default SystemClock is read by a

@@ -52,7 +52,7 @@ func (b *Breaker) settle(c stateWord, now time.Duration) stateWord {
 		if explicit {
 			d = time.Duration(ms) * time.Millisecond
 		}
-		return word{state: Open, step: step, gen: gen, deadline: deadline(now, d)}.packed()
+		return word{state: Open, step: step, gen: gen, deadline: deadline(now, b.cfg.jittered(d, now, gen))}.packed()
 	}
 	if explicit {
 		return word{state: Closed, gen: gen, ramping: true, rampEnd: uint32(b.cfg.rampDeadline(now) & rampMask)}.packed()

@@ -28,6 +28,7 @@ func TestFeaturesConcurrent(t *testing.T) {
 	t.Run("max-wait restart racing: one new generation, one probe", func(t *testing.T) { forEachImpl(t, concurrentMaxWaitRestart) })
 	t.Run("controls racing: one notification each, in order", func(t *testing.T) { forEachImpl(t, concurrentControls) })
 	t.Run("metrics exact under contention", func(t *testing.T) { forEachImpl(t, concurrentMetrics) })
+	t.Run("open-duration function racing: one trip, at most one panic", func(t *testing.T) { forEachImpl(t, concurrentOpenDurationFunc) })
 }
 
 // featureWorkers is how many goroutines each of those races runs.
@@ -55,6 +56,61 @@ func concurrentHintedFailures(t *testing.T, mk maker) {
 		require.ErrorIs(t, err, core.ErrOpen)
 		require.GreaterOrEqual(t, p.RetryAfter, 10*time.Second)
 		require.LessOrEqual(t, p.RetryAfter, 25*time.Second)
+	}
+}
+
+// concurrentOpenDurationFunc: failures racing to trip a breaker whose
+// open-duration function returns 10 s, or panics for half of them, with a
+// jitter of up to half: one trip, one notification, the rest stale; at most
+// one caller gets a panic (the one whose trip committed, for OpenDuration);
+// the duration is the function's, or OpenDuration where the trip was
+// committed on the deciding call's behalf or the function panicked
+// (docs/design.md); and the breaker goes on to probe and close.
+func concurrentOpenDurationFunc(t *testing.T, mk maker) {
+	for _, window := range []int{0, 4} {
+		for range rounds(50, 10) {
+			c := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, MaxOpenDuration: time.Minute,
+				OpenDurationJitter: 0.5, CollectMetrics: true,
+				OpenDurationFunc: func(_ int, err error) time.Duration {
+					if errors.Is(err, difftest.ErrDurationPanics) {
+						panic(err)
+					}
+					return 10 * time.Second
+				}}
+			if window > 0 {
+				c.ConsecutiveFailures, c.WindowSize, c.FailureRateThreshold, c.MinimumNumberOfCalls = 0, window, 100, 1
+			}
+			r := mk.build(t, c)
+			permits := make([]core.Permit, featureWorkers)
+			for i := range permits {
+				permits[i] = r.A()
+			}
+			var panics atomic.Int64
+			parallel(featureWorkers, func(i int) {
+				defer func() {
+					if recover() != nil {
+						panics.Add(1)
+					}
+				}()
+				err := errFail
+				if i%2 == 1 {
+					err = difftest.ErrDurationPanics
+				}
+				r.B.Done(permits[i], err)
+			})
+			require.Equal(t, []string{"C>O@0"}, r.CBs())
+			require.LessOrEqual(t, panics.Load(), int64(1))
+			m := r.B.Metrics()
+			require.Equal(t, [2]uint64{1, featureWorkers - 1}, [2]uint64{m.Failures, m.Dropped})
+			d := r.B.RetryAfter()
+			ok := d >= time.Second && d <= 1500*time.Millisecond || d >= 10*time.Second && d <= 15*time.Second && panics.Load() == 0
+			require.True(t, ok, "open for %v after %d panics", d, panics.Load())
+			r.Clock.Advance(d)
+			p := r.A()
+			require.True(t, p.Probe)
+			r.B.Done(p, nil)
+			r.Is(core.Closed)
+		}
 	}
 }
 

@@ -142,9 +142,56 @@ type Config struct {
 	// must be reached within 31 re-opens.
 	OpenDurationBackoff float64
 	// MaxOpenDuration caps the backed-off open duration. Zero: OpenDuration
-	// (no growth); required when OpenDurationBackoff > 1, and rejected
-	// without it (it would have no effect).
+	// (no growth); required when OpenDurationBackoff > 1 or
+	// OpenDurationFunc is set, and rejected without either (it would have
+	// no effect). It bounds OpenDurationFunc's result too.
 	MaxOpenDuration time.Duration
+
+	// OpenDurationFunc, when set, decides the open duration of each trip
+	// from closed and each re-open from half-open, in place of OpenDuration
+	// and its backoff (failsafe-go's WithDelayFunc, Polly's
+	// BreakDurationGenerator). It is called with reopens, the number of
+	// consecutive re-opens from half-open since the breaker last closed (0
+	// for a trip from closed; it stops counting at 31), and lastFailure,
+	// the error passed to Done by the call whose outcome decided the
+	// transition (nil when that outcome came through Record or RecordHint,
+	// or was a slow success). Validate rejects it beside an
+	// OpenDurationBackoff above 1 (the error names OpenDurationBackoff) and
+	// without a MaxOpenDuration (naming MaxOpenDuration).
+	//
+	// Its result is kept in whole milliseconds, rounded up. Zero or
+	// negative means OpenDuration; above MaxOpenDuration means
+	// MaxOpenDuration: the bound is the rule, not an error. A retry-after
+	// hint still lengthens it (MaxRetryAfter), and OpenDurationJitter
+	// applies on top. It does not decide ForceOpen's duration or that of a
+	// breaker that starts open (InitialState): those follow no failure.
+	//
+	// It runs on the goroutine of the call that decided the transition
+	// (Done, Record or RecordHint), before the transition commits; calls
+	// on several goroutines may run it at once. The lock-free breaker runs
+	// it outside every internal critical section, so a slow function
+	// delays only its caller; the mutex baseline runs it under its mutex,
+	// so it must not call into the breaker. It should be a function of its
+	// arguments: a trip that races other calls may run it more than once
+	// and keep one result, and a trip that another call commits on behalf
+	// of the deciding one (a race only; docs/design.md, Known limits) opens
+	// for OpenDuration without running it. If it panics, the transition
+	// still commits, for OpenDuration, and is notified; then the panic
+	// propagates out of the call that ran it, so no breaker is left wedged.
+	// Zero: OpenDuration and its backoff decide.
+	OpenDurationFunc func(reopens int, lastFailure error) time.Duration
+	// OpenDurationJitter lengthens every open duration (OpenDuration, a
+	// backed-off one, OpenDurationFunc's, one set by a retry-after hint,
+	// ForceOpen's and an initial Open's) by a fraction of it between 0 and
+	// this, so that replicas that tripped together do not probe together.
+	// It is a fraction, 0..1; anything else (NaN included) is rejected.
+	// Jitter only lengthens: a retry-after hint and OpenDuration stay
+	// minimums, and MaxOpenDuration bounds the duration before jitter; the
+	// jittered duration is at most MaxOpenDurationLimit. The fraction is
+	// not random: it is a hash of the transition's clock reading and
+	// generation, so both breaker implementations agree on it exactly, and
+	// replicas differ because their clocks do. Zero: no jitter.
+	OpenDurationJitter float64
 
 	// PermittedCallsInHalfOpen is how many probes may be in flight at once in
 	// half-open, 1..127. Zero: 1.

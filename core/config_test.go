@@ -52,6 +52,20 @@ func TestConfigRejectsEachBadField(t *testing.T) {
 		{"MaxOpenDuration", func(c *core.Config) { c.OpenDurationBackoff = 2 }},
 		{"MaxOpenDuration", func(c *core.Config) { c.OpenDuration, c.MaxOpenDuration = time.Minute, time.Second }},
 		{"MaxOpenDuration", func(c *core.Config) { c.MaxOpenDuration = -1 }},
+		{"OpenDurationBackoff", func(c *core.Config) {
+			c.OpenDurationFunc, c.OpenDurationBackoff, c.MaxOpenDuration = openFor(time.Second), 2, time.Hour
+		}},
+		{"MaxOpenDuration", func(c *core.Config) { c.OpenDurationFunc = openFor(time.Second) }},
+		{"MaxOpenDuration", func(c *core.Config) {
+			c.OpenDurationFunc, c.OpenDuration, c.MaxOpenDuration = openFor(time.Second), time.Minute, time.Second
+		}},
+		{"MaxOpenDuration", func(c *core.Config) {
+			c.OpenDurationFunc, c.MaxOpenDuration = openFor(time.Second), core.MaxOpenDurationLimit+1
+		}},
+		{"OpenDurationJitter", func(c *core.Config) { c.OpenDurationJitter = -0.01 }},
+		{"OpenDurationJitter", func(c *core.Config) { c.OpenDurationJitter = 1.01 }},
+		{"OpenDurationJitter", func(c *core.Config) { c.OpenDurationJitter = math.NaN() }},
+		{"OpenDurationJitter", func(c *core.Config) { c.OpenDurationJitter = math.Inf(1) }},
 		{"Name", func(c *core.Config) { c.Name = "\xff.example" }},
 		{"Name", func(c *core.Config) { c.Name = "api-\xed\xa0\x80" }}, // a UTF-16 surrogate
 	} {
@@ -171,6 +185,10 @@ func TestConfigAcceptsLimits(t *testing.T) {
 		{WindowType: core.TimeBased, WindowSize: core.MaxTimeWindow, FailureCountThreshold: 1_000_000},
 		{ConsecutiveFailures: 1, PermittedCallsInHalfOpen: core.MaxPermittedInHalf, SuccessesToClose: core.MaxPermittedInHalf, FailuresToReopen: core.MaxPermittedInHalf, OpenDuration: time.Nanosecond},
 		{ConsecutiveFailures: 1, OpenDuration: core.MaxOpenDurationLimit},
+		{ConsecutiveFailures: 1, OpenDuration: core.MaxOpenDurationLimit, OpenDurationJitter: 1},
+		{ConsecutiveFailures: 1, OpenDurationFunc: openFor(time.Second), MaxOpenDuration: core.MaxOpenDurationLimit},
+		{ConsecutiveFailures: 1, OpenDuration: time.Nanosecond, OpenDurationFunc: openFor(time.Second), MaxOpenDuration: time.Nanosecond, OpenDurationBackoff: 1},
+		{ConsecutiveFailures: 1, OpenDurationJitter: math.SmallestNonzeroFloat64},
 	} {
 		for _, im := range impls {
 			_, err := im.New(c)

@@ -6,7 +6,8 @@ import "time"
 // (every call rejected with ErrForcedOpen until another manual control), or
 // to Open for d when d > 0 (then half-open and probes as after a trip, with
 // the backoff step reset; d is kept in whole milliseconds, rounded up, like
-// every open duration). It commits one transition and emits one
+// every open duration, and lengthened by Config.OpenDurationJitter; it is
+// not Config.OpenDurationFunc's to decide). It commits one transition and emits one
 // notification, even when the breaker was already there. It returns an
 // error matching ErrInvalidArgument, and changes nothing, when d is
 // negative or above MaxOpenDurationLimit.
@@ -90,7 +91,7 @@ func (b *Breaker) control(to State, openFor time.Duration, move func(w stateWord
 		if t, ok := move(w, lowGen(g)); ok {
 			b.releaseIf(u.state, to)
 			if to == Open {
-				b.notifyOpen(u.state, g, t, ReasonManual, openFor)
+				b.notifyOpen(u.state, g, t, ReasonManual, b.cfg.jittered(openFor, t, lowGen(g)))
 			} else {
 				b.notify(u.state, to, g, t, ReasonManual)
 			}

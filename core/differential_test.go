@@ -118,7 +118,7 @@ func randomOp(h *history, cfg core.Config) difftest.Op {
 			// A plain error (no Is, no Unwrap), which the lock-free
 			// breaker with the default classifier and no hints takes
 			// straight to its window's path.
-			return difftest.Op{Kind: difftest.Done, Permit: p, Err: []error{errFail, errFail, context.Canceled, core.ErrIgnored}[rng.IntN(4)]}
+			return difftest.Op{Kind: difftest.Done, Permit: p, Err: []error{errFail, errFail, context.Canceled, core.ErrIgnored, difftest.ErrDurationPanics}[rng.IntN(5)]}
 		}
 		// Failure by either classifier, so a positive hint is acted on.
 		return difftest.Op{Kind: difftest.Done, Permit: p, Err: core.WithRetryAfter(errFail, randomHint(rng, cfg))}
@@ -182,6 +182,22 @@ func randomHint(rng *rand.Rand, cfg core.Config) time.Duration {
 	return math.MaxInt64
 }
 
+// randomOpenDuration gives c, in about a third of the histories each, an
+// open-duration function in place of any backoff (difftest.OpenDuration:
+// zero, negative, tiny, in-bound and over-bound results, and a panic on
+// difftest.ErrDurationPanics) and a jitter fraction: none, all of it, or
+// any in between.
+func randomOpenDuration(rng *rand.Rand, c *core.Config) {
+	if rng.IntN(3) == 0 {
+		c.OpenDurationBackoff = 0
+		c.MaxOpenDuration = c.OpenDuration * time.Duration(1+rng.IntN(20))
+		c.OpenDurationFunc = difftest.OpenDuration(rng.Uint64(), c.MaxOpenDuration)
+	}
+	if rng.IntN(3) == 0 {
+		c.OpenDurationJitter = []float64{1, rng.Float64()}[rng.IntN(2)]
+	}
+}
+
 func randomConfig(rng *rand.Rand) core.Config {
 	for {
 		c := core.Config{
@@ -214,6 +230,7 @@ func randomConfig(rng *rand.Rand) core.Config {
 			c.OpenDurationBackoff = 1 + rng.Float64()*3
 			c.MaxOpenDuration = c.OpenDuration * time.Duration(1+rng.IntN(20))
 		}
+		randomOpenDuration(rng, &c)
 		// The optional features, each in about half the histories, with
 		// durations of the order of the clock steps (fractions of a
 		// millisecond included: coarse units round them up).
@@ -359,7 +376,7 @@ func TestWideDifferential(t *testing.T) {
 }
 
 // wideErrs are the errors of TestWideDifferential's Done and Do calls.
-var wideErrs = []error{nil, errFail, context.Canceled, context.DeadlineExceeded, difftest.ErrIgnored, difftest.ErrSuccess, difftest.ErrClassifierPanics}
+var wideErrs = []error{nil, errFail, context.Canceled, context.DeadlineExceeded, difftest.ErrIgnored, difftest.ErrSuccess, difftest.ErrClassifierPanics, difftest.ErrDurationPanics}
 
 // wideOp is TestWideDifferential's next operation: Allow, Record or
 // Done of a held permit, Do of a call that takes up to 3 s (and panics a
@@ -453,6 +470,7 @@ func wideRandomConfig(rng *rand.Rand) core.Config {
 			c.OpenDurationBackoff = 1 + rng.Float64()*4
 			c.MaxOpenDuration = c.OpenDuration * time.Duration(1+rng.IntN(50))
 		}
+		randomOpenDuration(rng, &c)
 		if _, err := c.Validate(); err == nil {
 			return c
 		}

@@ -33,10 +33,10 @@ func (b *Breaker) recordError(p Permit, err error) {
 	o, hint := Ignored, time.Duration(0)
 	defer func() {
 		if hint > 0 {
-			b.RecordHint(p, hint)
+			b.recordHint(p, hint, err)
 			return
 		}
-		b.Record(p, o)
+		b.recordOf(p, o, err)
 	}()
 	o = s.Classifier(err)
 	if o == Failure && s.MaxRetryAfter > 0 {

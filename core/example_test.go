@@ -270,3 +270,60 @@ func ExampleOpenGate() {
 	// replica-a half-open -> closed probes-passed
 	// replica-b closed -> open consecutive-failures
 }
+
+// The open duration from a function of the re-open count and the failure:
+// doubling from one second on each failed probe, a minute for a dependency
+// that says it is overloaded, never past MaxOpenDuration.
+func ExampleConfig_openDurationFunc() {
+	errOverloaded := errors.New("503 overloaded")
+	clock := core.NewManualClock(0)
+	b, _ := core.New(core.Config{
+		ConsecutiveFailures: 1,
+		OpenDuration:        time.Second,      // for a result of zero or less
+		MaxOpenDuration:     10 * time.Second, // required: it bounds the function
+		OpenDurationFunc: func(reopens int, lastFailure error) time.Duration {
+			if errors.Is(lastFailure, errOverloaded) {
+				return time.Minute // bounded: 10 s
+			}
+			return time.Second << reopens
+		},
+		Clock: clock,
+	})
+	fail := func(err error) {
+		p, _ := b.Allow()
+		b.Done(p, err)
+		fmt.Println(b.RetryAfter())
+		clock.Advance(b.RetryAfter()) // the next call is the probe
+	}
+	fail(errors.New("timeout")) // a trip from closed: 0 re-opens
+	fail(errors.New("timeout")) // the probe fails: 1 re-open
+	fail(errors.New("timeout"))
+	fail(errOverloaded)
+	// Output:
+	// 1s
+	// 2s
+	// 4s
+	// 10s
+}
+
+// Jitter: breakers that trip together, at clock readings a few
+// milliseconds apart (two replicas), stay open for different times, so
+// their probes do not arrive together. The fraction is a hash of the
+// reading, not a random draw: the same reading gives the same duration.
+func ExampleConfig_openDurationJitter() {
+	for _, at := range []time.Duration{0, 3 * time.Millisecond, 0} {
+		b, _ := core.New(core.Config{
+			ConsecutiveFailures: 1,
+			OpenDuration:        10 * time.Second,
+			OpenDurationJitter:  0.2, // up to 20 % longer
+			Clock:               core.NewManualClock(at),
+		})
+		p, _ := b.Allow()
+		b.Done(p, errors.New("timeout"))
+		fmt.Println(b.RetryAfter())
+	}
+	// Output:
+	// 11.223s
+	// 10.622s
+	// 11.223s
+}

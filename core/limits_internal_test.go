@@ -1,13 +1,16 @@
 package core
 
-// The known limit that needs the package's internals to be shown (the
+// The known limits that need the package's internals to be shown (the
 // others are in limits_test.go, which says how these tests work).
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/internal/window/atomicring"
 )
 
 // Limit: the window and the run of consecutive failures live in two words
@@ -49,4 +52,33 @@ func TestLimit_ConsecutiveRunAndWindowDisagree(t *testing.T) {
 	}
 	require.Zero(t, c.Failures, "the window holds X's success")
 	require.EqualValues(t, 1, c.ConsecutiveFailures, "the run holds Y's failure")
+}
+
+// Limit: a trip that another call commits on behalf of the call whose
+// outcome decided it opens for OpenDuration, without OpenDurationFunc.
+// Y's failure closes the count window (the ring's claim) and Y is
+// descheduled before its claim of the state word; a Counts (or any
+// transition, or another outcome of the generation) commits the trip it
+// finds decided, and knows neither Y's error nor whether Y's function would
+// be slow, so it calls no user code (docs/design.md, Open duration from a
+// function, and jitter). The test takes Y's window write by hand; Y's own
+// commit then finds the trip done. The baseline has no such limit: its
+// trip is one step with the outcome.
+func TestLimit_TripCommittedOnBehalfSkipsOpenDurationFunc(t *testing.T) {
+	var calls atomic.Int64
+	b, err := New(Config{
+		WindowSize: 1, MinimumNumberOfCalls: 1, FailureRateThreshold: 100,
+		OpenDuration: time.Second, MaxOpenDuration: time.Minute,
+		OpenDurationFunc: func(int, error) time.Duration { calls.Add(1); return 30 * time.Second },
+		Clock:            NewManualClock(0),
+	})
+	require.NoError(t, err)
+	p, err := b.Allow()
+	require.NoError(t, err)
+	require.Equal(t, atomicring.Tripped, b.ring.Claim(uint32(p.Generation), true, false, &b.cfg.rule)) // Y's window write
+	require.Equal(t, Open, b.Counts().State)                                                           // commits Y's trip
+	b.finishTrip(p.Generation, true)                                                                   // Y, late: nothing left to do
+	if d := b.RetryAfter(); d != time.Second || calls.Load() != 0 {
+		t.Fatalf("limit fixed: the trip opened for %v after %d calls of the function; take the limit out of docs/design.md, Known limits, and make this a test of the rule", d, calls.Load())
+	}
 }

@@ -85,7 +85,7 @@ func (b *Breaker) Counts() Counts {
 			case b.ring != nil:
 				var closed bool
 				if wc, closed = b.ring.SnapshotClosed(uint32(c.Generation)); closed {
-					b.finishTrip(c.Generation)
+					b.finishTrip(c.Generation, false)
 					continue
 				}
 			case b.buckets != nil:
@@ -106,7 +106,7 @@ func (b *Breaker) Counts() Counts {
 				// and read again. (A window whose rate eviction raised
 				// since its last outcome is a state of every order: no
 				// outcome has been judged on it yet.)
-				b.finishTrip(c.Generation)
+				b.finishTrip(c.Generation, false)
 				continue
 			}
 			c.Calls, c.Failures, c.SlowCalls, c.SlowFailures = wc.Calls, wc.Failures, wc.SlowCalls, wc.SlowFailures

@@ -59,13 +59,13 @@ func (b *Breaker) Done(p Permit, err error) {
 				// clock: one per outcome (docs/design.md).
 				b.countDropped()
 			case trips:
-				b.finishTrip(p.Generation) // as record does on a time window
+				b.finishTrip(p.Generation, true) // as record does on a time window
 			}
 			return
 		}
 	}
 	b.mustBeNew() // a zero Breaker takes successRecorded
-	b.record(p, Success)
+	b.record(p, Success, nil)
 }
 
 // doneError is Done for an error. The default classification of a plain
@@ -109,7 +109,18 @@ func (b *Breaker) Record(p Permit, o Outcome) {
 		}
 	}
 	b.mustBeNew() // a zero Breaker takes successRecorded
-	b.record(p, o)
+	b.record(p, o, nil)
+}
+
+// recordOf is Record of the outcome o that Done classified from err: with
+// Config.OpenDurationFunc, err goes with it to the trip it may decide
+// (Record's fast paths carry no error, so it takes record's path).
+func (b *Breaker) recordOf(p Permit, o Outcome, err error) {
+	if b.cfg.OpenDurationFunc == nil {
+		b.Record(p, o)
+		return
+	}
+	b.record(p, o, err)
 }
 
 // counting reports whether s counts outcomes in a window.
@@ -127,17 +138,19 @@ func counting(s State) bool { return s == Closed || s == MetricsOnly }
 func (b *Breaker) recordRingOutcome(p Permit, o Outcome) {
 	if !b.closedOf(b.peek(), p.Generation) {
 		b.mustBeNew()
-		b.record(p, o)
+		b.record(p, o, nil)
 		return
 	}
-	switch b.ring.Claim(uint32(p.Generation), o == Failure, false, &b.cfg.rule) {
+	switch v := b.ring.Claim(uint32(p.Generation), o == Failure, false, &b.cfg.rule); v {
 	case atomicring.Recorded:
 	case atomicring.Tripped, atomicring.AfterTrip:
 		// This outcome's trip, or another's that came first (then this
-		// one is stale): commit it, as record does.
-		b.finishTrip(p.Generation)
+		// one is stale, and commits that trip on its behalf): commit it,
+		// as record does. One case for both keeps Recorded's test one
+		// branch.
+		b.finishTrip(p.Generation, v == atomicring.Tripped)
 	default:
-		b.record(p, o) // Stale: nothing was recorded; record decides
+		b.record(p, o, nil) // Stale: nothing was recorded; record decides
 	}
 }
 
@@ -148,7 +161,7 @@ func (b *Breaker) recordRingOutcome(p Permit, o Outcome) {
 func (b *Breaker) recordBucketsFailure(p Permit) {
 	if !b.closedOf(b.peek(), p.Generation) {
 		b.mustBeNew()
-		b.record(p, Failure)
+		b.record(p, Failure, nil)
 		return
 	}
 	var now time.Duration
@@ -163,7 +176,7 @@ func (b *Breaker) recordBucketsFailure(p Permit) {
 		return
 	}
 	if trips {
-		b.finishTrip(p.Generation)
+		b.finishTrip(p.Generation, true)
 	}
 }
 
@@ -181,12 +194,14 @@ func (b *Breaker) recordBucketsFailure(p Permit) {
 // window, the rule was judged on the window as this outcome's own write
 // left it: the outcome that made the rule hold trips the breaker (R1), even
 // if records that landed since would not (docs/design.md, Known limits).
-func (b *Breaker) record(p Permit, o Outcome) {
+// err is the error Done classified o from (nil from Record), for
+// Config.OpenDurationFunc.
+func (b *Breaker) record(p Permit, o Outcome, err error) {
 	if o > Ignored {
 		o = Failure // an Outcome no classifier should return: the safe side
 	}
 	if p.Probe {
-		b.recordProbe(p, o)
+		b.recordProbe(p, o, err)
 		return
 	}
 	if o == Ignored {
@@ -220,7 +235,7 @@ func (b *Breaker) record(p Permit, o Outcome) {
 			run++
 		}
 		if trips || b.cfg.consecutiveTrips(uint64(run)) {
-			if b.trip(w, p.Generation, 0, c) {
+			if b.trip(w, p.Generation, 0, c, cause{err: err, decided: true}) {
 				return
 			}
 		} else {
@@ -280,7 +295,7 @@ func (b *Breaker) recordInRing(p Permit, o Outcome) (trips, more bool) {
 		// Commit the trip in case its owner has not yet, so that no call
 		// returns while the breaker still looks closed.
 		b.countDropped()
-		b.finishTrip(p.Generation)
+		b.finishTrip(p.Generation, false)
 		return false, false
 	}
 	b.countOutcome(o, slow)
@@ -337,7 +352,7 @@ func (b *Breaker) countOutcome(o Outcome, slow bool) {
 	}
 }
 
-func (b *Breaker) recordProbe(p Permit, o Outcome) {
+func (b *Breaker) recordProbe(p Permit, o Outcome, err error) {
 	for {
 		w := b.load()
 		u := w.fields()
@@ -356,7 +371,7 @@ func (b *Breaker) recordProbe(p Permit, o Outcome) {
 		case Success:
 			done = b.probeSucceeded(w, u, p.Generation)
 		default:
-			done = b.probeFailed(w, u, p.Generation)
+			done = b.probeFailed(w, u, p.Generation, err)
 		}
 		if done {
 			return
@@ -398,11 +413,11 @@ func (b *Breaker) probeSucceeded(w stateWord, u word, gen uint64) bool {
 	return true
 }
 
-// probeFailed records a failure of a probe of generation gen on the
-// half-open word w, unpacked with the probe's slot returned in u: counted
-// while the generation tolerates it, else the re-open. It reports false if
-// the word moved first (the caller reloads).
-func (b *Breaker) probeFailed(w stateWord, u word, gen uint64) bool {
+// probeFailed records a failure, classified from err, of a probe of
+// generation gen on the half-open word w, unpacked with the probe's slot
+// returned in u: counted while the generation tolerates it, else the
+// re-open. It reports false if the word moved first (the caller reloads).
+func (b *Breaker) probeFailed(w stateWord, u word, gen uint64, err error) bool {
 	if int(u.failure)+1 < b.cfg.FailuresToReopen {
 		u.failure++
 		ok := b.cas(w, u.packed())
@@ -411,5 +426,5 @@ func (b *Breaker) probeFailed(w stateWord, u word, gen uint64) bool {
 		}
 		return ok
 	}
-	return b.reopen(w, u, gen, 0)
+	return b.reopen(w, u, gen, 0, cause{err: err, decided: true})
 }

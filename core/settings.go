@@ -26,7 +26,9 @@ type Settings struct {
 	ConsecutiveFailures       int
 	OpenDuration              time.Duration // after a trip from closed
 	OpenDurationBackoff       float64       // 1: no backoff
-	MaxOpenDuration           time.Duration // OpenDuration when there is no backoff
+	MaxOpenDuration           time.Duration // OpenDuration when there is no backoff nor function
+	OpenDurationFunc          func(reopens int, lastFailure error) time.Duration
+	OpenDurationJitter        float64 // 0..1
 	PermittedCallsInHalfOpen  int
 	SuccessesToClose          int
 	FailuresToReopen          int
@@ -47,6 +49,7 @@ type Settings struct {
 	rampUp        coarse
 	openDurations [MaxBackoffSteps + 1]time.Duration
 	lastStep      uint8
+	jitterScale   uint64 // OpenDurationJitter in units of 2^-32
 }
 
 // openDuration returns the open duration after step consecutive re-opens

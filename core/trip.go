@@ -16,17 +16,19 @@ func (b *Breaker) tripPending(u word, gen uint64) bool {
 	if _, closed := b.ring.SnapshotClosed(uint32(gen)); !closed {
 		return false
 	}
-	b.finishTrip(gen)
+	b.finishTrip(gen, false)
 	return true
 }
 
 // finishTrip commits the trip of counting generation gen whose window has
 // decided it (a count window a RecordTrip has closed, or a time window whose
 // Snapshot trips the rule), unless the state word has moved on already.
-func (b *Breaker) finishTrip(gen uint64) {
+// own says whether the caller is the call whose outcome (recorded with no
+// error) decided the trip, rather than one committing it on its behalf.
+func (b *Breaker) finishTrip(gen uint64, own bool) {
 	for {
 		w := b.load()
-		if !w.counting() || !b.ofWord(w, gen) || b.trip(w, gen, 0, deferredCount{}) {
+		if !w.counting() || !b.ofWord(w, gen) || b.trip(w, gen, 0, deferredCount{}, cause{decided: own}) {
 			return
 		}
 	}
@@ -42,8 +44,9 @@ func (b *Breaker) finishTrip(gen uint64) {
 //
 // c is the outcome to count once the swap wins, before the notification
 // goes out, so a listener never sees a transition without the outcome that
-// caused it.
-func (b *Breaker) trip(w stateWord, gen uint64, hint time.Duration, c deferredCount) bool {
+// caused it; why is what decided the trip, for Config.OpenDurationFunc,
+// whose panic goes on once the trip is committed and notified.
+func (b *Breaker) trip(w stateWord, gen uint64, hint time.Duration, c deferredCount, why cause) bool {
 	g := gen + 1
 	if w.state() == MetricsOnly {
 		if !b.cas(w, word{state: MetricsOnly, gen: lowGen(g)}.packed()) {
@@ -63,7 +66,8 @@ func (b *Breaker) trip(w stateWord, gen uint64, hint time.Duration, c deferredCo
 	// closed -> open: a successful claim is the one trip of this
 	// generation; every other recorder of the old generation becomes
 	// stale and the window is abandoned with it (R8, R11).
-	now, ok := b.commit(w, b.claimOpen(0, lowGen(g), hint))
+	claim, d, pv := b.claimOpenBy(0, lowGen(g), hint, why)
+	now, ok := b.commit(w, claim)
 	if !ok {
 		if gate != nil {
 			gate.Release()
@@ -71,7 +75,10 @@ func (b *Breaker) trip(w stateWord, gen uint64, hint time.Duration, c deferredCo
 		return false
 	}
 	b.countDeferred(c)
-	b.notifyOpen(Closed, g, now, b.tripReasonIfListening(gen, hint), b.cfg.openDurationHinted(0, hint))
+	b.notifyOpen(Closed, g, now, b.tripReasonIfListening(gen, hint), b.cfg.jittered(d, now, lowGen(g)))
+	if pv != nil {
+		panic(pv)
+	}
 	return true
 }
 
@@ -101,9 +108,15 @@ func (b *Breaker) capped(w stateWord, gen uint64, c deferredCount) bool {
 // duration). With hints off or a hint of zero or less it is
 // Record(p, Failure). A stale permit changes nothing.
 func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
+	b.recordHint(p, retryAfter, nil)
+}
+
+// recordHint is RecordHint of a failure whose error, err, was classified
+// by Done (nil from RecordHint), for Config.OpenDurationFunc.
+func (b *Breaker) recordHint(p Permit, retryAfter time.Duration, err error) {
 	h := b.cfg.hint(retryAfter)
 	if h == 0 {
-		b.Record(p, Failure)
+		b.recordOf(p, Failure, err)
 		return
 	}
 	for {
@@ -115,12 +128,12 @@ func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 			if b.tripPending(u, p.Generation) {
 				continue // this hint comes after that trip: stale
 			}
-			if b.trip(w, p.Generation, h, deferredCount{o: Failure, due: true}) {
+			if b.trip(w, p.Generation, h, deferredCount{o: Failure, due: true}, cause{err: err, decided: true}) {
 				return
 			}
 			continue
 		case p.Probe && u.state == HalfOpen && u.inFlight > 0:
-			if b.reopen(w, u, p.Generation, h) {
+			if b.reopen(w, u, p.Generation, h, cause{err: err, decided: true}) {
 				return
 			}
 			continue
@@ -135,11 +148,12 @@ func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 // the first failure of the generation re-opens with the next backoff step,
 // for at least hint; later failures of the same generation are stale (R7,
 // B12, B29). It reports whether the swap won, and counts the failure before
-// notifying.
-func (b *Breaker) reopen(w stateWord, u word, gen uint64, hint time.Duration) bool {
+// notifying; a panic of Config.OpenDurationFunc goes on after that.
+func (b *Breaker) reopen(w stateWord, u word, gen uint64, hint time.Duration, by cause) bool {
 	g := gen + 1
 	step := b.cfg.nextStep(u.step)
-	t, ok := b.commit(w, b.claimOpen(step, lowGen(g), hint))
+	claim, d, pv := b.claimOpenBy(step, lowGen(g), hint, by)
+	t, ok := b.commit(w, claim)
 	if !ok {
 		return false
 	}
@@ -148,6 +162,9 @@ func (b *Breaker) reopen(w stateWord, u word, gen uint64, hint time.Duration) bo
 	if hint > 0 {
 		why = ReasonRetryAfter // the dependency's own word is the more telling reason
 	}
-	b.notifyOpen(HalfOpen, g, t, why, b.cfg.openDurationHinted(step, hint))
+	b.notifyOpen(HalfOpen, g, t, why, b.cfg.jittered(d, t, lowGen(g)))
+	if pv != nil {
+		panic(pv)
+	}
 	return true
 }

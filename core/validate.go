@@ -23,6 +23,7 @@ func (c Config) Validate() (Settings, error) {
 		SlowCallDurationThreshold: c.SlowCallDurationThreshold,
 		FailureCountThreshold:     c.FailureCountThreshold,
 		ConsecutiveFailures:       c.ConsecutiveFailures,
+		OpenDurationFunc:          c.OpenDurationFunc,
 		MaxWaitInHalfOpen:         c.MaxWaitInHalfOpen,
 		RampUpDuration:            c.RampUpDuration,
 		InitialState:              c.InitialState,
@@ -43,6 +44,7 @@ func (c Config) Validate() (Settings, error) {
 	c.resolveWindow(&s, needWindow, &errs)
 	c.resolveProbes(&s, &errs)
 	c.resolveOpenDurations(&s, &errs)
+	c.resolveJitter(&s, &errs)
 	c.resolveHalfOpenWaits(&s, &errs)
 	c.validateRampUpAndHints(&errs)
 	if c.InitialState >= NumStates {
@@ -241,8 +243,22 @@ func (c Config) resolveOpenDurations(s *Settings, errs *problems) {
 	if !ok {
 		return
 	}
+	if c.OpenDurationFunc != nil && factor > 1 {
+		errs.add("OpenDurationBackoff", "%v and OpenDurationFunc both decide the open duration; set one", factor)
+		return
+	}
 	limit, ok := c.openDurationLimit(base, factor, errs)
 	if !ok {
+		return
+	}
+	if c.OpenDurationFunc != nil {
+		// The function decides each duration; the table holds its
+		// fallback, and the step counts re-opens for it up to the field's
+		// width.
+		for i := range s.openDurations {
+			s.openDurations[i] = base
+		}
+		s.OpenDuration, s.OpenDurationBackoff, s.MaxOpenDuration, s.lastStep = base, factor, limit, MaxBackoffSteps
 		return
 	}
 	last, ok := fillBackoff(&s.openDurations, base, factor, limit)
@@ -290,10 +306,12 @@ func (c Config) openDurationLimit(base time.Duration, factor float64, errs *prob
 		errs.add("MaxOpenDuration", "%v is negative", limit)
 	case limit == 0 && factor > 1:
 		errs.add("MaxOpenDuration", "must be set when OpenDurationBackoff is %v", factor)
+	case limit == 0 && c.OpenDurationFunc != nil:
+		errs.add("MaxOpenDuration", "must be set when OpenDurationFunc is set: it bounds the function's result")
 	case limit == 0:
 		return base, true
-	case factor == 1 && limit != base:
-		errs.add("MaxOpenDuration", "%v has no effect without an OpenDurationBackoff above 1", limit)
+	case factor == 1 && limit != base && c.OpenDurationFunc == nil:
+		errs.add("MaxOpenDuration", "%v has no effect without an OpenDurationBackoff above 1 or an OpenDurationFunc", limit)
 	case limit < base:
 		errs.add("MaxOpenDuration", "%v is below OpenDuration %v", limit, base)
 	case limit > MaxOpenDurationLimit:
@@ -302,6 +320,17 @@ func (c Config) openDurationLimit(base time.Duration, factor float64, errs *prob
 		return limit, true
 	}
 	return 0, false
+}
+
+// resolveJitter checks the open-duration jitter and resolves it into s as
+// a share of 2^32, so that no float arithmetic runs on a transition.
+func (c Config) resolveJitter(s *Settings, errs *problems) {
+	j := c.OpenDurationJitter
+	if !(j >= 0 && j <= 1) { // NaN fails both
+		errs.add("OpenDurationJitter", "%v is outside 0..1 (a fraction of the open duration; 0 means none)", j)
+		return
+	}
+	s.OpenDurationJitter, s.jitterScale = j, uint64(j*(1<<32))
 }
 
 // fillBackoff fills d with the open duration after each number of

@@ -35,6 +35,10 @@ var configFields = func() map[string]bool {
 //     clamped: rate thresholds outside 0..100, negative counts and
 //     durations, window sizes and probe counts above their maxima, an
 //     unknown window type.
+//   - The wt argument's bit 0x40 moves the backoff argument to the jitter
+//     fraction (OpenDurationJitter), and its bit 0x20 adds an open-duration
+//     function: a jitter outside 0..1 (NaN included) is rejected naming
+//     it, and so is a function beside a backoff factor above 1.
 //   - An accepted config yields Settings within every limit (window size,
 //     minimum calls >= 1, 1..127 probes, successes and failures to re-open, open durations in
 //     1 ns..a year, never shrinking with the backoff step, the step itself
@@ -48,10 +52,16 @@ func FuzzConfig(f *testing.F) {
 	f.Add(uint8(0), 5, 10, 50, 0, int64(0), 0, 0, int64(0), 0.0, int64(0), 0, 0, -1)
 	f.Add(uint8(1), 3601, 0, 100, 100, int64(0), 0, 0, int64(400*24*time.Hour), math.Inf(1), int64(0), 127, 127, 127)
 	f.Add(uint8(0), 255, 255, 100, 0, int64(0), 255, math.MaxInt, int64(time.Millisecond), 1.01, int64(time.Second), 0, 0, 0)
+	f.Add(uint8(0x40), 0, 0, 0, 0, int64(0), 0, 1, int64(time.Second), 0.25, int64(0), 0, 0, 0)
+	f.Add(uint8(0x40), 0, 0, 0, 0, int64(0), 0, 1, int64(time.Second), 1.5, int64(0), 0, 0, 0)
+	f.Add(uint8(0x60), 0, 0, 0, 0, int64(0), 0, 1, int64(time.Second), math.NaN(), int64(time.Minute), 0, 0, 0)
+	f.Add(uint8(0x20), 0, 0, 0, 0, int64(0), 0, 1, int64(time.Second), 0.0, int64(time.Minute), 0, 0, 0)
+	f.Add(uint8(0x20), 0, 0, 0, 0, int64(0), 0, 1, int64(time.Second), 2.0, int64(time.Minute), 0, 0, 0)
+	f.Add(uint8(0x20), 0, 0, 0, 0, int64(0), 0, 1, int64(time.Second), 0.0, int64(0), 0, 0, 0)
 	f.Fuzz(func(t *testing.T, wt uint8, size, minCalls, rate, slowRate int, slowDur int64, count, consec int,
 		open int64, backoff float64, maxOpen int64, permitted, successes, failures int) {
 		c := core.Config{
-			WindowType:                core.WindowType(wt),
+			WindowType:                core.WindowType(wt &^ 0x60),
 			WindowSize:                size,
 			MinimumNumberOfCalls:      minCalls,
 			FailureRateThreshold:      rate,
@@ -66,6 +76,12 @@ func FuzzConfig(f *testing.F) {
 			SuccessesToClose:          successes,
 			FailuresToReopen:          failures,
 			Clock:                     core.NewManualClock(0),
+		}
+		if wt&0x40 != 0 {
+			c.OpenDurationBackoff, c.OpenDurationJitter = 0, backoff
+		}
+		if wt&0x20 != 0 {
+			c.OpenDurationFunc = func(int, error) time.Duration { return time.Duration(maxOpen) }
 		}
 		s, err := c.Validate()
 		_, errCore := core.New(c)
@@ -125,6 +141,10 @@ func checkRejection(t *testing.T, c core.Config, err error) {
 		"PermittedCallsInHalfOpen":  c.PermittedCallsInHalfOpen < 0 || c.PermittedCallsInHalfOpen > core.MaxPermittedInHalf,
 		"SuccessesToClose":          c.SuccessesToClose < 0 || c.SuccessesToClose > core.MaxPermittedInHalf,
 		"FailuresToReopen":          c.FailuresToReopen < 0 || c.FailuresToReopen > core.MaxPermittedInHalf,
+		"OpenDurationJitter":        !(c.OpenDurationJitter >= 0 && c.OpenDurationJitter <= 1),
+		// Checked once the open duration and the factor are valid.
+		"OpenDurationBackoff": c.OpenDurationFunc != nil && c.OpenDurationBackoff > 1 && !math.IsInf(c.OpenDurationBackoff, 1) &&
+			c.OpenDuration >= 0 && c.OpenDuration <= core.MaxOpenDurationLimit,
 	} {
 		if bad && !named[field] {
 			t.Fatalf("config %+v has a bad %s, but the rejection %v does not name it", c, field, err)
@@ -175,6 +195,8 @@ func checkSettings(t *testing.T, c core.Config, s core.Settings) {
 		"OpenDuration":              c.OpenDuration == 0 || s.OpenDuration == c.OpenDuration,
 		"OpenDurationBackoff":       c.OpenDurationBackoff == 0 || s.OpenDurationBackoff == c.OpenDurationBackoff,
 		"MaxOpenDuration":           c.MaxOpenDuration == 0 || s.MaxOpenDuration == c.MaxOpenDuration,
+		"OpenDurationJitter":        s.OpenDurationJitter == c.OpenDurationJitter,
+		"OpenDurationFunc":          (s.OpenDurationFunc == nil) == (c.OpenDurationFunc == nil),
 	} {
 		if !kept {
 			fail(name + " was changed")
@@ -185,8 +207,13 @@ func checkSettings(t *testing.T, c core.Config, s core.Settings) {
 		fail("open durations out of range")
 	case math.IsNaN(f) || math.IsInf(f, 0) || f < 1:
 		fail("backoff factor below 1")
-	case f == 1 && s.MaxOpenDuration != s.OpenDuration:
-		fail("a maximum open duration without backoff")
+	case f == 1 && s.MaxOpenDuration != s.OpenDuration && s.OpenDurationFunc == nil:
+		fail("a maximum open duration without backoff or function")
+	case s.OpenDurationFunc != nil && (f != 1 || c.MaxOpenDuration == 0):
+		fail("an open-duration function with a backoff, or without its bound")
+	}
+	if s.OpenDurationFunc != nil {
+		return // the function decides each duration, within the bound checked above
 	}
 	// R4's backoff, each re-open the last duration times the factor up to
 	// the maximum, reaches the maximum within the 31 re-opens the state

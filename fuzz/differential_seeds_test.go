@@ -74,11 +74,18 @@ var (
 	// two probes; max wait 11 ms, ramp-up 500 ms from 40 %, hints bounded
 	// by 2 s, metrics on.
 	cfgAll = enc{0x01, 3, 0xe3, 60, 2, 1, 9, 2, 9, 0, 2, 1, 0x07, 40, 38, 40, 158}
+	// cfgManual's breaker with its open duration from a function
+	// (difftest.OpenDuration seeded 7, bounded by 280 ms) and a jitter of
+	// 200/255.
+	cfgOpenDur = enc{0x00, 3, 0x10, 4, 0, 9, 0, 1, 1, 0x84, 158, 3, 3, 7, 200}
 )
 
 // Count window of 4, one failure in a row trips, 70 ms open, one
 // probe; an open gate that refuses half the trips; metrics on.
 var cfgCapped = enc{0x00, 3, 0x10, 4, 0, 9, 0, 1, 1, 0x40}
+
+// Index in doneErrs of the error on which the open-duration function panics.
+const errDurationPanics = 8
 
 func with(cfg enc) enc { return append(enc(nil), cfg...) }
 
@@ -154,6 +161,14 @@ var differentialSeeds = [][]byte{
 		allow().forceOpen(forceNano, 0).allow().forceOpen(forceOpenDur, 0).allow().step(stepWait, 0).
 		allow().metricsOnly().record(0, core.Success).forceOpen(forceZero, 0).forgedHint(2, hintMillis, 9).
 		reset().allow().forceOpen(forceZero, 0).hint(0, hintMillis, 9).state(),
+	// The open-duration function and the jitter: a trip whose function
+	// panics (committed all the same), re-opens by a failure and by a
+	// hint, a close, a trip through Record, ForceOpen lengthened by the
+	// jitter and a re-open after it.
+	with(cfgOpenDur).allow().done(0, errDurationPanics).step(stepWait, 0).allow().done(0, errFailIdx).
+		step(stepWait, 0).allow().hint(0, hintMillis, 100).step(stepWait, 0).allow().done(0, errNil).
+		call(core.Failure).step(stepWait, 0).allow().done(0, errNil).forceOpen(forceMillis, 50).allow().
+		step(stepWait, 0).allow().record(0, core.Failure).state(),
 	// Everything at once on a time window.
 	with(cfgAll).call(core.Failure).call(core.Failure).call(core.Failure).allow().step(stepWait, 0).
 		allows(3).step(stepExpiry, 0).allow().hint(1, hintMillis, 20).allow().step(stepWait, 0).allow().

@@ -14,7 +14,8 @@ import (
 
 // doneErrs are the errors a Done or Do may report.
 var doneErrs = []error{nil, difftest.ErrFail, context.Canceled, context.DeadlineExceeded, difftest.ErrIgnored,
-	difftest.ErrSuccess, difftest.ErrClassifierPanics, fmt.Errorf("wrapped: %w", context.Canceled)}
+	difftest.ErrSuccess, difftest.ErrClassifierPanics, fmt.Errorf("wrapped: %w", context.Canceled),
+	difftest.ErrDurationPanics}
 
 // decoded is a fuzz input's head: the config and how the input is read.
 type decoded struct {
@@ -104,15 +105,37 @@ func decodeConfig(r *input) (d decoded, ok bool) {
 		c.OpenGate = &difftest.Gate{Seed: uint64(rules), RefusePercent: 50}
 	}
 	if features&128 != 0 {
-		c.FailuresToReopen = r.intn(5)
+		decodeMoreFeatures(r, c)
 	}
 	if _, err := c.Validate(); err != nil {
-		c.OpenDurationBackoff, c.MaxOpenDuration = 0, 0
+		c.OpenDurationBackoff, c.MaxOpenDuration, c.OpenDurationFunc = 0, 0, nil
 		if _, err := c.Validate(); err != nil {
 			return d, false
 		}
 	}
 	return d, true
+}
+
+// decodeMoreFeatures decodes a second byte of feature flags: 1, an
+// open-duration function in place of the backoff, seeded by the next byte
+// (difftest.OpenDuration: zero, negative, tiny, in-bound and over-bound
+// results, a panic on its error) and bounded by a multiple of the open
+// duration; 2, a jitter fraction of the next byte over 255 (0..1, both
+// ends included); 4, FailuresToReopen from the next byte (0..4, 0 the
+// default of 1).
+func decodeMoreFeatures(r *input, c *core.Config) {
+	flags := r.byte()
+	if flags&1 != 0 {
+		c.OpenDurationBackoff = 0
+		c.MaxOpenDuration = c.OpenDuration * time.Duration(1+r.intn(8))
+		c.OpenDurationFunc = difftest.OpenDuration(uint64(r.byte()), c.MaxOpenDuration)
+	}
+	if flags&2 != 0 {
+		c.OpenDurationJitter = float64(r.byte()) / 255
+	}
+	if flags&4 != 0 {
+		c.FailuresToReopen = r.intn(5)
+	}
 }
 
 // featureDuration decodes a max wait, a ramp-up or a hint bound: whole
@@ -212,8 +235,10 @@ const (
 //
 // The config may set every rule, backoff, the probe limits, the custom
 // classifier, a listener that reads back, MaxWaitInHalfOpen,
-// RampUpDuration and RampUpStartPercent, MaxRetryAfter, CollectMetrics
-// and an OpenGate that refuses half the trips (difftest.Gate).
+// RampUpDuration and RampUpStartPercent, MaxRetryAfter, CollectMetrics,
+// an OpenGate that refuses half the trips (difftest.Gate), an
+// open-duration function (difftest.OpenDuration), a jitter fraction and
+// FailuresToReopen.
 // After every operation the Differ compares State, Counts, Metrics and
 // the notifications (with what State, Counts and Metrics said inside the
 // listener), and holds them to the chain of notifications and to Metrics
@@ -249,7 +274,7 @@ var reachKeys = []string{
 	"reject:open", "reject:half-open-full", "reject:forced-open", "reject:ramping-up",
 	"ramp:shed", "ramp:admit", "ramp:end", "maxwait:refused", "tr:H>H", "tr:M>M", "tr:H>C+ramp",
 	"hint:trip", "hint:reopen", "hint:metrics-only", "metrics:dropped", "metrics:slow", "step:ramp-end", "step:expiry",
-	"tr:capped",
+	"tr:capped", "opendur:func", "opendur:jitter", "opendur:panic",
 }
 
 // differential is one run of FuzzDifferential: the decoder's state (the
@@ -311,6 +336,9 @@ func (x *differential) step(op difftest.Op) difftest.Obs {
 	obs, err := x.x.Step(op)
 	if err != nil {
 		x.t.Fatal(err)
+	}
+	if obs.Panic == difftest.ErrDurationPanics.Error() {
+		x.hit("opendur:panic")
 	}
 	return obs
 }
@@ -503,6 +531,12 @@ func (x *differential) follow() {
 			x.hit("tr:capped")
 		}
 		x.open, x.openAt = tr.To == core.Open, tr.At
+		if x.open && x.s.OpenDurationFunc != nil {
+			x.hit("opendur:func")
+		}
+		if x.open && x.s.OpenDurationJitter > 0 {
+			x.hit("opendur:jitter")
+		}
 		switch {
 		case tr.To == core.HalfOpen && x.s.MaxWaitInHalfOpen > 0:
 			x.hasExpiry, x.expiryGen, x.expiry = true, tr.Generation, x.maxWait.deadline(tr.At)

@@ -67,6 +67,22 @@ var linFamilies = []linFamily{
 		view:  wordCounts,
 	},
 	{
+		// The open duration from a function of the re-open count and the
+		// error, and jitter: the function runs before the trip's claim in
+		// the lock-free breaker, under the mutex in the model. With the run
+		// of failures deciding and no window, every trip is committed by
+		// the call that decided it (docs/design.md, Open duration from a
+		// function, and jitter).
+		name: "consecutive/open-duration-function/jitter/stepping",
+		cfg: core.Config{ConsecutiveFailures: 2, OpenDuration: time.Second, MaxOpenDuration: 3 * time.Second,
+			OpenDurationJitter: 0.5, PermittedCallsInHalfOpen: 3, SuccessesToClose: 2,
+			OpenDurationFunc: func(reopens int, _ error) time.Duration {
+				return time.Duration(reopens+1) * 700 * time.Millisecond // bounded at 3 s
+			}},
+		clients: 5, ops: 4, phases: 3, stepping: true,
+		steps: []time.Duration{0, 500 * time.Millisecond, time.Second, 2 * time.Second},
+	},
+	{
 		name: "time-window/slow/frozen-phases",
 		cfg: core.Config{WindowType: core.TimeBased, WindowSize: 2, FailureCountThreshold: 2,
 			SlowCallRateThreshold: 50, SlowCallDurationThreshold: 400 * time.Millisecond, MinimumNumberOfCalls: 3,

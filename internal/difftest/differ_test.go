@@ -143,3 +143,34 @@ func TestDifferGate(t *testing.T) {
 	_, err = d.Step(difftest.Op{Kind: difftest.Reset})
 	require.ErrorContains(t, err, "leaky: open gate: 1 slots held in state closed, want 0")
 }
+
+// The differential histories' open-duration functions return every class
+// of result the bound rule tells apart, the same for the same arguments,
+// and panic on the one error.
+func TestOpenDurationCoversEveryClass(t *testing.T) {
+	const bound = 5 * time.Second
+	classes := map[string]bool{}
+	for seed := range uint64(20) {
+		f := difftest.OpenDuration(seed, bound)
+		for reopens := range 32 {
+			for _, err := range []error{nil, difftest.ErrFail, difftest.ErrIgnored} {
+				d := f(reopens, err)
+				require.Equal(t, d, f(reopens, err), "a function of its arguments")
+				switch {
+				case d == 0:
+					classes["zero"] = true
+				case d < 0:
+					classes["negative"] = true
+				case d < time.Millisecond:
+					classes["tiny"] = true
+				case d <= bound:
+					classes["in bound"] = true
+				default:
+					classes["over bound"] = true
+				}
+			}
+		}
+		require.PanicsWithValue(t, difftest.ErrDurationPanics, func() { f(0, difftest.ErrDurationPanics) })
+	}
+	require.Len(t, classes, 5, "%v", classes)
+}
