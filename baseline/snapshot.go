@@ -8,10 +8,11 @@ import (
 	"github.com/casbreaker/casbreaker/core"
 )
 
-// Snapshot returns the breaker's snapshot at the wall-clock time now; see
+// Snapshot returns the breaker's snapshot at the wall-clock time now, with
+// the count window's calls when withWindow is set; see
 // core.Breaker.Snapshot. It is taken under the mutex, with one clock
 // reading where a deadline needs one, so it is one instant of the breaker.
-func (b *Breaker) Snapshot(now time.Time) (core.Snapshot, error) {
+func (b *Breaker) Snapshot(now time.Time, withWindow bool) (core.Snapshot, error) {
 	b.mustBeNew()
 	taken, err := wallTime(now, "Snapshot: now")
 	if err != nil {
@@ -24,6 +25,9 @@ func (b *Breaker) Snapshot(now time.Time) (core.Snapshot, error) {
 	switch b.state {
 	case core.Closed, core.MetricsOnly:
 		s.ConsecutiveFailures = uint16(b.consec)
+		if withWindow && b.window == countBased {
+			s.Window = b.count.calls()
+		}
 		if b.ramping {
 			r := b.cfg.Clock.Now()
 			if !b.ramp.over(b.ramp.left(b.rampEnd, r)) {
@@ -37,6 +41,30 @@ func (b *Breaker) Snapshot(now time.Time) (core.Snapshot, error) {
 		s.Step = b.step()
 	}
 	return s, nil
+}
+
+// calls is the window's outcomes, oldest first, as a snapshot carries
+// them; nil for an empty window.
+func (w *countWindow) calls() []core.WindowCall {
+	older := w.ring[:w.next] // not yet full: the oldest is slot 0
+	if w.full {
+		older = append(append([]outcome(nil), w.ring[w.next:]...), w.ring[:w.next]...)
+	}
+	if len(older) == 0 {
+		return nil
+	}
+	calls := make([]core.WindowCall, len(older))
+	for i, o := range older {
+		var c core.WindowCall
+		if o&failBit != 0 {
+			c |= core.CallFailure
+		}
+		if o&slowBit != 0 {
+			c |= core.CallSlowSuccess
+		}
+		calls[i] = c
+	}
+	return calls
 }
 
 // step is the backoff step of the open duration of this period (openFor):
@@ -70,6 +98,9 @@ func Restore(c core.Config, s core.Snapshot, now time.Time) (*Breaker, error) {
 	switch s.State {
 	case core.Closed, core.MetricsOnly:
 		b.consec = uint64(s.ConsecutiveFailures)
+		for _, c := range s.Window { // CheckFor: a count window holds them
+			b.count.add(outcomeOf(c.Failure(), c.Slow()))
+		}
 		if left := leftAt(s.RampUntil, s.Taken, at); left > 0 {
 			b.ramping, b.rampEnd = true, ceilDiv(nanos(b.cfg.Clock.Now())+uint64(left), b.ramp.unit)
 		}

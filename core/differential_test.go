@@ -44,11 +44,14 @@ func runHistory(t *testing.T, what string, cfg core.Config, base time.Duration, 
 			}
 			// The wall clock of the snapshot: any time that moves with the
 			// breaker clock.
-			snap, err := d.Restart(restartWall.Add(d.Now()-base), re.elapsed, re.start)
+			snap, err := d.Restart(restartWall.Add(d.Now()-base), re.window, re.elapsed, re.start)
 			if err != nil {
 				t.Fatalf("%s: %v", what, err)
 			}
 			kinds["restart "+snap.State.String()]++
+			if len(snap.Window) > 0 {
+				kinds["restart with a window"]++
+			}
 			switch left := snap.OpenUntil.Sub(snap.Taken.Add(re.elapsed)); {
 			case !snap.RampUntil.IsZero():
 				kinds["restart ramping"]++
@@ -78,11 +81,12 @@ func runHistory(t *testing.T, what string, cfg core.Config, base time.Duration, 
 }
 
 // restart is when a history restarts its breakers (difftest.Differ.Restart):
-// before step at (-1: never), their restore elapsed after the snapshot on
-// the wall clock (negative: the wall clock went back), on clocks reading
-// start.
+// before step at (-1: never), with a snapshot of the count window or
+// without, their restore elapsed after the snapshot on the wall clock
+// (negative: the wall clock went back), on clocks reading start.
 type restart struct {
 	at             int
+	window         bool
 	elapsed, start time.Duration
 }
 
@@ -101,7 +105,7 @@ func randomRestart(rng *rand.Rand, steps int, cfg core.Config) restart {
 	if rng.IntN(4) == 0 {
 		return noRestart
 	}
-	re := restart{at: rng.IntN(steps)}
+	re := restart{at: rng.IntN(steps), window: rng.IntN(2) == 0}
 	switch rng.IntN(6) {
 	case 0:
 	case 1:
@@ -160,7 +164,7 @@ func TestDifferentialRandomHistories(t *testing.T) {
 	for st := range core.State(core.NumStates) {
 		require.Greater(t, kinds["restart "+st.String()], 0, "no history restarts %v", st)
 	}
-	for _, k := range []string{"restart ramping", "restart open, time left", "restart open, deadline passed"} {
+	for _, k := range []string{"restart ramping", "restart open, time left", "restart open, deadline passed", "restart with a window"} {
 		require.Greater(t, kinds[k], 0, "no history is a %s", k)
 	}
 }

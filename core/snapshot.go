@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/casbreaker/casbreaker/window"
 )
 
 // Snapshot is what a breaker remembers across a restart of its process: its
@@ -14,15 +16,19 @@ import (
 // with MarshalBinary or MarshalJSON, and build the new process's breaker
 // with Restore (or baseline.Restore) from the same Config.
 //
-// What is not carried: the generation (permits do not outlive their
-// process), the probes in flight and the probe successes of half-open (their
-// callers died with the process), the sliding window's outcomes, and the
-// metrics. docs/semantics.md, Restarts, has the rule.
+// A count window's outcomes come along when the snapshot is taken with
+// them (Window). What is not carried: the generation (permits do not
+// outlive their process), the probes in flight and the probe successes of
+// half-open (their callers died with the process), a time window's
+// outcomes (a new process's breaker clock starts at its construction, and
+// a time window holds no second before it), and the metrics.
+// docs/semantics.md, Restarts, has the rule.
 //
 // The zero value is a closed breaker's snapshot taken at the zero time.Time,
 // with fingerprint 0; Restore refuses it, as it refuses any snapshot whose
 // fingerprint is not the config's. A Snapshot is plain data, safe to copy
-// and to read from any goroutine.
+// and to read from any goroutine; Window is a slice, so compare two with
+// Equal.
 type Snapshot struct {
 	// Fingerprint is Settings.Fingerprint of the breaker's config: Restore
 	// refuses a snapshot of a config that gives its fields another meaning.
@@ -51,6 +57,47 @@ type Snapshot struct {
 	// closed, the wall-clock end of the ramp-up: Taken plus the time that
 	// was left of it. The zero time.Time otherwise.
 	RampUntil time.Time
+	// Window is a closed or metrics-only breaker's count window, oldest
+	// call first, when the snapshot was taken with its window: at most
+	// WindowSize calls, and never a window that trips the config's rule.
+	// Empty (nil) otherwise, and always for a time window; Restore starts
+	// an empty window then.
+	Window []WindowCall
+}
+
+// WindowCall is one counted call in a count window (Snapshot.Window): bit 0
+// a failure, bit 1 slow. The zero value is a success that was not slow.
+type WindowCall uint8
+
+// The four counted calls.
+const (
+	CallSuccess WindowCall = iota
+	CallFailure
+	CallSlowSuccess
+	CallSlowFailure
+)
+
+// Failure reports whether the call failed.
+func (c WindowCall) Failure() bool { return c&CallFailure != 0 }
+
+// Slow reports whether the call was slow.
+func (c WindowCall) Slow() bool { return c&CallSlowSuccess != 0 }
+
+// Equal reports whether s and o are the same snapshot: every field equal,
+// the times by time.Time.Equal, and the windows call by call (a nil and an
+// empty window are equal).
+func (s Snapshot) Equal(o Snapshot) bool {
+	if len(s.Window) != len(o.Window) {
+		return false
+	}
+	for i, c := range s.Window {
+		if o.Window[i] != c {
+			return false
+		}
+	}
+	return s.Fingerprint == o.Fingerprint && s.State == o.State && s.Step == o.Step &&
+		s.ConsecutiveFailures == o.ConsecutiveFailures && s.Taken.Equal(o.Taken) &&
+		s.OpenUntil.Equal(o.OpenUntil) && s.RampUntil.Equal(o.RampUntil)
 }
 
 // ErrInvalidSnapshot is what every error of a snapshot's decoding and of
@@ -111,6 +158,15 @@ func (s Snapshot) check() error {
 		return invalidSnapshot("OpenUntil %v in state %v", s.OpenUntil, s.State)
 	case s.State != Closed && !s.RampUntil.IsZero():
 		return invalidSnapshot("RampUntil %v in state %v", s.RampUntil, s.State)
+	case len(s.Window) != 0 && !counting(s.State):
+		return invalidSnapshot("a window of %d calls in state %v, which counts none", len(s.Window), s.State)
+	case len(s.Window) > MaxCountWindow:
+		return invalidSnapshot("a window of %d calls, above the largest count window, %d", len(s.Window), MaxCountWindow)
+	}
+	for i, c := range s.Window {
+		if c > CallSlowFailure {
+			return invalidSnapshot("window call %d is %d, not one of the four calls", i, c)
+		}
 	}
 	for _, t := range []struct {
 		name string
@@ -155,6 +211,9 @@ func (s Snapshot) CheckFor(set Settings) error {
 	if s.ConsecutiveFailures != 0 && int(s.ConsecutiveFailures) >= set.ConsecutiveFailures {
 		return invalidSnapshot("%d consecutive failures, where the config trips at %d", s.ConsecutiveFailures, set.ConsecutiveFailures)
 	}
+	if err := s.checkWindow(&set); err != nil {
+		return err
+	}
 	if !s.RampUntil.IsZero() {
 		// A ramp-up's end is at most its duration plus one coarse unit
 		// ahead (its deadline is rounded up to a unit boundary).
@@ -168,20 +227,46 @@ func (s Snapshot) CheckFor(set Settings) error {
 	return nil
 }
 
+// checkWindow is CheckFor's rule for the window: one the config's count
+// window can hold, with slow calls only where the config times calls, and
+// no window that trips the config's rule (no closed breaker holds one).
+func (s Snapshot) checkWindow(set *Settings) error {
+	if len(s.Window) == 0 {
+		return nil
+	}
+	if set.WindowType != CountBased || len(s.Window) > set.WindowSize {
+		return invalidSnapshot("a count window of %d calls, where the config's window is %d calls %v", len(s.Window), set.WindowSize, set.WindowType)
+	}
+	var c window.Counts
+	for _, x := range s.Window {
+		if x.Slow() && !set.slowEnabled() {
+			return invalidSnapshot("a slow call in the window, where the config has no slow-call threshold")
+		}
+		c.Calls++
+		c.Failures += uint64(x & CallFailure)
+		c.SlowCalls += uint64(x&CallSlowSuccess) >> 1
+		c.SlowFailures += uint64(x / CallSlowFailure)
+	}
+	if set.rule.Trips(c) {
+		return invalidSnapshot("the window %+v trips the config's rule: no closed breaker holds it", c)
+	}
+	return nil
+}
+
 // fingerprintVersion is hashed first, so that a change of what the
 // fingerprint covers changes every fingerprint.
 const fingerprintVersion = 1
 
 // Fingerprint is a 64-bit hash (FNV-1a) of the settings that give a
-// Snapshot's fields their meaning: the window type and size, the slow-call
-// duration threshold and the consecutive-failure threshold (what a window
-// and a run of failures count), the open duration, backoff factor and
-// maximum (what a backoff step means), the half-open probes permitted and
-// the successes that close, and the ramp-up duration. Settings that differ
-// in anything else (the name, the rate and count thresholds, the max wait,
-// hints, metrics, the classifier, the clock, the listener, the initial
-// state) have the same fingerprint, and a snapshot of one restores the
-// other. Stable across processes and builds of the same snapshot format
+// Snapshot's fields their meaning: the window type and size, the thresholds
+// that judge a window and a run of failures (failure rate, slow-call rate,
+// slow-call duration, failure count, minimum number of calls, consecutive
+// failures), the open duration, backoff factor and maximum (what a backoff
+// step means), the half-open probes permitted and the successes that
+// close, and the ramp-up duration. Settings that differ only in anything
+// else (the name, the max wait, the half-open-full wait, hints, metrics,
+// the classifier, the clock, the listener, the initial state) have the
+// same fingerprint, and a snapshot of one restores the other. Stable across processes and builds of the same snapshot format
 // version. The zero Settings has a fingerprint too, which no validated
 // Settings shares (its open duration is never zero).
 func (s Settings) Fingerprint() uint64 {
@@ -192,7 +277,9 @@ func (s Settings) Fingerprint() uint64 {
 	for _, v := range [...]uint64{
 		fingerprintVersion,
 		uint64(s.WindowType), uint64(s.WindowSize),
-		uint64(s.SlowCallDurationThreshold), uint64(s.ConsecutiveFailures),
+		uint64(s.FailureRateThreshold), uint64(s.SlowCallRateThreshold), uint64(s.SlowCallDurationThreshold),
+		uint64(s.FailureCountThreshold), uint64(s.MinimumNumberOfCalls), b2u(s.MinimumAppliesToCount),
+		uint64(s.ConsecutiveFailures),
 		uint64(s.OpenDuration), math.Float64bits(s.OpenDurationBackoff), uint64(s.MaxOpenDuration),
 		uint64(s.PermittedCallsInHalfOpen), uint64(s.SuccessesToClose),
 		uint64(s.RampUpDuration),
@@ -204,39 +291,69 @@ func (s Settings) Fingerprint() uint64 {
 	return h
 }
 
+// b2u is 1 for true, 0 for false.
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // Snapshot returns the breaker's snapshot at the wall-clock time now (pass
-// time.Now(); tests pass a fixed time). It pairs now with one reading of
-// the breaker's clock: an open deadline becomes now plus the time left of
-// the open duration at that reading, a ramp-up's end likewise. Concurrent
-// with traffic it returns a state the breaker was in: it reads the state
-// word once (completing a claimed transition first, and committing a trip
-// an outcome has decided, as Counts does), and reads it again after the
-// clock to pair them. It commits nothing else, notifies nothing and
-// allocates nothing; an open breaker whose open duration has elapsed is
+// time.Now(); tests pass a fixed time), with the count window's calls when
+// withWindow is set and the breaker is closed or metrics-only with a count
+// window (a time window is never carried: see Snapshot). It pairs now with
+// one reading of the breaker's clock: an open deadline becomes now plus the
+// time left of the open duration at that reading, a ramp-up's end
+// likewise. Concurrent with traffic it returns a state the breaker was in:
+// it reads the state word (completing a claimed transition first, and
+// committing a trip an outcome has decided, as Counts does), then the
+// clock and the window (one committed state of it, read as Counts reads
+// its sums), then the word again, and starts over if the word moved. It
+// commits nothing else and notifies nothing; it allocates only the
+// window's calls. An open breaker whose open duration has elapsed is
 // snapshot as Open with OpenUntil at or before now (the transition to
 // half-open comes with the next call, here or after a restore).
 //
 // It returns an error matching ErrInvalidArgument when now is outside the
 // years 1678 to 2262, which the snapshot's formats cannot hold. It panics on
 // a zero Breaker, naming New.
-func (b *Breaker) Snapshot(now time.Time) (Snapshot, error) {
+func (b *Breaker) Snapshot(now time.Time, withWindow bool) (Snapshot, error) {
 	b.mustBeNew()
 	taken, err := wallTime(now, "Snapshot: now")
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
+	var calls []uint8
+	if withWindow && b.ring != nil {
+		calls = make([]uint8, b.ring.Size())
+	}
 	for {
 		w := b.load()
 		u := w.fields()
-		if b.tripPending(u, b.genOf(w)) {
+		gen := b.genOf(w)
+		if b.tripPending(u, gen) {
 			continue
 		}
 		s := Snapshot{Fingerprint: b.cfg.Fingerprint(), State: u.state, Taken: taken}
 		switch u.state {
 		case Closed, MetricsOnly:
 			s.ConsecutiveFailures = uint16(u.consec)
+			if calls != nil {
+				n, closed := b.ring.Calls(uint32(gen), calls)
+				if closed {
+					b.finishTrip(gen)
+					continue
+				}
+				if n > 0 {
+					s.Window = make([]WindowCall, n)
+					for i, c := range calls[:n] {
+						s.Window[i] = WindowCall(c)
+					}
+				}
+			}
 			if !u.ramping {
-				return s, nil
+				break
 			}
 			r := b.now()
 			if remaining := signedDiff(uint64(u.rampEnd), b.cfg.rampUnits(r), rampBits); !b.cfg.rampOver(remaining) {
@@ -269,7 +386,8 @@ func (b *Breaker) Snapshot(now time.Time) (Snapshot, error) {
 // success, its max wait starting at the restore; a ramp-up resumes for the
 // time left, by the same rule as an open duration; ForcedOpen, Disabled and
 // MetricsOnly restore as such; the run of consecutive failures and the
-// backoff step carry over. The window starts empty and the metrics at zero.
+// backoff step carry over. A count window holds the snapshot's calls, if
+// it has any; otherwise the window starts empty. The metrics start at zero.
 // Config.InitialState is validated and then ignored: the snapshot decides.
 //
 // It returns the errors of Config.Validate (matching ErrInvalidConfig); an
@@ -293,6 +411,9 @@ func Restore(c Config, s Snapshot, now time.Time) (*Breaker, error) {
 	switch s.State {
 	case Closed, MetricsOnly:
 		u.consec = uint32(s.ConsecutiveFailures)
+		for _, c := range s.Window { // CheckFor: a count window holds them
+			b.ring.Record(0, c.Failure(), c.Slow())
+		}
 		if left := leftAt(s.RampUntil, s.Taken, at); left > 0 {
 			u.ramping, u.rampEnd = true, uint32(ceilUnits(b.now(), left, b.cfg.rampUp.unit)&rampMask)
 		}

@@ -7,38 +7,47 @@ import (
 	"fmt"
 	"hash/crc32"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // The binary form of a Snapshot, version 1 (docs/design.md, Snapshots):
-// 44 bytes, integers big-endian, times as Unix nanoseconds.
+// 44 bytes, or 45 + n with a window of n calls; integers big-endian, times
+// as Unix nanoseconds.
 //
 //	offset size  field
 //	 0      2    magic "cb"
 //	 2      1    version: 1
 //	 3      1    state, 0..5
 //	 4      1    backoff step, 0..31
-//	 5      1    flags: bit 0 OpenUntil is set, bit 1 RampUntil is set; the rest zero
+//	 5      1    flags: bit 0 OpenUntil is set, bit 1 RampUntil is set,
+//	             bit 2 a window follows; the rest zero
 //	 6      2    consecutive failures
 //	 8      8    fingerprint
 //	16      8    Taken
 //	24      8    OpenUntil (zero unless flag bit 0)
 //	32      8    RampUntil (zero unless flag bit 1)
-//	40      4    CRC-32 (IEEE) of bytes 0..39
+//	with flag bit 2:
+//	40      1    n, the window's calls, 1..255
+//	41      n    the calls, oldest first, one WindowCall (0..3) each
+//	then:
+//	end-4   4    CRC-32 (IEEE) of every byte before it
 //
 // A later version may be longer; a decoder reads the version before
 // anything else and refuses one newer than it knows, saying so.
 const (
 	snapshotVersion = 1
-	snapshotLen     = 44
+	snapshotLen     = 44 // without a window
 	flagOpenUntil   = 1 << 0
 	flagRampUntil   = 1 << 1
+	flagWindow      = 1 << 2
 )
 
 var snapshotMagic = [2]byte{'c', 'b'}
 
 // MarshalBinary encodes s in the binary form above (encoding.BinaryMarshaler):
-// 44 bytes, the same for equal snapshots on every platform. It returns an
+// 44 bytes, and one more per window call and one for their number with a
+// window; the same for equal snapshots on every platform. It returns an
 // error matching ErrInvalidSnapshot, and no bytes, for a snapshot that no
 // breaker could have taken (a field out of its range, a time outside the
 // years 1678 to 2262), so that what it writes always decodes.
@@ -46,7 +55,11 @@ func (s Snapshot) MarshalBinary() ([]byte, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	b := make([]byte, snapshotLen)
+	n := snapshotLen
+	if len(s.Window) > 0 {
+		n += 1 + len(s.Window)
+	}
+	b := make([]byte, n)
 	copy(b, snapshotMagic[:])
 	b[2] = snapshotVersion
 	b[3] = uint8(s.State)
@@ -59,10 +72,17 @@ func (s Snapshot) MarshalBinary() ([]byte, error) {
 		b[5] |= flagRampUntil
 		binary.BigEndian.PutUint64(b[32:], uint64(s.RampUntil.UnixNano()))
 	}
+	if len(s.Window) > 0 {
+		b[5] |= flagWindow
+		b[40] = uint8(len(s.Window))
+		for i, c := range s.Window {
+			b[41+i] = uint8(c)
+		}
+	}
 	binary.BigEndian.PutUint16(b[6:], s.ConsecutiveFailures)
 	binary.BigEndian.PutUint64(b[8:], s.Fingerprint)
 	binary.BigEndian.PutUint64(b[16:], uint64(s.Taken.UnixNano()))
-	binary.BigEndian.PutUint32(b[40:], crc32.ChecksumIEEE(b[:40]))
+	binary.BigEndian.PutUint32(b[n-4:], crc32.ChecksumIEEE(b[:n-4]))
 	return b, nil
 }
 
@@ -81,15 +101,25 @@ func (s *Snapshot) UnmarshalBinary(b []byte) error {
 		return invalidSnapshot("version 0 does not exist")
 	case b[2] > snapshotVersion:
 		return invalidSnapshot("version %d is newer than this build reads (up to %d)", b[2], snapshotVersion)
-	case len(b) != snapshotLen:
-		return invalidSnapshot("%d bytes: version %d is %d", len(b), b[2], snapshotLen)
+	case len(b) < snapshotLen:
+		return invalidSnapshot("%d bytes: version %d is at least %d", len(b), b[2], snapshotLen)
 	}
-	if sum, want := binary.BigEndian.Uint32(b[40:]), crc32.ChecksumIEEE(b[:40]); sum != want {
-		return invalidSnapshot("checksum %08x, the bytes' is %08x: corrupt", sum, want)
+	end := len(b) - 4
+	if sum, want := binary.BigEndian.Uint32(b[end:]), crc32.ChecksumIEEE(b[:end]); sum != want {
+		return invalidSnapshot("checksum %08x, the bytes' is %08x: corrupt or cut short", sum, want)
 	}
 	flags := b[5]
-	if flags&^(flagOpenUntil|flagRampUntil) != 0 {
+	if flags&^(flagOpenUntil|flagRampUntil|flagWindow) != 0 {
 		return invalidSnapshot("unknown flags %02x", flags)
+	}
+	var calls []byte
+	switch {
+	case flags&flagWindow == 0 && len(b) != snapshotLen:
+		return invalidSnapshot("%d bytes with no window: version %d is %d", len(b), b[2], snapshotLen)
+	case flags&flagWindow != 0 && (len(b) == snapshotLen || int(b[40]) != len(b)-snapshotLen-1 || b[40] == 0):
+		return invalidSnapshot("%d bytes for a window whose length byte says %d calls", len(b), b[40])
+	case flags&flagWindow != 0:
+		calls = b[41:end]
 	}
 	d := Snapshot{
 		State:               State(b[3]),
@@ -109,6 +139,12 @@ func (s *Snapshot) UnmarshalBinary(b []byte) error {
 			*f.to = unixNanos(b[f.at:])
 		case v != 0:
 			return invalidSnapshot("%s holds %d with its flag clear", f.name, v)
+		}
+	}
+	if calls != nil {
+		d.Window = make([]WindowCall, len(calls))
+		for i, c := range calls {
+			d.Window[i] = WindowCall(c)
 		}
 	}
 	if err := d.check(); err != nil {
@@ -137,15 +173,21 @@ type snapshotJSON struct {
 	Taken               *time.Time `json:"taken"`
 	OpenUntil           *time.Time `json:"open_until,omitempty"`
 	RampUntil           *time.Time `json:"ramp_until,omitempty"`
+	Window              string     `json:"window,omitempty"`
 }
+
+// windowLetters are the calls of a JSON window, by WindowCall: success,
+// failure, slow success, slow failure.
+const windowLetters = "sfSF"
 
 // MarshalJSON encodes s as a JSON object (json.Marshaler), for example
 //
 //	{"version":1,"fingerprint":"8c1e0f8a5d7b3c21","state":"open","step":2,
 //	 "taken":"2026-12-02T06:00:00Z","open_until":"2026-12-02T06:00:30Z"}
 //
-// with the fields of Snapshot; a zero step, run of failures or time is
-// left out. It returns an error matching ErrInvalidSnapshot for a snapshot
+// with the fields of Snapshot; a zero step, run of failures or time, and
+// an empty window, are left out. A window is a string of one letter per
+// call, oldest first: s a success, f a failure, S and F slow ones. It returns an error matching ErrInvalidSnapshot for a snapshot
 // no breaker could have taken, as MarshalBinary does.
 func (s Snapshot) MarshalJSON() ([]byte, error) {
 	if err := s.check(); err != nil {
@@ -160,6 +202,11 @@ func (s Snapshot) MarshalJSON() ([]byte, error) {
 	if !s.RampUntil.IsZero() {
 		j.RampUntil = &s.RampUntil
 	}
+	w := make([]byte, len(s.Window))
+	for i, c := range s.Window {
+		w[i] = windowLetters[c]
+	}
+	j.Window = string(w)
 	return json.Marshal(j)
 }
 
@@ -194,6 +241,16 @@ func (s *Snapshot) UnmarshalJSON(b []byte) error {
 		return invalidSnapshot("no taken time")
 	}
 	d := Snapshot{Step: j.Step, ConsecutiveFailures: j.ConsecutiveFailures}
+	if j.Window != "" {
+		d.Window = make([]WindowCall, len(j.Window))
+		for i := range len(j.Window) {
+			c := strings.IndexByte(windowLetters, j.Window[i])
+			if c < 0 {
+				return invalidSnapshot("window call %d is %q, not one of %q", i, j.Window[i], windowLetters)
+			}
+			d.Window[i] = WindowCall(c)
+		}
+	}
 	fp, err := strconv.ParseUint(*j.Fingerprint, 16, 64)
 	if err != nil || len(*j.Fingerprint) != 16 {
 		return invalidSnapshot("fingerprint %q is not 16 hex digits", *j.Fingerprint)

@@ -195,7 +195,7 @@ func (noExtras) Disable()                      { panic("naive breaker: no manual
 func (noExtras) MetricsOnly()                  { panic("naive breaker: no manual controls") }
 func (noExtras) HalfOpen()                     { panic("naive breaker: no manual controls") }
 func (noExtras) Reset()                        { panic("naive breaker: no manual controls") }
-func (noExtras) Snapshot(time.Time) (core.Snapshot, error) {
+func (noExtras) Snapshot(time.Time, bool) (core.Snapshot, error) {
 	panic("naive breaker: no snapshots")
 }
 

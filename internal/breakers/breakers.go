@@ -28,7 +28,7 @@ type Breaker interface {
 	MetricsOnly()
 	HalfOpen()
 	Reset()
-	Snapshot(now time.Time) (core.Snapshot, error)
+	Snapshot(now time.Time, withWindow bool) (core.Snapshot, error)
 }
 
 // Impl names one implementation and builds it from a Config.

@@ -124,7 +124,8 @@ func newSide(im breakers.Impl, cfg core.Config, start time.Duration, readBack bo
 }
 
 // Restart stands for a restart of the process the sides run in. It takes
-// every side's snapshot at the wall-clock time at, which must be equal in
+// every side's snapshot at the wall-clock time at, with the count window's
+// calls if withWindow, which must be equal in
 // both encodings (MarshalBinary and MarshalJSON) and decode from each to
 // itself; then it replaces every side with one its implementation restores
 // (breakers.Impl.Restore) from the first side's snapshot, decoded from its
@@ -134,11 +135,11 @@ func newSide(im breakers.Impl, cfg core.Config, start time.Duration, readBack bo
 // Differ's tally starts over, as the new breakers' metrics do. The
 // restored sides must agree at once (State, Counts, Metrics, RetryAfter).
 // It returns the snapshot, or an error that says what broke.
-func (d *Differ) Restart(at time.Time, elapsed, start time.Duration) (core.Snapshot, error) {
+func (d *Differ) Restart(at time.Time, withWindow bool, elapsed, start time.Duration) (core.Snapshot, error) {
 	var snap core.Snapshot
 	var bin, js []byte
 	for i, s := range d.Sides {
-		sn, err := s.B.Snapshot(at)
+		sn, err := s.B.Snapshot(at, withWindow)
 		if err != nil {
 			return sn, d.fail("%s: Snapshot(%v): %v", s.Name, at, err)
 		}
@@ -159,10 +160,10 @@ func (d *Differ) Restart(at time.Time, elapsed, start time.Duration) (core.Snaps
 		}
 	}
 	var fromBin, fromJSON core.Snapshot
-	if err := fromBin.UnmarshalBinary(bin); err != nil || fromBin != snap {
+	if err := fromBin.UnmarshalBinary(bin); err != nil || !fromBin.Equal(snap) {
 		return snap, d.fail("binary snapshot %x decodes to %+v, %v; want %+v", bin, fromBin, err, snap)
 	}
-	if err := fromJSON.UnmarshalJSON(js); err != nil || fromJSON != snap {
+	if err := fromJSON.UnmarshalJSON(js); err != nil || !fromJSON.Equal(snap) {
 		return snap, d.fail("JSON snapshot %s decodes to %+v, %v; want %+v", js, fromJSON, err, snap)
 	}
 	d.hist = append(d.hist, entry{restart: fmt.Sprintf("Restart(%s, %v later, clock %v)", js, elapsed, start)})

@@ -3,6 +3,7 @@ package atomicring
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -156,6 +157,7 @@ func TestConcurrent_InvariantsHold(t *testing.T) {
 				}
 
 				stop := make(chan struct{})
+				buf := make([]uint8, size)
 				var reads atomic.Uint64
 				var reader sync.WaitGroup
 				reader.Add(1)
@@ -168,6 +170,8 @@ func TestConcurrent_InvariantsHold(t *testing.T) {
 						default:
 						}
 						check(r.Snapshot(1), "snapshot")
+						n, _ := r.Calls(1, buf)
+						check(sumOf(buf[:n]), "calls")
 						reads.Inc()
 					}
 				}()
@@ -212,6 +216,7 @@ func TestConcurrent_InvariantsHold(t *testing.T) {
 				})
 				w := uint64(size)
 				assert.Equal(t, window.Counts{Calls: w, Failures: w, SlowCalls: w, SlowFailures: w}, r.Snapshot(1), "after W slow failures")
+				assert.Equal(t, strings.Repeat("\x03", size), callsOf(r, 1), "Calls after W slow failures")
 			})
 		}
 	}
