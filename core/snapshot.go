@@ -141,23 +141,13 @@ const maxOpenLeft = MaxOpenDurationLimit + time.Millisecond
 // check reports what makes s no snapshot a breaker of any config can take:
 // the rules of the fields above, which each decoder checks too.
 func (s Snapshot) check() error {
+	if err := s.checkFields(); err != nil {
+		return err
+	}
+	if err := s.checkTimes(); err != nil {
+		return err
+	}
 	switch {
-	case s.State >= NumStates:
-		return invalidSnapshot("state %d is not a state", uint8(s.State))
-	case s.Step > MaxBackoffSteps:
-		return invalidSnapshot("backoff step %d is above %d", s.Step, MaxBackoffSteps)
-	case s.Step != 0 && s.State != Open && s.State != HalfOpen:
-		return invalidSnapshot("backoff step %d in state %v, which has none", s.Step, s.State)
-	case s.ConsecutiveFailures != 0 && !counting(s.State):
-		return invalidSnapshot("%d consecutive failures in state %v, which counts none", s.ConsecutiveFailures, s.State)
-	case s.Taken.IsZero():
-		return invalidSnapshot("no Taken time")
-	case s.State == Open && s.OpenUntil.IsZero():
-		return invalidSnapshot("open with no OpenUntil")
-	case s.State != Open && !s.OpenUntil.IsZero():
-		return invalidSnapshot("OpenUntil %v in state %v", s.OpenUntil, s.State)
-	case s.State != Closed && !s.RampUntil.IsZero():
-		return invalidSnapshot("RampUntil %v in state %v", s.RampUntil, s.State)
 	case len(s.Window) != 0 && !counting(s.State):
 		return invalidSnapshot("a window of %d calls in state %v, which counts none", len(s.Window), s.State)
 	case len(s.Window) > MaxCountWindow:
@@ -167,6 +157,36 @@ func (s Snapshot) check() error {
 		if c > CallSlowFailure {
 			return invalidSnapshot("window call %d is %d, not one of the four calls", i, c)
 		}
+	}
+	return nil
+}
+
+// checkFields is check's rule for which fields the state may carry.
+func (s Snapshot) checkFields() error {
+	switch {
+	case s.State >= NumStates:
+		return invalidSnapshot("state %d is not a state", uint8(s.State))
+	case s.Step > MaxBackoffSteps:
+		return invalidSnapshot("backoff step %d is above %d", s.Step, MaxBackoffSteps)
+	case s.Step != 0 && s.State != Open && s.State != HalfOpen:
+		return invalidSnapshot("backoff step %d in state %v, which has none", s.Step, s.State)
+	case s.ConsecutiveFailures != 0 && !counting(s.State):
+		return invalidSnapshot("%d consecutive failures in state %v, which counts none", s.ConsecutiveFailures, s.State)
+	case s.State == Open && s.OpenUntil.IsZero():
+		return invalidSnapshot("open with no OpenUntil")
+	case s.State != Open && !s.OpenUntil.IsZero():
+		return invalidSnapshot("OpenUntil %v in state %v", s.OpenUntil, s.State)
+	case s.State != Closed && !s.RampUntil.IsZero():
+		return invalidSnapshot("RampUntil %v in state %v", s.RampUntil, s.State)
+	}
+	return nil
+}
+
+// checkTimes is check's rule for the times: in the range the formats keep,
+// and deadlines no breaker could set refused.
+func (s Snapshot) checkTimes() error {
+	if s.Taken.IsZero() {
+		return invalidSnapshot("no Taken time")
 	}
 	for _, t := range []struct {
 		name string
@@ -338,27 +358,8 @@ func (b *Breaker) Snapshot(now time.Time, withWindow bool) (Snapshot, error) {
 		s := Snapshot{Fingerprint: b.cfg.Fingerprint(), State: u.state, Taken: taken}
 		switch u.state {
 		case Closed, MetricsOnly:
-			s.ConsecutiveFailures = uint16(u.consec)
-			if calls != nil {
-				n, closed := b.ring.Calls(uint32(gen), calls)
-				if closed {
-					b.finishTrip(gen)
-					continue
-				}
-				if n > 0 {
-					s.Window = make([]WindowCall, n)
-					for i, c := range calls[:n] {
-						s.Window[i] = WindowCall(c)
-					}
-				}
-			}
-			if !u.ramping {
-				break
-			}
-			r := b.now()
-			if remaining := signedDiff(uint64(u.rampEnd), b.cfg.rampUnits(r), rampBits); !b.cfg.rampOver(remaining) {
-				left := time.Duration(remaining)*b.cfg.rampUp.unit - max(r, 0)%b.cfg.rampUp.unit
-				s.RampUntil = taken.Add(left)
+			if !b.snapshotCounting(&s, u, gen, calls) {
+				continue
 			}
 		case Open:
 			s.Step = u.step
@@ -373,6 +374,36 @@ func (b *Breaker) Snapshot(now time.Time, withWindow bool) (Snapshot, error) {
 			return s, nil
 		}
 	}
+}
+
+// snapshotCounting fills in s, taken of the closed or metrics-only word u
+// of generation gen: the run of failures, the ramp-up's end, and the
+// window's calls (read into calls, when not nil). It reports false, having
+// committed it, when the count window has decided a trip: the caller
+// starts over.
+func (b *Breaker) snapshotCounting(s *Snapshot, u word, gen uint64, calls []uint8) bool {
+	s.ConsecutiveFailures = uint16(u.consec)
+	if calls != nil {
+		n, closed := b.ring.Calls(uint32(gen), calls)
+		if closed {
+			b.finishTrip(gen)
+			return false
+		}
+		if n > 0 {
+			s.Window = make([]WindowCall, n)
+			for i, c := range calls[:n] {
+				s.Window[i] = WindowCall(c)
+			}
+		}
+	}
+	if u.ramping {
+		r := b.now()
+		if remaining := signedDiff(uint64(u.rampEnd), b.cfg.rampUnits(r), rampBits); !b.cfg.rampOver(remaining) {
+			left := time.Duration(remaining)*b.cfg.rampUp.unit - max(r, 0)%b.cfg.rampUp.unit
+			s.RampUntil = s.Taken.Add(left)
+		}
+	}
+	return true
 }
 
 // Restore returns a breaker built from c, as New builds one, in the state

@@ -92,35 +92,11 @@ func (s Snapshot) MarshalBinary() ([]byte, error) {
 // a newer version, fails its checksum, or holds a field out of its range or
 // inconsistent with the state. It never panics, whatever the input.
 func (s *Snapshot) UnmarshalBinary(b []byte) error {
-	switch {
-	case len(b) < 3:
-		return invalidSnapshot("%d bytes: too short to hold a snapshot's header (3 bytes)", len(b))
-	case !bytes.Equal(b[:2], snapshotMagic[:]):
-		return invalidSnapshot("does not start with %q: not a breaker snapshot", snapshotMagic[:])
-	case b[2] == 0:
-		return invalidSnapshot("version 0 does not exist")
-	case b[2] > snapshotVersion:
-		return invalidSnapshot("version %d is newer than this build reads (up to %d)", b[2], snapshotVersion)
-	case len(b) < snapshotLen:
-		return invalidSnapshot("%d bytes: version %d is at least %d", len(b), b[2], snapshotLen)
-	}
-	end := len(b) - 4
-	if sum, want := binary.BigEndian.Uint32(b[end:]), crc32.ChecksumIEEE(b[:end]); sum != want {
-		return invalidSnapshot("checksum %08x, the bytes' is %08x: corrupt or cut short", sum, want)
+	calls, err := binaryFrame(b)
+	if err != nil {
+		return err
 	}
 	flags := b[5]
-	if flags&^(flagOpenUntil|flagRampUntil|flagWindow) != 0 {
-		return invalidSnapshot("unknown flags %02x", flags)
-	}
-	var calls []byte
-	switch {
-	case flags&flagWindow == 0 && len(b) != snapshotLen:
-		return invalidSnapshot("%d bytes with no window: version %d is %d", len(b), b[2], snapshotLen)
-	case flags&flagWindow != 0 && (len(b) == snapshotLen || int(b[40]) != len(b)-snapshotLen-1 || b[40] == 0):
-		return invalidSnapshot("%d bytes for a window whose length byte says %d calls", len(b), b[40])
-	case flags&flagWindow != 0:
-		calls = b[41:end]
-	}
 	d := Snapshot{
 		State:               State(b[3]),
 		Step:                b[4],
@@ -152,6 +128,41 @@ func (s *Snapshot) UnmarshalBinary(b []byte) error {
 	}
 	*s = d
 	return nil
+}
+
+// binaryFrame checks what frames the fields of a binary snapshot b: the
+// magic, the version, the length, the checksum and the flags; it returns
+// the window's calls (nil without a window).
+func binaryFrame(b []byte) (calls []byte, err error) {
+	switch {
+	case len(b) < 3:
+		return nil, invalidSnapshot("%d bytes: too short to hold a snapshot's header (3 bytes)", len(b))
+	case !bytes.Equal(b[:2], snapshotMagic[:]):
+		return nil, invalidSnapshot("does not start with %q: not a breaker snapshot", snapshotMagic[:])
+	case b[2] == 0:
+		return nil, invalidSnapshot("version 0 does not exist")
+	case b[2] > snapshotVersion:
+		return nil, invalidSnapshot("version %d is newer than this build reads (up to %d)", b[2], snapshotVersion)
+	case len(b) < snapshotLen:
+		return nil, invalidSnapshot("%d bytes: version %d is at least %d", len(b), b[2], snapshotLen)
+	}
+	end := len(b) - 4
+	if sum, want := binary.BigEndian.Uint32(b[end:]), crc32.ChecksumIEEE(b[:end]); sum != want {
+		return nil, invalidSnapshot("checksum %08x, the bytes' is %08x: corrupt or cut short", sum, want)
+	}
+	flags := b[5]
+	if flags&^(flagOpenUntil|flagRampUntil|flagWindow) != 0 {
+		return nil, invalidSnapshot("unknown flags %02x", flags)
+	}
+	switch {
+	case flags&flagWindow == 0 && len(b) != snapshotLen:
+		return nil, invalidSnapshot("%d bytes with no window: version %d is %d", len(b), b[2], snapshotLen)
+	case flags&flagWindow != 0 && (len(b) == snapshotLen || int(b[40]) != len(b)-snapshotLen-1 || b[40] == 0):
+		return nil, invalidSnapshot("%d bytes for a window whose length byte says %d calls", len(b), b[40])
+	case flags&flagWindow != 0:
+		return b[41:end], nil
+	}
+	return nil, nil
 }
 
 // unixNanos is the time of the Unix nanoseconds in b's first 8 bytes, in
@@ -226,30 +237,13 @@ func (s *Snapshot) UnmarshalJSON(b []byte) error {
 	if dec.More() {
 		return invalidSnapshot("data after the JSON object")
 	}
-	switch {
-	case j.Version == nil:
-		return invalidSnapshot("no version")
-	case *j.Version < 1:
-		return invalidSnapshot("version %d does not exist", *j.Version)
-	case *j.Version > snapshotVersion:
-		return invalidSnapshot("version %d is newer than this build reads (up to %d)", *j.Version, snapshotVersion)
-	case j.Fingerprint == nil:
-		return invalidSnapshot("no fingerprint")
-	case j.State == nil:
-		return invalidSnapshot("no state")
-	case j.Taken == nil:
-		return invalidSnapshot("no taken time")
+	if err := j.required(); err != nil {
+		return err
 	}
 	d := Snapshot{Step: j.Step, ConsecutiveFailures: j.ConsecutiveFailures}
-	if j.Window != "" {
-		d.Window = make([]WindowCall, len(j.Window))
-		for i := range len(j.Window) {
-			c := strings.IndexByte(windowLetters, j.Window[i])
-			if c < 0 {
-				return invalidSnapshot("window call %d is %q, not one of %q", i, j.Window[i], windowLetters)
-			}
-			d.Window[i] = WindowCall(c)
-		}
+	var err error
+	if d.Window, err = parseWindow(j.Window); err != nil {
+		return err
 	}
 	fp, err := strconv.ParseUint(*j.Fingerprint, 16, 64)
 	if err != nil || len(*j.Fingerprint) != 16 {
@@ -279,6 +273,43 @@ func (s *Snapshot) UnmarshalJSON(b []byte) error {
 	}
 	*s = d
 	return nil
+}
+
+// required is UnmarshalJSON's check of the version and of the fields
+// every snapshot has.
+func (j snapshotJSON) required() error {
+	switch {
+	case j.Version == nil:
+		return invalidSnapshot("no version")
+	case *j.Version < 1:
+		return invalidSnapshot("version %d does not exist", *j.Version)
+	case *j.Version > snapshotVersion:
+		return invalidSnapshot("version %d is newer than this build reads (up to %d)", *j.Version, snapshotVersion)
+	case j.Fingerprint == nil:
+		return invalidSnapshot("no fingerprint")
+	case j.State == nil:
+		return invalidSnapshot("no state")
+	case j.Taken == nil:
+		return invalidSnapshot("no taken time")
+	}
+	return nil
+}
+
+// parseWindow is the calls of a JSON window, one letter each (nil for
+// none), or an error matching ErrInvalidSnapshot.
+func parseWindow(letters string) ([]WindowCall, error) {
+	if letters == "" {
+		return nil, nil
+	}
+	calls := make([]WindowCall, len(letters))
+	for i := range len(letters) {
+		c := strings.IndexByte(windowLetters, letters[i])
+		if c < 0 {
+			return nil, invalidSnapshot("window call %d is %q, not one of %q", i, letters[i], windowLetters)
+		}
+		calls[i] = WindowCall(c)
+	}
+	return calls, nil
 }
 
 // parseState is the State named name (State.String), or an error matching
