@@ -330,10 +330,11 @@ func b2u(b bool) uint64 {
 // committing a trip an outcome has decided, as Counts does), then the
 // clock and the window (one committed state of it, read as Counts reads
 // its sums), then the word again, and starts over if the word moved. It
-// commits nothing else and notifies nothing; it allocates only the
-// window's calls. An open breaker whose open duration has elapsed is
-// snapshot as Open with OpenUntil at or before now (the transition to
-// half-open comes with the next call, here or after a restore).
+// commits nothing else and notifies nothing; it allocates only with
+// withWindow, for the window's calls. An open breaker whose open duration
+// has elapsed is snapshot as Open with OpenUntil equal to now, no time
+// left (the transition to half-open comes with the next call, here or
+// after a restore).
 //
 // It returns an error matching ErrInvalidArgument when now is outside the
 // years 1678 to 2262, which the snapshot's formats cannot hold. It panics on

@@ -26,14 +26,6 @@ func (mk maker) restoreRig(t testing.TB, c core.Config, s core.Snapshot, now tim
 	return buildWith(t, c, func(c core.Config) (breakers.Breaker, error) { return mk.restore(c, s, now) }, start)
 }
 
-// snap is r's snapshot at the wall-clock time at, with its window.
-func (r *rig) snap(at time.Time) core.Snapshot {
-	r.t.Helper()
-	s, err := r.B.Snapshot(at, true)
-	require.NoError(r.t, err)
-	return s
-}
-
 // Restarts that remember (docs/semantics.md, Restarts): each state, taken
 // at the wall-clock time wall on one breaker and restored some wall-clock
 // time later on a breaker whose own clock starts elsewhere, goes on as the
