@@ -80,8 +80,11 @@ func (b *Breaker) step() uint8 {
 }
 
 // Restore returns a breaker built from c in the state snapshot s records,
-// at generation 0, with no notification; see core.Restore, whose rules
-// (and errors) it keeps with its own code.
+// at generation 0, with no notification; see core.Restore, whose rules and
+// errors it keeps. What a snapshot may hold is the format's, shared: it
+// checks s with core.Snapshot.CheckFor; what the breaker becomes (the
+// deadlines, the backoff's open duration, the window) it decides with its
+// own code. It never panics.
 func Restore(c core.Config, s core.Snapshot, now time.Time) (*Breaker, error) {
 	b, err := build(c)
 	if err != nil {

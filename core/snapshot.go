@@ -337,7 +337,7 @@ func b2u(b bool) uint64 {
 // after a restore).
 //
 // It returns an error matching ErrInvalidArgument when now is outside the
-// years 1678 to 2262, which the snapshot's formats cannot hold. It panics on
+// span 1677-09-21 to 2262-04-11, which the snapshot's formats cannot hold. It panics on
 // a zero Breaker, naming New.
 func (b *Breaker) Snapshot(now time.Time, withWindow bool) (Snapshot, error) {
 	b.mustBeNew()
@@ -425,7 +425,7 @@ func (b *Breaker) snapshotCounting(s *Snapshot, u word, gen uint64, calls []uint
 // It returns the errors of Config.Validate (matching ErrInvalidConfig); an
 // error matching ErrInvalidSnapshot (and ErrSnapshotMismatch for a snapshot
 // of another config), from Snapshot.CheckFor; or one matching
-// ErrInvalidArgument when now is outside the years 1678 to 2262. It never
+// ErrInvalidArgument when now is outside the span 1677-09-21 to 2262-04-11. It never
 // panics.
 func Restore(c Config, s Snapshot, now time.Time) (*Breaker, error) {
 	b, err := build(c)

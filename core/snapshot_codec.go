@@ -50,7 +50,7 @@ var snapshotMagic = [2]byte{'c', 'b'}
 // window; the same for equal snapshots on every platform. It returns an
 // error matching ErrInvalidSnapshot, and no bytes, for a snapshot that no
 // breaker could have taken (a field out of its range, a time outside the
-// years 1678 to 2262), so that what it writes always decodes.
+// span 1677-09-21 to 2262-04-11), so that what it writes always decodes.
 func (s Snapshot) MarshalBinary() ([]byte, error) {
 	if err := s.check(); err != nil {
 		return nil, err

@@ -19,8 +19,8 @@ func (b *Breaker) Snapshot(now time.Time, withWindow bool) (core.Snapshot, error
 // stops and hand to Restore when it starts. Like All it takes no lock: a
 // breaker made or evicted while it runs may or may not be in the map. It
 // allocates the map and any windows. It returns an error matching
-// core.ErrInvalidArgument, and no map, when now is outside the years 1678
-// to 2262.
+// core.ErrInvalidArgument, and no map, when now is outside the span 1677-09-21
+// to 2262-04-11.
 func (r *Registry[K]) Snapshot(now time.Time, withWindow bool) (map[K]core.Snapshot, error) {
 	snaps := map[K]core.Snapshot{}
 	for k, b := range r.All() {
@@ -41,8 +41,8 @@ func (r *Registry[K]) Snapshot(now time.Time, withWindow bool) (map[K]core.Snaps
 // the registry serves. It returns nil, or errors.Join of one error per key
 // it did not restore, each naming the key and matching what refused it:
 // core.ErrInvalidSnapshot (and core.ErrSnapshotMismatch for a snapshot of
-// another template), core.ErrInvalidArgument for a now outside the years
-// 1678 to 2262, ErrFull, or ErrInvalidKey. The other keys are restored, in
+// another template), core.ErrInvalidArgument for a now outside the span
+// 1677-09-21 to 2262-04-11, ErrFull, or ErrInvalidKey. The other keys are restored, in
 // no particular order (with MaxBreakers below the number of keys, which
 // ones fit is not decided). A Get of a key that failed makes its breaker
 // from the template, as for any new key. It panics only on a Registry not
