@@ -135,7 +135,7 @@ bench-plot: ## PNG figures of a bench-mix result (MIX_FILE, default the newest b
 FUZZTIME     ?= 60s
 STRESS_COUNT ?= 10
 FUZZ_TARGETS := ./fuzz:FuzzDifferential ./fuzz:FuzzAtomicRing ./fuzz:FuzzBuckets ./fuzz:FuzzConfig \
-	./core:FuzzStateWord ./resilience:FuzzBackoff ./resilience:FuzzBudget \
+	./core:FuzzStateWord ./core:FuzzSnapshot ./resilience:FuzzBackoff ./resilience:FuzzBudget \
 	./httpbreaker:FuzzParseRetryAfter ./httpbreaker:FuzzHostKey
 
 # stress-lin runs only the linearizability families whose clock steps

@@ -103,6 +103,17 @@ const (
 // core.Config.InitialState says otherwise, or the errors of
 // core.Config.Validate. It never panics.
 func New(c core.Config) (*Breaker, error) {
+	b, err := build(c)
+	if err != nil {
+		return nil, err
+	}
+	b.start(b.cfg.InitialState)
+	return b, nil
+}
+
+// build is New's breaker before it is put in its initial state: what New
+// and Restore share.
+func build(c core.Config) (*Breaker, error) {
 	s, err := c.Validate()
 	if err != nil {
 		return nil, err
@@ -127,7 +138,6 @@ func New(c core.Config) (*Breaker, error) {
 	if s.OnStateChange != nil {
 		b.queue = make([]core.Transition, 0, 8)
 	}
-	b.start(s.InitialState)
 	return b, nil
 }
 

@@ -156,6 +156,17 @@ type Counts struct {
 // Config.InitialState says otherwise. It returns the errors of
 // Config.Validate (each matching ErrInvalidConfig) and never panics.
 func New(c Config) (*Breaker, error) {
+	b, err := build(c)
+	if err != nil {
+		return nil, err
+	}
+	b.start(b.cfg.InitialState)
+	return b, nil
+}
+
+// build is New's breaker before it is put in its initial state: what New
+// and Restore share.
+func build(c Config) (*Breaker, error) {
 	s, err := c.Validate()
 	if err != nil {
 		return nil, err
@@ -181,7 +192,6 @@ func New(c Config) (*Breaker, error) {
 		b.metrics = new(counters)
 	}
 	b.choosePaths(c.Classifier == nil)
-	b.start(s.InitialState)
 	return b, nil
 }
 

@@ -27,17 +27,41 @@ type history struct {
 }
 
 // runHistory runs steps operations drawn by next on a Differ built from cfg
-// at clock base, and adds to kinds the rejections (by reason) and the
-// transitions (as "C>O" and the like) the history reached; any
-// disagreement or broken rule (difftest.Differ.Step) fails t with the
-// history.
+// at clock base, restarting it as re says, and adds to kinds the
+// rejections (by reason) and the transitions (as "C>O" and the like) the
+// history reached; any disagreement or broken rule (difftest.Differ.Step,
+// difftest.Differ.Restart) fails t with the history.
 func runHistory(t *testing.T, what string, cfg core.Config, base time.Duration, rng *rand.Rand, steps int,
-	kinds map[string]int, next func(*history) difftest.Op) {
+	kinds map[string]int, re restart, next func(*history) difftest.Op) {
 	t.Helper()
 	d, err := difftest.New(cfg, base, false)
 	require.NoError(t, err)
 	h := &history{rng: rng, d: d}
-	for range steps {
+	for i := range steps {
+		if i == re.at {
+			for _, s := range d.Sides[0].Seen() { // the first process's
+				kinds[letter(s.From)+">"+letter(s.To)]++
+			}
+			// The wall clock of the snapshot: any time that moves with the
+			// breaker clock.
+			snap, err := d.Restart(restartWall.Add(d.Now()-base), re.window, re.elapsed, re.start)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			kinds["restart "+snap.State.String()]++
+			if len(snap.Window) > 0 {
+				kinds["restart with a window"]++
+			}
+			switch left := snap.OpenUntil.Sub(snap.Taken.Add(re.elapsed)); {
+			case !snap.RampUntil.IsZero():
+				kinds["restart ramping"]++
+			case snap.State == core.Open && left > 0:
+				kinds["restart open, time left"]++
+			case snap.State == core.Open:
+				kinds["restart open, deadline passed"]++
+			}
+			h.held = nil // permits die with their process
+		}
 		op := next(h)
 		obs, err := d.Step(op)
 		if err != nil {
@@ -57,6 +81,47 @@ func runHistory(t *testing.T, what string, cfg core.Config, base time.Duration, 
 			kinds["capped"]++
 		}
 	}
+}
+
+// restart is when a history restarts its breakers (difftest.Differ.Restart):
+// before step at (-1: never), with a snapshot of the count window or
+// without, their restore elapsed after the snapshot on the wall clock
+// (negative: the wall clock went back), on clocks reading start.
+type restart struct {
+	at             int
+	window         bool
+	elapsed, start time.Duration
+}
+
+// noRestart is a history that runs in one process.
+var noRestart = restart{at: -1}
+
+// restartWall is the wall-clock time of a history's breaker clock reading
+// base.
+var restartWall = time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
+
+// randomRestart is a restart at a random step of a history of steps steps
+// with config cfg, in three histories out of four, drawn from rng: after
+// no time, a little, about the open duration, a year or more, or with the
+// wall clock set back; on a clock from zero, a random reading, or 2^61 ns.
+func randomRestart(rng *rand.Rand, steps int, cfg core.Config) restart {
+	if rng.IntN(4) == 0 {
+		return noRestart
+	}
+	re := restart{at: rng.IntN(steps), window: rng.IntN(2) == 0}
+	switch rng.IntN(6) {
+	case 0:
+	case 1:
+		re.elapsed = time.Duration(rng.IntN(5000)) * time.Millisecond
+	case 2:
+		re.elapsed = cfg.OpenDuration + time.Duration(rng.IntN(3)-1)*time.Millisecond
+	case 3:
+		re.elapsed = core.MaxOpenDurationLimit + time.Duration(rng.IntN(1e9))
+	default:
+		re.elapsed = -time.Duration(rng.IntN(5000)) * time.Millisecond
+	}
+	re.start = []time.Duration{0, time.Duration(rng.Int64N(1 << 40)), 1 << 61}[rng.IntN(3)]
+	return re
 }
 
 // holds reports whether a permit is held.
@@ -88,7 +153,8 @@ func TestDifferentialRandomHistories(t *testing.T) {
 	for seed := range n {
 		rng := rand.New(rand.NewPCG(uint64(seed), 7))
 		cfg := randomConfig(rng)
-		runHistory(t, fmt.Sprintf("seed %d", seed), cfg, 0, rng, 300, kinds, func(h *history) difftest.Op { return randomOp(h, cfg) })
+		re := randomRestart(rand.New(rand.NewPCG(uint64(seed), 24)), 300, cfg)
+		runHistory(t, fmt.Sprintf("seed %d", seed), cfg, 0, rng, 300, kinds, re, func(h *history) difftest.Op { return randomOp(h, cfg) })
 	}
 	t.Logf("transitions and rejections reached: %v", kinds)
 	for _, k := range []string{"C>O", "O>H", "H>O", "H>C"} {
@@ -97,6 +163,12 @@ func TestDifferentialRandomHistories(t *testing.T) {
 	for _, k := range []string{"H>H", "M>M", "capped", "C>F", "C>D", "C>M", "F>C", "D>C", "M>C", "O>O",
 		core.ErrRampingUp.Error(), core.ErrForcedOpen.Error(), core.ErrHalfOpenFull.Error()} {
 		require.Greater(t, kinds[k], n/40, "histories too tame to compare %s", k)
+	}
+	for st := range core.State(core.NumStates) {
+		require.Greater(t, kinds["restart "+st.String()], 0, "no history restarts %v", st)
+	}
+	for _, k := range []string{"restart ramping", "restart open, time left", "restart open, deadline passed", "restart with a window"} {
+		require.Greater(t, kinds[k], 0, "no history is a %s", k)
 	}
 }
 
@@ -370,7 +442,8 @@ func TestWideDifferential(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 99))
 		cfg := wideRandomConfig(rng)
 		base := bases[rng.IntN(len(bases))]
-		runHistory(t, fmt.Sprintf("seed %d base %v", seed, base), cfg, base, rng, 400, kinds, wideOp)
+		re := randomRestart(rand.New(rand.NewPCG(uint64(seed), 24)), 400, cfg)
+		runHistory(t, fmt.Sprintf("seed %d base %v", seed, base), cfg, base, rng, 400, kinds, re, wideOp)
 	}
 	t.Logf("transitions and rejections reached: %v", kinds)
 }
@@ -525,7 +598,7 @@ func TestSequentialDifferential(t *testing.T) {
 				hi = math.MaxInt64
 			}
 			rng := rand.New(rand.NewPCG(uint64(seed), uint64(ci)))
-			runHistory(t, fmt.Sprintf("config %d seed %d base %d", ci, seed, base), cfg, base, rng, ops, map[string]int{},
+			runHistory(t, fmt.Sprintf("config %d seed %d base %d", ci, seed, base), cfg, base, rng, ops, map[string]int{}, noRestart,
 				func(h *history) difftest.Op { return sequentialOp(h, lo, hi) })
 		}
 	}

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -326,4 +327,39 @@ func ExampleConfig_openDurationJitter() {
 	// 11.223s
 	// 10.622s
 	// 11.223s
+}
+
+// A breaker that remembers across a restart: the service stores its
+// snapshot when it stops and restores it when it starts, so a dependency
+// that was failing is not hit again at once. The wall-clock times and the
+// breaker clocks are fixed here; a service passes time.Now() and leaves
+// Config.Clock unset.
+func ExampleRestore() {
+	cfg := core.Config{ConsecutiveFailures: 3, OpenDuration: time.Minute, Clock: core.NewManualClock(0)}
+	stopped := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+
+	old, _ := core.New(cfg)
+	_ = old.ForceOpen(time.Minute) // as after a trip: open for a minute
+	snap, err := old.Snapshot(stopped, false)
+	if err != nil {
+		log.Fatal(err)
+	}
+	saved, _ := json.Marshal(snap) // or snap.MarshalBinary(): 44 bytes
+
+	// Twenty seconds later, in the new process, whose breaker clock
+	// starts anew.
+	cfg.Clock = core.NewManualClock(0)
+	var loaded core.Snapshot
+	if err := json.Unmarshal(saved, &loaded); err != nil {
+		log.Fatal(err) // corrupt, cut short or of a newer version: errors.Is(err, core.ErrInvalidSnapshot)
+	}
+	b, err := core.Restore(cfg, loaded, stopped.Add(20*time.Second))
+	if errors.Is(err, core.ErrSnapshotMismatch) {
+		b, err = core.New(cfg) // the config changed on purpose: start fresh
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(b.State(), "for", b.RetryAfter().Round(time.Second))
+	// Output: open for 40s
 }

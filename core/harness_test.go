@@ -28,13 +28,15 @@ const wordGens = 1 << 20
 func forEachImpl(t *testing.T, fn func(t *testing.T, mk maker)) {
 	t.Helper()
 	for _, im := range impls {
-		t.Run("impl="+im.Name, func(t *testing.T) { fn(t, maker{new: im.New, zero: im.Zero}) })
+		t.Run("impl="+im.Name, func(t *testing.T) { fn(t, maker{new: im.New, zero: im.Zero, restore: im.Restore}) })
 	}
 }
 
 type maker struct {
 	new  func(core.Config) (breakers.Breaker, error)
 	zero func() breakers.Breaker // the zero value, made without New
+	// restore builds from a snapshot (core.Restore, baseline.Restore).
+	restore func(core.Config, core.Snapshot, time.Time) (breakers.Breaker, error)
 }
 
 // rig is a breaker on a manual clock with every notification recorded.
@@ -51,7 +53,14 @@ type rig struct {
 // unless c already has them; listen, if non-nil, runs after the recording.
 func (mk maker) build(t testing.TB, c core.Config, listen ...func(core.Transition)) *rig {
 	t.Helper()
-	r := &rig{t: t, Clock: core.NewManualClock(0)}
+	return buildWith(t, c, mk.new, 0, listen...)
+}
+
+// buildWith is build with the breaker made by make, on a clock reading
+// start.
+func buildWith(t testing.TB, c core.Config, make func(core.Config) (breakers.Breaker, error), start time.Duration, listen ...func(core.Transition)) *rig {
+	t.Helper()
+	r := &rig{t: t, Clock: core.NewManualClock(start)}
 	if c.Clock == nil {
 		c.Clock = r.Clock
 	}
@@ -63,7 +72,7 @@ func (mk maker) build(t testing.TB, c core.Config, listen ...func(core.Transitio
 			l(tr)
 		}
 	}
-	b, err := mk.new(c)
+	b, err := make(c)
 	require.NoError(t, err)
 	r.B = b
 	return r

@@ -64,6 +64,7 @@ func TestZeroBreakerPanicsNamingNew(t *testing.T) {
 		{"Reset", func(b breakers.Breaker) { b.Reset() }},
 		{"HalfOpen", func(b breakers.Breaker) { b.HalfOpen() }},
 		{"RetryAfter", func(b breakers.Breaker) { _ = b.RetryAfter() }},
+		{"Snapshot", func(b breakers.Breaker) { _, _ = b.Snapshot(time.Now(), true) }},
 		{"Do", func(b breakers.Breaker) {
 			_, _ = core.Do(context.Background(), b, func(context.Context) (int, error) { return 1, nil })
 		}},

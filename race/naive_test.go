@@ -183,8 +183,9 @@ func (n *naiveBreaker) Counts() core.Counts {
 }
 
 // noExtras completes breakers.Breaker for the naive teaching breakers:
-// they keep no metrics, and the manual controls and RetryAfter are outside
-// what the teaching tests show, so calling one is a mistake in a test.
+// they keep no metrics, and the manual controls, RetryAfter and snapshots
+// are outside what the teaching tests show, so calling one is a mistake in
+// a test.
 type noExtras struct{}
 
 func (noExtras) Metrics() core.Metrics         { return core.Metrics{} }
@@ -194,6 +195,9 @@ func (noExtras) Disable()                      { panic("naive breaker: no manual
 func (noExtras) MetricsOnly()                  { panic("naive breaker: no manual controls") }
 func (noExtras) HalfOpen()                     { panic("naive breaker: no manual controls") }
 func (noExtras) Reset()                        { panic("naive breaker: no manual controls") }
+func (noExtras) Snapshot(time.Time, bool) (core.Snapshot, error) {
+	panic("naive breaker: no snapshots")
+}
 
 // splitBreaker keeps its state and the time it last opened in one word,
 // with one failure to trip, a one-probe half-open and no generations. Its

@@ -298,7 +298,7 @@ func (r *Registry[K]) Get(key K) (*Breaker, error) {
 	}
 	v, ok := r.m.Load(key)
 	if !ok {
-		return r.create(key)
+		return r.create(key, core.New)
 	}
 	b := v.(*Breaker)
 	if r.track {
@@ -367,9 +367,10 @@ func keyText[K comparable](key K) string {
 	return strconv.Quote(s)
 }
 
-// create makes key's breaker under the mutex, after the hand's sweep, or
-// returns the one another caller made meanwhile.
-func (r *Registry[K]) create(key K) (*Breaker, error) {
+// create makes key's breaker under the mutex, after the hand's sweep, with
+// build from the template under the key's name, or returns the one another
+// caller made meanwhile.
+func (r *Registry[K]) create(key K, build func(core.Config) (*core.Breaker, error)) (*Breaker, error) {
 	// A key not equal to itself is never found again: each Get would make
 	// one more breaker. Checked here, on a miss, where such a key always
 	// lands, so that a found key pays nothing.
@@ -404,9 +405,10 @@ func (r *Registry[K]) create(key K) (*Breaker, error) {
 	if r.share != nil {
 		cfg.OpenGate = &openSlot{of: r.share}
 	}
-	cb, err := core.New(cfg)
+	cb, err := build(cfg)
 	if err != nil {
-		// The template was validated by New and only Name changed.
+		// The template was validated by New and only Name changed; or
+		// Restore's snapshot does not fit.
 		return nil, fmt.Errorf("registry: breaker for %s: %w", keyText(key), err)
 	}
 	// Made unmarked: a key looked up once, never again, is the first the

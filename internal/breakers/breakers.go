@@ -28,12 +28,16 @@ type Breaker interface {
 	MetricsOnly()
 	HalfOpen()
 	Reset()
+	Snapshot(now time.Time, withWindow bool) (core.Snapshot, error)
 }
 
 // Impl names one implementation and builds it from a Config.
 type Impl struct {
 	Name string
 	New  func(core.Config) (Breaker, error)
+	// Restore builds it from a Config and a snapshot at a wall-clock
+	// time (core.Restore, baseline.Restore).
+	Restore func(core.Config, core.Snapshot, time.Time) (Breaker, error)
 	// Zero is the implementation's zero value, made without New (the
 	// misuse every method must refuse with a panic that names New).
 	Zero func() Breaker
@@ -44,11 +48,17 @@ var All = []Impl{
 	{
 		Name: "lockfree",
 		New:  func(c core.Config) (Breaker, error) { return core.New(c) },
+		Restore: func(c core.Config, s core.Snapshot, now time.Time) (Breaker, error) {
+			return core.Restore(c, s, now)
+		},
 		Zero: func() Breaker { return new(core.Breaker) },
 	},
 	{
 		Name: "mutex",
 		New:  func(c core.Config) (Breaker, error) { return baseline.New(c) },
+		Restore: func(c core.Config, s core.Snapshot, now time.Time) (Breaker, error) {
+			return baseline.Restore(c, s, now)
+		},
 		Zero: func() Breaker { return new(baseline.Breaker) },
 	},
 }

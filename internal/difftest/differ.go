@@ -31,6 +31,7 @@ type Side struct {
 	// Gate is the side's own copy of a config's *Gate (nil without one).
 	Gate *Gate
 
+	impl breakers.Impl
 	mu   sync.Mutex
 	seen []Seen
 }
@@ -59,9 +60,10 @@ func (s *Side) Count() int {
 // Make one with New or NewOf (Step on a zero Differ returns an error
 // that says so); it is for one goroutine.
 type Differ struct {
-	Sides []*Side
-	cfg   core.Config
-	hist  []entry // the steps so far, rendered only for a failure
+	Sides    []*Side
+	cfg      core.Config
+	readBack bool
+	hist     []entry // the steps so far, rendered only for a failure
 	// The Differ's own tally of what the calls observed, which Metrics
 	// must equal (with CollectMetrics).
 	admitted, outcomes uint64
@@ -90,32 +92,100 @@ func NewOf(impls []breakers.Impl, cfg core.Config, start time.Duration, readBack
 	}
 	// The chain of notifications starts from the state the breakers start
 	// in, at generation 0.
-	d := &Differ{cfg: cfg, last: core.Transition{To: cfg.InitialState}}
+	d := &Differ{cfg: cfg, readBack: readBack, last: core.Transition{To: cfg.InitialState}}
 	for _, im := range impls {
-		s := &Side{Name: im.Name, Clock: core.NewManualClock(start)}
-		c := cfg
-		c.Clock = s.Clock
-		if g, ok := cfg.OpenGate.(*Gate); ok {
-			s.Gate = g.fork()
-			c.OpenGate = s.Gate
-		}
-		c.OnStateChange = func(tr core.Transition) {
-			v := Seen{Transition: tr}
-			if readBack {
-				v.State, v.Counts, v.Metrics = s.B.State(), s.B.Counts(), s.B.Metrics()
-			}
-			s.mu.Lock()
-			s.seen = append(s.seen, v)
-			s.mu.Unlock()
-		}
-		b, err := im.New(c)
+		s, err := newSide(im, cfg, start, readBack, im.New)
 		if err != nil {
 			return nil, fmt.Errorf("difftest.New: %s refuses the config: %w", im.Name, err)
 		}
-		s.B = b
 		d.Sides = append(d.Sides, s)
 	}
 	return d, nil
+}
+
+// newSide is im's side, its breaker built by build from cfg with the
+// side's clock, reading start, and listener.
+func newSide(im breakers.Impl, cfg core.Config, start time.Duration, readBack bool, build func(core.Config) (breakers.Breaker, error)) (*Side, error) {
+	s := &Side{Name: im.Name, Clock: core.NewManualClock(start), impl: im}
+	c := cfg
+	c.Clock = s.Clock
+	if g, ok := cfg.OpenGate.(*Gate); ok {
+		s.Gate = g.fork()
+		c.OpenGate = s.Gate
+	}
+	c.OnStateChange = func(tr core.Transition) {
+		v := Seen{Transition: tr}
+		if readBack {
+			v.State, v.Counts, v.Metrics = s.B.State(), s.B.Counts(), s.B.Metrics()
+		}
+		s.mu.Lock()
+		s.seen = append(s.seen, v)
+		s.mu.Unlock()
+	}
+	b, err := build(c)
+	if err != nil {
+		return nil, err
+	}
+	s.B = b
+	return s, nil
+}
+
+// Restart stands for a restart of the process the sides run in. It takes
+// every side's snapshot at the wall-clock time at, with the count window's
+// calls if withWindow, which must be equal in
+// both encodings (MarshalBinary and MarshalJSON) and decode from each to
+// itself; then it replaces every side with one its implementation restores
+// (breakers.Impl.Restore) from the first side's snapshot, decoded from its
+// binary form, at the wall-clock time at+elapsed (negative: a wall clock
+// that went back), on a new manual clock reading start. The notification
+// chain goes on from the snapshot's state at generation 0, and the
+// Differ's tally starts over, as the new breakers' metrics do. The
+// restored sides must agree at once (State, Counts, Metrics, RetryAfter).
+// It returns the snapshot, or an error that says what broke.
+func (d *Differ) Restart(at time.Time, withWindow bool, elapsed, start time.Duration) (core.Snapshot, error) {
+	var snap core.Snapshot
+	var bin, js []byte
+	for i, s := range d.Sides {
+		sn, err := s.B.Snapshot(at, withWindow)
+		if err != nil {
+			return sn, d.fail("%s: Snapshot(%v): %v", s.Name, at, err)
+		}
+		b, err := sn.MarshalBinary()
+		if err != nil {
+			return sn, d.fail("%s: MarshalBinary of %+v: %v", s.Name, sn, err)
+		}
+		j, err := sn.MarshalJSON()
+		if err != nil {
+			return sn, d.fail("%s: MarshalJSON of %+v: %v", s.Name, sn, err)
+		}
+		if i == 0 {
+			snap, bin, js = sn, b, j
+			continue
+		}
+		if string(b) != string(bin) || string(j) != string(js) {
+			return sn, d.fail("snapshots differ: %s %s (%x), %s %s (%x)", d.Sides[0].Name, js, bin, s.Name, j, b)
+		}
+	}
+	var fromBin, fromJSON core.Snapshot
+	if err := fromBin.UnmarshalBinary(bin); err != nil || !fromBin.Equal(snap) {
+		return snap, d.fail("binary snapshot %x decodes to %+v, %v; want %+v", bin, fromBin, err, snap)
+	}
+	if err := fromJSON.UnmarshalJSON(js); err != nil || !fromJSON.Equal(snap) {
+		return snap, d.fail("JSON snapshot %s decodes to %+v, %v; want %+v", js, fromJSON, err, snap)
+	}
+	d.hist = append(d.hist, entry{restart: fmt.Sprintf("Restart(%s, %v later, clock %v)", js, elapsed, start)})
+	for i, s := range d.Sides {
+		n, err := newSide(s.impl, d.cfg, start, d.readBack, func(c core.Config) (breakers.Breaker, error) {
+			return s.impl.Restore(c, fromBin, at.Add(elapsed))
+		})
+		if err != nil {
+			return snap, d.fail("%s: Restore from %s: %v", s.Name, js, err)
+		}
+		d.Sides[i] = n
+	}
+	d.admitted, d.outcomes, d.rejected, d.transitions, d.capped = 0, 0, [4]uint64{}, [core.NumStates][core.NumStates]uint64{}, 0
+	d.seen, d.last = 0, core.Transition{To: snap.State}
+	return snap, d.agree()
 }
 
 // Now is the clock reading, the same on every side. It panics on a zero
@@ -125,8 +195,9 @@ func (d *Differ) Now() time.Duration { return d.Sides[0].Clock.Now() }
 // entry is one step of the history: the operation and what the first
 // side observed.
 type entry struct {
-	op  Op
-	obs Obs
+	op      Op
+	obs     Obs
+	restart string // a Restart instead, as it reads
 }
 
 // Step runs op on every side and returns the first side's observation.
@@ -173,7 +244,7 @@ func (d *Differ) Step(op Op) (Obs, error) {
 			return obs, d.fail("%v: %s %s, %s %s", op, d.Sides[0].Name, summary(op, obs), s.Name, summary(op, o))
 		}
 	}
-	d.hist = append(d.hist, entry{op, obs})
+	d.hist = append(d.hist, entry{op: op, obs: obs})
 	if op.Kind == Allow && !obs.Err.Nil() && (obs.Err.Reason() == nil || obs.Err.Wait != obs.Permit.RetryAfter) {
 		return obs, d.fail("Allow refused with %v and %+v: want one of the four reasons, asking for the permit's RetryAfter", obs.Err, obs.Permit)
 	}
@@ -245,6 +316,10 @@ func panicked(o Obs) string {
 func (d *Differ) fail(format string, args ...any) error {
 	var sb strings.Builder
 	for _, e := range d.hist {
+		if e.restart != "" {
+			fmt.Fprintf(&sb, "\n  %s", e.restart)
+			continue
+		}
 		fmt.Fprintf(&sb, "\n  %v = %s", e.op, summary(e.op, e.obs))
 	}
 	return fmt.Errorf("%s\nconfig %+v\nhistory:%s", fmt.Sprintf(format, args...), d.cfg, sb.String())

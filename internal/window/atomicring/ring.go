@@ -504,3 +504,41 @@ func (r *Ring) pendSlot(a uint64) (q, lap uint64) {
 	}
 	return q - 1, lap
 }
+
+// Calls copies the outcomes in the window of generation gen (low 16 bits)
+// into calls, oldest first, one per call as bit 0 failure and bit 1 slow,
+// and returns how many there are (0 when the ring holds another
+// generation) and whether a RecordTrip closed that window. calls must hold
+// Size elements. The outcomes are one committed state of the window, the
+// one Snapshot would have summed at the same instant: it reads A, the
+// slots of the outcomes before the newest (which A's pend holds), and A
+// again, and reads again when a claim committed in between. It allocates
+// nothing and may run concurrently with every other call on r; it retries
+// only after another call's commit, so a stream of records that never
+// pauses for the length of one read can keep it retrying.
+func (r *Ring) Calls(gen uint32, calls []uint8) (n int, closed bool) {
+	g := uint16(gen)
+	for {
+		a := r.hot.a.Load()
+		if uint16(a>>genShift) != g {
+			return 0, false
+		}
+		n = int(a >> r.nShift & r.field)
+		if n == 0 {
+			return 0, a&closedBit != 0
+		}
+		calls[n-1] = uint8(a&pendMask) >> 1
+		// The claim of the newest outcome flushed each earlier one into
+		// its slot before it committed: slot pos-1-k holds the k-th
+		// before the newest.
+		pos, ok := a>>r.posShift&r.field, true
+		for k := 1; k < n && ok; k++ {
+			s := r.slots[(pos+2*r.size-1-uint64(k))%r.size].Load()
+			calls[n-1-k] = uint8(s&pendMask) >> 1
+			ok = uint16(s>>genShift) == g && s&present != 0
+		}
+		if ok && r.hot.a.Load() == a {
+			return n, a&closedBit != 0
+		}
+	}
+}

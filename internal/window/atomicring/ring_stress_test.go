@@ -2,7 +2,9 @@ package atomicring
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -156,21 +158,28 @@ func TestConcurrent_InvariantsHold(t *testing.T) {
 				}
 
 				stop := make(chan struct{})
+				buf := make([]uint8, size)
 				var reads atomic.Uint64
 				var reader sync.WaitGroup
 				reader.Add(1)
+				first := make(chan struct{}) // the writers start after the reader's first read
 				go func() {
 					defer reader.Done()
 					for {
+						check(r.Snapshot(1), "snapshot")
+						n, _ := r.Calls(1, buf)
+						check(sumOf(buf[:n]), "calls")
+						if reads.Inc() == 1 {
+							close(first)
+						}
 						select {
 						case <-stop:
 							return
 						default:
 						}
-						check(r.Snapshot(1), "snapshot")
-						reads.Inc()
 					}
 				}()
+				<-first
 
 				per := total / gs
 				run(gs, func(g int) {
@@ -212,6 +221,7 @@ func TestConcurrent_InvariantsHold(t *testing.T) {
 				})
 				w := uint64(size)
 				assert.Equal(t, window.Counts{Calls: w, Failures: w, SlowCalls: w, SlowFailures: w}, r.Snapshot(1), "after W slow failures")
+				assert.Equal(t, strings.Repeat("\x03", size), callsOf(r, 1), "Calls after W slow failures")
 			})
 		}
 	}
@@ -327,4 +337,77 @@ func TestConcurrent_GenerationChurn(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestConcurrent_CallsAreOneWindow: one writer records a known sequence
+// of pseudo-random calls while readers take Calls; every read must be the
+// last n calls, in order, of the sequence up to some point the writer
+// passed during the read: one committed state of the window, never a mix
+// of two (a slot rewritten under the reader, or A's pend paired with older
+// slots).
+func TestConcurrent_CallsAreOneWindow(t *testing.T) {
+	total := 200_000
+	if testing.Short() {
+		total = 40_000
+	}
+	seq := make([]uint8, total)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range seq {
+		seq[i] = uint8(rng.IntN(4))
+	}
+	for _, size := range []int{1, 3, 100, MaxSize} {
+		t.Run(fmt.Sprintf("W=%d", size), func(t *testing.T) {
+			r := mustNew(t, size)
+			var written atomic.Int64 // calls recorded: raised after each Record returns
+			var bad firstError
+			var reads atomic.Uint64
+			done := make(chan struct{})
+			var readers, started sync.WaitGroup
+			for range 2 {
+				readers.Add(1)
+				started.Add(1)
+				go func() {
+					defer readers.Done()
+					buf := make([]uint8, size)
+					for first := true; ; first = false {
+						lo := int(written.Load())
+						n, _ := r.Calls(1, buf)
+						hi := min(int(written.Load())+1, total) // a Record may have committed, not yet counted
+						reads.Inc()
+						if !windowAt(seq, buf[:n], size, lo, hi) {
+							bad.set("Calls %v (between %d and %d calls recorded) is no window of the sequence then", buf[:n], lo, hi)
+						}
+						if first {
+							started.Done() // the writer starts after each reader's first read
+						}
+						select {
+						case <-done:
+							return
+						default:
+						}
+					}
+				}()
+			}
+			started.Wait()
+			for i, c := range seq {
+				r.Record(1, c&1 != 0, c&2 != 0)
+				written.Store(int64(i + 1))
+			}
+			close(done)
+			readers.Wait()
+			require.Empty(t, bad.msg)
+			require.NotZero(t, reads.Load())
+		})
+	}
+}
+
+// windowAt reports whether calls is the window of size after the first k
+// calls of seq, for some k in lo..hi: its last min(k, size) calls.
+func windowAt(seq, calls []uint8, size, lo, hi int) bool {
+	for k := lo; k <= hi; k++ {
+		if n := min(k, size); n == len(calls) && string(seq[k-n:k]) == string(calls) {
+			return true
+		}
+	}
+	return false
 }

@@ -61,6 +61,36 @@ func (o *oracle) counts() window.Counts {
 	return c
 }
 
+// calls is the oracle's window as Ring.Calls reports it, oldest first,
+// one call per byte (bit 0 failure, bit 1 slow), as a string.
+func (o *oracle) calls() string {
+	b := make([]byte, len(o.outs))
+	for i, x := range o.outs {
+		b[i] = byte(outBits(x.fail, x.slow) >> 1)
+	}
+	return string(b)
+}
+
+// callsOf is r.Calls(gen) as a string, failing on a closed window.
+func callsOf(r *Ring, gen uint32) string {
+	buf := make([]uint8, r.Size())
+	n, _ := r.Calls(gen, buf)
+	return string(buf[:n])
+}
+
+// sumOf is the window of the calls that Ring.Calls reported.
+func sumOf(calls []uint8) window.Counts {
+	var c window.Counts
+	for _, x := range calls {
+		f, s := uint64(x&1), uint64(x>>1&1)
+		c.Calls++
+		c.Failures += f
+		c.SlowCalls += s
+		c.SlowFailures += f & s
+	}
+	return c
+}
+
 // violation returns what is wrong with c as a window of size w, or "".
 func violation(c window.Counts, w int) string {
 	switch {
@@ -218,6 +248,9 @@ func TestRecord_MatchesOracle(t *testing.T) {
 					}
 					if r.Snapshot(cur+1) != (window.Counts{}) || r.Snapshot(cur-1) != (window.Counts{}) {
 						t.Fatalf("step %d: a newer generation must start empty and an older one be gone", i)
+					}
+					if got, want := callsOf(r, cur), o.calls(); got != want {
+						t.Fatalf("step %d: Calls %q, want %q", i, got, want)
 					}
 				}
 			})

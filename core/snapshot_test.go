@@ -1,0 +1,574 @@
+package core_test
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
+)
+
+// wall is the wall-clock time the snapshot tests take their snapshots at.
+var wall = time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+
+// restoreRig is build for a breaker restored from s at the wall-clock time
+// now, on a manual clock reading start (a new process's clock).
+func (mk maker) restoreRig(t testing.TB, c core.Config, s core.Snapshot, now time.Time, start time.Duration) *rig {
+	t.Helper()
+	return buildWith(t, c, func(c core.Config) (breakers.Breaker, error) { return mk.restore(c, s, now) }, start)
+}
+
+// Restarts that remember (docs/semantics.md, Restarts): each state, taken
+// at the wall-clock time wall on one breaker and restored some wall-clock
+// time later on a breaker whose own clock starts elsewhere, goes on as the
+// rule says, on both implementations.
+func TestSnapshot_RestoresEachState(t *testing.T) {
+	base := core.Config{ConsecutiveFailures: 2, OpenDuration: 10 * time.Second,
+		OpenDurationBackoff: 2, MaxOpenDuration: 40 * time.Second}
+	cases := []struct {
+		name  string
+		cfg   core.Config
+		setup func(r *rig) // brings the breaker where the snapshot is taken, at clock 0 on
+		want  core.Snapshot
+		after time.Duration // wall-clock time from the snapshot to the restore
+		check func(t *testing.T, r *rig)
+	}{{
+		name:  "open, time left",
+		cfg:   base,
+		setup: func(r *rig) { r.XN(2, core.Failure); r.At(4) },
+		want:  core.Snapshot{State: core.Open, Taken: wall, OpenUntil: wall.Add(6 * time.Second)},
+		after: 2 * time.Second,
+		check: func(t *testing.T, r *rig) {
+			require.Equal(t, 4*time.Second, r.B.RetryAfter())
+			r.Reject(core.ErrOpen)
+			r.Clock.Advance(4*time.Second - 1)
+			r.Reject(core.ErrOpen)
+			r.Clock.Advance(1)
+			require.True(t, r.A().Probe)
+		},
+	}, {
+		name:  "open, deadline passed: the first call probes",
+		cfg:   base,
+		setup: func(r *rig) { r.XN(2, core.Failure); r.At(4) },
+		want:  core.Snapshot{State: core.Open, Taken: wall, OpenUntil: wall.Add(6 * time.Second)},
+		after: time.Hour,
+		check: func(t *testing.T, r *rig) {
+			require.Zero(t, r.B.RetryAfter())
+			r.Is(core.HalfOpen)
+			require.True(t, r.A().Probe)
+			require.Equal(t, []string{"O>H@100"}, r.CBs())
+		},
+	}, {
+		name:  "open, wall clock went back: never longer than was left",
+		cfg:   base,
+		setup: func(r *rig) { r.XN(2, core.Failure); r.At(4) },
+		want:  core.Snapshot{State: core.Open, Taken: wall, OpenUntil: wall.Add(6 * time.Second)},
+		after: -time.Hour,
+		check: func(t *testing.T, r *rig) {
+			require.Equal(t, 6*time.Second, r.B.RetryAfter())
+		},
+	}, {
+		name: "open past an elapsed open duration, taken as Open",
+		cfg:  base,
+		setup: func(r *rig) {
+			r.XN(2, core.Failure)
+			r.At(12)
+			r.Is(core.HalfOpen) // State reports it; the transition waits for a call
+		},
+		want:  core.Snapshot{State: core.Open, Taken: wall, OpenUntil: wall}, // no time left
+		check: func(t *testing.T, r *rig) { require.True(t, r.A().Probe) },
+	}, {
+		name: "half-open keeps its backoff step",
+		cfg:  base,
+		setup: func(r *rig) {
+			r.XN(2, core.Failure)
+			r.At(10)
+			r.D(r.A(), core.Failure) // re-open, step 1: 20 s
+			r.At(30)
+			r.A() // a probe of step 1, lost with the process
+		},
+		want: core.Snapshot{State: core.HalfOpen, Step: 1, Taken: wall},
+		check: func(t *testing.T, r *rig) {
+			c := r.B.Counts()
+			require.Equal(t, core.Counts{State: core.HalfOpen}, c, "no probe in flight after a restart")
+			r.D(r.A(), core.Failure) // re-open, step 2: 40 s
+			require.Equal(t, 40*time.Second, r.B.RetryAfter())
+		},
+	}, {
+		name:  "forced open stays forced open",
+		cfg:   base,
+		setup: func(r *rig) { require.NoError(r.t, r.B.ForceOpen(0)) },
+		want:  core.Snapshot{State: core.ForcedOpen, Taken: wall},
+		after: 1000 * time.Hour,
+		check: func(t *testing.T, r *rig) { r.Reject(core.ErrForcedOpen) },
+	}, {
+		name:  "disabled stays disabled",
+		cfg:   base,
+		setup: func(r *rig) { r.B.Disable() },
+		want:  core.Snapshot{State: core.Disabled, Taken: wall},
+		check: func(t *testing.T, r *rig) { r.XN(5, core.Failure); r.Is(core.Disabled) },
+	}, {
+		name:  "metrics-only keeps its run of failures",
+		cfg:   base,
+		setup: func(r *rig) { r.B.MetricsOnly(); r.X(core.Failure) },
+		want:  core.Snapshot{State: core.MetricsOnly, ConsecutiveFailures: 1, Taken: wall},
+		check: func(t *testing.T, r *rig) {
+			require.Equal(t, uint64(1), r.B.Counts().ConsecutiveFailures)
+			r.X(core.Failure)
+			require.Equal(t, []string{"M>M@100"}, r.CBs(), "would have opened on the second failure")
+		},
+	}, {
+		name:  "closed keeps its count window and run of failures",
+		cfg:   core.Config{FailureRateThreshold: 50, WindowSize: 4, ConsecutiveFailures: 3, SlowCallDurationThreshold: time.Second},
+		setup: func(r *rig) { r.X(core.Success); r.X(core.Failure); slowCall(r, core.Success) },
+		want: core.Snapshot{State: core.Closed, Taken: wall,
+			Window: []core.WindowCall{core.CallSuccess, core.CallFailure, core.CallSlowSuccess}},
+		check: func(t *testing.T, r *rig) {
+			r.Cnt(3, 1, 1, 0)
+			r.X(core.Failure) // 2 of 4: trips at 50 %
+			r.Is(core.Open)
+		},
+	}, {
+		name: "closed ramping up resumes the ramp for the time left",
+		cfg:  core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, RampUpDuration: 10 * time.Second},
+		setup: func(r *rig) {
+			r.X(core.Failure)
+			r.At(1)
+			r.D(r.A(), core.Success) // closed at 1 s, ramping until 11 s
+			r.At(5)
+		},
+		want:  core.Snapshot{State: core.Closed, Taken: wall, RampUntil: wall.Add(6 * time.Second)},
+		after: 3 * time.Second,
+		check: func(t *testing.T, r *rig) {
+			shed := 0
+			for range 200 {
+				if !r.Try(core.Success) {
+					shed++
+				}
+				r.Clock.Advance(time.Microsecond)
+			}
+			// 7 of 10 s into the ramp: about 70 % admitted.
+			require.InDelta(t, 60, shed, 25, "calls shed 7 s into a 10 s ramp from 0 %%")
+			r.Clock.Advance(3*time.Second - 200*time.Microsecond + time.Millisecond)
+			r.XN(20, core.Success) // the ramp is over
+		},
+	}, {
+		name:  "closed, window not taken",
+		cfg:   core.Config{FailureRateThreshold: 50, WindowSize: 4},
+		setup: func(r *rig) { r.X(core.Failure) },
+		want:  core.Snapshot{State: core.Closed, Taken: wall},
+		check: func(t *testing.T, r *rig) { r.Cnt(0, 0, 0, 0) },
+	}}
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				r := mk.build(t, tc.cfg)
+				tc.setup(r)
+				withWindow := tc.name != "closed, window not taken"
+				got, err := r.B.Snapshot(wall, withWindow)
+				require.NoError(t, err)
+				set, err := tc.cfg.Validate()
+				require.NoError(t, err)
+				tc.want.Fingerprint = set.Fingerprint()
+				require.True(t, tc.want.Equal(got), "snapshot %+v, want %+v", got, tc.want)
+
+				n := mk.restoreRig(t, tc.cfg, got, wall.Add(tc.after), 100*time.Second)
+				c := n.B.Counts()
+				if got.State != core.Open || got.OpenUntil.After(wall.Add(tc.after)) {
+					require.Equal(t, got.State, c.State, "restored state")
+				} else {
+					require.Equal(t, core.HalfOpen, c.State, "an open breaker whose deadline passed reports half-open")
+				}
+				require.Zero(t, c.Generation, "restored at generation 0")
+				require.Empty(t, n.CBs(), "a restore notifies nothing")
+				again, err := n.B.Snapshot(wall.Add(tc.after), true)
+				require.NoError(t, err)
+				if tc.after >= 0 && tc.after < time.Hour {
+					// Nothing moved on the new clock: the snapshot is the
+					// same but for the time it was taken.
+					want := got
+					want.Taken = wall.Add(tc.after)
+					require.True(t, want.Equal(again), "snapshot of the restored breaker %+v, want %+v", again, want)
+				}
+				tc.check(t, n)
+			})
+		}
+	})
+}
+
+// slowCall is a call of outcome o that takes 2 s on r's clock.
+func slowCall(r *rig, o core.Outcome) {
+	r.t.Helper()
+	p := r.A()
+	r.Clock.Advance(2 * time.Second)
+	r.D(p, o)
+}
+
+// sampleSnapshots are snapshots of every shape a breaker takes: each
+// state, a backoff step, a run of failures, a ramp-up, a window, times at
+// the ends of the range.
+func sampleSnapshots(t testing.TB) []core.Snapshot {
+	t.Helper()
+	set, err := core.Config{FailureRateThreshold: 50, WindowSize: 8, ConsecutiveFailures: 5,
+		SlowCallDurationThreshold: time.Second, OpenDurationBackoff: 2, MaxOpenDuration: 8 * time.Minute,
+		RampUpDuration: time.Minute}.Validate()
+	require.NoError(t, err)
+	fp := set.Fingerprint()
+	return []core.Snapshot{
+		{Fingerprint: fp, State: core.Closed, Taken: wall},
+		{Fingerprint: fp, State: core.Closed, Taken: wall, ConsecutiveFailures: 4, RampUntil: wall.Add(30 * time.Second),
+			Window: []core.WindowCall{core.CallSuccess, core.CallFailure, core.CallSlowSuccess, core.CallSlowFailure}},
+		{Fingerprint: fp, State: core.Open, Step: 3, Taken: wall, OpenUntil: wall.Add(7*time.Minute + time.Nanosecond)},
+		{Fingerprint: fp, State: core.Open, Taken: wall, OpenUntil: wall.Add(-time.Hour)},
+		{Fingerprint: fp, State: core.HalfOpen, Step: 2, Taken: wall},
+		{Fingerprint: fp, State: core.ForcedOpen, Taken: time.Unix(0, math.MinInt64).UTC()},
+		{Fingerprint: fp, State: core.Disabled, Taken: time.Unix(0, math.MaxInt64).UTC()},
+		{Fingerprint: fp, State: core.MetricsOnly, Taken: time.Unix(0, 0).UTC(), ConsecutiveFailures: 1,
+			Window: []core.WindowCall{core.CallFailure}},
+	}
+}
+
+// Both forms decode to the snapshot they encode, and every snapshot a
+// breaker of that config could take restores on both implementations.
+func TestSnapshot_RoundTrips(t *testing.T) {
+	cfg := core.Config{FailureRateThreshold: 50, WindowSize: 8, ConsecutiveFailures: 5,
+		SlowCallDurationThreshold: time.Second, OpenDurationBackoff: 2, MaxOpenDuration: 8 * time.Minute,
+		RampUpDuration: time.Minute}
+	for _, s := range sampleSnapshots(t) {
+		b, err := s.MarshalBinary()
+		require.NoError(t, err)
+		var fromBin core.Snapshot
+		require.NoError(t, fromBin.UnmarshalBinary(b))
+		require.True(t, s.Equal(fromBin), "binary %x: %+v, want %+v", b, fromBin, s)
+
+		j, err := json.Marshal(s)
+		require.NoError(t, err)
+		var fromJSON core.Snapshot
+		require.NoError(t, json.Unmarshal(j, &fromJSON))
+		require.True(t, s.Equal(fromJSON), "JSON %s: %+v, want %+v", j, fromJSON, s)
+
+		for _, im := range impls {
+			_, err := im.Restore(cfg, s, wall)
+			require.NoError(t, err, "%s restores %s", im.Name, j)
+		}
+	}
+	s := sampleSnapshots(t)[2]
+	j, err := json.Marshal(s)
+	require.NoError(t, err)
+	require.Equal(t, `{"version":1,"fingerprint":"`+fmt.Sprintf("%016x", s.Fingerprint)+
+		`","state":"open","step":3,"taken":"2026-12-02T07:00:00Z","open_until":"2026-12-02T07:07:00.000000001Z"}`, string(j))
+}
+
+// reseal recomputes the checksum of a binary snapshot that a test changed.
+func reseal(b []byte) []byte {
+	binary.BigEndian.PutUint32(b[len(b)-4:], crc32.ChecksumIEEE(b[:len(b)-4]))
+	return b
+}
+
+// Corrupt, cut short, future or inconsistent input is an error matching
+// ErrInvalidSnapshot that says why, in either form, never a panic, and it
+// leaves the destination as it was.
+func TestSnapshot_RejectsCorruptInput(t *testing.T) {
+	good, err := sampleSnapshots(t)[1].MarshalBinary()
+	require.NoError(t, err)
+	plain, err := sampleSnapshots(t)[0].MarshalBinary()
+	require.NoError(t, err)
+	metricsOnly, err := sampleSnapshots(t)[7].MarshalBinary()
+	require.NoError(t, err)
+	edit := func(src []byte, f func(b []byte)) []byte {
+		b := append([]byte(nil), src...)
+		f(b)
+		return reseal(b)
+	}
+	binaryCases := []struct {
+		name, why string
+		in        []byte
+	}{
+		{"empty", "too short", nil},
+		{"not a snapshot", "not a breaker snapshot", []byte("{\"version\":1}")},
+		{"version 0", "version 0", edit(good, func(b []byte) { b[2] = 0 })},
+		{"a future version", "version 2 is newer", edit(good, func(b []byte) { b[2] = 2 })},
+		{"cut short", "checksum", good[:len(good)-1]},
+		{"cut to the header", "at least 44", good[:20]},
+		{"a flipped bit", "checksum", func() []byte { b := append([]byte(nil), good...); b[9] ^= 4; return b }()},
+		{"unknown flags", "unknown flags", edit(good, func(b []byte) { b[5] |= 0x80 })},
+		{"a state past the last", "not a state", edit(plain, func(b []byte) { b[3] = 6 })},
+		{"a step past 31", "backoff step 32", edit(plain, func(b []byte) { b[3], b[4] = 1, 32 })},
+		{"a step in closed", "backoff step 1 in state closed", edit(plain, func(b []byte) { b[4] = 1 })},
+		{"open with no deadline", "open with no OpenUntil", edit(plain, func(b []byte) { b[3] = 1 })},
+		{"a deadline with its flag clear", "OpenUntil holds", edit(plain, func(b []byte) { b[30] = 1 })},
+		{"a window length that lies", "length byte", edit(good, func(b []byte) { b[40]++ })},
+		{"a window call past 3", "not one of the four", edit(good, func(b []byte) { b[41] = 4 })},
+		{"a window flag with no window", "length byte", edit(plain, func(b []byte) { b[5] |= 4 })},
+		{"a window in half-open", "in state half-open", edit(metricsOnly, func(b []byte) { b[3], b[7] = 2, 0 })},
+	}
+	for _, tc := range binaryCases {
+		t.Run("binary/"+tc.name, func(t *testing.T) {
+			s := sampleSnapshots(t)[3]
+			err := s.UnmarshalBinary(tc.in)
+			require.ErrorIs(t, err, core.ErrInvalidSnapshot)
+			require.Contains(t, err.Error(), tc.why)
+			require.True(t, s.Equal(sampleSnapshots(t)[3]), "a failed decode changed its destination")
+		})
+	}
+	// Every prefix of a good snapshot fails, and every single-bit error.
+	for n := range len(good) {
+		var s core.Snapshot
+		require.ErrorIs(t, s.UnmarshalBinary(good[:n]), core.ErrInvalidSnapshot, "%d of %d bytes", n, len(good))
+	}
+	for i := range 8 * len(good) {
+		b := append([]byte(nil), good...)
+		b[i/8] ^= 1 << (i % 8)
+		var s core.Snapshot
+		require.ErrorIs(t, s.UnmarshalBinary(b), core.ErrInvalidSnapshot, "bit %d flipped", i)
+	}
+
+	const taken = `"taken":"2026-12-02T07:00:00Z"`
+	jsonCases := []struct{ name, in, why string }{
+		{"not JSON", `{"version":`, "unexpected EOF"},
+		{"an array", `[1]`, "cannot unmarshal array"},
+		{"no version", `{"fingerprint":"0000000000000001","state":"closed",` + taken + `}`, "no version"},
+		{"a future version", `{"version":2,"fingerprint":"0000000000000001","state":"closed",` + taken + `}`, "version 2 is newer"},
+		{"no fingerprint", `{"version":1,"state":"closed",` + taken + `}`, "no fingerprint"},
+		{"a short fingerprint", `{"version":1,"fingerprint":"1","state":"closed",` + taken + `}`, "16 hex digits"},
+		{"a fingerprint that is no hex", `{"version":1,"fingerprint":"000000000000000g","state":"closed",` + taken + `}`, "16 hex digits"},
+		{"no state", `{"version":1,"fingerprint":"0000000000000001",` + taken + `}`, "no state"},
+		{"an unknown state", `{"version":1,"fingerprint":"0000000000000001","state":"ajar",` + taken + `}`, `"ajar" is not a state`},
+		{"no taken", `{"version":1,"fingerprint":"0000000000000001","state":"closed"}`, "no taken"},
+		{"the zero taken", `{"version":1,"fingerprint":"0000000000000001","state":"closed","taken":"0001-01-01T00:00:00Z"}`, "zero time"},
+		{"a taken past 2262", `{"version":1,"fingerprint":"0000000000000001","state":"closed","taken":"2300-01-01T00:00:00Z"}`, "outside the wall-clock range"},
+		{"an unknown field", `{"version":1,"fingerprint":"0000000000000001","state":"closed",` + taken + `,"probes":1}`, "unknown field"},
+		{"data after it", `{"version":1,"fingerprint":"0000000000000001","state":"closed",` + taken + `} {}`, "data after"},
+		{"open_until in closed", `{"version":1,"fingerprint":"0000000000000001","state":"closed",` + taken + `,"open_until":"2026-12-02T07:00:01Z"}`, "OpenUntil"},
+		{"open for two years", `{"version":1,"fingerprint":"0000000000000001","state":"open",` + taken + `,"open_until":"2028-12-02T07:00:01Z"}`, "above the longest open period"},
+		{"a ramp that is over", `{"version":1,"fingerprint":"0000000000000001","state":"closed",` + taken + `,"ramp_until":"2026-12-02T07:00:00Z"}`, "is not after Taken"},
+		{"a window letter", `{"version":1,"fingerprint":"0000000000000001","state":"closed",` + taken + `,"window":"sfx"}`, `'x', not one of "sfSF"`},
+		{"a run of failures in open", `{"version":1,"fingerprint":"0000000000000001","state":"disabled",` + taken + `,"consecutive_failures":2}`, "counts none"},
+		{"a negative step", `{"version":1,"fingerprint":"0000000000000001","state":"open",` + taken + `,"step":-1}`, "cannot unmarshal"},
+	}
+	for _, tc := range jsonCases {
+		t.Run("json/"+tc.name, func(t *testing.T) {
+			s := sampleSnapshots(t)[3]
+			err := s.UnmarshalJSON([]byte(tc.in)) // json.Unmarshal would refuse bad syntax before it
+			require.ErrorIs(t, err, core.ErrInvalidSnapshot)
+			require.Contains(t, err.Error(), tc.why)
+			require.True(t, s.Equal(sampleSnapshots(t)[3]), "a failed decode changed its destination")
+		})
+	}
+
+	// What no breaker could have taken does not encode either.
+	for _, s := range []core.Snapshot{{}, {State: core.Open, Taken: wall}, {State: 9, Taken: wall},
+		{Taken: wall, Window: make([]core.WindowCall, 256)}} {
+		_, err := s.MarshalBinary()
+		require.ErrorIs(t, err, core.ErrInvalidSnapshot, "%+v", s)
+		_, err = s.MarshalJSON()
+		require.ErrorIs(t, err, core.ErrInvalidSnapshot, "%+v", s)
+	}
+}
+
+// A snapshot restores only a breaker whose config gives it the same
+// meaning (Settings.Fingerprint), and only what a breaker of that config
+// could have been; the errors say why, on both implementations. Config
+// errors come first, as from New.
+func TestRestore_RefusesWhatDoesNotFit(t *testing.T) {
+	cfg := core.Config{FailureRateThreshold: 50, WindowSize: 8, MinimumNumberOfCalls: 4, ConsecutiveFailures: 5,
+		SlowCallDurationThreshold: time.Second, OpenDurationBackoff: 2, MaxOpenDuration: 8 * time.Minute,
+		RampUpDuration: time.Minute}
+	set, err := cfg.Validate()
+	require.NoError(t, err)
+	fp := set.Fingerprint()
+	open := core.Snapshot{Fingerprint: fp, State: core.Open, Taken: wall, OpenUntil: wall.Add(time.Minute)}
+	closed := core.Snapshot{Fingerprint: fp, State: core.Closed, Taken: wall}
+	with := func(s core.Snapshot, f func(*core.Snapshot)) core.Snapshot { f(&s); return s }
+	changed := func(f func(*core.Config)) core.Config { c := cfg; f(&c); return c }
+
+	mismatches := map[string]core.Config{
+		"window type":    changed(func(c *core.Config) { c.WindowType = core.TimeBased }),
+		"window size":    changed(func(c *core.Config) { c.WindowSize = 9 }),
+		"failure rate":   changed(func(c *core.Config) { c.FailureRateThreshold = 60 }),
+		"slow rate":      changed(func(c *core.Config) { c.SlowCallRateThreshold = 60 }),
+		"slow duration":  changed(func(c *core.Config) { c.SlowCallDurationThreshold = 2 * time.Second }),
+		"failure count":  changed(func(c *core.Config) { c.FailureCountThreshold = 3 }),
+		"minimum calls":  changed(func(c *core.Config) { c.MinimumNumberOfCalls = 5 }),
+		"consecutive":    changed(func(c *core.Config) { c.ConsecutiveFailures = 6 }),
+		"open duration":  changed(func(c *core.Config) { c.OpenDuration = time.Minute + time.Millisecond }),
+		"backoff":        changed(func(c *core.Config) { c.OpenDurationBackoff = 3 }),
+		"max open":       changed(func(c *core.Config) { c.MaxOpenDuration = 9 * time.Minute }),
+		"permitted":      changed(func(c *core.Config) { c.PermittedCallsInHalfOpen = 2 }),
+		"successes":      changed(func(c *core.Config) { c.PermittedCallsInHalfOpen, c.SuccessesToClose = 3, 2 }),
+		"ramp-up":        changed(func(c *core.Config) { c.RampUpDuration = 2 * time.Minute }),
+		"no consecutive": changed(func(c *core.Config) { c.ConsecutiveFailures = 0 }),
+	}
+	same := map[string]core.Config{
+		"name":          changed(func(c *core.Config) { c.Name = "other" }),
+		"max wait":      changed(func(c *core.Config) { c.MaxWaitInHalfOpen = core.WaitForever }),
+		"hints":         changed(func(c *core.Config) { c.MaxRetryAfter = time.Minute }),
+		"metrics":       changed(func(c *core.Config) { c.CollectMetrics = true }),
+		"initial state": changed(func(c *core.Config) { c.InitialState = core.ForcedOpen }),
+		"ramp start":    changed(func(c *core.Config) { c.RampUpStartPercent = 10 }),
+	}
+	refused := []struct {
+		name string
+		s    core.Snapshot
+		why  string
+	}{
+		{"the zero snapshot", core.Snapshot{}, "no Taken time"},
+		{"a step the backoff never reaches", with(open, func(s *core.Snapshot) { s.Step = 4 }), "backoff step 4 is past the config's last, 3"},
+		{"a run of failures that trips", with(closed, func(s *core.Snapshot) { s.ConsecutiveFailures = 5 }), "5 consecutive failures, where the config trips at 5"},
+		{"a ramp-up longer than the config's", with(closed, func(s *core.Snapshot) { s.RampUntil = wall.Add(2 * time.Minute) }), "above the config's ramp-up"},
+		{"a window longer than the config's", with(closed, func(s *core.Snapshot) { s.Window = make([]core.WindowCall, 9) }), "the config's window is 8 calls"},
+		{"a window that trips", with(closed, func(s *core.Snapshot) {
+			s.Window = []core.WindowCall{core.CallFailure, core.CallFailure, core.CallSuccess, core.CallSuccess}
+		}), "trips the config's rule"},
+	}
+	for _, im := range impls {
+		t.Run(im.Name, func(t *testing.T) {
+			for name, c := range mismatches {
+				_, err := im.Restore(c, open, wall)
+				require.ErrorIs(t, err, core.ErrSnapshotMismatch, name)
+				require.ErrorIs(t, err, core.ErrInvalidSnapshot, name)
+				require.Contains(t, err.Error(), "fingerprint", name)
+			}
+			for name, c := range same {
+				_, err := im.Restore(c, open, wall)
+				require.NoError(t, err, name)
+			}
+			for _, tc := range refused {
+				_, err := im.Restore(cfg, tc.s, wall)
+				require.ErrorIs(t, err, core.ErrInvalidSnapshot, tc.name)
+				require.NotErrorIs(t, err, core.ErrSnapshotMismatch, tc.name)
+				require.Contains(t, err.Error(), tc.why, tc.name)
+			}
+			_, err := im.Restore(core.Config{}, open, wall)
+			require.ErrorIs(t, err, core.ErrInvalidConfig, "the config is checked first")
+			_, err = im.Restore(cfg, open, time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC))
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			require.Contains(t, err.Error(), "Restore: now")
+			b, err := im.New(cfg)
+			require.NoError(t, err)
+			_, err = b.Snapshot(time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC), false)
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			require.Contains(t, err.Error(), "Snapshot: now")
+		})
+	}
+}
+
+// A snapshot taken while goroutines record, trip and probe is always one a
+// breaker of that config could have been in: it encodes, it passes
+// CheckFor (no window that trips the rule, no run of failures at the
+// threshold), and it restores, on both implementations.
+func TestSnapshot_ConcurrentWithTraffic(t *testing.T) {
+	cfg := core.Config{FailureRateThreshold: 50, WindowSize: 10, MinimumNumberOfCalls: 4, ConsecutiveFailures: 3,
+		OpenDuration: time.Millisecond, PermittedCallsInHalfOpen: 2}
+	set, err := cfg.Validate()
+	require.NoError(t, err)
+	rounds := rounds(2000, 300)
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		r := mk.build(t, cfg)
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		for g := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if p, err := r.B.Allow(); err == nil {
+						r.B.Record(p, core.Outcome((i+g)%2)) // as many failures as successes: at the rate threshold
+					}
+					if i%16 == 0 {
+						r.Clock.Advance(time.Millisecond)
+					}
+				}
+			}()
+		}
+		states := map[core.State]int{}
+		for range rounds {
+			s, err := r.B.Snapshot(wall, true)
+			require.NoError(t, err)
+			require.NoError(t, s.CheckFor(set))
+			_, err = s.MarshalBinary()
+			require.NoError(t, err)
+			_, err = mk.restore(cfg, s, wall)
+			require.NoError(t, err)
+			states[s.State]++
+		}
+		close(stop)
+		wg.Wait()
+		t.Logf("snapshots by state: %v", states)
+	})
+}
+
+// FuzzSnapshot feeds arbitrary bytes to both decoders. Neither may panic;
+// what one accepts re-encodes to a snapshot Equal to it (the binary form
+// to the very bytes it came from), and both implementations restore it, or
+// both refuse it with the same error, and a restored pair agrees on State,
+// Counts and RetryAfter.
+func FuzzSnapshot(f *testing.F) {
+	cfg := core.Config{FailureRateThreshold: 50, WindowSize: 8, ConsecutiveFailures: 5,
+		SlowCallDurationThreshold: time.Second, OpenDurationBackoff: 2, MaxOpenDuration: 8 * time.Minute,
+		RampUpDuration: time.Minute, Clock: core.NewManualClock(0)}
+	for _, s := range sampleSnapshots(f) {
+		b, err := s.MarshalBinary()
+		require.NoError(f, err)
+		f.Add(b)
+		j, err := s.MarshalJSON()
+		require.NoError(f, err)
+		f.Add(j)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var fromBin, fromJSON core.Snapshot
+		if err := fromBin.UnmarshalBinary(in); err == nil {
+			out, err := fromBin.MarshalBinary()
+			require.NoError(t, err)
+			require.Equal(t, in, out, "the binary form is canonical")
+			restoreBoth(t, cfg, fromBin)
+		} else {
+			require.ErrorIs(t, err, core.ErrInvalidSnapshot)
+		}
+		if err := fromJSON.UnmarshalJSON(in); err == nil {
+			out, err := fromJSON.MarshalJSON()
+			require.NoError(t, err)
+			var again core.Snapshot
+			require.NoError(t, again.UnmarshalJSON(out))
+			require.True(t, fromJSON.Equal(again), "%s re-encodes as %s", in, out)
+			restoreBoth(t, cfg, fromJSON)
+		} else {
+			require.ErrorIs(t, err, core.ErrInvalidSnapshot)
+		}
+	})
+}
+
+// restoreBoth restores s on every implementation from cfg at wall and
+// requires that they agree.
+func restoreBoth(t *testing.T, cfg core.Config, s core.Snapshot) {
+	t.Helper()
+	var first breakers.Breaker
+	var firstErr error
+	for i, im := range impls {
+		b, err := im.Restore(cfg, s, wall)
+		if i == 0 {
+			first, firstErr = b, err
+			continue
+		}
+		if firstErr != nil || err != nil {
+			require.Equal(t, fmt.Sprint(firstErr), fmt.Sprint(err), "restore of %+v", s)
+			continue
+		}
+		require.Equal(t, first.State(), b.State())
+		require.Equal(t, first.Counts(), b.Counts())
+		require.Equal(t, first.RetryAfter(), b.RetryAfter())
+	}
+}

@@ -1,0 +1,72 @@
+package registry_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/registry"
+)
+
+// A registry's breakers survive a restart by key: the snapshot map goes
+// through JSON, and the next process's registry restores each key's
+// breaker for the time left; a key that already has a breaker keeps it,
+// and a snapshot of another template is refused for its key, naming it.
+func TestRegistry_SnapshotAndRestore(t *testing.T) {
+	stopped := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+	cfg := core.Config{Name: "api", ConsecutiveFailures: 1, OpenDuration: time.Minute, Clock: core.NewManualClock(0)}
+	old, err := registry.New(registry.Options[string]{Config: cfg})
+	require.NoError(t, err)
+	get(t, old, "up")
+	down := get(t, old, "down")
+	p, err := down.Allow()
+	require.NoError(t, err)
+	down.Done(p, errFail) // open for a minute
+	snaps, err := old.Snapshot(stopped, true)
+	require.NoError(t, err)
+	saved, err := json.Marshal(snaps)
+	require.NoError(t, err)
+
+	var loaded map[string]core.Snapshot
+	require.NoError(t, json.Unmarshal(saved, &loaded))
+	cfg.Clock = core.NewManualClock(0) // the new process's
+	r, err := registry.New(registry.Options[string]{Config: cfg})
+	require.NoError(t, err)
+	require.NoError(t, r.Restore(loaded, stopped.Add(20*time.Second)))
+	require.Equal(t, 2, r.Len())
+	b, ok := r.Lookup("down")
+	require.True(t, ok)
+	require.Equal(t, core.Open, b.State())
+	require.Equal(t, 40*time.Second, b.RetryAfter())
+	require.Equal(t, "api/down", b.Settings().Name)
+	b, ok = r.Lookup("up")
+	require.True(t, ok)
+	require.Equal(t, core.Closed, b.State())
+
+	// A key with a breaker keeps it.
+	again, err := registry.New(registry.Options[string]{Config: cfg})
+	require.NoError(t, err)
+	get(t, again, "down")
+	require.NoError(t, again.Restore(loaded, stopped))
+	b, _ = again.Lookup("down")
+	require.Equal(t, core.Closed, b.State())
+
+	// Another template: each key refused, by name.
+	other := cfg
+	other.OpenDuration = 2 * time.Minute
+	changed, err := registry.New(registry.Options[string]{Config: other})
+	require.NoError(t, err)
+	err = changed.Restore(loaded, stopped)
+	require.ErrorIs(t, err, core.ErrSnapshotMismatch)
+	require.Contains(t, err.Error(), "down")
+	require.Contains(t, err.Error(), "up")
+	require.Equal(t, 2, strings.Count(err.Error(), "fingerprint"))
+	require.Zero(t, changed.Len())
+
+	_, err = old.Snapshot(time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), false)
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+}
