@@ -158,7 +158,7 @@ func New(c Config) (*Breaker, error) {
 	switch {
 	case s.WindowSize == 0:
 	case s.WindowType == TimeBased:
-		b.buckets, err = buckets.New(s.WindowSize)
+		b.buckets, err = buckets.NewWidth(s.WindowSize, s.BucketWidth)
 	default:
 		b.ring, err = atomicring.New(s.WindowSize)
 	}

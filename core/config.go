@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/casbreaker/casbreaker/internal/window/buckets"
 )
 
 // WindowType selects how the sliding window that the rate and count rules
@@ -15,7 +17,8 @@ const (
 	// COUNT_BASED).
 	CountBased WindowType = iota
 	// TimeBased keeps the calls completed in the last WindowSize whole seconds
-	// of the breaker clock (Resilience4j TIME_BASED), in per-second buckets.
+	// of the breaker clock (Resilience4j TIME_BASED), in buckets of
+	// BucketWidth (one second by default).
 	TimeBased
 )
 
@@ -35,7 +38,7 @@ func (t WindowType) String() string {
 // word, the half-open probe counts have 8 bits each, and the backoff step 5.
 const (
 	MaxCountWindow       = 255                  // calls
-	MaxTimeWindow        = 3600                 // seconds
+	MaxTimeWindow        = 3600                 // seconds, in buckets of 1 s (MaxTimeBuckets)
 	MaxPermittedInHalf   = 255                  // calls: 8 bits of the state word
 	MaxBackoffSteps      = 31                   // re-opens: 5 bits of the state word
 	MaxOpenDurationLimit = 365 * 24 * time.Hour // a year, well inside the 2^35 ms deadline range
@@ -46,6 +49,19 @@ const (
 	defaultWindowSize      = 100
 	defaultMinCalls        = 100
 	defaultOpenDuration    = 60 * time.Second
+)
+
+// Limits of a time window's buckets. They bound its memory (40 bytes a
+// bucket, plus 8 per success stripe) and the cost of a sum over it, which
+// reads every bucket, so a window of narrower buckets spans less time.
+const (
+	// MaxTimeBuckets is the most buckets a time window holds: WindowSize
+	// times the buckets per second (1 s / BucketWidth) is at most this,
+	// so WindowSize is at most MaxTimeWindow seconds at the default width,
+	// 360 at 100 ms.
+	MaxTimeBuckets = buckets.MaxBuckets
+	// MinBucketWidth is the narrowest BucketWidth.
+	MinBucketWidth = buckets.MinWidth
 )
 
 // WaitForever is the Config.MaxWaitInHalfOpen that turns the half-open max
@@ -94,9 +110,21 @@ type Config struct {
 	// CountBased.
 	WindowType WindowType
 	// WindowSize is the window length: calls for CountBased (1..255), whole
-	// seconds for TimeBased (1..3600). Zero: 100 when a rule needs a window
+	// seconds for TimeBased (1..3600, and at most MaxTimeBuckets buckets of
+	// BucketWidth: 1..360 at 100 ms). Zero: 100 when a rule needs a window
 	// (a rate threshold or FailureCountThreshold), otherwise no window.
 	WindowSize int
+	// BucketWidth is the width of a time window's buckets, the step in
+	// which the window slides: an outcome leaves it between WindowSize
+	// seconds and WindowSize seconds plus one width after it completed.
+	// It must be a whole number of milliseconds from MinBucketWidth
+	// (100 ms) to 1 s that divides 1 s: 100, 125, 200, 250 or 500 ms, or
+	// 1 s. A narrower width costs memory and a longer sum in proportion
+	// to the buckets, WindowSize x (1 s / BucketWidth), which may be at
+	// most MaxTimeBuckets. Zero: 1 s for a time-based window. Any other
+	// value, and any non-zero value for a count-based window or for a
+	// breaker without a window, is rejected.
+	BucketWidth time.Duration
 	// MinimumNumberOfCalls is the number of calls the window must hold before
 	// the rate rules may trip (a partial window is never judged). Zero:
 	// WindowSize for CountBased, 100 for TimeBased. When set (non-zero) it

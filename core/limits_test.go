@@ -69,26 +69,37 @@ func TestLimit_OpenDeadlineAliasesAfterLongIdle(t *testing.T) {
 }
 
 // Limit (a divergence): the lock-free time window saturates clock readings
-// past 2^32-1 seconds (136 years; its seconds are 32 bits) into one second,
-// so nothing ever leaves the window; the baseline keeps int64 seconds and
-// slides. With a clock whose base is far in the past (any reading >= 2^32
-// s), outcomes older than the window keep counting and trip the breaker.
-// semantics.md states no such limit.
+// past 2^32-1 seconds of its bucket width (its seconds are 32 bits: 136
+// years at 1 s, 13.6 years at 100 ms) into one, so nothing ever leaves the
+// window; the baseline keeps int64 seconds and slides. With a clock whose
+// base is far enough in the past (any reading >= 2^32 widths), outcomes
+// older than the window keep counting and trip the breaker. Config's
+// BucketWidth states the limit for each width; semantics.md states none.
 func TestLimit_TimeWindowSaturatesAfter136Years(t *testing.T) {
-	cfg := core.Config{WindowType: core.TimeBased, WindowSize: 10, FailureCountThreshold: 3}
-	lf, mu := rigPair(t, cfg, time.Duration(1<<32)*time.Second)
-	for _, r := range []*rig{lf, mu} {
-		r.XN(2, core.Failure)
-		r.Clock.Advance(time.Hour) // both failures left the 10 s window
+	for _, width := range []time.Duration{time.Second, core.MinBucketWidth, 500 * time.Millisecond} {
+		cfg := core.Config{WindowType: core.TimeBased, WindowSize: 10, BucketWidth: width, FailureCountThreshold: 3}
+		lf, mu := rigPair(t, cfg, time.Duration(1<<32)*width)
+		for _, r := range []*rig{lf, mu} {
+			r.XN(2, core.Failure)
+			r.Clock.Advance(time.Hour) // both failures left the 10 s window
+		}
+		mu.Cnt(0, 0, 0, 0)
+		mu.X(core.Failure)
+		mu.Is(core.Closed)
+		c := lf.B.Counts()
+		limitStands(t, c.Calls != 0, "lock-free, %v buckets: the time window slid past 2^32 widths (%+v)", width, c)
+		lf.Cnt(2, 2, 0, 0)
+		lf.X(core.Failure) // the third failure in a window that never slides
+		lf.Is(core.Open)
+
+		// One width earlier, the window still slides, on both sides.
+		lf, mu = rigPair(t, cfg, time.Duration(1<<32)*width-time.Hour-11*time.Second)
+		for _, r := range []*rig{lf, mu} {
+			r.XN(2, core.Failure)
+			r.Clock.Advance(time.Hour)
+			r.Cnt(0, 0, 0, 0)
+		}
 	}
-	mu.Cnt(0, 0, 0, 0)
-	mu.X(core.Failure)
-	mu.Is(core.Closed)
-	c := lf.B.Counts()
-	limitStands(t, c.Calls != 0, "lock-free: the time window slid past 2^32 s (%+v)", c)
-	lf.Cnt(2, 2, 0, 0)
-	lf.X(core.Failure) // the third failure in a window that never slides
-	lf.Is(core.Open)
 }
 
 // Limit (the baseline's; a divergence): the baseline calls the user's Clock

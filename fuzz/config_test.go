@@ -34,7 +34,8 @@ var configFields = func() map[string]bool {
 //   - Values R3 rules out are rejected naming their own field, never
 //     clamped: rate thresholds outside 0..100, negative counts and
 //     durations, window sizes and probe counts above their maxima, an
-//     unknown window type.
+//     unknown window type, a bucket width that is not a whole divisor of
+//     a second from 100 ms, or set for a count window.
 //   - An accepted config yields Settings within every limit (window size,
 //     minimum calls >= 1, 1..255 probes and successes, open durations in
 //     1 ns..a year, never shrinking with the backoff step, the step itself
@@ -48,10 +49,18 @@ func FuzzConfig(f *testing.F) {
 	f.Add(uint8(0), 5, 10, 50, 0, int64(0), 0, 0, int64(0), 0.0, int64(0), 0, 0)
 	f.Add(uint8(1), 3601, 0, 100, 100, int64(0), 0, 0, int64(400*24*time.Hour), math.Inf(1), int64(0), 255, 255)
 	f.Add(uint8(0), 255, 255, 100, 0, int64(0), 255, math.MaxInt, int64(time.Millisecond), 1.01, int64(time.Second), 0, 0)
+	f.Add(uint8(1|1<<4), 361, 0, 50, 0, int64(0), 0, 0, int64(0), 0.0, int64(0), 0, 0) // 361 s of 100 ms buckets
+	f.Add(uint8(1|5<<4), 720, 0, 50, 0, int64(0), 0, 0, int64(0), 0.0, int64(0), 0, 0) // 720 s of 500 ms buckets
+	f.Add(uint8(0|2<<4), 10, 0, 50, 0, int64(0), 0, 0, int64(0), 0.0, int64(0), 0, 0)  // a width on a count window
+	f.Add(uint8(1|7<<4), 10, 0, 50, 0, int64(0), 0, 0, int64(0), 0.0, int64(0), 0, 0)  // 150 ms: does not divide 1 s
 	f.Fuzz(func(t *testing.T, wt uint8, size, minCalls, rate, slowRate int, slowDur int64, count, consec int,
 		open int64, backoff float64, maxOpen int64, permitted, successes int) {
+		// wt's low four bits are the window type, its high four the
+		// bucket width (fuzzWidths), so that the corpus of before widths
+		// keeps its meaning.
 		c := core.Config{
-			WindowType:                core.WindowType(wt),
+			WindowType:                core.WindowType(wt & 15),
+			BucketWidth:               fuzzWidths[wt>>4],
 			WindowSize:                size,
 			MinimumNumberOfCalls:      minCalls,
 			FailureRateThreshold:      rate,
@@ -85,6 +94,27 @@ func FuzzConfig(f *testing.F) {
 	})
 }
 
+// fuzzWidths are the bucket widths FuzzConfig tries: zero (1 s), every
+// valid one, and invalid ones of each kind.
+var fuzzWidths = [16]time.Duration{0, 100 * time.Millisecond, 125 * time.Millisecond, 200 * time.Millisecond,
+	250 * time.Millisecond, 500 * time.Millisecond, time.Second, 150 * time.Millisecond, 99 * time.Millisecond,
+	-time.Second, time.Millisecond, 2 * time.Second, 100*time.Millisecond + 1, math.MaxInt64, math.MinInt64, 333 * time.Millisecond}
+
+// validWidth is whether Validate must accept width for a time window: a
+// whole number of milliseconds from 100 ms to 1 s that divides 1 s (zero
+// means 1 s).
+func validWidth(width time.Duration) bool {
+	return width == 0 || width >= 100*time.Millisecond && width <= time.Second && width%time.Millisecond == 0 && time.Second%width == 0
+}
+
+// maxTimeWindow is the largest time window in seconds for a valid width.
+func maxTimeWindow(width time.Duration) int {
+	if width == 0 {
+		width = time.Second
+	}
+	return core.MaxTimeBuckets / int(time.Second/width)
+}
+
 // checkRejection: every joined error is a *ConfigError naming a real field,
 // and every value R3 rules out is named.
 func checkRejection(t *testing.T, c core.Config, err error) {
@@ -110,10 +140,14 @@ func checkRejection(t *testing.T, c core.Config, err error) {
 	maxWindow := core.MaxCountWindow
 	if c.WindowType == core.TimeBased {
 		maxWindow = core.MaxTimeWindow
+		if validWidth(c.BucketWidth) {
+			maxWindow = maxTimeWindow(c.BucketWidth)
+		}
 	}
 	for field, bad := range map[string]bool{
 		"WindowType":                c.WindowType != core.CountBased && c.WindowType != core.TimeBased,
 		"WindowSize":                c.WindowSize < 0 || c.WindowSize > maxWindow,
+		"BucketWidth":               c.BucketWidth != 0 && (c.WindowType != core.TimeBased || !validWidth(c.BucketWidth)),
 		"MinimumNumberOfCalls":      c.MinimumNumberOfCalls < 0,
 		"FailureRateThreshold":      c.FailureRateThreshold < 0 || c.FailureRateThreshold > 100,
 		"SlowCallRateThreshold":     c.SlowCallRateThreshold < 0 || c.SlowCallRateThreshold > 100,
@@ -137,11 +171,15 @@ func checkSettings(t *testing.T, c core.Config, s core.Settings) {
 	fail := func(what string) { t.Fatalf("config %+v accepted with settings %+v: %s", c, s, what) }
 	maxWindow := core.MaxCountWindow
 	if s.WindowType == core.TimeBased {
-		maxWindow = core.MaxTimeWindow
+		maxWindow = maxTimeWindow(s.BucketWidth)
 	}
 	switch {
 	case s.WindowSize < 0 || s.WindowSize > maxWindow:
 		fail("window size out of range")
+	case s.WindowType == core.TimeBased && s.WindowSize > 0 && (s.BucketWidth == 0 || !validWidth(s.BucketWidth)):
+		fail("a time window without a valid bucket width")
+	case (s.WindowType != core.TimeBased || s.WindowSize == 0) && s.BucketWidth != 0:
+		fail("a bucket width without a time window")
 	case s.WindowSize == 0 && (s.FailureRateThreshold > 0 || s.SlowCallRateThreshold > 0 || s.FailureCountThreshold > 0):
 		fail("a window rule without a window")
 	case s.FailureRateThreshold == 0 && s.SlowCallRateThreshold == 0 && s.FailureCountThreshold == 0 && s.ConsecutiveFailures == 0:
@@ -159,6 +197,7 @@ func checkSettings(t *testing.T, c core.Config, s core.Settings) {
 	}
 	for name, kept := range map[string]bool{
 		"WindowSize":                c.WindowSize == 0 || s.WindowSize == c.WindowSize,
+		"BucketWidth":               c.BucketWidth == 0 || s.BucketWidth == c.BucketWidth,
 		"MinimumNumberOfCalls":      c.MinimumNumberOfCalls == 0 || s.MinimumNumberOfCalls == c.MinimumNumberOfCalls,
 		"FailureRateThreshold":      s.FailureRateThreshold == c.FailureRateThreshold,
 		"SlowCallRateThreshold":     s.SlowCallRateThreshold == c.SlowCallRateThreshold,
