@@ -97,6 +97,11 @@ func decodeConfig(r *input) (d decoded, ok bool) {
 	if features&32 != 0 {
 		c.InitialState = core.State(r.intn(int(core.NumStates)))
 	}
+	if c.WindowType == core.TimeBased && c.WindowSize > 0 {
+		// The top two bits, which nothing else reads, so that the corpus
+		// decodes as it did before widths: 1 s, or narrower buckets.
+		c.BucketWidth = [4]time.Duration{0, core.MinBucketWidth, 250 * time.Millisecond, 500 * time.Millisecond}[features>>6]
+	}
 	if _, err := c.Validate(); err != nil {
 		c.OpenDurationBackoff, c.MaxOpenDuration = 0, 0
 		if _, err := c.Validate(); err != nil {
@@ -201,7 +206,7 @@ const (
 //     nanosecond short of) the end of the current ramp-up and the current
 //     half-open max wait.
 //
-// The config may set every rule, backoff, the probe limits, the custom
+// The config may set every rule, a time window's bucket width, backoff, the probe limits, the custom
 // classifier, a listener that reads back, MaxWaitInHalfOpen,
 // RampUpDuration and RampUpStartPercent, MaxRetryAfter and CollectMetrics.
 // After every operation the Differ compares State, Counts, Metrics and
@@ -237,7 +242,7 @@ var reachKeys = []string{
 	"op:RecordHint(forged)", "op:DoneHint", "op:CallHint(Do)", "op:CallHint(Done)",
 	"state:closed", "state:open", "state:half-open", "state:forced-open", "state:disabled", "state:metrics-only",
 	"reject:open", "reject:half-open-full", "reject:forced-open", "reject:ramping-up",
-	"ramp:shed", "ramp:admit", "ramp:end", "maxwait:refused", "tr:H>H", "tr:M>M", "tr:H>C+ramp",
+	"ramp:shed", "ramp:admit", "ramp:end", "maxwait:refused", "tr:H>H", "tr:M>M", "tr:H>C+ramp", "tr:C>O+narrow",
 	"hint:trip", "hint:reopen", "hint:metrics-only", "metrics:dropped", "metrics:slow", "step:ramp-end", "step:expiry",
 }
 
@@ -488,6 +493,9 @@ func (x *differential) follow() {
 	for _, s := range seen {
 		tr := s.Transition
 		x.hit(fmt.Sprintf("tr:%s>%s", letter(tr.From), letter(tr.To)))
+		if tr.From == core.Closed && tr.To == core.Open && x.s.BucketWidth != 0 && x.s.BucketWidth < time.Second {
+			x.hit("tr:C>O+narrow")
+		}
 		x.open, x.openAt = tr.To == core.Open, tr.At
 		switch {
 		case tr.To == core.HalfOpen && x.s.MaxWaitInHalfOpen > 0:
