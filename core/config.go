@@ -115,15 +115,21 @@ type Config struct {
 	// (a rate threshold or FailureCountThreshold), otherwise no window.
 	WindowSize int
 	// BucketWidth is the width of a time window's buckets, the step in
-	// which the window slides: an outcome leaves it between WindowSize
-	// seconds and WindowSize seconds plus one width after it completed.
-	// It must be a whole number of milliseconds from MinBucketWidth
-	// (100 ms) to 1 s that divides 1 s: 100, 125, 200, 250 or 500 ms, or
-	// 1 s. A narrower width costs memory and a longer sum in proportion
-	// to the buckets, WindowSize x (1 s / BucketWidth), which may be at
-	// most MaxTimeBuckets. Zero: 1 s for a time-based window. Any other
-	// value, and any non-zero value for a count-based window or for a
-	// breaker without a window, is rejected.
+	// which the window slides: an outcome counts from its completion until
+	// the end of its bucket's WindowSize seconds, between WindowSize less
+	// one width and WindowSize after it completed (with 1 s buckets, one
+	// at 0.95 s in a 2 s window leaves at 2 s; with 100 ms buckets at
+	// 2.9 s). It must be a whole number of milliseconds from
+	// MinBucketWidth (100 ms) to 1 s that divides 1 s: 100, 125, 200, 250
+	// or 500 ms, or 1 s. A window holds WindowSize x (1 s / BucketWidth)
+	// buckets, at most MaxTimeBuckets; its memory and the cost of summing
+	// it grow with them, not with the width. The lock-free breaker counts
+	// time in 32 bits of widths: a Clock whose readings pass 2^32 widths
+	// (136 years at 1 s, 13.6 years at 100 ms, 68 at 500 ms) stops its
+	// window sliding, so a Clock measuring from a base far in the past
+	// (the Unix epoch) needs buckets of 1 s. Zero: 1 s for a time-based
+	// window. Any other value, and any non-zero value for a count-based
+	// window or for a breaker without a window, is rejected.
 	BucketWidth time.Duration
 	// MinimumNumberOfCalls is the number of calls the window must hold before
 	// the rate rules may trip (a partial window is never judged). Zero:

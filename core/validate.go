@@ -124,14 +124,17 @@ func (c Config) validateSlowCalls(errs *problems) {
 func (c Config) resolveWindow(s *Settings, needWindow bool, errs *problems) {
 	s.WindowSize = c.WindowSize
 	maxWindow, unit := MaxCountWindow, "calls"
+	narrow := c.WindowType == TimeBased && buckets.ValidWidth(c.BucketWidth) && c.BucketWidth != time.Second
 	if c.WindowType == TimeBased {
 		maxWindow, unit = MaxTimeWindow, "seconds"
-		if c.BucketWidth != 0 && buckets.ValidWidth(c.BucketWidth) {
-			maxWindow = MaxTimeBuckets / int(time.Second/c.BucketWidth)
-			unit = fmt.Sprintf("seconds (at most %d buckets of BucketWidth %v)", MaxTimeBuckets, c.BucketWidth)
-		}
+	}
+	if narrow {
+		maxWindow = MaxTimeBuckets / int(time.Second/c.BucketWidth)
 	}
 	switch {
+	case narrow && (c.WindowSize < 0 || c.WindowSize > maxWindow):
+		errs.add("WindowSize", "%d is outside 1..%d seconds for a %v window of BucketWidth %v (at most %d buckets)",
+			c.WindowSize, maxWindow, c.WindowType, c.BucketWidth, MaxTimeBuckets)
 	case c.WindowSize < 0 || c.WindowSize > maxWindow:
 		errs.add("WindowSize", "%d is outside 1..%d %s for a %v window", c.WindowSize, maxWindow, unit, c.WindowType)
 	case c.WindowSize == 0 && needWindow:
