@@ -157,8 +157,13 @@ func New(c Config) (*Breaker, error) {
 	}
 	switch {
 	case s.WindowSize == 0:
+	case s.WindowType == TimeBased && s.BucketWidth == time.Second:
+		b.buckets, err = buckets.New(s.WindowSize)
 	case s.WindowType == TimeBased:
-		b.buckets, err = buckets.NewWidth(s.WindowSize, s.BucketWidth)
+		// Narrow buckets count 32 bits of widths from an origin near the
+		// clock's reading now, not from its base: 2^32 tenths of a second
+		// from a base at the Unix epoch have passed.
+		b.buckets, err = buckets.NewFrom(s.WindowSize, s.BucketWidth, s.Clock.Now())
 	default:
 		b.ring, err = atomicring.New(s.WindowSize)
 	}

@@ -123,13 +123,15 @@ type Config struct {
 	// MinBucketWidth (100 ms) to 1 s that divides 1 s: 100, 125, 200, 250
 	// or 500 ms, or 1 s. A window holds WindowSize x (1 s / BucketWidth)
 	// buckets, at most MaxTimeBuckets; its memory and the cost of summing
-	// it grow with them, not with the width. The lock-free breaker counts
-	// time in 32 bits of widths: a Clock whose readings pass 2^32 widths
-	// (136 years at 1 s, 13.6 years at 100 ms, 68 at 500 ms) stops its
-	// window sliding, so a Clock measuring from a base far in the past
-	// (the Unix epoch) needs buckets of 1 s. Zero: 1 s for a time-based
-	// window. Any other value, and any non-zero value for a count-based
-	// window or for a breaker without a window, is rejected.
+	// it grow with them, not with the width. A width below 1 s costs New
+	// one reading of Clock: the lock-free window counts time in 32 bits of
+	// widths (136 years at 1 s, from the clock's base; 13.6 at 100 ms), so
+	// a narrower one counts them from a whole second 2^30 widths before
+	// that reading, which a Clock based at the Unix epoch needs, and stops
+	// sliding 2^32 widths after it: at least 10.2 years after New at
+	// 100 ms. Zero: 1 s for a time-based window. Any other value, and any
+	// non-zero value for a count-based window or for a breaker without a
+	// window, is rejected.
 	BucketWidth time.Duration
 	// MinimumNumberOfCalls is the number of calls the window must hold before
 	// the rate rules may trip (a partial window is never judged). Zero:

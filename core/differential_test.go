@@ -354,11 +354,6 @@ func TestWideDifferential(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 99))
 		cfg := wideRandomConfig(rng)
 		base := bases[rng.IntN(len(bases))]
-		if base > time.Duration(1<<32)*core.MinBucketWidth {
-			// Past 2^32 widths the lock-free window's seconds saturate
-			// (TestLimit_TimeWindowSaturatesAfter136Years): 1 s buckets only.
-			cfg.BucketWidth = 0
-		}
 		runHistory(t, fmt.Sprintf("seed %d base %v", seed, base), cfg, base, rng, 400, kinds, wideOp)
 	}
 	t.Logf("transitions and rejections reached: %v", kinds)

@@ -82,7 +82,11 @@ func New(seconds int) (*Window, error) {
 
 // NewWidth returns an empty window of seconds seconds in buckets of width,
 // seconds x (1 s / width) of them, so that it forgets an outcome within
-// one width of its leaving the window rather than within a second. It
+// one width of its leaving the window rather than within a second. Its
+// buckets are numbered in 32 bits from reading 0: past 2^32 widths (136
+// years at 1 s, 13.6 at 100 ms) the window stops sliding, so give it
+// readings from a recent base (core.NewSystemClock's), not from the Unix
+// epoch. It
 // returns an error wrapping ErrWidth, naming the value, when width is not
 // one of those MinWidth lists, and one wrapping ErrSize when seconds is
 // below 1 or makes more than MaxBuckets buckets; it never panics.

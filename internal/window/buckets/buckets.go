@@ -73,9 +73,10 @@ var ErrWidth = errors.New("buckets: bucket width must be a whole number of milli
 // concurrent use, never block, never allocate and never panic.
 //
 // Time is an argument: a time.Duration on the breaker's monotonic clock
-// (time since an arbitrary base; a negative reading counts as 0). Readings
-// past 2^32-1 seconds of the width (136 years at 1 s, 13.6 years at 100 ms)
-// count as that second. The window keeps
+// (time since an arbitrary base; a negative reading counts as 0, or with
+// NewFrom one at or below the origin as the origin). Readings past 2^32-1
+// seconds of the width after the origin (136 years at 1 s, 13.6 years at
+// 100 ms) count as that second. The window keeps
 // the newest second any call has seen (head) and uses max(floor(now), head)
 // as the current second, so when the clock goes backwards elapsed time is
 // zero and nothing evicted comes back; an outcome reported with an
@@ -177,6 +178,9 @@ type layout struct {
 	divM, divShift uint64
 	// width is the bucket width, 1 s by default (0 for the zero Window).
 	width time.Duration
+	// origin is the reading the window's second 0 starts at (NewFrom): a
+	// whole second, 0 unless NewFrom moved it.
+	origin time.Duration
 }
 
 // bucket returns bucket i.
@@ -263,6 +267,30 @@ func New(seconds int) (*Window, error) {
 // below 1 or makes more than MaxBuckets buckets (above 3600 s at 1 s,
 // above 360 s at 100 ms); it never panics.
 func NewWidth(seconds int, width time.Duration) (*Window, error) {
+	return NewFrom(seconds, width, 0)
+}
+
+// originBack is how many widths before NewFrom's reading the window's
+// origin lies: a clock that goes back that far (3.4 years at 100 ms) before
+// it first reads past the origin is the only one the origin can misplace.
+const originBack = 1 << 30
+
+// NewFrom is NewWidth for a window whose clock may read far from 0: from
+// is a reading of that clock taken now. Seconds are 32 bits of widths
+// (2^32 widths: 136 years at 1 s, 13.6 at 100 ms), so a window counting
+// from 0 stops sliding for good once the clock passes 2^32 widths, which
+// a clock whose base is the Unix epoch has done at every width below
+// 500 ms. NewFrom counts seconds from an origin instead: the last whole
+// second at least 2^30 widths before from, or 0 if from is closer to 0
+// than that. Readings from the origin to 2^32 widths after it (at least
+// 3 x 2^30 widths after from: 10.2 years at 100 ms) are then exact, and
+// the second of a reading at or below the origin is the origin's, as a
+// negative reading's is 0 in a window counting from 0. The origin is a
+// whole second, so every bucket still starts at a multiple of the width
+// of the clock; windows counting from different origins therefore agree
+// on every outcome's bucket, and differ only for a clock that reads below
+// the origin before it reads anything above it.
+func NewFrom(seconds int, width, from time.Duration) (*Window, error) {
 	if !ValidWidth(width) {
 		return nil, fmt.Errorf("%w: got %v", ErrWidth, width)
 	}
@@ -282,7 +310,17 @@ func NewWidth(seconds int, width time.Duration) (*Window, error) {
 		divM:       m,
 		divShift:   shift,
 		width:      width,
+		origin:     originOf(from, width),
 	}}, nil
+}
+
+// originOf is NewFrom's origin for a reading from at a valid width.
+func originOf(from, width time.Duration) time.Duration {
+	back := originBack * width
+	if from <= back {
+		return 0
+	}
+	return (from - back) / time.Second * time.Second
 }
 
 // ValidWidth reports whether NewWidth accepts width: a whole number of
@@ -815,15 +853,16 @@ func raise(x *atomic.Uint64, v uint64) uint64 {
 }
 
 // tick converts a clock reading to seconds of the window's width (see the
-// package doc), floor(now / width), with negative readings as 0 and
-// readings past 2^32-1 widths (136 years at 1 s, 13.6 at 100 ms) saturated
-// to the largest second an id can hold, so that no reading can make one
-// bucket's second wrap below another's. The zero Window's divM is 0: every
-// reading is its second 0.
+// package doc) since its origin (NewFrom; 0 from New and NewWidth),
+// floor((now - origin) / width), with readings at or below the origin as 0
+// and readings past 2^32-1 widths after it (136 years at 1 s, 13.6 at
+// 100 ms) saturated to the largest second an id can hold, so that no
+// reading can make one bucket's second wrap below another's. The zero
+// Window's divM is 0: every reading is its second 0.
 func (w *Window) tick(now time.Duration) uint64 {
-	if now <= 0 {
+	if now <= w.origin {
 		return 0
 	}
-	hi, _ := bits.Mul64(uint64(now), w.divM)
+	hi, _ := bits.Mul64(uint64(now-w.origin), w.divM)
 	return min(hi>>w.divShift, maxSec)
 }

@@ -199,6 +199,53 @@ func TestTick_NegativeAndHugeReadings(t *testing.T) {
 	assert.Equal(t, uint64(0), zero.tick(math.MaxInt64))
 }
 
+// NewFrom counts seconds from an origin a whole second at least 2^30
+// widths before its reading (0 when the reading is nearer 0), so a window
+// whose clock reads far past 2^32 widths (a base at the Unix epoch, 56
+// years back, at 100 ms) slides as one made by NewWidth does near 0: an
+// outcome counts until the end of its bucket's window, to the nanosecond,
+// and buckets start at multiples of the width of the clock itself. A
+// reading at or below the origin is in the origin's second.
+func TestNewFrom_CountsFromAnOrigin(t *testing.T) {
+	const year = 365 * 24 * time.Hour
+	for _, width := range widths {
+		back := time.Duration(originBack) * width
+		for _, from := range []time.Duration{math.MinInt64, -1, 0, back, back + sec - 1, back + sec, 56 * year, 1 << 61, math.MaxInt64 - 11*year} {
+			w, err := NewFrom(10, width, from)
+			require.NoError(t, err)
+			o := w.origin
+			require.Zero(t, o%sec, "%v from %v: origin %v is no whole second", width, from, o)
+			if from <= back {
+				require.Zero(t, o, "%v from %v", width, from)
+			} else {
+				require.LessOrEqual(t, o, from-back, "%v from %v", width, from)
+				require.Greater(t, o, from-back-sec, "%v from %v", width, from)
+			}
+			require.Equal(t, uint64(0), w.tick(o), "%v from %v", width, from)
+			require.Equal(t, uint64(0), w.tick(math.MinInt64))
+			require.Equal(t, uint64(1), w.tick(o+width))
+			if o > 0 {
+				require.Equal(t, uint64(0), w.tick(o-sec), "%v from %v: below the origin", width, from)
+			}
+			if span := time.Duration(maxSec) * width; o <= math.MaxInt64-span {
+				require.Equal(t, uint64(maxSec-1), w.tick(o+span-1), "%v from %v", width, from)
+				require.Equal(t, uint64(maxSec), w.tick(o+span), "%v from %v: saturated", width, from)
+			}
+			if from > 0 && from < math.MaxInt64-11*year {
+				// Ten years after from: still exact at every width.
+				for _, t0 := range []time.Duration{from, from + 7*width/3, from + 10*year} {
+					w, err := NewFrom(10, width, from)
+					require.NoError(t, err)
+					require.True(t, w.Record(1, t0, true, false))
+					end := t0/width*width + 10*sec // t0's bucket's window ends
+					require.Equal(t, uint64(1), w.Snapshot(1, end-1).Failures, "%v from %v, at %v", width, from, t0)
+					require.Equal(t, uint64(0), w.Snapshot(1, end).Failures, "%v from %v, at %v", width, from, t0)
+				}
+			}
+		}
+	}
+}
+
 // tick is floor(now / width), the division Go computes, for every width
 // and every reading a Duration can hold: around each multiple of the
 // width, at random, and at the top of the range where the multiplier's
@@ -263,7 +310,7 @@ func TestBoundary_CountedWhileSecondInWindow(t *testing.T) {
 		for _, b := range []int{1, 2, 10, 300} {
 			for _, t0 := range []time.Duration{0, 5 * sec, 5*sec + 700*time.Millisecond, 5*sec + 730*time.Millisecond, 1e6 * sec} {
 				t.Run(fmt.Sprintf("width=%v/B=%d/t=%v", width, b, t0), func(t *testing.T) {
-					w, err := NewWidth(b, width)
+					w, err := NewFrom(b, width, from)
 					require.NoError(t, err)
 					require.True(t, w.Record(1, t0, true, true))
 					last := t0.Truncate(width) + time.Duration(b)*sec - time.Nanosecond
@@ -629,13 +676,17 @@ func TestRandomOps_MatchOracle(t *testing.T) {
 	if testing.Short() {
 		ops = 600
 	}
+	// Clocks that start at 0, at the Unix epoch's distance and at 2^61 ns
+	// (73 years): past 2^32 widths, where only NewFrom's origin keeps the
+	// narrow widths sliding.
+	starts := []time.Duration{0, 56 * 365 * 24 * time.Hour, 1 << 61}
 	n := 0
 	for _, b := range []int{1, 2, 3, 7, 60} {
 		for ri := range judgeRules {
-			width := widths[n%len(widths)]
+			width, from := widths[n%len(widths)], starts[n%len(starts)]
 			n++
-			t.Run(fmt.Sprintf("B=%d/rule=%d/width=%v", b, ri, width), func(t *testing.T) {
-				randomOps(t, b, width, &judgeRules[ri], ops)
+			t.Run(fmt.Sprintf("B=%d/rule=%d/width=%v/from=%v", b, ri, width, from), func(t *testing.T) {
+				randomOps(t, b, width, from, &judgeRules[ri], ops)
 			})
 		}
 	}
@@ -646,17 +697,19 @@ var widths = []time.Duration{sec, 100 * time.Millisecond, 125 * time.Millisecond
 	250 * time.Millisecond, 500 * time.Millisecond}
 
 // randomOps is one run of TestRandomOps_MatchOracle: a window of b seconds
-// in buckets of width whose outcomes are judged with rule (a window is
-// judged with one rule for its whole life, as a breaker does).
-func randomOps(t *testing.T, b int, width time.Duration, rule *trip.Rule, ops int) {
+// in buckets of width, made by NewFrom at the clock's first reading from,
+// whose outcomes are judged with rule (a window is judged with one rule
+// for its whole life, as a breaker does). The oracle buckets readings by
+// width from 0.
+func randomOps(t *testing.T, b int, width, from time.Duration, rule *trip.Rule, ops int) {
 	{
 		{
 			r := rand.New(rand.NewPCG(uint64(b), 2026))
-			w, err := NewWidth(b, width)
+			w, err := NewFrom(b, width, from)
 			require.NoError(t, err)
 			o := &oracle{b: uint64(len(w.ids)), width: width}
 			gen := uint32(1)
-			now := time.Duration(0)
+			now := from
 			for i := range ops {
 				var desc string
 				switch p := r.IntN(100); {
