@@ -310,7 +310,7 @@ func TestBoundary_CountedWhileSecondInWindow(t *testing.T) {
 		for _, b := range []int{1, 2, 10, 300} {
 			for _, t0 := range []time.Duration{0, 5 * sec, 5*sec + 700*time.Millisecond, 5*sec + 730*time.Millisecond, 1e6 * sec} {
 				t.Run(fmt.Sprintf("width=%v/B=%d/t=%v", width, b, t0), func(t *testing.T) {
-					w, err := NewFrom(b, width, from)
+					w, err := NewWidth(b, width)
 					require.NoError(t, err)
 					require.True(t, w.Record(1, t0, true, true))
 					last := t0.Truncate(width) + time.Duration(b)*sec - time.Nanosecond
