@@ -67,10 +67,11 @@ var ErrWidth = errors.New("buckets: bucket width must be a whole number of milli
 // Window counts outcomes over the last B seconds (of its width, see the
 // package doc) in B buckets; second S lives in bucket S mod B.
 //
-// Create it with New or NewWidth. The zero value is a window of zero seconds: it holds
-// nothing, Record drops every outcome and Snapshot returns zero Counts. A
-// Window must not be copied after first use. All methods are safe for
-// concurrent use, never block, never allocate and never panic.
+// Create it with New, NewWidth or NewFrom. The zero value is a window of
+// zero seconds: it holds nothing, Record drops every outcome and Snapshot
+// returns zero Counts. A Window must not be copied after first use. All
+// methods are safe for concurrent use, never block, never allocate and
+// never panic.
 //
 // Time is an argument: a time.Duration on the breaker's monotonic clock
 // (time since an arbitrary base; a negative reading counts as 0, or with
@@ -289,7 +290,8 @@ const originBack = 1 << 30
 // whole second, so every bucket still starts at a multiple of the width
 // of the clock; windows counting from different origins therefore agree
 // on every outcome's bucket, and differ only for a clock that reads below
-// the origin before it reads anything above it.
+// the origin before it reads anything above it. It returns NewWidth's
+// errors and never panics.
 func NewFrom(seconds int, width, from time.Duration) (*Window, error) {
 	if !ValidWidth(width) {
 		return nil, fmt.Errorf("%w: got %v", ErrWidth, width)
