@@ -129,7 +129,7 @@ func build(c core.Config) (*Breaker, error) {
 	switch {
 	case s.WindowSize == 0:
 	case s.WindowType == core.TimeBased:
-		b.window, b.time = timeBased, newTimeWindow(s.WindowSize)
+		b.window, b.time = timeBased, newTimeWindow(s.WindowSize, s.BucketWidth)
 	default:
 		b.window, b.count = countBased, newCountWindow(s.WindowSize)
 	}

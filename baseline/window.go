@@ -82,34 +82,41 @@ func (w *countWindow) reset() {
 	w.next, w.full, w.sum = 0, false, windowCounts{}
 }
 
-// timeWindow keeps one bucket per second of the last B seconds, and their
-// total. head is the latest second seen (a negative reading counts as second
-// 0), so a clock that goes backwards neither records into the past nor
-// brings an evicted second back (R14): an outcome counts in head, and the
-// window holds the seconds head-B+1 through head. The buckets are a ring:
-// buckets[at] is head's, the one before it (circularly) head-1's, and so
-// on; every bucket outside the window is zero. When head moves on, the
-// buckets of the seconds it passes leave the total and are cleared, each
-// once, so an outcome costs O(1) amortized and never more than O(B).
+// timeWindow keeps one bucket per width (a second, or a fraction of one:
+// core.Settings.BucketWidth) of the last B widths, and their total; the
+// "seconds" below are widths. head is the latest second seen (a negative
+// reading counts as second 0), so a clock that goes backwards neither
+// records into the past nor brings an evicted second back (R14): an
+// outcome counts in head, and the window holds the seconds head-B+1
+// through head. The buckets are a ring: buckets[at] is head's, the one
+// before it (circularly) head-1's, and so on; every bucket outside the
+// window is zero. When head moves on, the buckets of the seconds it passes
+// leave the total and are cleared, each once, so an outcome costs O(1)
+// amortized and never more than O(B).
 type timeWindow struct {
 	buckets []windowCounts
 	total   windowCounts  // the sum of buckets
 	at      int           // head's bucket
 	head    int64         // the latest second seen
 	headEnd time.Duration // the first reading after head's second; MaxInt64 in the last second there is
+	width   time.Duration // a second's length: the bucket width
 }
 
-func newTimeWindow(seconds int) timeWindow {
-	return timeWindow{buckets: make([]windowCounts, seconds), headEnd: endOf(0)}
+// newTimeWindow is a window of seconds whole seconds in buckets of width,
+// which divides a second.
+func newTimeWindow(seconds int, width time.Duration) timeWindow {
+	w := timeWindow{buckets: make([]windowCounts, seconds*int(time.Second/width)), width: width}
+	w.headEnd = w.endOf(0)
+	return w
 }
 
 // endOf is the first reading after second s, or math.MaxInt64 for the last
 // whole second a reading can be in.
-func endOf(s int64) time.Duration {
-	if s >= math.MaxInt64/int64(time.Second) {
+func (w *timeWindow) endOf(s int64) time.Duration {
+	if s >= math.MaxInt64/int64(w.width) {
 		return math.MaxInt64
 	}
-	return time.Duration(s+1) * time.Second
+	return time.Duration(s+1) * w.width
 }
 
 // move makes the second of the reading now head if it is newer.
@@ -117,7 +124,7 @@ func (w *timeWindow) move(now time.Duration) {
 	if now < w.headEnd { // head's second, an earlier one, or a negative reading
 		return
 	}
-	s := int64(now / time.Second)
+	s := int64(now / w.width)
 	jump := s - w.head
 	if jump <= 0 { // only in the last second a reading can be in
 		return
@@ -134,7 +141,7 @@ func (w *timeWindow) move(now time.Duration) {
 			w.buckets[w.at] = windowCounts{}
 		}
 	}
-	w.head, w.headEnd = s, endOf(s)
+	w.head, w.headEnd = s, w.endOf(s)
 }
 
 // addHead counts o in head's second and returns the window's counts: an

@@ -69,18 +69,24 @@ func ahead(now, d time.Duration) time.Duration {
 	return now + d
 }
 
+// The total is the sum of the buckets, and of the outcomes of the last
+// size seconds in buckets of the width, for every width (a "second" below
+// is one width).
 func TestTimeWindowTotalIsTheSumOfItsSeconds(t *testing.T) {
-	const lastSecond = math.MaxInt64 / int64(time.Second)
-	for _, size := range []int{1, 2, 3, 10, 60, 300} {
+	widths := []time.Duration{time.Second, 100 * time.Millisecond, 125 * time.Millisecond, 200 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond}
+	for i, size := range []int{1, 2, 3, 10, 60, 300, 1, 7, 30, 360} {
+		width := widths[i%len(widths)]
+		buckets := int64(size) * int64(time.Second/width)
+		lastSecond := math.MaxInt64 / int64(width)
 		rng := rand.New(rand.NewPCG(uint64(size), 2))
-		w := newTimeWindow(size)
+		w := newTimeWindow(size, width)
 		var outs []counted
 		head := int64(0) // the newest second seen; a negative reading is second 0
 		now := time.Duration(0)
 		for step := range 50000 {
 			switch r := rng.IntN(100); {
-			case r < 40: // within about a second
-				now = ahead(now, time.Duration(rng.Int64N(int64(time.Second))))
+			case r < 40: // within about a second of the width
+				now = ahead(now, time.Duration(rng.Int64N(int64(width))))
 			case r < 55: // up to a little over the window
 				now = ahead(now, time.Duration(rng.Int64N(int64(size+2)))*time.Second)
 			case r < 60: // far ahead
@@ -90,11 +96,11 @@ func TestTimeWindowTotalIsTheSumOfItsSeconds(t *testing.T) {
 			case r < 72: // negative
 				now = -time.Duration(rng.Int64N(int64(time.Hour)))
 			case r < 73: // the last second a reading can be in
-				now = math.MaxInt64 - time.Duration(rng.Int64N(int64(2*time.Second)))
+				now = math.MaxInt64 - time.Duration(rng.Int64N(int64(2*width)))
 			case r < 74: // back to the start
 				now = 0
 			}
-			s := int64(now / time.Second)
+			s := int64(now / width)
 			if now < 0 {
 				s = 0
 			}
@@ -115,19 +121,19 @@ func TestTimeWindowTotalIsTheSumOfItsSeconds(t *testing.T) {
 				got = w.addHead(outcomeOf(o.fail, o.slow))
 				outs = append(outs, o)
 			}
-			want := naiveSum(outs, func(o counted) bool { return head-o.sec < int64(size) })
+			want := naiveSum(outs, func(o counted) bool { return head-o.sec < buckets })
 			if got != want {
-				t.Fatalf("window of %d s, step %d, reading %v (head second %d): counts %+v, want %+v", size, step, now, head, got, want)
+				t.Fatalf("window of %d s at %v, step %d, reading %v (head second %d): counts %+v, want %+v", size, width, step, now, head, got, want)
 			}
-			var buckets windowCounts
+			var sum windowCounts
 			for _, b := range w.buckets {
-				buckets.n, buckets.f, buckets.s, buckets.sf = buckets.n+b.n, buckets.f+b.f, buckets.s+b.s, buckets.sf+b.sf
+				sum.n, sum.f, sum.s, sum.sf = sum.n+b.n, sum.f+b.f, sum.s+b.s, sum.sf+b.sf
 			}
-			if buckets != w.total || w.head != head {
-				t.Fatalf("window of %d s, step %d: buckets add up to %+v, total %+v; head %d, want %d", size, step, buckets, w.total, w.head, head)
+			if sum != w.total || w.head != head {
+				t.Fatalf("window of %d s at %v, step %d: buckets add up to %+v, total %+v; head %d, want %d", size, width, step, sum, w.total, w.head, head)
 			}
 			if head == lastSecond && rng.IntN(20) == 0 { // nowhere left to go: start again
-				w, outs, head, now = newTimeWindow(size), outs[:0], 0, 0
+				w, outs, head, now = newTimeWindow(size, width), outs[:0], 0, 0
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
 )
 
 // The hot path allocates nothing, in every state, for both implementations:
@@ -24,6 +25,7 @@ func TestNoAllocationsInAnyState(t *testing.T) {
 	configs := map[string]core.Config{
 		"count":       {WindowSize: 100, FailureRateThreshold: 60},
 		"time":        {WindowType: core.TimeBased, WindowSize: 10, FailureRateThreshold: 60},
+		"time/100ms":  {WindowType: core.TimeBased, WindowSize: 10, BucketWidth: 100 * time.Millisecond, FailureRateThreshold: 60},
 		"consecutive": {ConsecutiveFailures: 5},
 		"slow":        {WindowSize: 100, FailureRateThreshold: 60, SlowCallRateThreshold: 50, SlowCallDurationThreshold: time.Second},
 	}
@@ -90,12 +92,41 @@ func TestBreakerMemoryBound(t *testing.T) {
 	}{
 		{"count100", core.Config{WindowSize: 100, FailureRateThreshold: 50}, 2048},
 		{"time60", core.Config{WindowType: core.TimeBased, WindowSize: 60, FailureRateThreshold: 50}, 8192},
+		// time60's 60 buckets, 100 ms wide (TestTimeWindowMemoryIsPerBucket).
+		{"time6/100ms", core.Config{WindowType: core.TimeBased, WindowSize: 6, BucketWidth: 100 * time.Millisecond, FailureRateThreshold: 50}, 8192},
 	} {
 		var b *core.Breaker
 		bytes := allocatedBy(func() { b, _ = core.New(c.cfg) })
 		require.NotNil(t, b)
 		t.Logf("%s at GOMAXPROCS=16: %d B", c.name, bytes)
 		require.LessOrEqual(t, bytes, c.limit, c.name)
+	}
+}
+
+// A time window's memory is a function of its number of buckets, not of
+// their width: in both implementations a window of N buckets allocates the
+// same bytes at every width, from few buckets to MaxTimeBuckets. So the
+// memory bounds above, stated for windows of 1 s buckets, hold for the
+// same number of buckets at any width, and the largest window of any width
+// is the largest of 1 s (a window of N seconds at width w has N x 1 s / w
+// buckets).
+func TestTimeWindowMemoryIsPerBucket(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(16))
+	for _, n := range []int{40, 600, core.MaxTimeBuckets} {
+		for _, im := range impls {
+			bytesOf := func(width time.Duration) uint64 {
+				cfg := core.Config{WindowType: core.TimeBased, WindowSize: n / int(time.Second/width), BucketWidth: width, FailureRateThreshold: 50}
+				var b breakers.Breaker
+				bytes := allocatedBy(func() { b, _ = im.New(cfg) })
+				require.NotNil(t, b, "%s %+v", im.Name, cfg)
+				return bytes
+			}
+			want := bytesOf(time.Second)
+			for _, width := range []time.Duration{core.MinBucketWidth, 125 * time.Millisecond, 200 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond} {
+				require.Equal(t, want, bytesOf(width), "%s, %d buckets of %v", im.Name, n, width)
+			}
+			t.Logf("%s, %d buckets, GOMAXPROCS=16: %d B at every width", im.Name, n, want)
+		}
 	}
 }
 

@@ -177,8 +177,13 @@ func build(c Config) (*Breaker, error) {
 	}
 	switch {
 	case s.WindowSize == 0:
-	case s.WindowType == TimeBased:
+	case s.WindowType == TimeBased && s.BucketWidth == time.Second:
 		b.buckets, err = buckets.New(s.WindowSize)
+	case s.WindowType == TimeBased:
+		// Narrow buckets count 32 bits of widths from an origin near the
+		// clock's reading now, not from its base: 2^32 tenths of a second
+		// from a base at the Unix epoch have passed.
+		b.buckets, err = buckets.NewFrom(s.WindowSize, s.BucketWidth, s.Clock.Now())
 	default:
 		b.ring, err = atomicring.New(s.WindowSize)
 	}

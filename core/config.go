@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/casbreaker/casbreaker/internal/window/buckets"
 )
 
 // WindowType selects how the sliding window that the rate and count rules
@@ -15,7 +17,8 @@ const (
 	// COUNT_BASED).
 	CountBased WindowType = iota
 	// TimeBased keeps the calls completed in the last WindowSize whole seconds
-	// of the breaker clock (Resilience4j TIME_BASED), in per-second buckets.
+	// of the breaker clock (Resilience4j TIME_BASED), in buckets of
+	// BucketWidth (one second by default).
 	TimeBased
 )
 
@@ -36,7 +39,7 @@ func (t WindowType) String() string {
 // bits each, and the backoff step 5.
 const (
 	MaxCountWindow       = 255                  // calls
-	MaxTimeWindow        = 3600                 // seconds
+	MaxTimeWindow        = 3600                 // seconds, in buckets of 1 s (MaxTimeBuckets)
 	MaxPermittedInHalf   = 127                  // calls: 7 bits of the state word
 	MaxBackoffSteps      = 31                   // re-opens: 5 bits of the state word
 	MaxOpenDurationLimit = 365 * 24 * time.Hour // a year, well inside the 2^35 ms deadline range
@@ -47,6 +50,19 @@ const (
 	defaultWindowSize      = 100
 	defaultMinCalls        = 100
 	defaultOpenDuration    = 60 * time.Second
+)
+
+// Limits of a time window's buckets. They bound its memory (40 bytes a
+// bucket, plus 8 per success stripe) and the cost of a sum over it, which
+// reads every bucket, so a window of narrower buckets spans less time.
+const (
+	// MaxTimeBuckets is the most buckets a time window holds: WindowSize
+	// times the buckets per second (1 s / BucketWidth) is at most this,
+	// so WindowSize is at most MaxTimeWindow seconds at the default width,
+	// 360 at 100 ms.
+	MaxTimeBuckets = buckets.MaxBuckets
+	// MinBucketWidth is the narrowest BucketWidth.
+	MinBucketWidth = buckets.MinWidth
 )
 
 // WaitForever is the Config.MaxWaitInHalfOpen that turns the half-open max
@@ -95,9 +111,29 @@ type Config struct {
 	// CountBased.
 	WindowType WindowType
 	// WindowSize is the window length: calls for CountBased (1..255), whole
-	// seconds for TimeBased (1..3600). Zero: 100 when a rule needs a window
+	// seconds for TimeBased (1..3600, and at most MaxTimeBuckets buckets of
+	// BucketWidth: 1..360 at 100 ms). Zero: 100 when a rule needs a window
 	// (a rate threshold or FailureCountThreshold), otherwise no window.
 	WindowSize int
+	// BucketWidth is the width of a time window's buckets, the step in
+	// which the window slides: an outcome counts from its completion until
+	// the end of its bucket's WindowSize seconds, between WindowSize less
+	// one width and WindowSize after it completed (with 1 s buckets, one
+	// at 0.95 s in a 2 s window leaves at 2 s; with 100 ms buckets at
+	// 2.9 s). It must be a whole number of milliseconds from
+	// MinBucketWidth (100 ms) to 1 s that divides 1 s: 100, 125, 200, 250
+	// or 500 ms, or 1 s. A window holds WindowSize x (1 s / BucketWidth)
+	// buckets, at most MaxTimeBuckets; its memory and the cost of summing
+	// it grow with them, not with the width. A width below 1 s costs New
+	// one reading of Clock: the lock-free window counts time in 32 bits of
+	// widths (136 years at 1 s, from the clock's base; 13.6 at 100 ms), so
+	// a narrower one counts them from a whole second 2^30 widths before
+	// that reading, which a Clock based at the Unix epoch needs, and stops
+	// sliding 2^32 widths after it: at least 10.2 years after New at
+	// 100 ms. Zero: 1 s for a time-based window. Any other value, and any
+	// non-zero value for a count-based window or for a breaker without a
+	// window, is rejected.
+	BucketWidth time.Duration
 	// MinimumNumberOfCalls is the number of calls the window must hold before
 	// the rate rules may trip (a partial window is never judged). Zero:
 	// WindowSize for CountBased, 100 for TimeBased. When set (non-zero) it

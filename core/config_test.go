@@ -39,6 +39,21 @@ func TestConfigRejectsEachBadField(t *testing.T) {
 		{"WindowSize", func(c *core.Config) { c.WindowSize = core.MaxCountWindow + 1 }},
 		{"WindowSize", func(c *core.Config) { c.WindowType, c.WindowSize = core.TimeBased, core.MaxTimeWindow+1 }},
 		{"WindowType", func(c *core.Config) { c.WindowType = 7 }},
+		{"WindowSize", func(c *core.Config) {
+			c.WindowType, c.WindowSize, c.BucketWidth = core.TimeBased, core.MaxTimeBuckets/10+1, core.MinBucketWidth
+		}},
+		{"WindowSize", func(c *core.Config) {
+			c.WindowType, c.WindowSize, c.BucketWidth = core.TimeBased, core.MaxTimeBuckets/4+1, 250*time.Millisecond
+		}},
+		{"BucketWidth", func(c *core.Config) { c.BucketWidth = time.Second }}, // a count window
+		{"BucketWidth", func(c *core.Config) { c.WindowType, c.BucketWidth = core.TimeBased, 150*time.Millisecond }},
+		{"BucketWidth", func(c *core.Config) { c.WindowType, c.BucketWidth = core.TimeBased, 99*time.Millisecond }},
+		{"BucketWidth", func(c *core.Config) { c.WindowType, c.BucketWidth = core.TimeBased, 2*time.Second }},
+		{"BucketWidth", func(c *core.Config) { c.WindowType, c.BucketWidth = core.TimeBased, -time.Second }},
+		{"BucketWidth", func(c *core.Config) { c.WindowType, c.BucketWidth = core.TimeBased, 100*time.Millisecond+1 }},
+		{"BucketWidth", func(c *core.Config) {
+			c.WindowType, c.BucketWidth, c.FailureRateThreshold, c.ConsecutiveFailures = core.TimeBased, core.MinBucketWidth, 0, 3
+		}}, // no window
 		{"InitialState", func(c *core.Config) { c.InitialState = core.NumStates }},
 		{"HalfOpenFullWait", func(c *core.Config) { c.HalfOpenFullWait = -time.Millisecond }},
 		{"HalfOpenFullWait", func(c *core.Config) { c.HalfOpenFullWait = 400 * 24 * time.Hour }},
@@ -109,14 +124,14 @@ func TestConfigReportsEveryProblem(t *testing.T) {
 }
 
 // The problems come out in one fixed order, the order in which Validate
-// resolves the fields (rules, window, minimum number of calls, half-open
+// resolves the fields (rules, window, bucket width, minimum number of calls, half-open
 // probes, open durations, half-open waits, ramp-up and hints), so that the
 // same config always reads the same.
 func TestConfigReportsProblemsInOrder(t *testing.T) {
 	_, err := core.Config{
 		Name:       "\xc3",
 		WindowType: 7, FailureRateThreshold: 101, SlowCallRateThreshold: 101, SlowCallDurationThreshold: -1,
-		FailureCountThreshold: -1, ConsecutiveFailures: -1, WindowSize: -1, MinimumNumberOfCalls: -1,
+		FailureCountThreshold: -1, ConsecutiveFailures: -1, WindowSize: -1, BucketWidth: -1, MinimumNumberOfCalls: -1,
 		PermittedCallsInHalfOpen: -1, SuccessesToClose: -1, OpenDuration: -1, MaxWaitInHalfOpen: -2,
 		HalfOpenFullWait: -1, RampUpDuration: -1, MaxRetryAfter: -1, RampUpStartPercent: -1, InitialState: core.NumStates,
 	}.Validate()
@@ -130,7 +145,7 @@ func TestConfigReportsProblemsInOrder(t *testing.T) {
 	}
 	require.Equal(t, []string{
 		"Name", "WindowType", "FailureRateThreshold", "SlowCallRateThreshold", "SlowCallDurationThreshold",
-		"FailureCountThreshold", "ConsecutiveFailures", "WindowSize",
+		"FailureCountThreshold", "ConsecutiveFailures", "WindowSize", "BucketWidth",
 		"MinimumNumberOfCalls", "PermittedCallsInHalfOpen", "SuccessesToClose", "OpenDuration",
 		"MaxWaitInHalfOpen", "HalfOpenFullWait", "RampUpDuration", "MaxRetryAfter", "RampUpStartPercent",
 		"InitialState",
@@ -170,6 +185,19 @@ func TestConfigDefaults(t *testing.T) {
 	s, err = core.Config{ConsecutiveFailures: 5}.Validate()
 	require.NoError(t, err)
 	require.Zero(t, s.WindowSize) // no rule needs a window
+	require.Zero(t, s.BucketWidth)
+
+	// A time window's buckets are a second wide unless set.
+	s, err = core.Config{WindowType: core.TimeBased, FailureRateThreshold: 50}.Validate()
+	require.NoError(t, err)
+	require.Equal(t, time.Second, s.BucketWidth)
+	s, err = core.Config{WindowType: core.TimeBased, FailureRateThreshold: 50, BucketWidth: 200 * time.Millisecond}.Validate()
+	require.NoError(t, err)
+	require.Equal(t, 200*time.Millisecond, s.BucketWidth)
+	require.Equal(t, 100, s.WindowSize, "still seconds: 500 buckets")
+	s, err = core.Config{WindowSize: 20, FailureRateThreshold: 50}.Validate()
+	require.NoError(t, err)
+	require.Zero(t, s.BucketWidth, "a count window has no buckets")
 
 	s, err = core.Config{ConsecutiveFailures: 1, OpenDuration: 5 * time.Second, OpenDurationBackoff: 2, MaxOpenDuration: time.Minute}.Validate()
 	require.NoError(t, err)
@@ -183,6 +211,10 @@ func TestConfigAcceptsLimits(t *testing.T) {
 		{WindowSize: 1, FailureRateThreshold: 100, MinimumNumberOfCalls: 1},
 		{WindowSize: core.MaxCountWindow, FailureRateThreshold: 1, MinimumNumberOfCalls: core.MaxCountWindow},
 		{WindowType: core.TimeBased, WindowSize: core.MaxTimeWindow, FailureCountThreshold: 1_000_000},
+		{WindowType: core.TimeBased, WindowSize: core.MaxTimeWindow, BucketWidth: time.Second, FailureRateThreshold: 1},
+		{WindowType: core.TimeBased, WindowSize: core.MaxTimeBuckets / 10, BucketWidth: core.MinBucketWidth, FailureRateThreshold: 1},
+		{WindowType: core.TimeBased, WindowSize: 1, BucketWidth: core.MinBucketWidth, FailureRateThreshold: 1},
+		{WindowType: core.TimeBased, WindowSize: core.MaxTimeBuckets / 8, BucketWidth: 125 * time.Millisecond, FailureRateThreshold: 1},
 		{ConsecutiveFailures: 1, PermittedCallsInHalfOpen: core.MaxPermittedInHalf, SuccessesToClose: core.MaxPermittedInHalf, FailuresToReopen: core.MaxPermittedInHalf, OpenDuration: time.Nanosecond},
 		{ConsecutiveFailures: 1, OpenDuration: core.MaxOpenDurationLimit},
 		{ConsecutiveFailures: 1, OpenDuration: core.MaxOpenDurationLimit, OpenDurationJitter: 1},

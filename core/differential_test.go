@@ -303,6 +303,9 @@ func randomConfig(rng *rand.Rand) core.Config {
 			c.MaxOpenDuration = c.OpenDuration * time.Duration(1+rng.IntN(20))
 		}
 		randomOpenDuration(rng, &c)
+		if c.WindowType == core.TimeBased && c.WindowSize > 0 && rng.IntN(2) == 0 {
+			c.BucketWidth = randomWidth(rng)
+		}
 		// The optional features, each in about half the histories, with
 		// durations of the order of the clock steps (fractions of a
 		// millisecond included: coarse units round them up).
@@ -337,6 +340,13 @@ func randomConfig(rng *rand.Rand) core.Config {
 			panic(err)
 		}
 	}
+}
+
+// randomWidth is a time window's bucket width: any that Validate accepts,
+// 1 s spelled out included, most often the narrowest.
+func randomWidth(rng *rand.Rand) time.Duration {
+	return []time.Duration{core.MinBucketWidth, core.MinBucketWidth, 125 * time.Millisecond, 200 * time.Millisecond,
+		250 * time.Millisecond, 500 * time.Millisecond, time.Second}[rng.IntN(7)]
 }
 
 // TestCoarseDeadlineWrap: the coarse ramp-up and max-wait deadlines
@@ -511,6 +521,10 @@ func wideRandomConfig(rng *rand.Rand) core.Config {
 			c.WindowSize = []int{0, 1, 2, 3, 7, 64, 200, 255}[rng.IntN(8)]
 		} else {
 			c.WindowSize = []int{0, 1, 2, 3, 10, 60, 3600}[rng.IntN(7)]
+			if c.WindowSize > 0 && rng.IntN(2) == 0 {
+				c.BucketWidth = randomWidth(rng)
+				c.WindowSize = min(c.WindowSize, core.MaxTimeBuckets/int(time.Second/c.BucketWidth))
+			}
 		}
 		if rng.IntN(2) == 0 {
 			c.MinimumNumberOfCalls = 1 + rng.IntN(max(1, min(c.WindowSize, 10)))
@@ -572,6 +586,9 @@ func TestSequentialDifferential(t *testing.T) {
 			SlowCallRateThreshold: 50, SlowCallDurationThreshold: 300 * time.Millisecond, OpenDuration: 700 * time.Millisecond,
 			OpenDurationBackoff: 2, MaxOpenDuration: 5 * time.Second, PermittedCallsInHalfOpen: 3, MaxWaitInHalfOpen: 3 * time.Millisecond,
 			RampUpDuration: 5 * time.Millisecond, MaxRetryAfter: time.Millisecond, CollectMetrics: true},
+		{WindowType: core.TimeBased, WindowSize: 2, BucketWidth: 100 * time.Millisecond, MinimumNumberOfCalls: 2,
+			FailureRateThreshold: 50, FailureCountThreshold: 4, OpenDuration: 300 * time.Millisecond, PermittedCallsInHalfOpen: 2,
+			MaxWaitInHalfOpen: 150 * time.Millisecond, CollectMetrics: true},
 		{ConsecutiveFailures: 2, OpenDuration: time.Millisecond, MaxWaitInHalfOpen: time.Nanosecond,
 			RampUpDuration: time.Nanosecond, RampUpStartPercent: 100, MaxRetryAfter: core.MaxOpenDurationLimit},
 		{WindowSize: 1, MinimumNumberOfCalls: 1, FailureCountThreshold: 1, SlowCallRateThreshold: 100,

@@ -363,3 +363,37 @@ func ExampleRestore() {
 	fmt.Println(b.State(), "for", b.RetryAfter().Round(time.Second))
 	// Output: open for 40s
 }
+
+// A time window slides in steps of its bucket width. In a window of 2 s a
+// failure at 0.95 s leaves, with buckets of 1 s, at 2 s, 1.05 s after it;
+// with buckets of 100 ms it leaves at 2.9 s, 1.95 s after it: the narrower
+// the buckets, the closer every outcome stays to the full 2 s.
+func ExampleConfig_bucketWidth() {
+	for _, width := range []time.Duration{time.Second, 100 * time.Millisecond} {
+		clock := core.NewManualClock(0)
+		b, err := core.New(core.Config{
+			WindowType:            core.TimeBased,
+			WindowSize:            2, // seconds
+			BucketWidth:           width,
+			FailureCountThreshold: 3,
+			MinimumNumberOfCalls:  1,
+			Clock:                 clock,
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, at := range []time.Duration{950 * time.Millisecond, 1500 * time.Millisecond} {
+			clock.Set(at)
+			p, _ := b.Allow()
+			b.Done(p, errors.New("timeout"))
+		}
+		clock.Set(2500 * time.Millisecond)
+		fmt.Printf("buckets of %v: %d failures in the window at 2.5s\n", width, b.Counts().Failures)
+	}
+	_, err := core.New(core.Config{WindowType: core.TimeBased, BucketWidth: 300 * time.Millisecond, FailureRateThreshold: 50})
+	fmt.Println(err)
+	// Output:
+	// buckets of 1s: 1 failures in the window at 2.5s
+	// buckets of 100ms: 2 failures in the window at 2.5s
+	// core: Config.BucketWidth: 300ms is not a whole number of milliseconds from 100ms to 1s that divides 1s (100ms, 125ms, 200ms, 250ms, 500ms or 1s; 0: 1s)
+}

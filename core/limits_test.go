@@ -69,26 +69,62 @@ func TestLimit_OpenDeadlineAliasesAfterLongIdle(t *testing.T) {
 }
 
 // Limit (a divergence): the lock-free time window saturates clock readings
-// past 2^32-1 seconds (136 years; its seconds are 32 bits) into one second,
-// so nothing ever leaves the window; the baseline keeps int64 seconds and
-// slides. With a clock whose base is far in the past (any reading >= 2^32
-// s), outcomes older than the window keep counting and trip the breaker.
-// semantics.md states no such limit.
+// past 2^32-1 seconds of its bucket width after its origin (its seconds
+// are 32 bits) into one, so nothing ever leaves the window; the baseline
+// keeps int64 seconds and slides. With buckets of 1 s the origin is the
+// clock's base and the limit 136 years of readings; narrower buckets count
+// from an origin 2^30 widths before the clock's reading at New, so the
+// limit is at least 3 x 2^30 widths after New (10.2 years at 100 ms), and
+// a clock whose base is far in the past (the Unix epoch) is no nearer it.
+// Past it, outcomes older than the window keep counting and trip the
+// breaker. Config's BucketWidth states the limit; semantics.md states none.
 func TestLimit_TimeWindowSaturatesAfter136Years(t *testing.T) {
-	cfg := core.Config{WindowType: core.TimeBased, WindowSize: 10, FailureCountThreshold: 3}
-	lf, mu := rigPair(t, cfg, time.Duration(1<<32)*time.Second)
-	for _, r := range []*rig{lf, mu} {
-		r.XN(2, core.Failure)
-		r.Clock.Advance(time.Hour) // both failures left the 10 s window
+	for _, width := range []time.Duration{time.Second, core.MinBucketWidth, 500 * time.Millisecond} {
+		cfg := core.Config{WindowType: core.TimeBased, WindowSize: 10, BucketWidth: width, FailureCountThreshold: 3}
+		for _, base := range []time.Duration{0, 56 * 365 * 24 * time.Hour} {
+			if width == time.Second && base != 0 {
+				continue // the clock's base is the origin: 80 years left
+			}
+			// Where the lock-free window's seconds run out, after New at
+			// base: 2^32 widths after an origin of 0, or within a second
+			// of 3 x 2^30 widths after base.
+			limit := time.Duration(1<<32) * width
+			if base != 0 {
+				limit = time.Duration(3<<30) * width
+			}
+			at := func(r *rig, d time.Duration) { r.Clock.Set(base + d) }
+			// Built with their clocks at base, as a breaker of a Clock
+			// counting from the Unix epoch is.
+			var lf, mu *rig
+			for i, r := range []**rig{&lf, &mu} {
+				c := cfg
+				c.Clock = core.NewManualClock(base)
+				*r = maker{new: impls[i].New}.build(t, c)
+				(*r).Clock = c.Clock.(*core.ManualClock)
+			}
+			// Ten seconds before the limit, on both sides: the window slides.
+			for _, r := range []*rig{lf, mu} {
+				at(r, limit-time.Hour-10*time.Second)
+				r.XN(2, core.Failure)
+				at(r, limit-10*time.Second)
+				r.Cnt(0, 0, 0, 0)
+			}
+			// Past it, only the baseline's does.
+			for _, r := range []*rig{lf, mu} {
+				at(r, limit+time.Hour)
+				r.XN(2, core.Failure)
+				at(r, limit+2*time.Hour) // both failures left the 10 s window
+			}
+			mu.Cnt(0, 0, 0, 0)
+			mu.X(core.Failure)
+			mu.Is(core.Closed)
+			c := lf.B.Counts()
+			limitStands(t, c.Calls != 0, "lock-free, %v buckets from %v: the time window slid past 2^32 widths of its origin (%+v)", width, base, c)
+			lf.Cnt(2, 2, 0, 0)
+			lf.X(core.Failure) // the third failure in a window that never slides
+			lf.Is(core.Open)
+		}
 	}
-	mu.Cnt(0, 0, 0, 0)
-	mu.X(core.Failure)
-	mu.Is(core.Closed)
-	c := lf.B.Counts()
-	limitStands(t, c.Calls != 0, "lock-free: the time window slid past 2^32 s (%+v)", c)
-	lf.Cnt(2, 2, 0, 0)
-	lf.X(core.Failure) // the third failure in a window that never slides
-	lf.Is(core.Open)
 }
 
 // Limit (the baseline's; a divergence): the baseline calls the user's Clock

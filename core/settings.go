@@ -16,7 +16,8 @@ import (
 type Settings struct {
 	Name                      string
 	WindowType                WindowType
-	WindowSize                int // 0: no window
+	WindowSize                int           // 0: no window
+	BucketWidth               time.Duration // a time window's bucket width; 0: no time window
 	MinimumNumberOfCalls      int
 	MinimumAppliesToCount     bool
 	FailureRateThreshold      int

@@ -278,7 +278,7 @@ func (s Snapshot) checkWindow(set *Settings) error {
 const fingerprintVersion = 1
 
 // Fingerprint is a 64-bit hash (FNV-1a) of the settings that give a
-// Snapshot's fields their meaning: the window type and size, the thresholds
+// Snapshot's fields their meaning: the window type, size and bucket width, the thresholds
 // that judge a window and a run of failures (failure rate, slow-call rate,
 // slow-call duration, failure count, minimum number of calls, consecutive
 // failures), the open duration, backoff factor and maximum, and whether
@@ -297,7 +297,7 @@ func (s Settings) Fingerprint() uint64 {
 	h := uint64(offset)
 	for _, v := range [...]uint64{
 		fingerprintVersion,
-		uint64(s.WindowType), uint64(s.WindowSize),
+		uint64(s.WindowType), uint64(s.WindowSize), uint64(s.BucketWidth),
 		uint64(s.FailureRateThreshold), uint64(s.SlowCallRateThreshold), uint64(s.SlowCallDurationThreshold),
 		uint64(s.FailureCountThreshold), uint64(s.MinimumNumberOfCalls), b2u(s.MinimumAppliesToCount),
 		uint64(s.ConsecutiveFailures),

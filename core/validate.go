@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/casbreaker/casbreaker/internal/trip"
+	"github.com/casbreaker/casbreaker/internal/window/buckets"
 )
 
 // Validate checks c against the configuration rules and resolves its defaults. It returns every
@@ -121,21 +122,49 @@ func (c Config) validateSlowCalls(errs *problems) {
 	}
 }
 
-// resolveWindow checks and resolves the sliding window's size and then
-// the minimum number of calls into s.
+// resolveWindow checks and resolves the sliding window's size, a time
+// window's bucket width and then the minimum number of calls into s.
 func (c Config) resolveWindow(s *Settings, needWindow bool, errs *problems) {
 	s.WindowSize = c.WindowSize
 	maxWindow, unit := MaxCountWindow, "calls"
+	narrow := c.WindowType == TimeBased && buckets.ValidWidth(c.BucketWidth) && c.BucketWidth != time.Second
 	if c.WindowType == TimeBased {
 		maxWindow, unit = MaxTimeWindow, "seconds"
 	}
+	if narrow {
+		maxWindow = MaxTimeBuckets / int(time.Second/c.BucketWidth)
+	}
 	switch {
+	case narrow && (c.WindowSize < 0 || c.WindowSize > maxWindow):
+		errs.add("WindowSize", "%d is outside 1..%d seconds for a %v window of BucketWidth %v (at most %d buckets)",
+			c.WindowSize, maxWindow, c.WindowType, c.BucketWidth, MaxTimeBuckets)
 	case c.WindowSize < 0 || c.WindowSize > maxWindow:
 		errs.add("WindowSize", "%d is outside 1..%d %s for a %v window", c.WindowSize, maxWindow, unit, c.WindowType)
 	case c.WindowSize == 0 && needWindow:
 		s.WindowSize = defaultWindowSize
 	}
+	c.resolveBucketWidth(s, errs)
 	c.resolveMinimumCalls(s, errs)
+}
+
+// resolveBucketWidth checks and resolves a time window's bucket width into
+// s, whose window size is resolved: 1 s for zero, none without a time
+// window.
+func (c Config) resolveBucketWidth(s *Settings, errs *problems) {
+	switch w := c.BucketWidth; {
+	case w == 0:
+		if c.WindowType == TimeBased && s.WindowSize > 0 {
+			s.BucketWidth = time.Second
+		}
+	case c.WindowType != TimeBased:
+		errs.add("BucketWidth", "%v has no effect on a %v window: only a time-based window has buckets", w, c.WindowType)
+	case !buckets.ValidWidth(w):
+		errs.add("BucketWidth", "%v is not a whole number of milliseconds from %v to 1s that divides 1s (100ms, 125ms, 200ms, 250ms, 500ms or 1s; 0: 1s)", w, MinBucketWidth)
+	case s.WindowSize == 0:
+		errs.add("BucketWidth", "%v has no effect without a window (no rate or failure-count threshold uses one)", w)
+	default:
+		s.BucketWidth = w
+	}
 }
 
 // resolveMinimumCalls checks and resolves the minimum number of calls into

@@ -34,8 +34,10 @@ var configFields = func() map[string]bool {
 //   - Values R3 rules out are rejected naming their own field, never
 //     clamped: rate thresholds outside 0..100, negative counts and
 //     durations, window sizes and probe counts above their maxima, an
-//     unknown window type.
-//   - The wt argument's bit 0x40 moves the backoff argument to the jitter
+//     unknown window type, a bucket width that is not a whole divisor of
+//     a second from 100 ms, or set for a count window.
+//   - The extra argument's low four bits pick the bucket width
+//     (fuzzWidths); its bit 0x10 moves the backoff argument to the jitter
 //     fraction (OpenDurationJitter), and its bit 0x20 adds an open-duration
 //     function: a jitter outside 0..1 (NaN included) is rejected naming
 //     it, and so is a function beside a backoff factor above 1.
@@ -45,23 +47,28 @@ var configFields = func() map[string]bool {
 //     stopping at most at 31), keeps every non-zero value it was given, and
 //     both constructors accept it.
 func FuzzConfig(f *testing.F) {
-	f.Add(uint8(0), 20, 10, 50, 0, int64(0), 0, 0, int64(5*time.Second), 0.0, int64(0), 1, 0, 0)
-	f.Add(uint8(1), 60, 0, 0, 30, int64(time.Second), 3, 0, int64(time.Second), 2.0, int64(time.Minute), 3, 2, 2)
-	f.Add(uint8(0), 0, 0, 0, 0, int64(0), 0, 5, int64(0), 0.0, int64(0), 0, 0, 0)
-	f.Add(uint8(7), -1, -1, 101, -1, int64(-1), -1, -1, int64(-1), math.NaN(), int64(-1), 128, 128, 128)
-	f.Add(uint8(0), 5, 10, 50, 0, int64(0), 0, 0, int64(0), 0.0, int64(0), 0, 0, -1)
-	f.Add(uint8(1), 3601, 0, 100, 100, int64(0), 0, 0, int64(400*24*time.Hour), math.Inf(1), int64(0), 127, 127, 127)
-	f.Add(uint8(0), 255, 255, 100, 0, int64(0), 255, math.MaxInt, int64(time.Millisecond), 1.01, int64(time.Second), 0, 0, 0)
-	f.Add(uint8(0x40), 0, 0, 0, 0, int64(0), 0, 1, int64(time.Second), 0.25, int64(0), 0, 0, 0)
-	f.Add(uint8(0x40), 0, 0, 0, 0, int64(0), 0, 1, int64(time.Second), 1.5, int64(0), 0, 0, 0)
-	f.Add(uint8(0x60), 0, 0, 0, 0, int64(0), 0, 1, int64(time.Second), math.NaN(), int64(time.Minute), 0, 0, 0)
-	f.Add(uint8(0x20), 0, 0, 0, 0, int64(0), 0, 1, int64(time.Second), 0.0, int64(time.Minute), 0, 0, 0)
-	f.Add(uint8(0x20), 0, 0, 0, 0, int64(0), 0, 1, int64(time.Second), 2.0, int64(time.Minute), 0, 0, 0)
-	f.Add(uint8(0x20), 0, 0, 0, 0, int64(0), 0, 1, int64(time.Second), 0.0, int64(0), 0, 0, 0)
+	f.Add(uint8(0), 20, 10, 50, 0, int64(0), 0, 0, int64(5*time.Second), 0.0, int64(0), 1, 0, 0, uint8(0))
+	f.Add(uint8(1), 60, 0, 0, 30, int64(time.Second), 3, 0, int64(time.Second), 2.0, int64(time.Minute), 3, 2, 2, uint8(0))
+	f.Add(uint8(0), 0, 0, 0, 0, int64(0), 0, 5, int64(0), 0.0, int64(0), 0, 0, 0, uint8(0))
+	f.Add(uint8(7), -1, -1, 101, -1, int64(-1), -1, -1, int64(-1), math.NaN(), int64(-1), 128, 128, 128, uint8(0))
+	f.Add(uint8(0), 5, 10, 50, 0, int64(0), 0, 0, int64(0), 0.0, int64(0), 0, 0, -1, uint8(0))
+	f.Add(uint8(1), 3601, 0, 100, 100, int64(0), 0, 0, int64(400*24*time.Hour), math.Inf(1), int64(0), 127, 127, 127, uint8(0))
+	f.Add(uint8(0), 255, 255, 100, 0, int64(0), 255, math.MaxInt, int64(time.Millisecond), 1.01, int64(time.Second), 0, 0, 0, uint8(0))
+	f.Add(uint8(0), 0, 0, 0, 0, int64(0), 0, 1, int64(time.Second), 0.25, int64(0), 0, 0, 0, uint8(0x10))
+	f.Add(uint8(0), 0, 0, 0, 0, int64(0), 0, 1, int64(time.Second), 1.5, int64(0), 0, 0, 0, uint8(0x10))
+	f.Add(uint8(0), 0, 0, 0, 0, int64(0), 0, 1, int64(time.Second), math.NaN(), int64(time.Minute), 0, 0, 0, uint8(0x30))
+	f.Add(uint8(0), 0, 0, 0, 0, int64(0), 0, 1, int64(time.Second), 0.0, int64(time.Minute), 0, 0, 0, uint8(0x20))
+	f.Add(uint8(0), 0, 0, 0, 0, int64(0), 0, 1, int64(time.Second), 2.0, int64(time.Minute), 0, 0, 0, uint8(0x20))
+	f.Add(uint8(0), 0, 0, 0, 0, int64(0), 0, 1, int64(time.Second), 0.0, int64(0), 0, 0, 0, uint8(0x20))
+	f.Add(uint8(1), 361, 0, 50, 0, int64(0), 0, 0, int64(0), 0.0, int64(0), 0, 0, 0, uint8(1)) // 361 s of 100 ms buckets
+	f.Add(uint8(1), 720, 0, 50, 0, int64(0), 0, 0, int64(0), 0.0, int64(0), 0, 0, 0, uint8(5)) // 720 s of 500 ms buckets
+	f.Add(uint8(0), 10, 0, 50, 0, int64(0), 0, 0, int64(0), 0.0, int64(0), 0, 0, 0, uint8(2))  // a width on a count window
+	f.Add(uint8(1), 10, 0, 50, 0, int64(0), 0, 0, int64(0), 0.0, int64(0), 0, 0, 0, uint8(7))  // 150 ms: does not divide 1 s
 	f.Fuzz(func(t *testing.T, wt uint8, size, minCalls, rate, slowRate int, slowDur int64, count, consec int,
-		open int64, backoff float64, maxOpen int64, permitted, successes, failures int) {
+		open int64, backoff float64, maxOpen int64, permitted, successes, failures int, extra uint8) {
 		c := core.Config{
-			WindowType:                core.WindowType(wt &^ 0x60),
+			WindowType:                core.WindowType(wt),
+			BucketWidth:               fuzzWidths[extra&15],
 			WindowSize:                size,
 			MinimumNumberOfCalls:      minCalls,
 			FailureRateThreshold:      rate,
@@ -77,10 +84,10 @@ func FuzzConfig(f *testing.F) {
 			FailuresToReopen:          failures,
 			Clock:                     core.NewManualClock(0),
 		}
-		if wt&0x40 != 0 {
+		if extra&0x10 != 0 {
 			c.OpenDurationBackoff, c.OpenDurationJitter = 0, backoff
 		}
-		if wt&0x20 != 0 {
+		if extra&0x20 != 0 {
 			c.OpenDurationFunc = func(int, error) time.Duration { return time.Duration(maxOpen) }
 		}
 		s, err := c.Validate()
@@ -100,6 +107,27 @@ func FuzzConfig(f *testing.F) {
 		}
 		checkSettings(t, c, s)
 	})
+}
+
+// fuzzWidths are the bucket widths FuzzConfig tries: zero (1 s), every
+// valid one, and invalid ones of each kind.
+var fuzzWidths = [16]time.Duration{0, 100 * time.Millisecond, 125 * time.Millisecond, 200 * time.Millisecond,
+	250 * time.Millisecond, 500 * time.Millisecond, time.Second, 150 * time.Millisecond, 99 * time.Millisecond,
+	-time.Second, time.Millisecond, 2 * time.Second, 100*time.Millisecond + 1, math.MaxInt64, math.MinInt64, 333 * time.Millisecond}
+
+// validWidth is whether Validate must accept width for a time window: a
+// whole number of milliseconds from 100 ms to 1 s that divides 1 s (zero
+// means 1 s).
+func validWidth(width time.Duration) bool {
+	return width == 0 || width >= 100*time.Millisecond && width <= time.Second && width%time.Millisecond == 0 && time.Second%width == 0
+}
+
+// maxTimeWindow is the largest time window in seconds for a valid width.
+func maxTimeWindow(width time.Duration) int {
+	if width == 0 {
+		width = time.Second
+	}
+	return core.MaxTimeBuckets / int(time.Second/width)
 }
 
 // checkRejection: every joined error is a *ConfigError naming a real field,
@@ -127,10 +155,14 @@ func checkRejection(t *testing.T, c core.Config, err error) {
 	maxWindow := core.MaxCountWindow
 	if c.WindowType == core.TimeBased {
 		maxWindow = core.MaxTimeWindow
+		if validWidth(c.BucketWidth) {
+			maxWindow = maxTimeWindow(c.BucketWidth)
+		}
 	}
 	for field, bad := range map[string]bool{
 		"WindowType":                c.WindowType != core.CountBased && c.WindowType != core.TimeBased,
 		"WindowSize":                c.WindowSize < 0 || c.WindowSize > maxWindow,
+		"BucketWidth":               c.BucketWidth != 0 && (c.WindowType != core.TimeBased || !validWidth(c.BucketWidth)),
 		"MinimumNumberOfCalls":      c.MinimumNumberOfCalls < 0,
 		"FailureRateThreshold":      c.FailureRateThreshold < 0 || c.FailureRateThreshold > 100,
 		"SlowCallRateThreshold":     c.SlowCallRateThreshold < 0 || c.SlowCallRateThreshold > 100,
@@ -159,11 +191,15 @@ func checkSettings(t *testing.T, c core.Config, s core.Settings) {
 	fail := func(what string) { t.Fatalf("config %+v accepted with settings %+v: %s", c, s, what) }
 	maxWindow := core.MaxCountWindow
 	if s.WindowType == core.TimeBased {
-		maxWindow = core.MaxTimeWindow
+		maxWindow = maxTimeWindow(s.BucketWidth)
 	}
 	switch {
 	case s.WindowSize < 0 || s.WindowSize > maxWindow:
 		fail("window size out of range")
+	case s.WindowType == core.TimeBased && s.WindowSize > 0 && (s.BucketWidth == 0 || !validWidth(s.BucketWidth)):
+		fail("a time window without a valid bucket width")
+	case (s.WindowType != core.TimeBased || s.WindowSize == 0) && s.BucketWidth != 0:
+		fail("a bucket width without a time window")
 	case s.WindowSize == 0 && (s.FailureRateThreshold > 0 || s.SlowCallRateThreshold > 0 || s.FailureCountThreshold > 0):
 		fail("a window rule without a window")
 	case s.FailureRateThreshold == 0 && s.SlowCallRateThreshold == 0 && s.FailureCountThreshold == 0 && s.ConsecutiveFailures == 0:
@@ -183,6 +219,7 @@ func checkSettings(t *testing.T, c core.Config, s core.Settings) {
 	}
 	for name, kept := range map[string]bool{
 		"WindowSize":                c.WindowSize == 0 || s.WindowSize == c.WindowSize,
+		"BucketWidth":               c.BucketWidth == 0 || s.BucketWidth == c.BucketWidth,
 		"MinimumNumberOfCalls":      c.MinimumNumberOfCalls == 0 || s.MinimumNumberOfCalls == c.MinimumNumberOfCalls,
 		"FailureRateThreshold":      s.FailureRateThreshold == c.FailureRateThreshold,
 		"SlowCallRateThreshold":     s.SlowCallRateThreshold == c.SlowCallRateThreshold,

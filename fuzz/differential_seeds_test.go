@@ -78,6 +78,10 @@ var (
 	// (difftest.OpenDuration seeded 7, bounded by 280 ms) and a jitter of
 	// 200/255.
 	cfgOpenDur = enc{0x00, 3, 0x10, 4, 0, 9, 0, 1, 1, 0x84, 158, 3, 3, 7, 200}
+	// Time window of 1 s in buckets of 100 ms (decodeMoreFeatures' width
+	// bits), two failures trip after one call, 70 ms open, one probe;
+	// metrics on.
+	cfgNarrow = enc{0x01, 0, 0x02, 1, 1, 9, 0, 1, 1, 0x80, 0x08}
 )
 
 // Count window of 4, one failure in a row trips, 70 ms open, one
@@ -102,6 +106,12 @@ var differentialSeeds = [][]byte{
 	{2, 80, 2, 1, 3, 3, 0, 8, 1, 0, 1, 1, 6, 0, 1, 5, 3, 0, 0, 0, 1, 9, 0, 0, 0, 0, 2},
 	{0, 141, 6, 60, 1, 90, 20, 3, 40, 2, 2, 2, 8, 0, 0, 5, 2, 0, 1, 0, 1, 0, 1, 0, 0, 5, 7, 0, 0, 0, 1},
 	{1, 255, 3, 40, 2, 50, 60, 4, 2, 100, 8, 1, 0, 1, 4, 4, 0, 0, 0, 0, 1, 0, 5, 90, 0, 1, 0, 0, 3, 6, 0},
+
+	// Buckets of 100 ms: a failure at 0.95 s has left the 1 s window at
+	// 1.95 s (with buckets of 1 s it would still count), the next one
+	// alone does not trip; two in the window at 2 s do.
+	with(cfgNarrow).step(stepTens, 95).call(core.Failure).step(stepTens, 100).call(core.Failure).state().
+		step(stepTens, 5).call(core.Failure).state(),
 
 	// The probe limit: of two calls in half-open only the first is a
 	// probe (PermittedCallsInHalfOpen binds before SuccessesToClose).

@@ -122,7 +122,8 @@ func decodeConfig(r *input) (d decoded, ok bool) {
 // results, a panic on its error) and bounded by a multiple of the open
 // duration; 2, a jitter fraction of the next byte over 255 (0..1, both
 // ends included); 4, FailuresToReopen from the next byte (0..4, 0 the
-// default of 1).
+// default of 1); bits 8 and 16, a time window's bucket width (1 s, 100 ms,
+// 250 ms or 500 ms).
 func decodeMoreFeatures(r *input, c *core.Config) {
 	flags := r.byte()
 	if flags&1 != 0 {
@@ -135,6 +136,9 @@ func decodeMoreFeatures(r *input, c *core.Config) {
 	}
 	if flags&4 != 0 {
 		c.FailuresToReopen = r.intn(5)
+	}
+	if c.WindowType == core.TimeBased && c.WindowSize > 0 {
+		c.BucketWidth = [4]time.Duration{0, core.MinBucketWidth, 250 * time.Millisecond, 500 * time.Millisecond}[flags>>3&3]
 	}
 }
 
@@ -233,7 +237,7 @@ const (
 //     nanosecond short of) the end of the current ramp-up and the current
 //     half-open max wait.
 //
-// The config may set every rule, backoff, the probe limits, the custom
+// The config may set every rule, a time window's bucket width, backoff, the probe limits, the custom
 // classifier, a listener that reads back, MaxWaitInHalfOpen,
 // RampUpDuration and RampUpStartPercent, MaxRetryAfter, CollectMetrics,
 // an OpenGate that refuses half the trips (difftest.Gate), an
@@ -272,7 +276,7 @@ var reachKeys = []string{
 	"op:RecordHint(forged)", "op:DoneHint", "op:CallHint(Do)", "op:CallHint(Done)",
 	"state:closed", "state:open", "state:half-open", "state:forced-open", "state:disabled", "state:metrics-only",
 	"reject:open", "reject:half-open-full", "reject:forced-open", "reject:ramping-up",
-	"ramp:shed", "ramp:admit", "ramp:end", "maxwait:refused", "tr:H>H", "tr:M>M", "tr:H>C+ramp",
+	"ramp:shed", "ramp:admit", "ramp:end", "maxwait:refused", "tr:H>H", "tr:M>M", "tr:H>C+ramp", "tr:C>O+narrow",
 	"hint:trip", "hint:reopen", "hint:metrics-only", "metrics:dropped", "metrics:slow", "step:ramp-end", "step:expiry",
 	"tr:capped", "opendur:func", "opendur:jitter", "opendur:panic",
 }
@@ -529,6 +533,9 @@ func (x *differential) follow() {
 		x.hit(fmt.Sprintf("tr:%s>%s", letter(tr.From), letter(tr.To)))
 		if tr.Reason == core.ReasonCapped {
 			x.hit("tr:capped")
+		}
+		if tr.From == core.Closed && tr.To == core.Open && x.s.BucketWidth != 0 && x.s.BucketWidth < time.Second {
+			x.hit("tr:C>O+narrow")
 		}
 		x.open, x.openAt = tr.To == core.Open, tr.At
 		if x.open && x.s.OpenDurationFunc != nil {

@@ -159,14 +159,21 @@ const (
 	maxAdvance = 1<<24 - 1<<10
 )
 
-// second is the current second of a reading, as buckets documents it: a
-// negative reading is 0, and readings past 2^32-1 seconds saturate there.
-func second(now time.Duration) uint64 {
+// second is the bucket of a reading in buckets of width, as buckets
+// documents it: a negative reading is 0, and readings past 2^32-1 widths
+// saturate there.
+func second(now, width time.Duration) uint64 {
 	if now <= 0 {
 		return 0
 	}
-	return min(uint64(now/time.Second), maxSec)
+	return min(uint64(now/width), maxSec)
 }
+
+// fuzzBucketWidths are FuzzBuckets' bucket widths, by bits 3..5 of its
+// first byte (which it read no other way before widths): every width
+// NewWidth accepts.
+var fuzzBucketWidths = [8]time.Duration{time.Second, 100 * time.Millisecond, 125 * time.Millisecond, 200 * time.Millisecond,
+	250 * time.Millisecond, 500 * time.Millisecond, time.Second, time.Second}
 
 // FuzzBuckets: the lock-free time window against a naive list of
 // timestamped outcomes (R2, R8, R11, R14), sequentially, with idle gaps and
@@ -183,7 +190,8 @@ func second(now time.Duration) uint64 {
 // or dropped but must never show up in the newest generation's counts.
 // Generations start anywhere, jump by up to 2^23-1 at a time (long
 // outages), wrap past 2^24 and carry high bits the window must ignore. Readings reach negative
-// values and the 136-year saturation.
+// values and the saturation at 2^32-1 bucket widths (136 years at 1 s).
+// The window's bucket width is any NewWidth accepts.
 func FuzzBuckets(f *testing.F) {
 	for _, seed := range [][]byte{
 		{},
@@ -191,20 +199,25 @@ func FuzzBuckets(f *testing.F) {
 		{4, 0xff, 0xff, 0xff, 0, 0, 1, 1, 1, 0, 1, 1, 2, 9, 1, 0, 3, 1},
 		{0x83, 5, 0, 0, 0, 0, 5, 1, 0, 9, 1, 0, 10, 2, 2, 0, 0, 3, 7, 0, 1, 2, 1},
 		{1, 7, 0, 0, 0, 8, 0, 2, 200, 0, 1, 3, 9, 0, 0, 10, 0, 2, 11, 0, 3, 1},
+		{1 | 1<<3, 7, 0, 0, 0, 8, 0, 2, 200, 0, 1, 3, 9, 0, 0, 10, 0, 2, 11, 0, 3, 1},    // 2 s of 100 ms buckets
+		{0x83 | 4<<3, 5, 0, 0, 0, 0, 5, 1, 0, 9, 1, 0, 10, 2, 2, 0, 0, 3, 7, 0, 1, 2, 1}, // 250 ms
 	} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := &input{b: data}
 		b0 := r.byte()
-		size := 1 + int(b0%8)
+		width := fuzzBucketWidths[b0>>3&7]
+		perSec := int(time.Second / width)
+		seconds := 1 + int(b0%8)
 		if b0&0x80 != 0 {
-			size = 1 + int(r.u16()%buckets.MaxSeconds)
+			seconds = 1 + int(r.u16())%(buckets.MaxBuckets/perSec)
 		}
-		w, err := buckets.New(size)
+		w, err := buckets.NewWidth(seconds, width)
 		if err != nil {
-			t.Fatalf("New(%d): %v", size, err)
+			t.Fatalf("NewWidth(%d, %v): %v", seconds, width, err)
 		}
+		size := seconds * perSec // buckets
 		// A new window holds generation 0, empty, in every bucket. newest
 		// starts anywhere (near the 2^24 wrap too) and only moves forward;
 		// advanced is how far it has moved from where it started.
@@ -222,7 +235,7 @@ func FuzzBuckets(f *testing.F) {
 			op := r.byte()
 			switch op % 5 {
 			case 0: // move the clock
-				now = moveClock(r, now, size)
+				now = moveClock(r, now, seconds, width)
 			case 1, 2: // Record
 				fail, slow := op&0x10 != 0, op&0x20 != 0
 				var jump uint32
@@ -236,7 +249,7 @@ func FuzzBuckets(f *testing.F) {
 					}
 				default: // an older generation
 					g := (newest - 1 - uint32(r.intn(3))) & bucketGen
-					head = max(head, second(now))
+					head = max(head, second(now, width))
 					w.Record(uint32(r.byte())<<24|g, now, fail, slow) // kept or dropped, but never counted below
 					continue
 				}
@@ -245,7 +258,7 @@ func FuzzBuckets(f *testing.F) {
 					newest, advanced, outs = g, advanced+uint64(jump), nil
 				}
 				hi := uint32(r.byte()) << 24
-				cur := max(head, second(now))
+				cur := max(head, second(now, width))
 				head = cur
 				outs = append(outs, outcome{sec: cur, fail: fail, slow: slow})
 				if !w.Record(hi|g, now, fail, slow) {
@@ -264,7 +277,7 @@ func FuzzBuckets(f *testing.F) {
 				}
 			case 3: // Snapshot of the newest generation
 				hi := uint32(r.byte()) << 24
-				cur := max(head, second(now))
+				cur := max(head, second(now, width))
 				head = cur
 				c := w.Snapshot(hi|newest, now)
 				want := sum(outs, inWindow(cur))
@@ -278,7 +291,7 @@ func FuzzBuckets(f *testing.F) {
 				if older {
 					g = (newest - 1 - uint32(r.intn(3))) & bucketGen
 				}
-				head = max(head, second(now))
+				head = max(head, second(now, width))
 				c := w.Snapshot(g, now)
 				if !older && c != (window.Counts{}) {
 					t.Fatalf("step %d: Snapshot of newer generation %#x = %+v, want empty", step, g, c)
@@ -291,8 +304,9 @@ func FuzzBuckets(f *testing.F) {
 
 // moveClock decodes a clock step: small steps, steps across whole seconds,
 // idle gaps of up to several windows, steps backwards and below zero, and
-// jumps to the edge of the 136-year saturation.
-func moveClock(r *input, now time.Duration, size int) time.Duration {
+// jumps to the edge of the saturation at 2^32 widths (136 years at 1 s);
+// size is the window in seconds.
+func moveClock(r *input, now time.Duration, size int, width time.Duration) time.Duration {
 	arg := time.Duration(r.byte())
 	switch r.intn(10) {
 	case 0:
@@ -310,7 +324,7 @@ func moveClock(r *input, now time.Duration, size int) time.Duration {
 	case 6:
 		return -arg * time.Second // below zero
 	case 7:
-		return time.Duration(maxSec-int64(arg%4))*time.Second + arg*time.Millisecond // the saturation edge
+		return time.Duration(maxSec-int64(arg%4))*width + arg*time.Millisecond // the saturation edge
 	case 8:
 		return now + arg*10*time.Millisecond
 	}

@@ -59,10 +59,11 @@ func gobreakerSettings(s suite.Spec) (gobreaker.Settings, time.Duration, error) 
 	rule, rated := s.Policy.RateRule()
 	switch {
 	case rated && rule.TimeBased:
-		// A rolling window of rule.Size one-second buckets, as casbreaker's;
+		// A rolling window of rule.Size seconds in buckets of the rule's
+		// width (one second, or 100 ms), as casbreaker's;
 		// ReadyToTrip runs on every failure (never on a success) with the
 		// window's sums.
-		st.Interval, st.BucketPeriod = time.Duration(rule.Size)*time.Second, time.Second
+		st.Interval, st.BucketPeriod = time.Duration(rule.Size)*time.Second, rule.BucketWidth
 		minCalls, threshold := uint64(rule.MinCalls), uint64(rule.Threshold)
 		st.ReadyToTrip = func(c gobreaker.Counts) bool {
 			n := uint64(c.TotalSuccesses) + uint64(c.TotalFailures)
@@ -179,6 +180,8 @@ func failsafeBreaker(s suite.Spec) (circuitbreaker.CircuitBreaker[struct{}], err
 		// minimum number of calls: 50 failures trip it before the window
 		// is full.
 		b = b.WithFailureThresholdRatio(uint(rule.Threshold*rule.Size/100), uint(rule.Size))
+	case rated && rule.BucketWidth != time.Second:
+		return nil, suite.Unsupported("its time window always has 10 buckets, so none of them is narrower than its window's tenth")
 	case rated:
 		// Its time window always has 10 buckets (a constant of the
 		// library): 1 s each for 10 s, 6 s for 60 s, 30 s for 300 s; the
@@ -454,7 +457,7 @@ func hystrixConfig(s suite.Spec) (hystrix.CommandConfig, bool, error) {
 		return cfg, false, suite.Unsupported("its sleep window is whole milliseconds of wall-clock time, so a churn driven by Expire would measure sleeping")
 	case probes(s) > 1:
 		return cfg, false, suite.Unsupported("half-open is one test call per sleep window")
-	case rated && rule.TimeBased && rule.Size == 10:
+	case rated && rule.TimeBased && rule.Size == 10 && rule.BucketWidth == time.Second:
 		// Its fixed rolling window is 10 s of 1 s buckets.
 		cfg.RequestVolumeThreshold, cfg.ErrorPercentThreshold = rule.MinCalls, rule.Threshold
 	case s.AnyRule:

@@ -40,7 +40,8 @@ const (
 	// (BenchmarkFloorParallel/op=clockadd at the same -cpu).
 	floorBound = 1.3
 	// sizeBound: time300 within 1.15x time10, at every failure rate and
-	// -cpu: the time window's cost does not grow with its size.
+	// -cpu, at 1 s and at 100 ms: the time window's cost does not grow
+	// with its size.
 	sizeBound = 1.15
 	// scalingBound: a clean window at -cpu 2 within 0.6x its -cpu 1.
 	scalingBound = 0.6
@@ -114,7 +115,8 @@ func (m *matrix) cellRatio(t *report, name, failures, window, impl string, cpu i
 //     0.85 at -cpu 1 and 0.35 at -cpu 2, no bound at other -cpu;
 //   - lock-free / mutex in each cell at -cpu 1: at most 1.0;
 //   - lock-free / its floor in each time-window cell at -cpu 1: at most 1.3;
-//   - time300 / time10 at each failure rate and -cpu: at most 1.15;
+//   - time300 / time10 at each failure rate and -cpu: at most 1.15, and
+//     the same in buckets of 100 ms (time300at100ms / time10at100ms);
 //   - a clean window at -cpu 2 / the same at -cpu 1: at most 0.6;
 //   - for each peer and -cpu, lock-free / the peer as the geomean over the
 //     cells the peer has (no bound) and as the largest of them (at most 1.0).
@@ -158,10 +160,12 @@ func (m *matrix) targets() report {
 			t.row(t.pair("lockfree / floor clockadd, "+cellName(f, w, 1), m.samples[c], fl, floorBound))
 		}
 	}
-	for _, cpu := range m.cpus {
-		for _, f := range m.failures {
-			t.row(t.pair(fmt.Sprintf("time300 / time10, failures=%s, -cpu %d", f, cpu),
-				m.samples[cell{f, "time300", lockfree, cpu}], m.samples[cell{f, "time10", lockfree, cpu}], sizeBound))
+	for _, width := range []string{"", "at100ms"} {
+		for _, cpu := range m.cpus {
+			for _, f := range m.failures {
+				t.row(t.pair(fmt.Sprintf("time300%s / time10%s, failures=%s, -cpu %d", width, width, f, cpu),
+					m.samples[cell{f, "time300" + width, lockfree, cpu}], m.samples[cell{f, "time10" + width, lockfree, cpu}], sizeBound))
+			}
 		}
 	}
 	for _, w := range m.windows {

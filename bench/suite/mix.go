@@ -3,6 +3,7 @@ package suite
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/casbreaker/casbreaker/core"
 )
@@ -45,10 +46,21 @@ func timeWindow(n int) Policy {
 	return Policy{Name: "time" + strconv.Itoa(n), Config: core.Config{WindowType: core.TimeBased, WindowSize: n, FailureRateThreshold: 50}}
 }
 
+// narrowWindow is timeWindow(n) in buckets of 100 ms, named timeNat100ms:
+// ten times the buckets, and a new one to recycle and judge ten times a
+// second.
+func narrowWindow(n int) Policy {
+	p := timeWindow(n)
+	p.Name += "at100ms"
+	p.Config.BucketWidth = 100 * time.Millisecond
+	return p
+}
+
 // MixWindows are the values of /window= in Mix: the count window of 100
 // calls (CountRate) and time windows of 10 s (TimeRate), 60 s and 300 s,
-// each at a 50% threshold, far above the highest rate of MixRates, so that
-// no cell ever trips. The time windows read the default system clock: real
+// and of 10 s and 300 s in buckets of 100 ms (100 and 3,000 of them), each
+// at a 50% threshold, far above the highest rate of MixRates, so that no
+// cell ever trips. The time windows read the default system clock: real
 // time, as users run them.
 var MixWindows = []struct {
 	Name   string
@@ -58,6 +70,8 @@ var MixWindows = []struct {
 	{"time10", TimeRate},
 	{"time60", timeWindow(60)},
 	{"time300", timeWindow(300)},
+	{"time10at100ms", narrowWindow(10)},
+	{"time300at100ms", narrowWindow(300)},
 }
 
 // Mix is BenchmarkMix/failures=F/window=W/impl=I: GOMAXPROCS goroutines

@@ -118,6 +118,10 @@ type RateRule struct {
 	TimeBased bool
 	// Size is the window length: calls, or whole seconds.
 	Size int
+	// BucketWidth is a time window's bucket width, the step it slides in
+	// (1 s unless the policy's BucketWidth says otherwise); 0 for a count
+	// window. A peer whose buckets cannot be that wide returns Unsupported.
+	BucketWidth time.Duration
 	// Threshold is the failure rate that trips, in percent (failures*100
 	// >= Threshold*calls).
 	Threshold int
@@ -138,6 +142,12 @@ func (p Policy) RateRule() (RateRule, bool) {
 	r := RateRule{TimeBased: c.WindowType == core.TimeBased, Size: c.WindowSize, Threshold: c.FailureRateThreshold, MinCalls: c.MinimumNumberOfCalls}
 	if r.Size == 0 {
 		r.Size = 100
+	}
+	if r.TimeBased {
+		r.BucketWidth = c.BucketWidth
+		if r.BucketWidth == 0 {
+			r.BucketWidth = time.Second
+		}
 	}
 	if r.MinCalls == 0 {
 		// core.Config's defaults: the window for a count window, 100

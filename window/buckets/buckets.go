@@ -1,6 +1,7 @@
 // Package buckets is a lock-free, allocation-free time-based sliding window
 // for use on its own: the counts of the outcomes of the last B whole
-// seconds, B in 1..MaxSeconds, one bucket a second, on the caller's clock.
+// seconds, B in 1..MaxSeconds, one bucket a second (or, made by NewWidth,
+// one every 100 ms up to 1 s), on the caller's clock.
 // It is the window casbreaker's breaker keeps for a time-based policy,
 // without the breaker's side of it (the trip judged as each outcome is
 // recorded, which lives in the module's internal packages).
@@ -29,16 +30,33 @@ import (
 // every bucket.
 const MaxSeconds = buckets.MaxSeconds
 
-// ErrSize is returned, wrapped with the rejected value, by New when the
-// window size is outside 1..MaxSeconds. Test for it with errors.Is.
+// MaxBuckets is the most buckets NewWidth makes, whatever their width: it
+// bounds memory and Snapshot's cost as MaxSeconds does for buckets of
+// 1 s, so narrower buckets span less (360 s at 100 ms).
+const MaxBuckets = buckets.MaxBuckets
+
+// MinWidth is the narrowest bucket NewWidth accepts (100 ms). A width is a
+// whole number of milliseconds from MinWidth to 1 s that divides 1 s: 100,
+// 125, 200, 250, 500 or 1000 ms.
+const MinWidth = buckets.MinWidth
+
+// ErrSize is returned, wrapped with the rejected value, by New and NewWidth
+// when the window size is outside 1..MaxSeconds, or makes more than
+// MaxBuckets buckets of the width asked for. Test for it with errors.Is.
 var ErrSize = buckets.ErrSize
 
+// ErrWidth is returned, wrapped with the rejected value, by NewWidth when
+// the bucket width is not one that MinWidth lists. Test for it with
+// errors.Is.
+var ErrWidth = buckets.ErrWidth
+
 // Window is a time-based sliding window over the last B whole seconds of
-// the caller's clock: an outcome at time now (a duration since any fixed
-// base, as core.Clock reads) belongs to second floor(now / 1 s), and the
-// window at now holds seconds floor(now/1s)-B+1 through floor(now/1s). A
-// reading below zero counts as second 0; a clock that goes back is
-// tolerated, and never brings an evicted second back.
+// the caller's clock, in buckets of width w (1 s from New): an outcome at
+// time now (a duration since any fixed base, as core.Clock reads) belongs
+// to bucket floor(now / w), and the window at now holds the B x (1 s / w)
+// buckets up to floor(now / w). A reading below zero counts as bucket 0; a
+// clock that goes back is tolerated, and never brings an evicted bucket
+// back.
 //
 // Only the low 24 bits of a generation are kept, compared with wrap-around:
 // a is newer than b when (a-b) mod 2^24 is in (0, 2^23). A Window made by
@@ -55,11 +73,25 @@ type Window struct {
 	w *buckets.Window
 }
 
-// New returns an empty window of seconds seconds. It returns an error
-// wrapping ErrSize, naming the value, when seconds is outside
-// 1..MaxSeconds; it never panics.
+// New returns an empty window of seconds seconds in buckets of 1 s. It
+// returns an error wrapping ErrSize, naming the value, when seconds is
+// outside 1..MaxSeconds; it never panics.
 func New(seconds int) (*Window, error) {
-	w, err := buckets.New(seconds)
+	return NewWidth(seconds, time.Second)
+}
+
+// NewWidth returns an empty window of seconds seconds in buckets of width,
+// seconds x (1 s / width) of them, so that it forgets an outcome within
+// one width of its leaving the window rather than within a second. Its
+// buckets are numbered in 32 bits from reading 0: past 2^32 widths (136
+// years at 1 s, 13.6 at 100 ms) the window stops sliding, so give it
+// readings from a recent base (core.NewSystemClock's), not from the Unix
+// epoch. It
+// returns an error wrapping ErrWidth, naming the value, when width is not
+// one of those MinWidth lists, and one wrapping ErrSize when seconds is
+// below 1 or makes more than MaxBuckets buckets; it never panics.
+func NewWidth(seconds int, width time.Duration) (*Window, error) {
+	w, err := buckets.NewWidth(seconds, width)
 	if err != nil {
 		return nil, err
 	}
@@ -101,11 +133,20 @@ func (w *Window) Snapshot(gen uint32, now time.Duration) window.Counts {
 	return w.w.Snapshot(gen, now)
 }
 
-// Seconds returns the window size B in seconds, as given to New; 0 for the
-// zero Window.
+// Seconds returns the window size B in seconds, as given to New or
+// NewWidth; 0 for the zero Window.
 func (w *Window) Seconds() int {
 	if w.w == nil {
 		return 0
 	}
 	return w.w.Seconds()
+}
+
+// Width returns the bucket width: 1 s for a window made by New, the width
+// given to NewWidth, 0 for the zero Window.
+func (w *Window) Width() time.Duration {
+	if w.w == nil {
+		return 0
+	}
+	return w.w.Width()
 }

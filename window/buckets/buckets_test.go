@@ -31,6 +31,28 @@ func Example() {
 	// false
 }
 
+// A window of 1 s in buckets of 100 ms forgets a failure 100 ms after it
+// leaves, where buckets of 1 s would hold it for up to a second more.
+func ExampleNewWidth() {
+	w, err := buckets.NewWidth(1, 100*time.Millisecond) // the last second, in tenths
+	if err != nil {
+		panic(err)
+	}
+	const gen = 1
+	const ms = time.Millisecond
+
+	w.Record(gen, 250*ms, true, false)                 // a failure in 200..300 ms
+	w.Record(gen, 900*ms, false, false)                // a success in 900..1000 ms
+	fmt.Printf("%+v\n", w.Snapshot(gen, 1199*ms))      // 200..1200 ms: both
+	fmt.Printf("%+v\n", w.Snapshot(gen, 1200*ms))      // 300..1300 ms: the failure left
+	_, err = buckets.NewWidth(1, 300*time.Millisecond) // does not divide 1 s
+	fmt.Println(err)
+	// Output:
+	// {Calls:2 Failures:1 SlowCalls:0 SlowFailures:0}
+	// {Calls:1 Failures:0 SlowCalls:0 SlowFailures:0}
+	// buckets: bucket width must be a whole number of milliseconds from 100ms to 1s that divides 1s: got 300ms
+}
+
 func TestNewRejectsSizesOutsideTheRange(t *testing.T) {
 	for _, seconds := range []int{-1, 0, buckets.MaxSeconds + 1} {
 		w, err := buckets.New(seconds)
@@ -40,12 +62,25 @@ func TestNewRejectsSizesOutsideTheRange(t *testing.T) {
 	w, err := buckets.New(buckets.MaxSeconds)
 	require.NoError(t, err)
 	require.Equal(t, buckets.MaxSeconds, w.Seconds())
+	require.Equal(t, time.Second, w.Width())
+
+	w, err = buckets.NewWidth(buckets.MaxBuckets/10+1, buckets.MinWidth)
+	require.ErrorIs(t, err, buckets.ErrSize, "361 s of 100 ms buckets")
+	require.Nil(t, w)
+	w, err = buckets.NewWidth(buckets.MaxBuckets/10, buckets.MinWidth)
+	require.NoError(t, err)
+	require.Equal(t, buckets.MaxBuckets/10, w.Seconds())
+	require.Equal(t, buckets.MinWidth, w.Width())
+	w, err = buckets.NewWidth(1, buckets.MinWidth-time.Millisecond)
+	require.ErrorIs(t, err, buckets.ErrWidth)
+	require.Nil(t, w)
 }
 
 func TestZeroWindowRecordPanicsNamingNew(t *testing.T) {
 	var w buckets.Window
 	require.Equal(t, window.Counts{}, w.Snapshot(0, time.Second))
 	require.Zero(t, w.Seconds())
+	require.Zero(t, w.Width())
 	require.PanicsWithValue(t, "buckets: Window used without New: make one with buckets.New", func() {
 		w.Record(0, time.Second, true, false)
 	})

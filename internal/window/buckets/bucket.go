@@ -21,8 +21,10 @@ import (
 //     wrap-around (see newerGen).
 //   - inc: the incarnation, +1 (mod 256) at every recycle, i.e. every time
 //     the bucket is handed to a newer (gen, sec).
-//   - sec: the second it holds, in whole seconds since the clock base. 32
-//     bits last 136 years; later readings saturate (see second).
+//   - sec: the second it holds, in seconds of the window's width (one
+//     bucket width, see the package doc) since the clock base. 32 bits
+//     last 136 years at 1 s and 13.6 years at 100 ms; later readings
+//     saturate (see Window.tick).
 //
 // Every outcome is counted in exactly one counter, by its class: ff (failed,
 // not slow), ss (slow, not failed), sf (slow and failed), or the bucket's
@@ -91,7 +93,10 @@ import (
 //
 // Each recycle of a bucket needs a newer second for it (B seconds later) or
 // a breaker transition followed by an outcome in it, so both need a
-// goroutine paused for at least 128*B seconds or 128 such transitions.
+// goroutine paused for at least 128*B seconds or 128 such transitions. B
+// seconds of the width are the window's span whatever the width (10
+// buckets of 100 ms span 1 s, as 1 bucket of 1 s does), so the bound in
+// real time does not shrink with the width.
 // Within that bound no outcome is lost or miscounted.
 //
 // Where the words live: the ids of all buckets sit together in one slice

@@ -1,6 +1,13 @@
 // Package buckets is the time-based sliding window of the breaker: B
-// per-second buckets (1 <= B <= 3600) that hold the outcomes of the last B
-// seconds, lock-free and allocation-free.
+// buckets of one width each (1 s by default, down to 100 ms), 1 <= B <=
+// 3600, that hold the outcomes of the last B widths, lock-free and
+// allocation-free.
+//
+// Throughout the package a "second" is one bucket width of the clock, the
+// unit a window counts time in: floor(now / width). At the default width
+// it is a whole second; a window of 100 ms buckets counts tenths of one,
+// and its B = 10 x its seconds. Every bound below that is stated in
+// seconds holds in those units.
 //
 // At time now the window holds the outcomes whose completion second falls
 // in floor(now)-B+1 .. floor(now), however long the window was idle (the
@@ -30,26 +37,47 @@ import (
 	"github.com/casbreaker/casbreaker/window"
 )
 
-// MaxSeconds is the largest window New accepts, in seconds (one hour). It
-// bounds the memory of a window (40 bytes a second, plus 8 per success stripe) and the cost of
-// Snapshot, which reads every bucket.
-const MaxSeconds = 3600
+// MaxBuckets is the most buckets a window holds, whatever their width. It
+// bounds the memory of a window (40 bytes a bucket, plus 8 per success
+// stripe) and the cost of Snapshot, which reads every bucket, so a window
+// of narrow buckets spans less time: MaxSeconds at the default width of
+// 1 s, 360 s at 100 ms.
+const MaxBuckets = 3600
 
-// ErrSize is returned, wrapped with the rejected value, by New when the
-// window size is outside 1..MaxSeconds. Check it with errors.Is.
+// MaxSeconds is the largest window New accepts, in seconds (one hour): a
+// window of MaxBuckets buckets of 1 s.
+const MaxSeconds = MaxBuckets
+
+// MinWidth is the narrowest bucket NewWidth accepts. A width is a whole
+// number of milliseconds from MinWidth to 1 s that divides 1 s: 100, 125,
+// 200, 250, 500 or 1000 ms.
+const MinWidth = 100 * time.Millisecond
+
+// ErrSize is returned, wrapped with the rejected value, by New and NewWidth
+// when the window size is outside 1..MaxSeconds seconds, or its buckets at
+// the width asked for would be more than MaxBuckets. Check it with
+// errors.Is.
 var ErrSize = errors.New("buckets: window size must be between 1 and 3600 seconds")
 
-// Window counts outcomes over the last B seconds in B per-second buckets;
-// second S lives in bucket S mod B.
+// ErrWidth is returned, wrapped with the rejected value, by NewWidth when
+// the bucket width is not a whole number of milliseconds from MinWidth to
+// 1 s that divides 1 s. Check it with errors.Is.
+var ErrWidth = errors.New("buckets: bucket width must be a whole number of milliseconds from 100ms to 1s that divides 1s")
+
+// Window counts outcomes over the last B seconds (of its width, see the
+// package doc) in B buckets; second S lives in bucket S mod B.
 //
-// Create it with New. The zero value is a window of zero seconds: it holds
-// nothing, Record drops every outcome and Snapshot returns zero Counts. A
-// Window must not be copied after first use. All methods are safe for
-// concurrent use, never block, never allocate and never panic.
+// Create it with New, NewWidth or NewFrom. The zero value is a window of
+// zero seconds: it holds nothing, Record drops every outcome and Snapshot
+// returns zero Counts. A Window must not be copied after first use. All
+// methods are safe for concurrent use, never block, never allocate and
+// never panic.
 //
 // Time is an argument: a time.Duration on the breaker's monotonic clock
-// (time since an arbitrary base; a negative reading counts as 0). Readings
-// past 2^32-1 seconds (136 years) count as that second. The window keeps
+// (time since an arbitrary base; a negative reading counts as 0, or with
+// NewFrom one at or below the origin as the origin). Readings past 2^32-1
+// seconds of the width after the origin (136 years at 1 s, 13.6 years at
+// 100 ms) count as that second. The window keeps
 // the newest second any call has seen (head) and uses max(floor(now), head)
 // as the current second, so when the clock goes backwards elapsed time is
 // zero and nothing evicted comes back; an outcome reported with an
@@ -85,7 +113,8 @@ var ErrSize = errors.New("buckets: window size must be between 1 and 3600 second
 // window while it was being recorded, and Record reports both.
 //   - The 8-bit incarnation (docs/design.md, The time window): no loss
 //     unless a goroutine stays paused, inside one Record call, while its
-//     bucket is recycled 128 times or more: at least 128*B seconds, or 128 breaker transitions each
+//     bucket is recycled 128 times or more: at least 128*B seconds of the
+//     width (128 times the window's span, at every width), or 128 breaker transitions each
 //     followed by an outcome in that very bucket. Even then the worst case
 //     of all but a two-instruction pause is one outcome over-counted.
 //   - The 24-bit generation: a bucket nobody wrote to while the generation
@@ -144,6 +173,15 @@ type layout struct {
 	// modM is ceil(2^64 / B), for the bucket index of a second without a
 	// division (slot): a 64-bit DIV was a tenth of a fast success.
 	modM uint64
+	// divM and divShift turn a clock reading into seconds of the width, a
+	// multiply and a shift (tick) for every width, as the compiler's
+	// division by the constant 1 s was before widths, with no DIV.
+	divM, divShift uint64
+	// width is the bucket width, 1 s by default (0 for the zero Window).
+	width time.Duration
+	// origin is the reading the window's second 0 starts at (NewFrom): a
+	// whole second, 0 unless NewFrom moved it.
+	origin time.Duration
 }
 
 // bucket returns bucket i.
@@ -190,7 +228,7 @@ type paddedHead struct {
 }
 
 // slotShift and slotMask split paddedHead.slot: the index below, the second
-// above (MaxSeconds < 2^12, and a second is at most 2^32-1).
+// above (MaxBuckets < 2^12, and a second is at most 2^32-1).
 const (
 	slotShift = 12
 	slotMask  = 1<<slotShift - 1
@@ -217,21 +255,97 @@ func (w *Window) moved() {
 	}
 }
 
-// New returns an empty window of seconds seconds. It returns an error
-// wrapping ErrSize, naming the value, when seconds is outside
-// 1..MaxSeconds; it never panics.
+// New returns an empty window of seconds seconds in buckets of 1 s: it is
+// NewWidth(seconds, time.Second).
 func New(seconds int) (*Window, error) {
-	if seconds < 1 || seconds > MaxSeconds {
-		return nil, fmt.Errorf("%w: got %d", ErrSize, seconds)
+	return NewWidth(seconds, time.Second)
+}
+
+// NewWidth returns an empty window of seconds seconds in buckets of width
+// each, seconds x (1 s / width) of them. It returns an error wrapping
+// ErrWidth, naming the value, when width is not one of the widths MinWidth
+// describes, and one wrapping ErrSize, naming the value, when seconds is
+// below 1 or makes more than MaxBuckets buckets (above 3600 s at 1 s,
+// above 360 s at 100 ms); it never panics.
+func NewWidth(seconds int, width time.Duration) (*Window, error) {
+	return NewFrom(seconds, width, 0)
+}
+
+// originBack is how many widths before NewFrom's reading the window's
+// origin lies: a clock that goes back that far (3.4 years at 100 ms) before
+// it first reads past the origin is the only one the origin can misplace.
+const originBack = 1 << 30
+
+// NewFrom is NewWidth for a window whose clock may read far from 0: from
+// is a reading of that clock taken now. Seconds are 32 bits of widths
+// (2^32 widths: 136 years at 1 s, 13.6 at 100 ms), so a window counting
+// from 0 stops sliding for good once the clock passes 2^32 widths, which
+// a clock whose base is the Unix epoch has done at every width below
+// 500 ms. NewFrom counts seconds from an origin instead: the last whole
+// second at least 2^30 widths before from, or 0 if from is closer to 0
+// than that. Readings from the origin to 2^32 widths after it (at least
+// 3 x 2^30 widths after from: 10.2 years at 100 ms) are then exact, and
+// the second of a reading at or below the origin is the origin's, as a
+// negative reading's is 0 in a window counting from 0. The origin is a
+// whole second, so every bucket still starts at a multiple of the width
+// of the clock; windows counting from different origins therefore agree
+// on every outcome's bucket, and differ only for a clock that reads below
+// the origin before it reads anything above it. It returns NewWidth's
+// errors and never panics.
+func NewFrom(seconds int, width, from time.Duration) (*Window, error) {
+	if !ValidWidth(width) {
+		return nil, fmt.Errorf("%w: got %v", ErrWidth, width)
 	}
+	perSec := int(time.Second / width)
+	if maxSec := MaxBuckets / perSec; seconds < 1 || seconds > maxSec {
+		return nil, fmt.Errorf("%w: got %d, and at most %d in buckets of %v", ErrSize, seconds, maxSec, width)
+	}
+	b := seconds * perSec
 	k := stripesFor()
+	m, shift := divisor(uint64(width))
 	return &Window{layout: layout{
-		ids:        make([]atomic.Uint64, seconds),
-		counts:     make([]counters, seconds),
-		succ:       make([]atomic.Uint64, k*seconds),
+		ids:        make([]atomic.Uint64, b),
+		counts:     make([]counters, b),
+		succ:       make([]atomic.Uint64, k*b),
 		stripeMask: uint64(k - 1),
-		modM:       ^uint64(0)/uint64(seconds) + 1,
+		modM:       ^uint64(0)/uint64(b) + 1,
+		divM:       m,
+		divShift:   shift,
+		width:      width,
+		origin:     originOf(from, width),
 	}}, nil
+}
+
+// originOf is NewFrom's origin for a reading from at a valid width.
+func originOf(from, width time.Duration) time.Duration {
+	back := originBack * width
+	if from <= back {
+		return 0
+	}
+	return (from - back) / time.Second * time.Second
+}
+
+// ValidWidth reports whether NewWidth accepts width: a whole number of
+// milliseconds from MinWidth to 1 s that divides 1 s, so that a window of
+// whole seconds holds whole buckets and every bucket lies inside one
+// second of the clock.
+func ValidWidth(width time.Duration) bool {
+	return width >= MinWidth && width <= time.Second && width%time.Millisecond == 0 && time.Second%width == 0
+}
+
+// divisor returns the multiplier m and shift s with which
+// floor(n/d) = floor(n*m / 2^64) >> s for every n below 2^63 (a
+// time.Duration that is not negative): with 2^(l-1) < d <= 2^l, m =
+// ceil(2^(63+l) / d), which fits 64 bits, and s = l-1 (Granlund and
+// Montgomery, "Division by Invariant Integers using Multiplication", 1994,
+// Theorem 4.2 with N = 63: m*d - 2^(63+l) < d <= 2^l). d must be at least 2.
+func divisor(d uint64) (m, s uint64) {
+	l := uint64(bits.Len64(d - 1)) // the least l with d <= 2^l
+	q, r := bits.Div64(1<<(l-1), 0, d)
+	if r != 0 {
+		q++
+	}
+	return q, l - 1
 }
 
 // slot is sec mod B, the index of second sec's bucket, by Lemire's
@@ -243,9 +357,19 @@ func (w *Window) slot(sec uint64) uint64 {
 	return hi
 }
 
-// Seconds returns the window size B in seconds (0 for the zero Window).
+// Seconds returns the window size in seconds, as given to New or NewWidth
+// (0 for the zero Window).
 func (w *Window) Seconds() int {
-	return len(w.ids)
+	if w.width == 0 {
+		return 0
+	}
+	return len(w.ids) / int(time.Second/w.width)
+}
+
+// Width returns the bucket width (1 s for a window made by New, 0 for the
+// zero Window).
+func (w *Window) Width() time.Duration {
+	return w.width
 }
 
 // Record counts one outcome completed at now under breaker generation gen:
@@ -312,7 +436,7 @@ func (w *Window) RecordTrip(gen uint32, now time.Duration, failure, slow bool, r
 // allocates nothing and never panics.
 func (w *Window) RecordSuccess(gen uint32, now time.Duration, rule *trip.Rule) (recorded, trips bool) {
 	gen &= genMask
-	sec := second(now)
+	sec := w.tick(now)
 	i, id, ok := w.steady(gen, sec)
 	if !ok {
 		return w.RecordTrip(gen, now, false, false, rule)
@@ -362,7 +486,7 @@ func (w *Window) steady(gen uint32, sec uint64) (i, id uint64, ok bool) {
 // panics.
 func (w *Window) RecordFailure(gen uint32, now time.Duration, rule *trip.Rule) (recorded, trips bool) {
 	gen &= genMask
-	sec := second(now)
+	sec := w.tick(now)
 	// lastUnclean covers sec: record's mark, made before the add, is made.
 	if w.head.lastUnclean.Load() <= sec || rule == nil {
 		return w.RecordTrip(gen, now, true, false, rule)
@@ -689,7 +813,7 @@ func (w *Window) Clean(now time.Duration) bool {
 // read without moving head: the second whose bucket holds the judgement
 // every outcome at now consults.
 func (w *Window) current(now time.Duration) uint64 {
-	return max(second(now), w.head.second.Load())
+	return max(w.tick(now), w.head.second.Load())
 }
 
 // cleanAt is Clean with the current second sec already known. A sec older
@@ -705,11 +829,11 @@ func (w *Window) cleanAt(sec uint64) bool {
 // to sec + B - 1.
 func (w *Window) markUnclean(sec uint64) { raise(&w.head.lastUnclean, sec+1) }
 
-// advance returns the current second, max(second(now), head), and raises
+// advance returns the current second, max(tick(now), head), and raises
 // head to it. The CAS only runs on the first call of a new second. Success
 // transfers: the window's current second, from the old head to the new.
 func (w *Window) advance(now time.Duration) uint64 {
-	sec := raise(&w.head.second, second(now))
+	sec := raise(&w.head.second, w.tick(now))
 	if w.head.slot.Load()>>slotShift < sec {
 		raise(&w.head.slot, sec<<slotShift|w.slot(sec))
 	}
@@ -730,13 +854,17 @@ func raise(x *atomic.Uint64, v uint64) uint64 {
 	}
 }
 
-// second converts a clock reading to whole seconds, with negative readings
-// as 0 and readings past 136 years saturated to the largest second an id
-// can hold, so that no reading can make one bucket's second wrap below
-// another's.
-func second(now time.Duration) uint64 {
-	if now <= 0 {
+// tick converts a clock reading to seconds of the window's width (see the
+// package doc) since its origin (NewFrom; 0 from New and NewWidth),
+// floor((now - origin) / width), with readings at or below the origin as 0
+// and readings past 2^32-1 widths after it (136 years at 1 s, 13.6 at
+// 100 ms) saturated to the largest second an id can hold, so that no
+// reading can make one bucket's second wrap below another's. The zero
+// Window's divM is 0: every reading is its second 0.
+func (w *Window) tick(now time.Duration) uint64 {
+	if now <= w.origin {
 		return 0
 	}
-	return min(uint64(now/time.Second), maxSec)
+	hi, _ := bits.Mul64(uint64(now-w.origin), w.divM)
+	return min(hi>>w.divShift, maxSec)
 }

@@ -220,17 +220,27 @@ func TestStress_ConservationHammer(t *testing.T) {
 // never dropped and is counted; the total counted never exceeds what
 // Record accepted; every snapshot keeps the invariants.
 func TestStress_RollingWindowAccounting(t *testing.T) {
+	for _, width := range []time.Duration{sec, MinWidth} {
+		t.Run(width.String(), func(t *testing.T) { rollingWindowAccounting(t, width) })
+	}
+}
+
+// rollingWindowAccounting is TestStress_RollingWindowAccounting for a
+// window of 3 s in buckets of width.
+func rollingWindowAccounting(t *testing.T, width time.Duration) {
 	withProcs(t, 4)
-	const b = 3
+	const seconds = 3
 	writers, perW := 8, 20000
 	if testing.Short() {
 		writers, perW = 4, 3000
 	}
-	w := mustNew(t, b)
+	w, err := NewWidth(seconds, width)
+	require.NoError(t, err)
+	b := uint64(len(w.ids))
 	var clock atomic.Int64
 	// Each Record moves the clock on by a step, so the run crosses
 	// about 40 windows in total and each second sees hundreds of outcomes.
-	step := time.Duration(40*b) * sec / time.Duration(writers*perW)
+	step := time.Duration(40*seconds) * sec / time.Duration(writers*perW)
 	stop := make(chan struct{})
 	var reading, writing sync.WaitGroup
 	var bad violation
@@ -265,7 +275,7 @@ func TestStress_RollingWindowAccounting(t *testing.T) {
 				now := time.Duration(clock.Add(int64(step)))
 				f, s := outcome(i)
 				ok := w.Record(1, now, f, s)
-				at := second(now)
+				at := w.tick(now)
 				if len(ts) == 0 || ts[len(ts)-1].sec != at {
 					ts = append(ts, tally{sec: at})
 				}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"runtime"
 	"strconv"
@@ -29,12 +30,43 @@ func mustNew(t testing.TB, seconds int) *Window {
 }
 
 func TestNew_RejectsSizeOutsideRange(t *testing.T) {
-	for _, n := range []int{0, -1, MaxSeconds + 1, math.MinInt, math.MaxInt} {
-		w, err := New(n)
-		require.Error(t, err, "size %d", n)
+	for _, c := range []struct {
+		n     int
+		width time.Duration
+	}{
+		{0, sec}, {-1, sec}, {MaxSeconds + 1, sec}, {math.MinInt, sec}, {math.MaxInt, sec},
+		{0, MinWidth}, {MaxBuckets/10 + 1, MinWidth}, {MaxSeconds, MinWidth},
+		{MaxBuckets/8 + 1, 125 * time.Millisecond}, {MaxBuckets/2 + 1, 500 * time.Millisecond},
+	} {
+		w, err := NewWidth(c.n, c.width)
+		require.Error(t, err, "size %d at %v", c.n, c.width)
 		assert.Nil(t, w)
-		assert.True(t, errors.Is(err, ErrSize), "size %d: %v", n, err)
-		assert.Contains(t, err.Error(), strconv.Itoa(n))
+		assert.True(t, errors.Is(err, ErrSize), "size %d at %v: %v", c.n, c.width, err)
+		assert.Contains(t, err.Error(), strconv.Itoa(c.n))
+		if c.width == sec {
+			w, err = New(c.n)
+			assert.Nil(t, w)
+			assert.ErrorIs(t, err, ErrSize)
+		}
+	}
+}
+
+// A width is a whole number of milliseconds from 100 ms to 1 s that
+// divides 1 s; anything else is ErrWidth, naming it, whatever the size.
+func TestNewWidth_RejectsWidthsThatAreNotWholeDivisorsOfASecond(t *testing.T) {
+	for _, width := range []time.Duration{0, -sec, math.MinInt64, math.MaxInt64, MinWidth - time.Millisecond,
+		sec + time.Millisecond, 2 * sec, 150 * time.Millisecond, 300 * time.Millisecond,
+		MinWidth + time.Nanosecond, 125*time.Millisecond + time.Microsecond, 999 * time.Millisecond} {
+		require.False(t, ValidWidth(width), "%v", width)
+		for _, n := range []int{1, 0} {
+			w, err := NewWidth(n, width)
+			assert.Nil(t, w)
+			require.ErrorIs(t, err, ErrWidth, "%v", width)
+			assert.Contains(t, err.Error(), width.String())
+		}
+	}
+	for _, width := range widths {
+		require.True(t, ValidWidth(width), "%v", width)
 	}
 }
 
@@ -43,7 +75,19 @@ func TestNew_AcceptsSizeInRange(t *testing.T) {
 		w, err := New(n)
 		require.NoError(t, err)
 		assert.Equal(t, n, w.Seconds())
+		assert.Equal(t, sec, w.Width())
 		assert.Equal(t, window.Counts{}, w.Snapshot(0, 0))
+	}
+	for _, width := range widths {
+		perSec := int(sec / width)
+		for _, n := range []int{1, 2, MaxBuckets / perSec} {
+			w, err := NewWidth(n, width)
+			require.NoError(t, err)
+			assert.Equal(t, n, w.Seconds())
+			assert.Equal(t, width, w.Width())
+			assert.Len(t, w.ids, n*perSec, "%d s at %v", n, width)
+			assert.Equal(t, window.Counts{}, w.Snapshot(0, 0))
+		}
 	}
 }
 
@@ -132,19 +176,108 @@ func TestOlderInc_HorizonIs127Recycles(t *testing.T) {
 	}
 }
 
-func TestSecond_NegativeAndHugeReadings(t *testing.T) {
-	assert.Equal(t, uint64(0), second(-1))
-	assert.Equal(t, uint64(0), second(math.MinInt64))
-	assert.Equal(t, uint64(0), second(999*time.Millisecond))
-	assert.Equal(t, uint64(1), second(sec))
-	assert.Equal(t, uint64(maxSec), second(math.MaxInt64))
+func TestTick_NegativeAndHugeReadings(t *testing.T) {
+	for _, width := range widths {
+		w, err := NewWidth(10, width)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(0), w.tick(-1))
+		assert.Equal(t, uint64(0), w.tick(math.MinInt64))
+		assert.Equal(t, uint64(0), w.tick(width-1))
+		assert.Equal(t, uint64(1), w.tick(width))
+		assert.Equal(t, uint64(maxSec), w.tick(math.MaxInt64))
+		assert.Equal(t, uint64(maxSec), w.tick(time.Duration(maxSec)*width+width-1), "%v: the last reading of the last second", width)
+		assert.Equal(t, uint64(maxSec-1), w.tick(time.Duration(maxSec)*width-1))
 
-	w := mustNew(t, 10)
-	require.True(t, w.Record(1, -5*sec, false, false), "a negative reading is second 0")
-	assert.Equal(t, uint64(1), w.Snapshot(1, 9*sec).Calls)
-	assert.Equal(t, uint64(0), w.Snapshot(1, 10*sec).Calls)
-	require.True(t, w.Record(1, math.MaxInt64, true, false))
-	assert.Equal(t, window.Counts{Calls: 1, Failures: 1}, w.Snapshot(1, math.MaxInt64))
+		span := 10 * sec
+		require.True(t, w.Record(1, -5*sec, false, false), "%v: a negative reading is second 0", width)
+		assert.Equal(t, uint64(1), w.Snapshot(1, span-width).Calls)
+		assert.Equal(t, uint64(0), w.Snapshot(1, span).Calls)
+		require.True(t, w.Record(1, math.MaxInt64, true, false))
+		assert.Equal(t, window.Counts{Calls: 1, Failures: 1}, w.Snapshot(1, math.MaxInt64))
+	}
+	var zero Window
+	assert.Equal(t, uint64(0), zero.tick(math.MaxInt64))
+}
+
+// NewFrom counts seconds from an origin a whole second at least 2^30
+// widths before its reading (0 when the reading is nearer 0), so a window
+// whose clock reads far past 2^32 widths (a base at the Unix epoch, 56
+// years back, at 100 ms) slides as one made by NewWidth does near 0: an
+// outcome counts until the end of its bucket's window, to the nanosecond,
+// and buckets start at multiples of the width of the clock itself. A
+// reading at or below the origin is in the origin's second.
+func TestNewFrom_CountsFromAnOrigin(t *testing.T) {
+	const year = 365 * 24 * time.Hour
+	for _, width := range widths {
+		back := time.Duration(originBack) * width
+		for _, from := range []time.Duration{math.MinInt64, -1, 0, back, back + sec - 1, back + sec, 56 * year, 1 << 61, math.MaxInt64 - 11*year} {
+			w, err := NewFrom(10, width, from)
+			require.NoError(t, err)
+			o := w.origin
+			require.Zero(t, o%sec, "%v from %v: origin %v is no whole second", width, from, o)
+			if from <= back {
+				require.Zero(t, o, "%v from %v", width, from)
+			} else {
+				require.LessOrEqual(t, o, from-back, "%v from %v", width, from)
+				require.Greater(t, o, from-back-sec, "%v from %v", width, from)
+			}
+			require.Equal(t, uint64(0), w.tick(o), "%v from %v", width, from)
+			require.Equal(t, uint64(0), w.tick(math.MinInt64))
+			require.Equal(t, uint64(1), w.tick(o+width))
+			if o > 0 {
+				require.Equal(t, uint64(0), w.tick(o-sec), "%v from %v: below the origin", width, from)
+			}
+			if span := time.Duration(maxSec) * width; o <= math.MaxInt64-span {
+				require.Equal(t, uint64(maxSec-1), w.tick(o+span-1), "%v from %v", width, from)
+				require.Equal(t, uint64(maxSec), w.tick(o+span), "%v from %v: saturated", width, from)
+			}
+			if from > 0 && from < math.MaxInt64-11*year {
+				// Ten years after from: still exact at every width.
+				for _, t0 := range []time.Duration{from, from + 7*width/3, from + 10*year} {
+					w, err := NewFrom(10, width, from)
+					require.NoError(t, err)
+					require.True(t, w.Record(1, t0, true, false))
+					end := t0/width*width + 10*sec // t0's bucket's window ends
+					require.Equal(t, uint64(1), w.Snapshot(1, end-1).Failures, "%v from %v, at %v", width, from, t0)
+					require.Equal(t, uint64(0), w.Snapshot(1, end).Failures, "%v from %v, at %v", width, from, t0)
+				}
+			}
+		}
+	}
+}
+
+// tick is floor(now / width), the division Go computes, for every width
+// and every reading a Duration can hold: around each multiple of the
+// width, at random, and at the top of the range where the multiplier's
+// rounding error is largest.
+func TestTick_IsTheQuotient(t *testing.T) {
+	r := rand.New(rand.NewPCG(24, 5))
+	for _, width := range widths {
+		m, shift := divisor(uint64(width))
+		quot := func(now time.Duration) uint64 {
+			hi, _ := bits.Mul64(uint64(now), m)
+			return hi >> shift
+		}
+		check := func(now time.Duration) {
+			t.Helper()
+			if now < 0 {
+				return
+			}
+			require.Equal(t, uint64(now/width), quot(now), "%v / %v", now, width)
+		}
+		for _, k := range []int64{0, 1, 2, 9, 10, 1 << 20, 1 << 32, math.MaxInt64 / int64(width)} {
+			for _, d := range []time.Duration{-1, 0, 1} {
+				check(time.Duration(k)*width + d)
+			}
+		}
+		for range 100_000 {
+			check(time.Duration(r.Int64()))
+			check(time.Duration(r.Int64N(1<<40)) * width)
+			check(time.Duration(r.Int64N(1<<40))*width - 1)
+			check(math.MaxInt64 - time.Duration(r.Int64N(1<<40)))
+		}
+		check(math.MaxInt64)
+	}
 }
 
 // S2 (scenarios.md): a 10-minute window, failures at minutes 0, 6 and 12:
@@ -169,20 +302,24 @@ func TestScenarioS2_WindowSlides(t *testing.T) {
 	assert.Equal(t, uint64(0), w.Snapshot(1, 10*minute).Failures, "now - t = window: out")
 }
 
-// R2 in whole seconds: an outcome at t belongs to second floor(t), which
-// is in the window while floor(now) - floor(t) < B.
+// R2 in buckets of the width: an outcome at t belongs to bucket
+// floor(t/width), which is in the window while floor(now/width) -
+// floor(t/width) < B, the window's seconds x (1 s / width).
 func TestBoundary_CountedWhileSecondInWindow(t *testing.T) {
-	for _, b := range []int{1, 2, 10, 600} {
-		for _, t0 := range []time.Duration{0, 5 * sec, 5*sec + 700*time.Millisecond, 1e6 * sec} {
-			t.Run(fmt.Sprintf("B=%d/t=%v", b, t0), func(t *testing.T) {
-				w := mustNew(t, b)
-				require.True(t, w.Record(1, t0, true, true))
-				last := t0.Truncate(sec) + time.Duration(b)*sec - time.Nanosecond
-				one := window.Counts{Calls: 1, Failures: 1, SlowCalls: 1, SlowFailures: 1}
-				assert.Equal(t, one, w.Snapshot(1, t0))
-				assert.Equal(t, one, w.Snapshot(1, last))
-				assert.Equal(t, window.Counts{}, w.Snapshot(1, last+time.Nanosecond))
-			})
+	for _, width := range []time.Duration{sec, MinWidth, 250 * time.Millisecond} {
+		for _, b := range []int{1, 2, 10, 300} {
+			for _, t0 := range []time.Duration{0, 5 * sec, 5*sec + 700*time.Millisecond, 5*sec + 730*time.Millisecond, 1e6 * sec} {
+				t.Run(fmt.Sprintf("width=%v/B=%d/t=%v", width, b, t0), func(t *testing.T) {
+					w, err := NewWidth(b, width)
+					require.NoError(t, err)
+					require.True(t, w.Record(1, t0, true, true))
+					last := t0.Truncate(width) + time.Duration(b)*sec - time.Nanosecond
+					one := window.Counts{Calls: 1, Failures: 1, SlowCalls: 1, SlowFailures: 1}
+					assert.Equal(t, one, w.Snapshot(1, t0))
+					assert.Equal(t, one, w.Snapshot(1, last))
+					assert.Equal(t, window.Counts{}, w.Snapshot(1, last+time.Nanosecond))
+				})
+			}
 		}
 	}
 }
@@ -448,9 +585,10 @@ func TestAdd_OneCounterPerOutcome(t *testing.T) {
 // oracle is the naive model of the window: the list of every outcome kept,
 // filtered at read time per R2, with the max-seen-second rule of R14.
 type oracle struct {
-	b    uint64
-	head uint64
-	kept []oracleOutcome
+	b     uint64 // buckets
+	width time.Duration
+	head  uint64
+	kept  []oracleOutcome
 	// unclean lists the second of every failure or slow call offered, kept or
 	// not: what Clean answers for.
 	unclean []uint64
@@ -465,7 +603,7 @@ type oracleOutcome struct {
 func (o *oracle) current(now time.Duration) uint64 {
 	s := uint64(0)
 	if now > 0 {
-		s = uint64(now.Truncate(sec).Seconds())
+		s = uint64(now.Truncate(o.width) / o.width)
 	}
 	o.head = max(o.head, s)
 	return o.head
@@ -532,36 +670,52 @@ func (o *oracle) snapshot(gen uint32, now time.Duration) window.Counts {
 // forward steps, idle gaps of B, B+1, 2B and 10^6 seconds, zero and
 // backward steps, newer generations and late outcomes of older ones. The
 // snapshot under the newest generation is compared after every operation.
+// Every width runs, each with its share of the sizes and rules.
 func TestRandomOps_MatchOracle(t *testing.T) {
 	ops := 3000
 	if testing.Short() {
 		ops = 600
 	}
+	// Clocks that start at 0, at the Unix epoch's distance and at 2^61 ns
+	// (73 years): past 2^32 widths, where only NewFrom's origin keeps the
+	// narrow widths sliding.
+	starts := []time.Duration{0, 56 * 365 * 24 * time.Hour, 1 << 61}
+	n := 0
 	for _, b := range []int{1, 2, 3, 7, 60} {
 		for ri := range judgeRules {
-			t.Run(fmt.Sprintf("B=%d/rule=%d", b, ri), func(t *testing.T) {
-				randomOps(t, b, &judgeRules[ri], ops)
+			width, from := widths[n%len(widths)], starts[n%len(starts)]
+			n++
+			t.Run(fmt.Sprintf("B=%d/rule=%d/width=%v/from=%v", b, ri, width, from), func(t *testing.T) {
+				randomOps(t, b, width, from, &judgeRules[ri], ops)
 			})
 		}
 	}
 }
 
+// widths are the bucket widths NewWidth accepts.
+var widths = []time.Duration{sec, 100 * time.Millisecond, 125 * time.Millisecond, 200 * time.Millisecond,
+	250 * time.Millisecond, 500 * time.Millisecond}
+
 // randomOps is one run of TestRandomOps_MatchOracle: a window of b seconds
+// in buckets of width, made by NewFrom at the clock's first reading from,
 // whose outcomes are judged with rule (a window is judged with one rule
-// for its whole life, as a breaker does).
-func randomOps(t *testing.T, b int, rule *trip.Rule, ops int) {
+// for its whole life, as a breaker does). The oracle buckets readings by
+// width from 0.
+func randomOps(t *testing.T, b int, width, from time.Duration, rule *trip.Rule, ops int) {
 	{
 		{
 			r := rand.New(rand.NewPCG(uint64(b), 2026))
-			w := mustNew(t, b)
-			o := &oracle{b: uint64(b)}
+			w, err := NewFrom(b, width, from)
+			require.NoError(t, err)
+			o := &oracle{b: uint64(len(w.ids)), width: width}
 			gen := uint32(1)
-			now := time.Duration(0)
+			now := from
 			for i := range ops {
 				var desc string
 				switch p := r.IntN(100); {
 				case p < 45:
-					now += time.Duration(r.Int64N(int64(1500 * time.Millisecond)))
+					// Up to one and a half buckets.
+					now += time.Duration(r.Int64N(int64(width + width/2)))
 					desc = "step"
 				case p < 55:
 					desc = "same time"
@@ -692,7 +846,7 @@ func TestClean_UntilTheBadSecondLeaves(t *testing.T) {
 // hold, the extremes included.
 func TestSlot_IsTheRemainder(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
-	for _, b := range []int{1, 2, 3, 7, 60, 1000, 3599, MaxSeconds} {
+	for _, b := range []int{1, 2, 3, 7, 60, 1000, 3599, MaxBuckets} {
 		w := mustNew(t, b)
 		for _, sec := range []uint64{0, 1, uint64(b - 1), uint64(b), uint64(b + 1), maxSec - 1, maxSec} {
 			require.Equal(t, sec%uint64(b), w.slot(sec), "B=%d sec=%d", b, sec)

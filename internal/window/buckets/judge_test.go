@@ -219,7 +219,7 @@ func TestJudge_FullJudgementPublishesItsIncarnation(t *testing.T) {
 			_, trips := w.RecordSuccess(0, now, rule)
 			require.False(t, trips)
 		}
-		id := w.ids[w.slot(second(now))].Load()
+		id := w.ids[w.slot(w.tick(now))].Load()
 		require.Equal(t, ^id, w.head.full.Load(), "at %v: the minimum is met and the rule false", now)
 		for n := 0; ; n++ {
 			if _, trips := w.RecordFailure(0, now, rule); trips {
