@@ -80,7 +80,7 @@ BENCH_TIME  ?= 30ms
 BENCH_RUN   ?= .
 BENCH_OUT   ?= bench/results/$(shell date -u +%Y-%m-%d-%H%M)-$(shell hostname -s).txt
 
-.PHONY: bench bench-quick bench-mix bench-plot
+.PHONY: bench bench-quick bench-mix bench-ab bench-plot
 
 bench: ## benchmarks of bench/ and bench/peers into bench/results/, then benchstat tables
 	GO=$(GO) BENCHSTAT=$(BENCHSTAT) BENCH_COUNT=$(BENCH_COUNT) BENCH_CPU=$(BENCH_CPU) \
@@ -117,6 +117,9 @@ bench-mix: ## BenchmarkMix (failures x window, -cpu 1,2) and the floors into ben
 	GO=$(GO) BENCHSTAT=$(BENCHSTAT) BENCH_COUNT=$(call given,BENCH_COUNT,MIX_COUNT) BENCH_CPU=$(call given,BENCH_CPU,MIX_CPU) \
 		BENCH_TIME=$(call given,BENCH_TIME,MIX_TIME) BENCH_RUN='^Benchmark(Mix|Floor|FloorParallel)$$' \
 		BENCH_OUT=$(call given,BENCH_OUT,MIX_OUT) BENCH_PEERS=$(MIX_PEERS) BENCH_TABLES=mix bash bench/run.sh
+
+bench-ab: ## interleaved A/B of the mix cells of AB_OLD (a git revision) against AB_NEW (default: the working tree), AB_ROUNDS (20) rounds, then benchstat; files in bench/results/*-ab-AB_NAME-{old,new}.txt.gz
+	GO=$(GO) BENCHSTAT=$(BENCHSTAT) bash bench/ab.sh
 
 # bench-plot reads MIX_FILE, by default the newest *-mix.txt[.gz] by name (names
 # start with the UTC date and time; a fresh clone's file times say nothing),

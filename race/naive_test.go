@@ -199,6 +199,71 @@ func (noExtras) Snapshot(time.Time, bool) (core.Snapshot, error) {
 	panic("naive breaker: no snapshots")
 }
 
+// runBreaker trips after trip consecutive failures, its state and its run
+// of failures in one atomic word (run<<8 | state). Its mistake (section 1),
+// loadThenStore: a failure loads the word, then stores the run plus one, two
+// atomic steps, so a failure recorded between them is overwritten. Removed:
+// the store is a CAS from the word loaded, retried when it fails (sections 2
+// and 3).
+type runBreaker struct {
+	noExtras
+	hooks
+	trip          uint64
+	loadThenStore bool
+
+	w atomic.Uint64
+}
+
+var _ breakers.Breaker = (*runBreaker)(nil)
+
+func (r *runBreaker) Allow() (core.Permit, error) {
+	if r.State() == core.Open {
+		return core.Permit{}, core.ErrOpen
+	}
+	return core.Permit{}, nil
+}
+
+func (r *runBreaker) Done(p core.Permit, err error) { r.Record(p, core.DefaultClassifier(err)) }
+
+func (r *runBreaker) Record(_ core.Permit, o core.Outcome) {
+	for {
+		w := r.w.Load()
+		if core.State(w&0xff) != core.Closed || o == core.Ignored {
+			return
+		}
+		run := w >> 8
+		r.hold("loads run %d", run)
+		next := uint64(core.Closed) // a success ends the run
+		if o == core.Failure {
+			next = (run+1)<<8 | uint64(core.Closed)
+			if run+1 >= r.trip {
+				next = uint64(core.Open)
+			}
+		}
+		// learn:code 1 (quoted in docs/learn.md)
+		if r.loadThenStore {
+			r.w.Store(next) // the mistake: what happened since the load is overwritten
+			r.note("stores run %d", next>>8)
+			return
+		}
+		if r.w.CompareAndSwap(w, next) {
+			r.note("CAS: run %d", next>>8)
+			return
+		}
+		r.note("CAS fails: the word moved")
+		// learn:code end
+	}
+}
+
+func (r *runBreaker) RecordHint(p core.Permit, _ time.Duration) { r.Record(p, core.Failure) }
+
+func (r *runBreaker) State() core.State { return core.State(r.w.Load() & 0xff) }
+
+func (r *runBreaker) Counts() core.Counts {
+	w := r.w.Load()
+	return core.Counts{State: core.State(w & 0xff), ConsecutiveFailures: w >> 8}
+}
+
 // splitBreaker keeps its state and the time it last opened in one word,
 // with one failure to trip, a one-probe half-open and no generations. Its
 // mistake (section 6), apart, is Netflix Hystrix's (status and

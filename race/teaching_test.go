@@ -78,6 +78,99 @@ func laneAllow(s *schedule, h *historian, c int) linOut {
 	return out
 }
 
+// Sections 1 and 3: two failures at once (R13: counts equal the exact
+// number of counted outcomes; R1, consecutive failures). The breaker trips
+// at two failures in a row; two calls fail at the same moment. The first
+// is parked after it read the run of failures, the second records its
+// failure, then the first goes on. The rule: both failures count, so the
+// breaker trips.
+//
+//   - naive: the first stores "run 1" over the second's "run 1": one
+//     failure lost, and the breaker stays closed;
+//   - fixed: the first's CAS from the word it read fails, it reads "run 1"
+//     and swaps in the trip;
+//   - lock-free: the first is parked at its clock reading (the slow-call
+//     measurement, after it loaded the state word and before its CAS); the
+//     second swaps in "run 1"; the first's CAS fails, it reloads and trips
+//     (its second reading is the trip's);
+//   - mutex: the first is parked at its clock reading, taken before the
+//     lock (the contender reads the clock outside it); the second takes the
+//     lock and counts "run 1"; the first then takes it, sees run 1 and
+//     trips.
+func TestNaive1_TwoFailuresAtOnce(t *testing.T) {
+	run := func(t *testing.T, s *schedule, b breakers.Breaker, permits [2]core.Permit) core.Counts {
+		t.Helper()
+		fail := func(i int) func() {
+			return func() {
+				s.note("Done(failure)")
+				b.Done(permits[i], errFail)
+				s.note("-> returns")
+			}
+		}
+		first := s.spawn("first", 1, fail(0))
+		s.settle()
+		require.True(t, s.isParked(first), "the first failure is parked in its middle")
+		s.spawn("second", 0, fail(1))
+		s.settle()
+		s.release(first)
+		s.settle()
+		var c core.Counts
+		s.act(func() string {
+			c = b.Counts()
+			return fmt.Sprintf("Counts(): %v, run %d", c.State, c.ConsecutiveFailures)
+		})
+		s.finish()
+		if c.State == core.Open {
+			s.mark(first, markKept)
+		} else {
+			s.markStep(first, "stores", markBroken)
+		}
+		return c
+	}
+	var out outputs
+	naive := func(t *testing.T, loadThenStore bool) (*schedule, core.Counts) {
+		s := newSchedule(t, "test")
+		b := &runBreaker{hooks: traced(s), trip: 2, loadThenStore: loadThenStore}
+		return s, run(t, s, b, [2]core.Permit{})
+	}
+	t.Run("impl=naive", func(t *testing.T) {
+		s, c := naive(t, true)
+		if c.State == core.Open {
+			t.Fatalf("the naive breaker kept the rule: %+v; the second failure must come between the first's load and store", c)
+		}
+		out.put(t, "naive", fmt.Sprintf("two failures at once leave it %v, run %d: one failure lost", c.State, c.ConsecutiveFailures))
+		drawn(t, s, "1/naive")
+	})
+	t.Run("impl=fixed", func(t *testing.T) {
+		_, c := naive(t, false)
+		require.Equal(t, core.Open, c.State, "the fixed naive breaker: two failures at once, two in a row, must trip it")
+		out.put(t, "fixed", fmt.Sprintf("two failures at once: %v", c.State))
+	})
+	forEachImpl(t, func(t *testing.T, newB newFunc) {
+		s := newSchedule(t, "test")
+		clk := &schedClock{ManualClock: core.NewManualClock(0), s: s}
+		// A slow-call threshold makes an outcome read the clock (its
+		// duration), after it loads the state word and before its swap: the
+		// park point.
+		b := mustNew(t, newB, core.Config{ConsecutiveFailures: 2, SlowCallDurationThreshold: time.Hour,
+			OpenDuration: time.Second, Clock: clk})
+		var permits [2]core.Permit
+		s.act(func() string {
+			for i := range permits {
+				var err error
+				permits[i], err = b.Allow()
+				require.NoError(t, err)
+			}
+			return "Allow() twice"
+		})
+		c := run(t, s, b, permits)
+		require.Equal(t, core.Open, c.State, "two failures at once, two in a row, must trip it")
+		out.put(t, implName(t), fmt.Sprintf("two failures at once: %v", c.State))
+		drawn(t, s, "3/"+implName(t))
+	})
+	out.check(t, "1/output", learnOrder...)
+}
+
 // Section 2: what the race detector does see. A naive breaker whose State
 // reads its state field without the lock Record writes it under (the
 // hystrix-go bug of regression B30, afex/hystrix-go #71), the same breaker
