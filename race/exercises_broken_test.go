@@ -17,6 +17,20 @@ import (
 	"github.com/casbreaker/casbreaker/core"
 )
 
+// failureCounter counts failures. Section 1.
+type failureCounter struct {
+	hooks
+	n atomic.Int64
+}
+
+// fail counts one failure.
+func (c *failureCounter) fail() {
+	n := c.n.Load()
+	c.hold("loaded %d", n)
+	c.n.Store(n + 1)
+	c.note("stores %d", n+1)
+}
+
 // boundedCounter counts up to max. Section 2.
 type boundedCounter struct {
 	hooks

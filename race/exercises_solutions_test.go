@@ -13,6 +13,18 @@ import (
 	"github.com/casbreaker/casbreaker/core"
 )
 
+// failureCounter counts failures. Section 1.
+type failureCounter struct {
+	hooks
+	n atomic.Int64
+}
+
+// fail counts one failure.
+func (c *failureCounter) fail() {
+	c.hold("adds 1")
+	c.note("count %d", c.n.Add(1)) // the fix: one atomic read-modify-write, nothing between
+}
+
 // boundedCounter counts up to max. Section 2.
 type boundedCounter struct {
 	hooks

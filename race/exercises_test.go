@@ -2,7 +2,7 @@
 
 package race_test
 
-// The exercises of docs/learn.md, one per section from 2 to 10: a small
+// The exercises of docs/learn.md, one per section from 1 to 10: a small
 // variant with the section's mistake (exercises_broken_test.go), and a test
 // here that fails on it, through a forced interleaving where there is one.
 // A failing exercise logs the drawing of its run (docs/learn.md, "How to
@@ -27,6 +27,22 @@ import (
 
 	"github.com/casbreaker/casbreaker/core"
 )
+
+// Section 1: two goroutines count a failure each; the first is parked
+// after its load while the second counts. Both failures must be counted.
+// Fix fail so that nothing another goroutine does can come between its
+// read of the count and its write.
+func TestExercise1_LostUpdate(t *testing.T) {
+	s := newSchedule(t, "test")
+	c := &failureCounter{hooks: traced(s)}
+	first := s.spawn("first", 1, c.fail)
+	s.settle()
+	s.spawn("second", 0, c.fail)
+	s.settle()
+	s.release(first)
+	s.finish()
+	require.Equal(t, int64(2), c.n.Load(), "two failures counted")
+}
 
 // Section 2: two goroutines increment a counter whose limit they never
 // reach; the first is parked after its load while the second increments.
