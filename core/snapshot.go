@@ -135,7 +135,9 @@ func wallTime(t time.Time, what string) (time.Time, error) {
 
 // maxOpenLeft bounds OpenUntil - Taken: the longest open period (a year,
 // whether a backed-off duration, a hint or ForceOpen's) plus the rounding
-// of its deadline up to a whole millisecond.
+// of its deadline up to a whole millisecond. A breaker clock that went back
+// since the transition leaves more than that to wait on the live breaker;
+// a snapshot carries this much.
 const maxOpenLeft = MaxOpenDurationLimit + time.Millisecond
 
 // check reports what makes s no snapshot a breaker of any config can take:
@@ -366,7 +368,7 @@ func (b *Breaker) Snapshot(now time.Time, withWindow bool) (Snapshot, error) {
 			}
 		case Open:
 			s.Step = u.step
-			s.OpenUntil = taken.Add(untilDeadline(u.deadline, b.now()))
+			s.OpenUntil = taken.Add(min(untilDeadline(u.deadline, b.now()), maxOpenLeft))
 		case HalfOpen:
 			s.Step = u.step
 			return s, nil

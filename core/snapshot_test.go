@@ -55,6 +55,17 @@ func TestSnapshot_RestoresEachState(t *testing.T) {
 			require.True(t, r.A().Probe)
 		},
 	}, {
+		// ForceOpen for a year, then the breaker clock steps back a second:
+		// the live breaker has a year and a second to wait, more than any
+		// open period; the snapshot carries the longest one, which encodes.
+		name:  "open, more than the longest open period left",
+		cfg:   base,
+		setup: func(r *rig) { r.At(5); require.NoError(t, r.B.ForceOpen(core.MaxOpenDurationLimit)); r.At(4) },
+		want:  core.Snapshot{State: core.Open, Taken: wall, OpenUntil: wall.Add(core.MaxOpenDurationLimit + time.Millisecond)},
+		check: func(t *testing.T, r *rig) {
+			require.Equal(t, core.MaxOpenDurationLimit+time.Millisecond, r.B.RetryAfter())
+		},
+	}, {
 		name:  "open, deadline passed: the first call probes",
 		cfg:   base,
 		setup: func(r *rig) { r.XN(2, core.Failure); r.At(4) },
@@ -175,6 +186,8 @@ func TestSnapshot_RestoresEachState(t *testing.T) {
 				withWindow := tc.name != "closed, window not taken"
 				got, err := r.B.Snapshot(wall, withWindow)
 				require.NoError(t, err)
+				_, err = got.MarshalBinary()
+				require.NoError(t, err, "every snapshot a breaker takes encodes")
 				set, err := tc.cfg.Validate()
 				require.NoError(t, err)
 				tc.want.Fingerprint = set.Fingerprint()

@@ -18,6 +18,7 @@ func (e enc) forceOpen(kind, arg byte) enc     { return append(e, opForceOpen, k
 func (e enc) disable() enc                     { return append(e, opManual, 0) }
 func (e enc) metricsOnly() enc                 { return append(e, opManual, 1) }
 func (e enc) reset() enc                       { return append(e, opManual, 2) }
+func (e enc) restart(flags, arg byte) enc      { return append(e, opManual, 4, flags, arg) } // needs restarts on
 
 // hint is RecordHint of held permit i with hint kind k (hintDuration).
 func (e enc) hint(i int, k, arg byte) enc { return append(e, opRecordHint, byte(i), k, arg) }
@@ -87,6 +88,10 @@ var (
 // Count window of 4, one failure in a row trips, 70 ms open, one
 // probe; an open gate that refuses half the trips; metrics on.
 var cfgCapped = enc{0x00, 3, 0x10, 4, 0, 9, 0, 1, 1, 0x40}
+
+// cfgCapped's breaker without the gate, with restarts among the
+// operations (decodeMoreFeatures' bit 32).
+var cfgRestarts = enc{0x00, 3, 0x10, 4, 0, 9, 0, 1, 1, 0x80, 0x20}
 
 // Index in doneErrs of the error on which the open-duration function panics.
 const errDurationPanics = 8
@@ -192,4 +197,9 @@ var differentialSeeds = [][]byte{
 		step(stepOpen, 0).call(core.Success).call(core.Failure).call(core.Failure).call(core.Failure).
 		forceOpen(forceZero, 0).disable().call(core.Failure).reset().call(core.Failure).call(core.Failure).
 		forceOpen(forceMillis, 50).allow().step(stepWait, 0).allow().record(0, core.Success).state(),
+	// Restarts: closed with a call in the window (carried), open with time
+	// left after 20 ms of downtime, and again with a wall clock that went
+	// back 5 ms; then the probe and a restart of the half-open breaker.
+	with(cfgRestarts).call(core.Success).restart(4, 0).call(core.Failure).restart(1, 20).allow().
+		restart(3, 5).allow().step(stepWait, 0).allow().restart(0, 0).allow().call(core.Success).state(),
 }

@@ -23,6 +23,9 @@ type decoded struct {
 	// listenerReads: the listener calls back into the breaker (State,
 	// Counts and Metrics) and the answers are compared too.
 	listenerReads bool
+	// restarts: the manual-control operation may also restart the process
+	// (a snapshot, then both implementations restored from it).
+	restarts bool
 }
 
 // decodeConfig turns the head of a fuzz input into a config with small
@@ -105,7 +108,7 @@ func decodeConfig(r *input) (d decoded, ok bool) {
 		c.OpenGate = &difftest.Gate{Seed: uint64(rules), RefusePercent: 50}
 	}
 	if features&128 != 0 {
-		decodeMoreFeatures(r, c)
+		d.restarts = decodeMoreFeatures(r, c)
 	}
 	if _, err := c.Validate(); err != nil {
 		c.OpenDurationBackoff, c.MaxOpenDuration, c.OpenDurationFunc = 0, 0, nil
@@ -123,8 +126,8 @@ func decodeConfig(r *input) (d decoded, ok bool) {
 // duration; 2, a jitter fraction of the next byte over 255 (0..1, both
 // ends included); 4, FailuresToReopen from the next byte (0..4, 0 the
 // default of 1); bits 8 and 16, a time window's bucket width (1 s, 100 ms,
-// 250 ms or 500 ms).
-func decodeMoreFeatures(r *input, c *core.Config) {
+// 250 ms or 500 ms). It returns bit 32: restarts among the operations.
+func decodeMoreFeatures(r *input, c *core.Config) (restarts bool) {
 	flags := r.byte()
 	if flags&1 != 0 {
 		c.OpenDurationBackoff = 0
@@ -140,6 +143,7 @@ func decodeMoreFeatures(r *input, c *core.Config) {
 	if c.WindowType == core.TimeBased && c.WindowSize > 0 {
 		c.BucketWidth = [4]time.Duration{0, core.MinBucketWidth, 250 * time.Millisecond, 500 * time.Millisecond}[flags>>3&3]
 	}
+	return flags&32 != 0
 }
 
 // featureDuration decodes a max wait, a ramp-up or a hint bound: whole
@@ -278,7 +282,7 @@ var reachKeys = []string{
 	"reject:open", "reject:half-open-full", "reject:forced-open", "reject:ramping-up",
 	"ramp:shed", "ramp:admit", "ramp:end", "maxwait:refused", "tr:H>H", "tr:M>M", "tr:H>C+ramp", "tr:C>O+narrow",
 	"hint:trip", "hint:reopen", "hint:metrics-only", "metrics:dropped", "metrics:slow", "step:ramp-end", "step:expiry",
-	"tr:capped", "opendur:func", "opendur:jitter", "opendur:panic",
+	"tr:capped", "opendur:func", "opendur:jitter", "opendur:panic", "op:Restart",
 }
 
 // differential is one run of FuzzDifferential: the decoder's state (the
@@ -402,7 +406,15 @@ func (x *differential) decode(r *input, op int) {
 	case opForceOpen:
 		x.forceOpen(forceOpenDuration(r, x.d.cfg))
 	case opManual:
-		which := r.intn(4)
+		n := 4
+		if x.d.restarts {
+			n = 5
+		}
+		which := r.intn(n)
+		if which == 4 {
+			x.restart(r)
+			return
+		}
 		x.hit("op:" + [4]string{"Disable", "MetricsOnly", "Reset", "HalfOpen"}[which])
 		x.step(difftest.Op{Kind: [4]difftest.Kind{difftest.Disable, difftest.MetricsOnly, difftest.Reset, difftest.HalfOpen}[which]})
 	case opCallHint:
@@ -411,6 +423,36 @@ func (x *differential) decode(r *input, op int) {
 		x.hit("op:RecordHint(forged)")
 		x.recordHint(x.forged(r), r)
 	}
+}
+
+// restartEpoch is the wall-clock time of FuzzDifferential's first
+// restart; each next one is later by the clock's progress since.
+var restartEpoch = time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+
+// restart decodes a restart of the process (difftest.Differ.Restart): a
+// snapshot at the wall-clock time the breaker clock has reached, with or
+// without the count window, restored by both implementations after a gap
+// (none, a few milliseconds, seconds, or a wall clock that went back) on a
+// new clock reading zero. The permits held die with the process, and the
+// decoder's own reading of the deadlines starts over from the snapshot.
+func (x *differential) restart(r *input) {
+	flags, arg := r.byte(), time.Duration(r.byte())
+	elapsed := [4]time.Duration{0, arg * time.Millisecond, arg * 100 * time.Millisecond, -arg * time.Millisecond}[flags&3]
+	at := restartEpoch.Add(x.x.Now())
+	snap, err := x.x.Restart(at, flags&4 != 0, elapsed, 0)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	x.hit("op:Restart")
+	x.held, x.notifications, x.lastWait = nil, 0, 0
+	x.open, x.openAt = snap.State == core.Open, 0
+	x.hasExpiry = snap.State == core.HalfOpen && x.s.MaxWaitInHalfOpen > 0
+	x.expiryGen, x.expiry = 0, x.maxWait.deadline(0)
+	// A ramp-up resumes for what was left of it, at most the whole ramp:
+	// its end is taken as the latest it can be, which keeps the guard in
+	// range and the check of the first call after the end sound.
+	x.ramping = !snap.RampUntil.IsZero() && snap.State == core.Closed && x.s.RampUpDuration > 0
+	x.rampGen, x.rampEnd = 0, x.ramp.deadline(0)
 }
 
 // finish decodes how a held permit p ends: Record, Done, RecordHint or
@@ -698,7 +740,7 @@ func (x *differential) clockStep(r *input) time.Duration {
 	// Stay within the documented exact range of the coarse deadlines
 	// (docs/design.md, Widths): a ramp whose end the breaker may not have
 	// seen yet within 2^18 units, the max wait of the current half-open
-	// generation within 2^19.
+	// generation within 2^14 (its 15 bits).
 	next := now + d
 	c := x.x.Sides[0].B.Counts()
 	if x.ramping && c.State == core.Closed && c.Generation == x.rampGen {
@@ -708,7 +750,7 @@ func (x *differential) clockStep(r *input) time.Duration {
 		}
 	}
 	if x.hasExpiry && c.State == core.HalfOpen && c.Generation == x.expiryGen {
-		if diff := int64(x.expiry) - int64(x.maxWait.units(next)); diff < -(1<<19) || diff >= 1<<19 {
+		if diff := int64(x.expiry) - int64(x.maxWait.units(next)); diff < -(1<<14) || diff >= 1<<14 {
 			x.hit("guard:maxwait")
 			return 0
 		}
