@@ -72,10 +72,11 @@ var linFamilies = []linFamily{
 		// the lock-free breaker, under the mutex in the model. With the run
 		// of failures deciding and no window, every trip is committed by
 		// the call that decided it (docs/design.md, Open duration from a
-		// function, and jitter).
-		name: "consecutive/open-duration-function/jitter/stepping",
+		// function, and jitter). Half-open by a ratio: the second probe
+		// failure re-opens, so up to three probe outcomes count.
+		name: "consecutive/open-duration-function/jitter/ratio/stepping",
 		cfg: core.Config{ConsecutiveFailures: 2, OpenDuration: time.Second, MaxOpenDuration: 3 * time.Second,
-			OpenDurationJitter: 0.5, PermittedCallsInHalfOpen: 3, SuccessesToClose: 2,
+			OpenDurationJitter: 0.5, PermittedCallsInHalfOpen: 3, SuccessesToClose: 2, FailuresToReopen: 2,
 			OpenDurationFunc: func(reopens int, _ error) time.Duration {
 				return time.Duration(reopens+1) * 700 * time.Millisecond // bounded at 3 s
 			}},
@@ -83,8 +84,8 @@ var linFamilies = []linFamily{
 		steps: []time.Duration{0, 500 * time.Millisecond, time.Second, 2 * time.Second},
 	},
 	{
-		name: "time-window/slow/frozen-phases",
-		cfg: core.Config{WindowType: core.TimeBased, WindowSize: 2, FailureCountThreshold: 2,
+		name: "time-window/500ms-buckets/slow/frozen-phases",
+		cfg: core.Config{WindowType: core.TimeBased, WindowSize: 2, BucketWidth: 500 * time.Millisecond, FailureCountThreshold: 2,
 			SlowCallRateThreshold: 50, SlowCallDurationThreshold: 400 * time.Millisecond, MinimumNumberOfCalls: 3,
 			OpenDuration: 800 * time.Millisecond, PermittedCallsInHalfOpen: 3, SuccessesToClose: 2},
 		clients: 6, ops: 4, phases: 4,
