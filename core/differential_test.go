@@ -357,16 +357,16 @@ func randomWidth(rng *rand.Rand) time.Duration {
 // a 1 s ramp-up from 0 % and a 1 s max wait (coarse units of 1 ms).
 //
 // Up to the documented limit the two agree: a ramp that ended 2^18 units
-// before the first call after it is over, and a max wait that passed 2^19
+// before the first call after it is over, and a max wait that passed 2^14
 // units before the first call of a full half-open breaker restarts it.
 //
 // Past the limit docs/design.md promises that "the ramp resumes for up to
 // one more ramp-up duration, or the restart waits up to one more max wait".
 // The test holds both implementations to that promise one duration (plus a
 // unit) after the wrap. A word whose truncated deadline read as up to 2^18
-// (2^19) units in the future would break it: a ramp-up from 0 % would shed
+// (2^14) units in the future would break it: a ramp-up from 0 % would shed
 // every call for about 2^18 ms (4.4 minutes), and a full half-open breaker
-// would refuse every call for about 2^19 ms (8.7 minutes), instead of one
+// would refuse every call for about 2^14 ms (16 s), instead of one
 // second, while the baseline, whose deadlines are not truncated, ends the
 // ramp and restarts the probe at once.
 func TestCoarseDeadlineWrap(t *testing.T) {
@@ -397,7 +397,7 @@ func TestCoarseDeadlineWrap(t *testing.T) {
 		t.Run("max-wait-at-limit", func(t *testing.T) {
 			r := mk.build(t, wait)
 			loseProbe(r)
-			r.Clock.Set(expiry + 1<<19*unit)
+			r.Clock.Set(expiry + 1<<14*unit)
 			require.True(t, r.A().Probe)
 		})
 		t.Run("ramp-past-limit", func(t *testing.T) {
@@ -408,7 +408,7 @@ func TestCoarseDeadlineWrap(t *testing.T) {
 		t.Run("max-wait-past-limit", func(t *testing.T) {
 			r := mk.build(t, wait)
 			loseProbe(r)
-			requireRecoversWithinOneMore(t, r, expiry+(1<<19+1)*unit, unit, "a max wait that passed 2^19+1 units before the next call", "max wait")
+			requireRecoversWithinOneMore(t, r, expiry+(1<<14+1)*unit, unit, "a max wait that passed 2^14+1 units before the next call", "max wait")
 		})
 	})
 }

@@ -255,7 +255,7 @@ const (
 //
 // Not covered: hand-built probe permits (see TestForgedProbePermit); clock
 // gaps past the documented exact range of the deadlines (2^35 ms of the
-// open deadline, 2^18 units of a ramp-up, 2^19 of a max wait,
+// open deadline, 2^18 units of a ramp-up, 2^14 of a max wait,
 // docs/design.md, Widths): a step that would leave it is replaced by no
 // step. (Reading State or Counts does not keep an open deadline exact, as
 // only a call moves the word on: the corpus entry
