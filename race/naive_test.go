@@ -243,16 +243,24 @@ func (r *runBreaker) Record(_ core.Permit, o core.Outcome) {
 		// learn:code 1 (quoted in docs/learn.md)
 		if r.loadThenStore {
 			r.w.Store(next) // the mistake: what happened since the load is overwritten
-			r.note("stores run %d", next>>8)
+			r.note("stores %s", runText(next))
 			return
 		}
 		if r.w.CompareAndSwap(w, next) {
-			r.note("CAS: run %d", next>>8)
+			r.note("CAS: %s", runText(next))
 			return
 		}
 		r.note("CAS fails: the word moved")
 		// learn:code end
 	}
+}
+
+// runText names a runBreaker word for the drawings: "run N", or "open".
+func runText(w uint64) string {
+	if core.State(w&0xff) == core.Open {
+		return "open"
+	}
+	return fmt.Sprintf("run %d", w>>8)
 }
 
 func (r *runBreaker) RecordHint(p core.Permit, _ time.Duration) { r.Record(p, core.Failure) }
