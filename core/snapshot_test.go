@@ -353,6 +353,13 @@ func TestSnapshot_RejectsCorruptInput(t *testing.T) {
 		{"a window letter", `{"version":1,"fingerprint":"0000000000000001","state":"closed",` + taken + `,"window":"sfx"}`, `'x', not one of "sfSF"`},
 		{"a run of failures in open", `{"version":1,"fingerprint":"0000000000000001","state":"disabled",` + taken + `,"consecutive_failures":2}`, "counts none"},
 		{"a negative step", `{"version":1,"fingerprint":"0000000000000001","state":"open",` + taken + `,"step":-1}`, "cannot unmarshal"},
+		// encoding/json keeps the last of two equal keys and matches keys
+		// case-insensitively: a snapshot that says two things, or names a
+		// field otherwise, is refused rather than read one way.
+		{"a state twice", `{"version":1,"fingerprint":"0000000000000001","state":"open","state":"closed",` + taken + `}`, `"state" twice`},
+		{"a version twice", `{"version":2,"version":1,"fingerprint":"0000000000000001","state":"closed",` + taken + `}`, `"version" twice`},
+		{"a field in capitals", `{"VERSION":1,"fingerprint":"0000000000000001","state":"closed",` + taken + `}`, `unknown field "VERSION"`},
+		{"a field twice by case", `{"version":1,"fingerprint":"0000000000000001","state":"open","State":"closed",` + taken + `}`, `unknown field "State"`},
 	}
 	for _, tc := range jsonCases {
 		t.Run("json/"+tc.name, func(t *testing.T) {
