@@ -40,6 +40,14 @@ func (b *Breaker) Snapshot(now time.Time, withWindow bool) (core.Snapshot, error
 	case core.HalfOpen:
 		s.Step = b.step()
 	}
+	for _, t := range [...]struct {
+		name string
+		at   time.Time
+	}{{"OpenUntil", s.OpenUntil}, {"RampUntil", s.RampUntil}} {
+		if _, err := wallTime(t.at, "Snapshot: "+t.name); err != nil && !t.at.IsZero() {
+			return core.Snapshot{}, err // past the span the formats keep: nothing would take it
+		}
+	}
 	return s, nil
 }
 

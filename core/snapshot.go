@@ -338,8 +338,9 @@ func b2u(b bool) uint64 {
 // left (the transition to half-open comes with the next call, here or
 // after a restore).
 //
-// It returns an error matching ErrInvalidArgument when now is outside the
-// span 1677-09-21 to 2262-04-11, which the snapshot's formats cannot hold. It panics on
+// It returns an error matching ErrInvalidArgument when now, or the open
+// deadline or ramp-up's end it would carry, is outside the span 1677-09-21
+// to 2262-04-11, which the snapshot's formats cannot hold. It panics on
 // a zero Breaker, naming New.
 func (b *Breaker) Snapshot(now time.Time, withWindow bool) (Snapshot, error) {
 	b.mustBeNew()
@@ -374,9 +375,28 @@ func (b *Breaker) Snapshot(now time.Time, withWindow bool) (Snapshot, error) {
 			return s, nil
 		}
 		if b.peek() == w { // the reading belongs to the word
+			if err := s.deadlinesInSpan(); err != nil {
+				return Snapshot{}, err
+			}
 			return s, nil
 		}
 	}
+}
+
+// deadlinesInSpan is Snapshot's error, matching ErrInvalidArgument, for a
+// snapshot taken so near the end of the span the formats keep that its
+// open deadline or ramp-up's end lies past it: no decoder and no Restore
+// would take it.
+func (s Snapshot) deadlinesInSpan() error {
+	for _, t := range [...]struct {
+		name string
+		at   time.Time
+	}{{"OpenUntil", s.OpenUntil}, {"RampUntil", s.RampUntil}} {
+		if _, err := wallTime(t.at, "Snapshot: "+t.name); err != nil && !t.at.IsZero() {
+			return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		}
+	}
+	return nil
 }
 
 // snapshotCounting fills in s, taken of the closed or metrics-only word u

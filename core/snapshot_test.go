@@ -579,3 +579,35 @@ func restoreBoth(t *testing.T, cfg core.Config, s core.Snapshot) {
 		require.Equal(t, first.RetryAfter(), b.RetryAfter())
 	}
 }
+
+// A snapshot taken near the end of the span the formats keep, of a
+// breaker whose deadline lies past it, is refused with an error that names
+// the deadline, on both implementations: Snapshot never returns what
+// MarshalBinary and Restore refuse.
+func TestSnapshot_DeadlinePastTheSpan(t *testing.T) {
+	last := time.Unix(0, math.MaxInt64).UTC()
+	for _, im := range impls {
+		t.Run(im.Name, func(t *testing.T) {
+			b, err := im.New(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, RampUpDuration: time.Minute,
+				Clock: core.NewManualClock(0)})
+			require.NoError(t, err)
+			require.NoError(t, b.ForceOpen(time.Hour))
+			_, err = b.Snapshot(last.Add(-time.Minute), false)
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			require.Contains(t, err.Error(), "OpenUntil")
+			s, err := b.Snapshot(last.Add(-time.Hour-time.Second), false)
+			require.NoError(t, err, "an hour left fits")
+			_, err = s.MarshalBinary()
+			require.NoError(t, err)
+
+			b.HalfOpen()
+			p, err := b.Allow()
+			require.NoError(t, err)
+			b.Done(p, nil) // closed, ramping up for a minute
+			require.Equal(t, core.Closed, b.State())
+			_, err = b.Snapshot(last.Add(-time.Second), false)
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			require.Contains(t, err.Error(), "RampUntil")
+		})
+	}
+}

@@ -19,8 +19,8 @@ func (b *Breaker) Snapshot(now time.Time, withWindow bool) (core.Snapshot, error
 // stops and hand to Restore when it starts. Like All it takes no lock: a
 // breaker made or evicted while it runs may or may not be in the map. It
 // allocates the map and any windows. It returns an error matching
-// core.ErrInvalidArgument, and no map, when now is outside the span 1677-09-21
-// to 2262-04-11.
+// core.ErrInvalidArgument, and no map, when now, or a breaker's open
+// deadline or ramp-up's end, is outside the span 1677-09-21 to 2262-04-11.
 func (r *Registry[K]) Snapshot(now time.Time, withWindow bool) (map[K]core.Snapshot, error) {
 	snaps := map[K]core.Snapshot{}
 	for k, b := range r.All() {
