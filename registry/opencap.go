@@ -96,10 +96,17 @@ func (s *openSlot) Acquire() {
 	}
 }
 
-// Release gives back a slot taken by TryAcquire or Acquire.
+// Release gives back a slot taken by TryAcquire or Acquire. With none
+// held it changes nothing: the breaker never releases a slot it does not
+// hold, but its gate is reachable from its Settings, and a caller's
+// Release must not take the registry's count below the breakers ejected,
+// which would let a trip open past the share.
 func (s *openSlot) Release() {
 	for {
 		v := s.state.Load()
+		if v < oneSlot {
+			return
+		}
 		if s.state.CompareAndSwap(v, v-oneSlot) {
 			if v&detached == 0 {
 				s.of.held.Dec()
