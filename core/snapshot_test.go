@@ -413,6 +413,10 @@ func TestRestore_RefusesWhatDoesNotFit(t *testing.T) {
 		"successes":      changed(func(c *core.Config) { c.PermittedCallsInHalfOpen, c.SuccessesToClose = 3, 2 }),
 		"ramp-up":        changed(func(c *core.Config) { c.RampUpDuration = 2 * time.Minute }),
 		"no consecutive": changed(func(c *core.Config) { c.ConsecutiveFailures = 0 }),
+		"reopen after":   changed(func(c *core.Config) { c.PermittedCallsInHalfOpen, c.FailuresToReopen = 3, 2 }),
+		"a function": changed(func(c *core.Config) {
+			c.OpenDurationBackoff, c.OpenDurationFunc = 0, func(int, error) time.Duration { return time.Minute }
+		}),
 	}
 	same := map[string]core.Config{
 		"name":          changed(func(c *core.Config) { c.Name = "other" }),
@@ -421,6 +425,7 @@ func TestRestore_RefusesWhatDoesNotFit(t *testing.T) {
 		"metrics":       changed(func(c *core.Config) { c.CollectMetrics = true }),
 		"initial state": changed(func(c *core.Config) { c.InitialState = core.ForcedOpen }),
 		"ramp start":    changed(func(c *core.Config) { c.RampUpStartPercent = 10 }),
+		"jitter":        changed(func(c *core.Config) { c.OpenDurationJitter = 0.5 }),
 	}
 	refused := []struct {
 		name string
@@ -436,6 +441,14 @@ func TestRestore_RefusesWhatDoesNotFit(t *testing.T) {
 			s.Window = []core.WindowCall{core.CallFailure, core.CallFailure, core.CallSuccess, core.CallSuccess}
 		}), "trips the config's rule"},
 	}
+	// A time window's bucket width changes what its seconds mean.
+	timed := core.Config{FailureRateThreshold: 50, WindowType: core.TimeBased, WindowSize: 2}
+	whole, err := timed.Validate()
+	require.NoError(t, err)
+	timed.BucketWidth = 500 * time.Millisecond
+	halves, err := timed.Validate()
+	require.NoError(t, err)
+	require.NotEqual(t, whole.Fingerprint(), halves.Fingerprint(), "bucket width")
 	for _, im := range impls {
 		t.Run(im.Name, func(t *testing.T) {
 			for name, c := range mismatches {
