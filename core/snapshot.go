@@ -18,8 +18,9 @@ import (
 //
 // A count window's outcomes come along when the snapshot is taken with
 // them (Window). What is not carried: the generation (permits do not
-// outlive their process), the probes in flight and the probe successes of
-// half-open (their callers died with the process), a time window's
+// outlive their process), the probes in flight and the probe successes and
+// tolerated probe failures of half-open (their callers died with the
+// process: a restored half-open breaker starts its verdict over), a time window's
 // outcomes (a new process's breaker clock starts at its construction, and
 // a time window holds no second before it), and the metrics.
 // docs/semantics.md, Restarts, has the rule.
@@ -436,8 +437,8 @@ func (b *Breaker) snapshotCounting(s *Snapshot, u word, gen uint64, calls []uint
 // s.OpenUntil minus now, but never more than was left when s was taken
 // (a wall clock that went backwards does not lengthen the open duration),
 // and an OpenUntil already passed restores open with the deadline passed,
-// so the next call probes. HalfOpen restores with no probe in flight and no
-// success, its max wait starting at the restore; a ramp-up resumes for the
+// so the next call probes. HalfOpen restores with no probe in flight, no
+// success and no tolerated failure, its max wait starting at the restore; a ramp-up resumes for the
 // time left, by the same rule as an open duration; ForcedOpen, Disabled and
 // MetricsOnly restore as such; the run of consecutive failures and the
 // backoff step carry over. A count window holds the snapshot's calls, if

@@ -624,3 +624,37 @@ func TestSnapshot_DeadlinePastTheSpan(t *testing.T) {
 		})
 	}
 }
+
+// A half-open breaker that has tolerated probe failures (FailuresToReopen)
+// restores with its verdict started over, as its successes do: the
+// snapshot does not carry them, on both implementations.
+func TestSnapshot_HalfOpenStartsItsVerdictOver(t *testing.T) {
+	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, PermittedCallsInHalfOpen: 3,
+		SuccessesToClose: 2, FailuresToReopen: 2, Clock: core.NewManualClock(0)}
+	for _, im := range impls {
+		t.Run(im.Name, func(t *testing.T) {
+			b, err := im.New(cfg)
+			require.NoError(t, err)
+			b.HalfOpen()
+			p, err := b.Allow()
+			require.NoError(t, err)
+			b.Done(p, errFail)
+			require.Equal(t, 1, b.Counts().ProbeFailures, "tolerated")
+			s, err := b.Snapshot(wall, false)
+			require.NoError(t, err)
+			require.Equal(t, core.HalfOpen, s.State)
+			cfg.Clock = core.NewManualClock(0)
+			r, err := im.Restore(cfg, s, wall)
+			require.NoError(t, err)
+			require.Zero(t, r.Counts().ProbeFailures)
+			p, err = r.Allow()
+			require.NoError(t, err)
+			r.Done(p, errFail)
+			require.Equal(t, core.HalfOpen, r.State(), "the first failure after the restore is tolerated")
+			p, err = r.Allow()
+			require.NoError(t, err)
+			r.Done(p, errFail)
+			require.Equal(t, core.Open, r.State())
+		})
+	}
+}
