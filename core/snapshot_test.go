@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -657,4 +659,103 @@ func TestSnapshot_HalfOpenStartsItsVerdictOver(t *testing.T) {
 			require.Equal(t, core.Open, r.State())
 		})
 	}
+}
+
+// tallyGate is an OpenGate with no cap that counts the slots its breaker
+// holds, and any Release past them.
+type tallyGate struct{ held, over atomic.Int64 }
+
+func (g *tallyGate) TryAcquire() bool { g.held.Add(1); return true }
+func (g *tallyGate) Acquire()         { g.held.Add(1) }
+func (g *tallyGate) Release() {
+	if g.held.Add(-1) < 0 {
+		g.over.Add(1)
+	}
+}
+
+// A snapshot taken while goroutines trip, probe (tolerating failures) and
+// apply every manual control, on a breaker with an open-duration function,
+// jitter, a ramp-up and an open gate, is still one the breaker could have
+// been in: it passes CheckFor, encodes and restores; and the gate holds a
+// slot exactly while the breaker is ejected once the goroutines are done,
+// never released past what it holds. On both implementations, under -race.
+func TestSnapshot_ConcurrentWithControls(t *testing.T) {
+	rounds := rounds(2000, 300)
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		gate := new(tallyGate)
+		cfg := core.Config{FailureRateThreshold: 50, WindowSize: 6, MinimumNumberOfCalls: 2, ConsecutiveFailures: 4,
+			OpenDuration: time.Millisecond, MaxOpenDuration: 5 * time.Millisecond,
+			OpenDurationFunc:         func(reopens int, _ error) time.Duration { return time.Duration(reopens) * time.Millisecond },
+			OpenDurationJitter:       0.5,
+			PermittedCallsInHalfOpen: 4, SuccessesToClose: 2, FailuresToReopen: 2, RampUpDuration: 3 * time.Millisecond,
+			OpenGate: gate}
+		r := mk.build(t, cfg)
+		set, err := cfg.Validate()
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		for g := range 3 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if p, err := r.B.Allow(); err == nil {
+						r.B.Record(p, []core.Outcome{core.Failure, core.Success, core.Success}[(i+g)%3]) // below the rate
+					}
+					if i%8 == 0 {
+						r.Clock.Advance(time.Millisecond)
+					}
+				}
+			})
+		}
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				switch i % 7 {
+				case 0:
+					_ = r.B.ForceOpen(time.Duration(i%3) * time.Millisecond)
+				case 1:
+					r.B.HalfOpen()
+				case 2:
+					r.B.Reset()
+				case 3:
+					r.B.Disable()
+				case 4:
+					r.B.MetricsOnly()
+				case 5:
+					r.B.Reset()
+				}
+				runtime.Gosched()
+			}
+		})
+		states := map[core.State]int{}
+		restoreCfg := cfg
+		restoreCfg.OpenGate = new(tallyGate)
+		for range rounds {
+			s, err := r.B.Snapshot(wall, true)
+			require.NoError(t, err)
+			require.NoError(t, s.CheckFor(set))
+			_, err = s.MarshalBinary()
+			require.NoError(t, err)
+			_, err = mk.restore(restoreCfg, s, wall)
+			require.NoError(t, err)
+			states[s.State]++
+		}
+		close(stop)
+		wg.Wait()
+		want := int64(0)
+		if st := r.B.State(); st == core.Open || st == core.HalfOpen || st == core.ForcedOpen {
+			want = 1
+		}
+		require.Equal(t, want, gate.held.Load(), "slots held in state %v", r.B.State())
+		require.Zero(t, gate.over.Load(), "releases past the slots held")
+		t.Logf("snapshots by state: %v", states)
+	})
 }
