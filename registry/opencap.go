@@ -146,7 +146,9 @@ func (r *Registry[K]) detachGate(b *Breaker) {
 // OpenShare returns how many of the registry's breakers are ejected (open,
 // half-open or forced open) and how many may be, with
 // Options.MaxOpenPercent: max(1, MaxOpenPercent% of Len(), rounded down).
-// held may exceed allowed after a manual control or an eviction: no
+// held may exceed allowed after a manual control, an eviction or a
+// Restore of ejected breakers (each takes its slot, as an ejecting initial
+// state does, whatever the share): no
 // breaker is closed for it, and trips are refused until it is below.
 // Without a cap it returns 0, 0. It takes no lock and is safe for
 // concurrent use; under concurrent transitions held may for a moment

@@ -44,7 +44,9 @@ func (r *Registry[K]) Snapshot(now time.Time, withWindow bool) (map[K]core.Snaps
 // another template), core.ErrInvalidArgument for a now outside the span
 // 1677-09-21 to 2262-04-11, ErrFull, or ErrInvalidKey. The other keys are restored, in
 // no particular order (with MaxBreakers below the number of keys, which
-// ones fit is not decided). A Get of a key that failed makes its breaker
+// ones fit is not decided). With Options.MaxOpenPercent a restored open,
+// half-open or forced-open breaker holds a slot of the cap, past the share
+// if need be (OpenShare). A Get of a key that failed makes its breaker
 // from the template, as for any new key. It panics only on a Registry not
 // made by New.
 func (r *Registry[K]) Restore(snaps map[K]core.Snapshot, now time.Time) error {

@@ -70,3 +70,38 @@ func TestRegistry_SnapshotAndRestore(t *testing.T) {
 	_, err = old.Snapshot(time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), false)
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
 }
+
+// With MaxOpenPercent, a restored breaker that is open (or half-open, or
+// forced open) holds a slot of the cap, as an ejecting initial state does,
+// even past the share: the restore is not refused, and trips are until the
+// count is under it again.
+func TestRegistry_RestoreCountsOpenInTheCap(t *testing.T) {
+	stopped := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, Clock: core.NewManualClock(0)} // capped's
+	old, err := registry.New(registry.Options[string]{Config: cfg})
+	require.NoError(t, err)
+	for _, k := range []string{"a", "b", "c"} {
+		fail(t, get(t, old, k))
+	}
+	get(t, old, "d")
+	snaps, err := old.Snapshot(stopped, false)
+	require.NoError(t, err)
+
+	cfg.Clock = core.NewManualClock(0)
+	r := capped(t, cfg.Clock.(*core.ManualClock), 25, registry.Options[string]{})
+	require.NoError(t, r.Restore(snaps, stopped))
+	held, allowed := r.OpenShare()
+	require.Equal(t, [2]int{3, 1}, [2]int{held, allowed}, "three open of four at 25 %")
+	d, _ := r.Lookup("d")
+	fail(t, d)
+	require.Equal(t, core.Closed, d.State(), "capped")
+	for _, k := range []string{"a", "b", "c"} {
+		b, _ := r.Lookup(k)
+		require.Equal(t, core.Open, b.State())
+		b.Reset()
+	}
+	held, _ = r.OpenShare()
+	require.Zero(t, held)
+	fail(t, d)
+	require.Equal(t, core.Open, d.State())
+}
