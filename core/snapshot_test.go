@@ -759,3 +759,38 @@ func TestSnapshot_ConcurrentWithControls(t *testing.T) {
 		t.Logf("snapshots by state: %v", states)
 	})
 }
+
+// An open breaker left without a call for longer than its deadline's exact
+// range (2^35 ms, about 397 days: docs/design.md, Known limits) is snapshot
+// with its deadline passed, not with the aliased wait of up to 397 days
+// that the lock-free word reads, which no breaker sets and so no decoder
+// or Restore takes: the snapshot encodes, restores, and the first call
+// after the restore probes, on both implementations.
+func TestSnapshot_OpenPastTheDeadlineRange(t *testing.T) {
+	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second}
+	for _, im := range impls {
+		t.Run(im.Name, func(t *testing.T) {
+			clock := core.NewManualClock(0)
+			c := cfg
+			c.Clock = clock
+			b, err := im.New(c)
+			require.NoError(t, err)
+			p, err := b.Allow()
+			require.NoError(t, err)
+			b.Done(p, errFail) // open until 1 s
+			clock.Set(time.Second + time.Duration(1<<35)*time.Millisecond + 24*time.Hour)
+			s, err := b.Snapshot(wall, false)
+			require.NoError(t, err)
+			require.Equal(t, core.Open, s.State)
+			require.Equal(t, wall, s.OpenUntil, "passed")
+			_, err = s.MarshalBinary()
+			require.NoError(t, err)
+			c.Clock = core.NewManualClock(0)
+			r, err := im.Restore(c, s, wall)
+			require.NoError(t, err)
+			p, err = r.Allow()
+			require.NoError(t, err)
+			require.True(t, p.Probe)
+		})
+	}
+}
