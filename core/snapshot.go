@@ -446,8 +446,11 @@ func (b *Breaker) snapshotCounting(s *Snapshot, u word, gen uint64, calls []uint
 // (a wall clock that went backwards does not lengthen the open duration),
 // and an OpenUntil already passed restores open with the deadline passed,
 // so the next call probes. HalfOpen restores with no probe in flight, no
-// success and no tolerated failure, its max wait starting at the restore; a ramp-up resumes for the
-// time left, by the same rule as an open duration; ForcedOpen, Disabled and
+// success and no tolerated failure, its max wait starting at the restore;
+// a ramp-up resumes for the time left, by the same rule as an open
+// duration, but never further ahead than a ramp-up is set (its duration
+// rounded up to its coarse units, plus one), which may take less than one
+// unit (0.1 % of RampUpDuration, or 1 ms) off it; ForcedOpen, Disabled and
 // MetricsOnly restore as such; the run of consecutive failures and the
 // backoff step carry over. A count window holds the snapshot's calls, if
 // it has any; otherwise the window starts empty. The metrics start at zero.
@@ -478,7 +481,14 @@ func Restore(c Config, s Snapshot, now time.Time) (*Breaker, error) {
 			b.ring.Record(0, c.Failure(), c.Slow())
 		}
 		if left := leftAt(s.RampUntil, s.Taken, at); left > 0 {
-			u.ramping, u.rampEnd = true, uint32(ceilUnits(b.now(), left, b.cfg.rampUp.unit)&rampMask)
+			// At most span + 1 units ahead, the furthest a ramp is ever
+			// set and so the furthest rampOver takes for one not over:
+			// a ramp taken just past a unit boundary has nearly a unit
+			// more than its duration left, and restored at a later phase
+			// of a unit it would reach one unit further and be dropped.
+			r := b.now()
+			end := min(ceilUnits(r, left, b.cfg.rampUp.unit), b.cfg.rampUnits(r)+b.cfg.rampUp.span+1)
+			u.ramping, u.rampEnd = true, uint32(end&rampMask)
 		}
 	case Open:
 		r := b.now()

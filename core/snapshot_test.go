@@ -794,3 +794,43 @@ func TestSnapshot_OpenPastTheDeadlineRange(t *testing.T) {
 		})
 	}
 }
+
+// A ramp-up restores for the time left whatever the phase of the new
+// process's clock within the ramp's units: a ramp that started just past
+// one of its unit boundaries has up to a unit more than its duration left
+// to its deadline's boundary, and a restore at a later phase of a unit
+// must not read that as a deadline further ahead than any ramp sets (the
+// rule for a clock that went back: over) and drop the ramp. On both
+// implementations.
+func TestSnapshot_RampUpRestoresAtAnyPhase(t *testing.T) {
+	// Units of 3 ms (2050 ms / 1024, rounded up to whole milliseconds):
+	// 684 of them are 2052 ms, a ramp set never more than 685 ahead.
+	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, RampUpDuration: 2050 * time.Millisecond}
+	for _, im := range impls {
+		t.Run(im.Name, func(t *testing.T) {
+			clock := core.NewManualClock(0)
+			c := cfg
+			c.Clock = clock
+			b, err := im.New(c)
+			require.NoError(t, err)
+			b.HalfOpen()
+			p, err := b.Allow()
+			require.NoError(t, err)
+			clock.Set(2500 * time.Microsecond)
+			b.Done(p, nil) // closed, ramping up to the unit boundary at or after 2052.5 ms: 2055 ms
+			s, err := b.Snapshot(wall, false)
+			require.NoError(t, err)
+			require.Equal(t, wall.Add(2052500*time.Microsecond), s.RampUntil)
+			for _, phase := range []time.Duration{0, 2400 * time.Microsecond, 2600 * time.Microsecond, 3*time.Millisecond - 1} {
+				c.Clock = core.NewManualClock(300*time.Millisecond + phase)
+				r, err := im.Restore(c, s, wall)
+				require.NoError(t, err)
+				again, err := r.Snapshot(wall, false)
+				require.NoError(t, err)
+				require.False(t, again.RampUntil.IsZero(), "phase %v: the ramp-up was dropped", phase)
+				require.InDelta(t, float64(2052500*time.Microsecond), float64(again.RampUntil.Sub(wall)), float64(3*time.Millisecond),
+					"phase %v: the time left, to within a unit", phase)
+			}
+		})
+	}
+}
