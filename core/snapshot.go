@@ -236,13 +236,15 @@ func (s Snapshot) CheckFor(set Settings) error {
 		return err
 	}
 	if !s.RampUntil.IsZero() {
-		// A ramp-up's end is at most its duration plus one coarse unit
-		// ahead (its deadline is rounded up to a unit boundary).
+		// A ramp-up's end is at most span + 1 coarse units ahead of a
+		// reading: the furthest a breaker takes for a ramp not over
+		// (rampOver), which its own snapshot reaches when its clock went
+		// back by less than a unit since the ramp began.
 		if set.rampUp.unit == 0 {
 			return invalidSnapshot("a ramp-up, where the config has none")
 		}
-		if left := s.RampUntil.Sub(s.Taken); left > set.rampUp.d+set.rampUp.unit {
-			return invalidSnapshot("RampUntil is %v after Taken, above the config's ramp-up of %v", left, set.RampUpDuration)
+		if left, most := s.RampUntil.Sub(s.Taken), time.Duration(set.rampUp.span+1)*set.rampUp.unit; left > most {
+			return invalidSnapshot("RampUntil is %v after Taken, above the config's ramp-up of %v (at most %v in its units)", left, set.RampUpDuration, most)
 		}
 	}
 	return nil

@@ -834,3 +834,34 @@ func TestSnapshot_RampUpRestoresAtAnyPhase(t *testing.T) {
 		})
 	}
 }
+
+// A ramp-up whose breaker clock went back by less than one of its units
+// after it started (a Clock may go back: R14) is snapshot with the time
+// left that the breaker itself waits for, which may be up to a unit more
+// than the ramp-up: that snapshot restores, on both implementations.
+func TestSnapshot_RampUpAfterTheClockWentBack(t *testing.T) {
+	// Units of 3 ms (2050 ms / 1024, rounded up to whole milliseconds):
+	// 684 of them are 2052 ms.
+	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, RampUpDuration: 2050 * time.Millisecond}
+	for _, im := range impls {
+		t.Run(im.Name, func(t *testing.T) {
+			clock := core.NewManualClock(0)
+			c := cfg
+			c.Clock = clock
+			b, err := im.New(c)
+			require.NoError(t, err)
+			b.HalfOpen()
+			p, err := b.Allow()
+			require.NoError(t, err)
+			clock.Set(2500 * time.Microsecond)
+			b.Done(p, nil) // closed, ramping up to the unit boundary at or after 2052.5 ms: 2055 ms
+			clock.Set(0)
+			s, err := b.Snapshot(wall, false)
+			require.NoError(t, err)
+			require.False(t, s.RampUntil.IsZero())
+			c.Clock = core.NewManualClock(0)
+			_, err = im.Restore(c, s, wall)
+			require.NoError(t, err, "RampUntil %v after Taken", s.RampUntil.Sub(s.Taken))
+		})
+	}
+}
