@@ -36,7 +36,9 @@ func (b *Breaker) Snapshot(now time.Time, withWindow bool) (core.Snapshot, error
 		}
 	case core.Open:
 		s.Step = b.step()
-		s.OpenUntil = taken.Add(b.wait(b.now()))
+		// A clock gone back waits past any open period: the snapshot
+		// keeps the longest it carries.
+		s.OpenUntil = taken.Add(min(b.wait(b.now()), core.MaxOpenDurationLimit+time.Millisecond))
 	case core.HalfOpen:
 		s.Step = b.step()
 	}

@@ -339,7 +339,9 @@ func b2u(b bool) uint64 {
 // withWindow, for the window's calls. An open breaker whose open duration
 // has elapsed is snapshot as Open with OpenUntil equal to now, no time
 // left (the transition to half-open comes with the next call, here or
-// after a restore).
+// after a restore); one whose wait is longer than any open period (its
+// clock went back) is snapshot with the longest, MaxOpenDurationLimit plus
+// 1 ms.
 //
 // It returns an error matching ErrInvalidArgument when now, or the open
 // deadline or ramp-up's end it would carry, is outside the span 1677-09-21
@@ -370,15 +372,10 @@ func (b *Breaker) Snapshot(now time.Time, withWindow bool) (Snapshot, error) {
 			}
 		case Open:
 			s.Step = u.step
-			left := untilDeadline(u.deadline, b.now())
-			if left > maxOpenLeft {
-				// No breaker sets a deadline this far ahead: it is one
-				// passed more than 2^35 ms ago, read back modulo 2^36
-				// (docs/design.md, Known limits). Kept as read, the
-				// snapshot would be one no decoder or Restore takes.
-				left = 0
-			}
-			s.OpenUntil = taken.Add(left)
+			// A wait past any open period (a clock gone back, or a
+			// deadline passed more than 2^35 ms ago: docs/design.md,
+			// Known limits) is kept as the longest a snapshot carries.
+			s.OpenUntil = taken.Add(min(untilDeadline(u.deadline, b.now()), maxOpenLeft))
 		case HalfOpen:
 			s.Step = u.step
 			return s, nil
