@@ -21,6 +21,7 @@ func (b *Breaker) Snapshot(now time.Time, withWindow bool) (core.Snapshot, error
 // allocates the map and any windows. It returns an error matching
 // core.ErrInvalidArgument, and no map, when now, or a breaker's open
 // deadline or ramp-up's end, is outside the span 1677-09-21 to 2262-04-11.
+// It panics only on a nil *Registry.
 func (r *Registry[K]) Snapshot(now time.Time, withWindow bool) (map[K]core.Snapshot, error) {
 	snaps := map[K]core.Snapshot{}
 	for k, b := range r.All() {
