@@ -36,8 +36,8 @@ func (b *Breaker) Snapshot(now time.Time, withWindow bool) (core.Snapshot, error
 		}
 	case core.Open:
 		s.Step = b.step()
-		// A clock gone back waits past any open period: the snapshot
-		// keeps the longest it carries.
+		// At most the longest open period: a clock that went back since the
+		// trip leaves more than that to wait here (see core's maxOpenLeft).
 		s.OpenUntil = taken.Add(min(b.wait(b.now()), core.MaxOpenDurationLimit+time.Millisecond))
 	case core.HalfOpen:
 		s.Step = b.step()

@@ -136,7 +136,9 @@ func wallTime(t time.Time, what string) (time.Time, error) {
 
 // maxOpenLeft bounds OpenUntil - Taken: the longest open period (a year,
 // whether a backed-off duration, a hint or ForceOpen's) plus the rounding
-// of its deadline up to a whole millisecond.
+// of its deadline up to a whole millisecond. A breaker clock that went back
+// since the transition leaves more than that to wait on the live breaker;
+// a snapshot carries this much.
 const maxOpenLeft = MaxOpenDurationLimit + time.Millisecond
 
 // check reports what makes s no snapshot a breaker of any config can take:
@@ -372,9 +374,6 @@ func (b *Breaker) Snapshot(now time.Time, withWindow bool) (Snapshot, error) {
 			}
 		case Open:
 			s.Step = u.step
-			// A wait past any open period (a clock gone back, or a
-			// deadline passed more than 2^35 ms ago: docs/design.md,
-			// Known limits) is kept as the longest a snapshot carries.
 			s.OpenUntil = taken.Add(min(untilDeadline(u.deadline, b.now()), maxOpenLeft))
 		case HalfOpen:
 			s.Step = u.step

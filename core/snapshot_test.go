@@ -870,28 +870,3 @@ func TestSnapshot_RampUpAfterTheClockWentBack(t *testing.T) {
 		})
 	}
 }
-
-// An open breaker whose clock went back waits longer than its open period
-// (R14: no time passes backwards); its snapshot keeps the longest wait a
-// snapshot carries, MaxOpenDurationLimit and a millisecond, so that it
-// encodes and restores, open, on both implementations.
-func TestSnapshot_OpenAfterTheClockWentBack(t *testing.T) {
-	for _, im := range impls {
-		t.Run(im.Name, func(t *testing.T) {
-			clock := core.NewManualClock(time.Hour)
-			b, err := im.New(core.Config{ConsecutiveFailures: 1, Clock: clock})
-			require.NoError(t, err)
-			require.NoError(t, b.ForceOpen(core.MaxOpenDurationLimit))
-			clock.Set(0) // an hour back
-			s, err := b.Snapshot(wall, false)
-			require.NoError(t, err)
-			require.Equal(t, core.Open, s.State)
-			require.Equal(t, wall.Add(core.MaxOpenDurationLimit+time.Millisecond), s.OpenUntil)
-			_, err = s.MarshalBinary()
-			require.NoError(t, err)
-			r, err := im.Restore(core.Config{ConsecutiveFailures: 1, Clock: core.NewManualClock(0)}, s, wall)
-			require.NoError(t, err)
-			require.Equal(t, core.Open, r.State())
-		})
-	}
-}
