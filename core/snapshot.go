@@ -337,8 +337,9 @@ func b2u(b bool) uint64 {
 // committing a trip an outcome has decided, as Counts does), then the
 // clock and the window (one committed state of it, read as Counts reads
 // its sums), then the word again, and starts over if the word moved. It
-// commits nothing else and notifies nothing; it allocates only with
-// withWindow, for the window's calls. An open breaker whose open duration
+// commits nothing else and notifies nothing but such a trip (which, like
+// any trip, asks Config.OpenGate for a slot and may run the listener); it
+// allocates only with withWindow, for the window's calls. An open breaker whose open duration
 // has elapsed is snapshot as Open with OpenUntil equal to now, no time
 // left (the transition to half-open comes with the next call, here or
 // after a restore); one whose wait is longer than any open period (its
