@@ -2,7 +2,9 @@ package registry_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,4 +106,47 @@ func TestRegistry_RestoreCountsOpenInTheCap(t *testing.T) {
 	require.Zero(t, held)
 	fail(t, d)
 	require.Equal(t, core.Open, d.State())
+}
+
+// A Restore racing calls, trips and evictions on the same keys, at the
+// bound and with the cap, leaves the cap's count exact: each restored
+// ejected breaker's slot is counted once, and given back once when it is
+// evicted or closes. Run under the race detector.
+func TestRegistry_RestoreRacesTrafficUnderTheCap(t *testing.T) {
+	stopped := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+	clock := core.NewManualClock(0)
+	old := capped(t, clock, 100, registry.Options[string]{})
+	for i := range 50 {
+		b := get(t, old, fmt.Sprint(i))
+		if i%2 == 0 {
+			fail(t, b)
+		}
+	}
+	snaps, err := old.Snapshot(stopped, true)
+	require.NoError(t, err)
+	for round := range 30 {
+		r := capped(t, clock, 30, registry.Options[string]{MaxBreakers: 40, IdleAfter: time.Second})
+		var wg sync.WaitGroup
+		for g := range 3 {
+			wg.Go(func() {
+				for i := range 200 {
+					b, err := r.Get(fmt.Sprint((i*7 + g) % 50))
+					if err != nil {
+						continue
+					}
+					if p, err := b.Allow(); err == nil {
+						b.Done(p, []error{nil, errFail}[i%2])
+					}
+					if i%50 == 0 {
+						r.EvictIdle()
+						clock.Advance(300 * time.Millisecond)
+					}
+				}
+			})
+		}
+		wg.Go(func() { _ = r.Restore(snaps, stopped) })
+		wg.Wait()
+		held, _ := r.OpenShare()
+		require.Equal(t, recount(r), held, "round %d", round)
+	}
 }
