@@ -42,6 +42,14 @@ func (b *Breaker) Snapshot(now time.Time, withWindow bool) (core.Snapshot, error
 	case core.HalfOpen:
 		s.Step = b.step()
 	}
+	for _, t := range [...]struct {
+		name string
+		at   time.Time
+	}{{"OpenUntil", s.OpenUntil}, {"RampUntil", s.RampUntil}} {
+		if _, err := wallTime(t.at, "Snapshot: "+t.name); err != nil && !t.at.IsZero() {
+			return core.Snapshot{}, err // past the span the formats keep: nothing would take it
+		}
+	}
 	return s, nil
 }
 
@@ -115,7 +123,10 @@ func Restore(c core.Config, s core.Snapshot, now time.Time) (*Breaker, error) {
 			b.count.add(outcomeOf(c.Failure(), c.Slow()))
 		}
 		if left := leftAt(s.RampUntil, s.Taken, at); left > 0 {
-			b.ramping, b.rampEnd = true, ceilDiv(nanos(b.cfg.Clock.Now())+uint64(left), b.ramp.unit)
+			// No further ahead than a ramp is ever set (units + 1), which
+			// over would read as a clock gone back and drop.
+			r := b.cfg.Clock.Now()
+			b.ramping, b.rampEnd = true, min(ceilDiv(nanos(r)+uint64(left), b.ramp.unit), b.ramp.at(r)+b.ramp.units+1)
 		}
 	case core.Open:
 		b.openFor, b.reopens = b.stepDuration(s.Step), int(s.Step)

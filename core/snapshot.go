@@ -18,8 +18,9 @@ import (
 //
 // A count window's outcomes come along when the snapshot is taken with
 // them (Window). What is not carried: the generation (permits do not
-// outlive their process), the probes in flight and the probe successes of
-// half-open (their callers died with the process), a time window's
+// outlive their process), the probes in flight and the probe successes and
+// tolerated probe failures of half-open (their callers died with the
+// process: a restored half-open breaker starts its verdict over), a time window's
 // outcomes (a new process's breaker clock starts at its construction, and
 // a time window holds no second before it), and the metrics.
 // docs/semantics.md, Restarts, has the rule.
@@ -237,13 +238,15 @@ func (s Snapshot) CheckFor(set Settings) error {
 		return err
 	}
 	if !s.RampUntil.IsZero() {
-		// A ramp-up's end is at most its duration plus one coarse unit
-		// ahead (its deadline is rounded up to a unit boundary).
+		// A ramp-up's end is at most span + 1 coarse units ahead of a
+		// reading: the furthest a breaker takes for a ramp not over
+		// (rampOver), which its own snapshot reaches when its clock went
+		// back by less than a unit since the ramp began.
 		if set.rampUp.unit == 0 {
 			return invalidSnapshot("a ramp-up, where the config has none")
 		}
-		if left := s.RampUntil.Sub(s.Taken); left > set.rampUp.d+set.rampUp.unit {
-			return invalidSnapshot("RampUntil is %v after Taken, above the config's ramp-up of %v", left, set.RampUpDuration)
+		if left, most := s.RampUntil.Sub(s.Taken), time.Duration(set.rampUp.span+1)*set.rampUp.unit; left > most {
+			return invalidSnapshot("RampUntil is %v after Taken, above the config's ramp-up of %v (at most %v in its units)", left, set.RampUpDuration, most)
 		}
 	}
 	return nil
@@ -334,14 +337,18 @@ func b2u(b bool) uint64 {
 // committing a trip an outcome has decided, as Counts does), then the
 // clock and the window (one committed state of it, read as Counts reads
 // its sums), then the word again, and starts over if the word moved. It
-// commits nothing else and notifies nothing; it allocates only with
-// withWindow, for the window's calls. An open breaker whose open duration
+// commits nothing else and notifies nothing but such a trip (which, like
+// any trip, asks Config.OpenGate for a slot and may run the listener); it
+// allocates only with withWindow, for the window's calls. An open breaker whose open duration
 // has elapsed is snapshot as Open with OpenUntil equal to now, no time
 // left (the transition to half-open comes with the next call, here or
-// after a restore).
+// after a restore); one whose wait is longer than any open period (its
+// clock went back) is snapshot with the longest, MaxOpenDurationLimit plus
+// 1 ms.
 //
-// It returns an error matching ErrInvalidArgument when now is outside the
-// span 1677-09-21 to 2262-04-11, which the snapshot's formats cannot hold. It panics on
+// It returns an error matching ErrInvalidArgument when now, or the open
+// deadline or ramp-up's end it would carry, is outside the span 1677-09-21
+// to 2262-04-11, which the snapshot's formats cannot hold. It panics on
 // a zero Breaker, naming New.
 func (b *Breaker) Snapshot(now time.Time, withWindow bool) (Snapshot, error) {
 	b.mustBeNew()
@@ -376,9 +383,28 @@ func (b *Breaker) Snapshot(now time.Time, withWindow bool) (Snapshot, error) {
 			return s, nil
 		}
 		if b.peek() == w { // the reading belongs to the word
+			if err := s.deadlinesInSpan(); err != nil {
+				return Snapshot{}, err
+			}
 			return s, nil
 		}
 	}
+}
+
+// deadlinesInSpan is Snapshot's error, matching ErrInvalidArgument, for a
+// snapshot taken so near the end of the span the formats keep that its
+// open deadline or ramp-up's end lies past it: no decoder and no Restore
+// would take it.
+func (s Snapshot) deadlinesInSpan() error {
+	for _, t := range [...]struct {
+		name string
+		at   time.Time
+	}{{"OpenUntil", s.OpenUntil}, {"RampUntil", s.RampUntil}} {
+		if _, err := wallTime(t.at, "Snapshot: "+t.name); err != nil && !t.at.IsZero() {
+			return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		}
+	}
+	return nil
 }
 
 // snapshotCounting fills in s, taken of the closed or metrics-only word u
@@ -418,9 +444,12 @@ func (b *Breaker) snapshotCounting(s *Snapshot, u word, gen uint64, calls []uint
 // s.OpenUntil minus now, but never more than was left when s was taken
 // (a wall clock that went backwards does not lengthen the open duration),
 // and an OpenUntil already passed restores open with the deadline passed,
-// so the next call probes. HalfOpen restores with no probe in flight and no
-// success, its max wait starting at the restore; a ramp-up resumes for the
-// time left, by the same rule as an open duration; ForcedOpen, Disabled and
+// so the next call probes. HalfOpen restores with no probe in flight, no
+// success and no tolerated failure, its max wait starting at the restore;
+// a ramp-up resumes for the time left, by the same rule as an open
+// duration, but never further ahead than a ramp-up is set (its duration
+// rounded up to its coarse units, plus one), which may take less than one
+// unit (0.1 % of RampUpDuration, or 1 ms) off it; ForcedOpen, Disabled and
 // MetricsOnly restore as such; the run of consecutive failures and the
 // backoff step carry over. A count window holds the snapshot's calls, if
 // it has any; otherwise the window starts empty. The metrics start at zero.
@@ -451,7 +480,14 @@ func Restore(c Config, s Snapshot, now time.Time) (*Breaker, error) {
 			b.ring.Record(0, c.Failure(), c.Slow())
 		}
 		if left := leftAt(s.RampUntil, s.Taken, at); left > 0 {
-			u.ramping, u.rampEnd = true, uint32(ceilUnits(b.now(), left, b.cfg.rampUp.unit)&rampMask)
+			// At most span + 1 units ahead, the furthest a ramp is ever
+			// set and so the furthest rampOver takes for one not over:
+			// a ramp taken just past a unit boundary has nearly a unit
+			// more than its duration left, and restored at a later phase
+			// of a unit it would reach one unit further and be dropped.
+			r := b.now()
+			end := min(ceilUnits(r, left, b.cfg.rampUp.unit), b.cfg.rampUnits(r)+b.cfg.rampUp.span+1)
+			u.ramping, u.rampEnd = true, uint32(end&rampMask)
 		}
 	case Open:
 		r := b.now()

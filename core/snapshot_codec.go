@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -224,10 +225,14 @@ func (s Snapshot) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON decodes the JSON form into s (json.Unmarshaler). It returns
 // an error matching ErrInvalidSnapshot that says what is wrong, and leaves s
 // unchanged, for input that is no JSON object of the form, lacks version,
-// fingerprint, state or taken, has a field this version does not know, is of
+// fingerprint, state or taken, has a field this version does not know (keys
+// match exactly, case included) or a field twice, is of
 // a newer version, or holds a value out of its range or inconsistent with
 // the state. It never panics.
 func (s *Snapshot) UnmarshalJSON(b []byte) error {
+	if err := exactKeys(b); err != nil {
+		return err
+	}
 	var j snapshotJSON
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -272,6 +277,48 @@ func (s *Snapshot) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*s = d
+	return nil
+}
+
+// snapshotKeys are the JSON form's keys, from snapshotJSON's tags.
+var snapshotKeys = func() map[string]bool {
+	keys := map[string]bool{}
+	t := reflect.TypeFor[snapshotJSON]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		keys[name] = true
+	}
+	return keys
+}()
+
+// exactKeys refuses a JSON object that encoding/json would read one way
+// among several: a key given twice (it keeps the last value) or a key that
+// names a field only when case is ignored (it matches "State" to "state").
+// Input that is no object, or not JSON, is left to the decoder to refuse.
+func exactKeys(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	seen := make(map[string]bool, len(snapshotKeys))
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		k, _ := t.(string)
+		switch {
+		case !snapshotKeys[k]:
+			return invalidSnapshot("unknown field %q", k)
+		case seen[k]:
+			return invalidSnapshot("%q twice", k)
+		}
+		seen[k] = true
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return nil
+		}
+	}
 	return nil
 }
 

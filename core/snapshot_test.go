@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -366,6 +368,13 @@ func TestSnapshot_RejectsCorruptInput(t *testing.T) {
 		{"a window letter", `{"version":1,"fingerprint":"0000000000000001","state":"closed",` + taken + `,"window":"sfx"}`, `'x', not one of "sfSF"`},
 		{"a run of failures in open", `{"version":1,"fingerprint":"0000000000000001","state":"disabled",` + taken + `,"consecutive_failures":2}`, "counts none"},
 		{"a negative step", `{"version":1,"fingerprint":"0000000000000001","state":"open",` + taken + `,"step":-1}`, "cannot unmarshal"},
+		// encoding/json keeps the last of two equal keys and matches keys
+		// case-insensitively: a snapshot that says two things, or names a
+		// field otherwise, is refused rather than read one way.
+		{"a state twice", `{"version":1,"fingerprint":"0000000000000001","state":"open","state":"closed",` + taken + `}`, `"state" twice`},
+		{"a version twice", `{"version":2,"version":1,"fingerprint":"0000000000000001","state":"closed",` + taken + `}`, `"version" twice`},
+		{"a field in capitals", `{"VERSION":1,"fingerprint":"0000000000000001","state":"closed",` + taken + `}`, `unknown field "VERSION"`},
+		{"a field twice by case", `{"version":1,"fingerprint":"0000000000000001","state":"open","State":"closed",` + taken + `}`, `unknown field "State"`},
 	}
 	for _, tc := range jsonCases {
 		t.Run("json/"+tc.name, func(t *testing.T) {
@@ -419,6 +428,10 @@ func TestRestore_RefusesWhatDoesNotFit(t *testing.T) {
 		"successes":      changed(func(c *core.Config) { c.PermittedCallsInHalfOpen, c.SuccessesToClose = 3, 2 }),
 		"ramp-up":        changed(func(c *core.Config) { c.RampUpDuration = 2 * time.Minute }),
 		"no consecutive": changed(func(c *core.Config) { c.ConsecutiveFailures = 0 }),
+		"reopen after":   changed(func(c *core.Config) { c.PermittedCallsInHalfOpen, c.FailuresToReopen = 3, 2 }),
+		"a function": changed(func(c *core.Config) {
+			c.OpenDurationBackoff, c.OpenDurationFunc = 0, func(int, error) time.Duration { return time.Minute }
+		}),
 	}
 	same := map[string]core.Config{
 		"name":          changed(func(c *core.Config) { c.Name = "other" }),
@@ -427,6 +440,7 @@ func TestRestore_RefusesWhatDoesNotFit(t *testing.T) {
 		"metrics":       changed(func(c *core.Config) { c.CollectMetrics = true }),
 		"initial state": changed(func(c *core.Config) { c.InitialState = core.ForcedOpen }),
 		"ramp start":    changed(func(c *core.Config) { c.RampUpStartPercent = 10 }),
+		"jitter":        changed(func(c *core.Config) { c.OpenDurationJitter = 0.5 }),
 	}
 	refused := []struct {
 		name string
@@ -442,6 +456,14 @@ func TestRestore_RefusesWhatDoesNotFit(t *testing.T) {
 			s.Window = []core.WindowCall{core.CallFailure, core.CallFailure, core.CallSuccess, core.CallSuccess}
 		}), "trips the config's rule"},
 	}
+	// A time window's bucket width changes what its seconds mean.
+	timed := core.Config{FailureRateThreshold: 50, WindowType: core.TimeBased, WindowSize: 2}
+	whole, err := timed.Validate()
+	require.NoError(t, err)
+	timed.BucketWidth = 500 * time.Millisecond
+	halves, err := timed.Validate()
+	require.NoError(t, err)
+	require.NotEqual(t, whole.Fingerprint(), halves.Fingerprint(), "bucket width")
 	for _, im := range impls {
 		t.Run(im.Name, func(t *testing.T) {
 			for name, c := range mismatches {
@@ -583,5 +605,281 @@ func restoreBoth(t *testing.T, cfg core.Config, s core.Snapshot) {
 		require.Equal(t, first.State(), b.State())
 		require.Equal(t, first.Counts(), b.Counts())
 		require.Equal(t, first.RetryAfter(), b.RetryAfter())
+	}
+}
+
+// A snapshot taken near the end of the span the formats keep, of a
+// breaker whose deadline lies past it, is refused with an error that names
+// the deadline, on both implementations: Snapshot never returns what
+// MarshalBinary and Restore refuse.
+func TestSnapshot_DeadlinePastTheSpan(t *testing.T) {
+	last := time.Unix(0, math.MaxInt64).UTC()
+	for _, im := range impls {
+		t.Run(im.Name, func(t *testing.T) {
+			b, err := im.New(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, RampUpDuration: time.Minute,
+				Clock: core.NewManualClock(0)})
+			require.NoError(t, err)
+			require.NoError(t, b.ForceOpen(time.Hour))
+			_, err = b.Snapshot(last.Add(-time.Minute), false)
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			require.Contains(t, err.Error(), "OpenUntil")
+			s, err := b.Snapshot(last.Add(-time.Hour-time.Second), false)
+			require.NoError(t, err, "an hour left fits")
+			_, err = s.MarshalBinary()
+			require.NoError(t, err)
+
+			b.HalfOpen()
+			p, err := b.Allow()
+			require.NoError(t, err)
+			b.Done(p, nil) // closed, ramping up for a minute
+			require.Equal(t, core.Closed, b.State())
+			_, err = b.Snapshot(last.Add(-time.Second), false)
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			require.Contains(t, err.Error(), "RampUntil")
+		})
+	}
+}
+
+// A half-open breaker that has tolerated probe failures (FailuresToReopen)
+// restores with its verdict started over, as its successes do: the
+// snapshot does not carry them, on both implementations.
+func TestSnapshot_HalfOpenStartsItsVerdictOver(t *testing.T) {
+	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, PermittedCallsInHalfOpen: 3,
+		SuccessesToClose: 2, FailuresToReopen: 2, Clock: core.NewManualClock(0)}
+	for _, im := range impls {
+		t.Run(im.Name, func(t *testing.T) {
+			b, err := im.New(cfg)
+			require.NoError(t, err)
+			b.HalfOpen()
+			p, err := b.Allow()
+			require.NoError(t, err)
+			b.Done(p, errFail)
+			require.Equal(t, 1, b.Counts().ProbeFailures, "tolerated")
+			s, err := b.Snapshot(wall, false)
+			require.NoError(t, err)
+			require.Equal(t, core.HalfOpen, s.State)
+			cfg.Clock = core.NewManualClock(0)
+			r, err := im.Restore(cfg, s, wall)
+			require.NoError(t, err)
+			require.Zero(t, r.Counts().ProbeFailures)
+			p, err = r.Allow()
+			require.NoError(t, err)
+			r.Done(p, errFail)
+			require.Equal(t, core.HalfOpen, r.State(), "the first failure after the restore is tolerated")
+			p, err = r.Allow()
+			require.NoError(t, err)
+			r.Done(p, errFail)
+			require.Equal(t, core.Open, r.State())
+		})
+	}
+}
+
+// tallyGate is an OpenGate with no cap that counts the slots its breaker
+// holds, and any Release past them.
+type tallyGate struct{ held, over atomic.Int64 }
+
+func (g *tallyGate) TryAcquire() bool { g.held.Add(1); return true }
+func (g *tallyGate) Acquire()         { g.held.Add(1) }
+func (g *tallyGate) Release() {
+	if g.held.Add(-1) < 0 {
+		g.over.Add(1)
+	}
+}
+
+// A snapshot taken while goroutines trip, probe (tolerating failures) and
+// apply every manual control, on a breaker with an open-duration function,
+// jitter, a ramp-up and an open gate, is still one the breaker could have
+// been in: it passes CheckFor, encodes and restores; and the gate holds a
+// slot exactly while the breaker is ejected once the goroutines are done,
+// never released past what it holds. On both implementations, under -race.
+func TestSnapshot_ConcurrentWithControls(t *testing.T) {
+	rounds := rounds(2000, 300)
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		gate := new(tallyGate)
+		cfg := core.Config{FailureRateThreshold: 50, WindowSize: 6, MinimumNumberOfCalls: 2, ConsecutiveFailures: 4,
+			OpenDuration: time.Millisecond, MaxOpenDuration: 5 * time.Millisecond,
+			OpenDurationFunc:         func(reopens int, _ error) time.Duration { return time.Duration(reopens) * time.Millisecond },
+			OpenDurationJitter:       0.5,
+			PermittedCallsInHalfOpen: 4, SuccessesToClose: 2, FailuresToReopen: 2, RampUpDuration: 3 * time.Millisecond,
+			OpenGate: gate}
+		r := mk.build(t, cfg)
+		set, err := cfg.Validate()
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		for g := range 3 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if p, err := r.B.Allow(); err == nil {
+						r.B.Record(p, []core.Outcome{core.Failure, core.Success, core.Success}[(i+g)%3]) // below the rate
+					}
+					if i%8 == 0 {
+						r.Clock.Advance(time.Millisecond)
+					}
+				}
+			})
+		}
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				switch i % 7 {
+				case 0:
+					_ = r.B.ForceOpen(time.Duration(i%3) * time.Millisecond)
+				case 1:
+					r.B.HalfOpen()
+				case 2:
+					r.B.Reset()
+				case 3:
+					r.B.Disable()
+				case 4:
+					r.B.MetricsOnly()
+				case 5:
+					r.B.Reset()
+				}
+				runtime.Gosched()
+			}
+		})
+		states := map[core.State]int{}
+		restoreCfg := cfg
+		restoreCfg.OpenGate = new(tallyGate)
+		for range rounds {
+			s, err := r.B.Snapshot(wall, true)
+			require.NoError(t, err)
+			require.NoError(t, s.CheckFor(set))
+			_, err = s.MarshalBinary()
+			require.NoError(t, err)
+			_, err = mk.restore(restoreCfg, s, wall)
+			require.NoError(t, err)
+			states[s.State]++
+		}
+		close(stop)
+		wg.Wait()
+		want := int64(0)
+		if st := r.B.State(); st == core.Open || st == core.HalfOpen || st == core.ForcedOpen {
+			want = 1
+		}
+		require.Equal(t, want, gate.held.Load(), "slots held in state %v", r.B.State())
+		require.Zero(t, gate.over.Load(), "releases past the slots held")
+		t.Logf("snapshots by state: %v", states)
+	})
+}
+
+// An open breaker left without a call for longer than its deadline's exact
+// range (2^35 ms, about 397 days: docs/design.md, Known limits) is snapshot
+// as it reads: the baseline with its deadline passed, so the first call
+// after the restore probes; the lock-free breaker, which reads an aliased
+// wait of up to 397 days, with the longest wait a snapshot carries,
+// MaxOpenDurationLimit and a millisecond, rather than one no decoder or
+// Restore takes. Both encode and restore.
+func TestSnapshot_OpenPastTheDeadlineRange(t *testing.T) {
+	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second}
+	for _, im := range impls {
+		t.Run(im.Name, func(t *testing.T) {
+			clock := core.NewManualClock(0)
+			c := cfg
+			c.Clock = clock
+			b, err := im.New(c)
+			require.NoError(t, err)
+			p, err := b.Allow()
+			require.NoError(t, err)
+			b.Done(p, errFail) // open until 1 s
+			clock.Set(time.Second + time.Duration(1<<35)*time.Millisecond + 24*time.Hour)
+			s, err := b.Snapshot(wall, false)
+			require.NoError(t, err)
+			require.Equal(t, core.Open, s.State)
+			_, err = s.MarshalBinary()
+			require.NoError(t, err)
+			c.Clock = core.NewManualClock(0)
+			r, err := im.Restore(c, s, wall)
+			require.NoError(t, err)
+			if !s.OpenUntil.Equal(wall) {
+				require.Equal(t, wall.Add(core.MaxOpenDurationLimit+time.Millisecond), s.OpenUntil)
+				require.Equal(t, core.Open, r.State())
+				return // the lock-free breaker's aliased wait
+			}
+			p, err = r.Allow()
+			require.NoError(t, err)
+			require.True(t, p.Probe)
+		})
+	}
+}
+
+// A ramp-up restores for the time left whatever the phase of the new
+// process's clock within the ramp's units: a ramp that started just past
+// one of its unit boundaries has up to a unit more than its duration left
+// to its deadline's boundary, and a restore at a later phase of a unit
+// must not read that as a deadline further ahead than any ramp sets (the
+// rule for a clock that went back: over) and drop the ramp. On both
+// implementations.
+func TestSnapshot_RampUpRestoresAtAnyPhase(t *testing.T) {
+	// Units of 3 ms (2050 ms / 1024, rounded up to whole milliseconds):
+	// 684 of them are 2052 ms, a ramp set never more than 685 ahead.
+	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, RampUpDuration: 2050 * time.Millisecond}
+	for _, im := range impls {
+		t.Run(im.Name, func(t *testing.T) {
+			clock := core.NewManualClock(0)
+			c := cfg
+			c.Clock = clock
+			b, err := im.New(c)
+			require.NoError(t, err)
+			b.HalfOpen()
+			p, err := b.Allow()
+			require.NoError(t, err)
+			clock.Set(2500 * time.Microsecond)
+			b.Done(p, nil) // closed, ramping up to the unit boundary at or after 2052.5 ms: 2055 ms
+			s, err := b.Snapshot(wall, false)
+			require.NoError(t, err)
+			require.Equal(t, wall.Add(2052500*time.Microsecond), s.RampUntil)
+			for _, phase := range []time.Duration{0, 2400 * time.Microsecond, 2600 * time.Microsecond, 3*time.Millisecond - 1} {
+				c.Clock = core.NewManualClock(300*time.Millisecond + phase)
+				r, err := im.Restore(c, s, wall)
+				require.NoError(t, err)
+				again, err := r.Snapshot(wall, false)
+				require.NoError(t, err)
+				require.False(t, again.RampUntil.IsZero(), "phase %v: the ramp-up was dropped", phase)
+				require.InDelta(t, float64(2052500*time.Microsecond), float64(again.RampUntil.Sub(wall)), float64(3*time.Millisecond),
+					"phase %v: the time left, to within a unit", phase)
+			}
+		})
+	}
+}
+
+// A ramp-up whose breaker clock went back by less than one of its units
+// after it started (a Clock may go back: R14) is snapshot with the time
+// left that the breaker itself waits for, which may be up to a unit more
+// than the ramp-up: that snapshot restores, on both implementations.
+func TestSnapshot_RampUpAfterTheClockWentBack(t *testing.T) {
+	// Units of 3 ms (2050 ms / 1024, rounded up to whole milliseconds):
+	// 684 of them are 2052 ms.
+	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, RampUpDuration: 2050 * time.Millisecond}
+	for _, im := range impls {
+		t.Run(im.Name, func(t *testing.T) {
+			clock := core.NewManualClock(0)
+			c := cfg
+			c.Clock = clock
+			b, err := im.New(c)
+			require.NoError(t, err)
+			b.HalfOpen()
+			p, err := b.Allow()
+			require.NoError(t, err)
+			clock.Set(2500 * time.Microsecond)
+			b.Done(p, nil) // closed, ramping up to the unit boundary at or after 2052.5 ms: 2055 ms
+			clock.Set(0)
+			s, err := b.Snapshot(wall, false)
+			require.NoError(t, err)
+			require.False(t, s.RampUntil.IsZero())
+			c.Clock = core.NewManualClock(0)
+			_, err = im.Restore(c, s, wall)
+			require.NoError(t, err, "RampUntil %v after Taken", s.RampUntil.Sub(s.Taken))
+		})
 	}
 }

@@ -96,10 +96,17 @@ func (s *openSlot) Acquire() {
 	}
 }
 
-// Release gives back a slot taken by TryAcquire or Acquire.
+// Release gives back a slot taken by TryAcquire or Acquire. With none
+// held it changes nothing: the breaker never releases a slot it does not
+// hold, but its gate is reachable from its Settings, and a caller's
+// Release must not take the registry's count below the breakers ejected,
+// which would let a trip open past the share.
 func (s *openSlot) Release() {
 	for {
 		v := s.state.Load()
+		if v < oneSlot {
+			return
+		}
 		if s.state.CompareAndSwap(v, v-oneSlot) {
 			if v&detached == 0 {
 				s.of.held.Dec()
@@ -139,7 +146,9 @@ func (r *Registry[K]) detachGate(b *Breaker) {
 // OpenShare returns how many of the registry's breakers are ejected (open,
 // half-open or forced open) and how many may be, with
 // Options.MaxOpenPercent: max(1, MaxOpenPercent% of Len(), rounded down).
-// held may exceed allowed after a manual control or an eviction: no
+// held may exceed allowed after a manual control, an eviction or a
+// Restore of ejected breakers (each takes its slot, as an ejecting initial
+// state does, whatever the share): no
 // breaker is closed for it, and trips are refused until it is below.
 // Without a cap it returns 0, 0. It takes no lock and is safe for
 // concurrent use; under concurrent transitions held may for a moment

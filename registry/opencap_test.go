@@ -362,3 +362,30 @@ type noGate struct{}
 func (noGate) TryAcquire() bool { return true }
 func (noGate) Acquire()         {}
 func (noGate) Release()         {}
+
+// A breaker's gate is reachable from its Settings: a Release that gives
+// back no slot the breaker holds (a caller's, not the breaker's) leaves the
+// registry's count exact, so that no trip opens past the share; a foreign
+// Acquire is counted, as an operator's decision is, until its Release.
+func TestMaxOpenPercentForeignRelease(t *testing.T) {
+	r := capped(t, core.NewManualClock(0), 50, registry.Options[string]{})
+	a, b := get(t, r, "a"), get(t, r, "b")
+	a.Settings().OpenGate.Release()
+	held, allowed := r.OpenShare()
+	require.Equal(t, [2]int{0, 1}, [2]int{held, allowed}, "a release with no slot held")
+	fail(t, a)
+	fail(t, b)
+	require.Equal(t, []core.State{core.Open, core.Closed}, []core.State{a.State(), b.State()}, "one of two at 50 %")
+	require.Equal(t, 1, recount(r))
+	held, _ = r.OpenShare()
+	require.Equal(t, 1, held)
+
+	b.Settings().OpenGate.Acquire()
+	held, _ = r.OpenShare()
+	require.Equal(t, 2, held, "a foreign Acquire is counted")
+	b.Settings().OpenGate.Release()
+	b.Settings().OpenGate.Release()
+	a.Reset()
+	held, _ = r.OpenShare()
+	require.Zero(t, held)
+}

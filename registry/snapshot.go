@@ -19,8 +19,9 @@ func (b *Breaker) Snapshot(now time.Time, withWindow bool) (core.Snapshot, error
 // stops and hand to Restore when it starts. Like All it takes no lock: a
 // breaker made or evicted while it runs may or may not be in the map. It
 // allocates the map and any windows. It returns an error matching
-// core.ErrInvalidArgument, and no map, when now is outside the span 1677-09-21
-// to 2262-04-11.
+// core.ErrInvalidArgument, and no map, when now, or a breaker's open
+// deadline or ramp-up's end, is outside the span 1677-09-21 to 2262-04-11.
+// It panics only on a nil *Registry.
 func (r *Registry[K]) Snapshot(now time.Time, withWindow bool) (map[K]core.Snapshot, error) {
 	snaps := map[K]core.Snapshot{}
 	for k, b := range r.All() {
@@ -44,7 +45,9 @@ func (r *Registry[K]) Snapshot(now time.Time, withWindow bool) (map[K]core.Snaps
 // another template), core.ErrInvalidArgument for a now outside the span
 // 1677-09-21 to 2262-04-11, ErrFull, or ErrInvalidKey. The other keys are restored, in
 // no particular order (with MaxBreakers below the number of keys, which
-// ones fit is not decided). A Get of a key that failed makes its breaker
+// ones fit is not decided). With Options.MaxOpenPercent a restored open,
+// half-open or forced-open breaker holds a slot of the cap, past the share
+// if need be (OpenShare). A Get of a key that failed makes its breaker
 // from the template, as for any new key. It panics only on a Registry not
 // made by New.
 func (r *Registry[K]) Restore(snaps map[K]core.Snapshot, now time.Time) error {

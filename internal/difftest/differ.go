@@ -185,7 +185,59 @@ func (d *Differ) Restart(at time.Time, withWindow bool, elapsed, start time.Dura
 	}
 	d.admitted, d.outcomes, d.rejected, d.transitions, d.capped = 0, 0, [4]uint64{}, [core.NumStates][core.NumStates]uint64{}, 0
 	d.seen, d.last = 0, core.Transition{To: snap.State}
-	return snap, d.agree()
+	if err := d.agree(); err != nil {
+		return snap, err
+	}
+	return snap, d.restored(snap, withWindow, at.Add(elapsed))
+}
+
+// restored checks the first side, just restored from snap at the
+// wall-clock time at, against docs/semantics.md's Restarts: a snapshot of
+// it taken at once holds the same state, step, run of failures and window
+// calls; an open deadline with time left keeps it, rounded up to a whole
+// millisecond, and one passed stays passed; a ramp-up with time left goes
+// on ramping for it, to within one of its coarse units (rounded up, or
+// less than one taken off to stay within the furthest a ramp is set).
+func (d *Differ) restored(snap core.Snapshot, withWindow bool, at time.Time) error {
+	s0 := d.Sides[0]
+	again, err := s0.B.Snapshot(at, withWindow)
+	if err != nil {
+		return d.fail("%s: Snapshot(%v) right after Restore: %v", s0.Name, at, err)
+	}
+	same := again.State == snap.State && again.Step == snap.Step &&
+		again.ConsecutiveFailures == snap.ConsecutiveFailures && len(again.Window) == len(snap.Window)
+	for i, c := range again.Window {
+		same = same && c == snap.Window[i]
+	}
+	if !same {
+		return d.fail("%s: restored from %+v, it snapshots as %+v", s0.Name, snap, again)
+	}
+	if snap.State == core.Open {
+		want, got := leftAt(snap.OpenUntil, snap.Taken, at), again.OpenUntil.Sub(at)
+		if got < want || got >= want+time.Millisecond || (want == 0 && got != 0) {
+			return d.fail("%s: restored open with %v left, it waits %v", s0.Name, want, got)
+		}
+	}
+	want, got := leftAt(snap.RampUntil, snap.Taken, at), time.Duration(0)
+	if !again.RampUntil.IsZero() {
+		got = again.RampUntil.Sub(at)
+	}
+	unit := max(time.Millisecond, (d.cfg.RampUpDuration/1024+time.Millisecond-1)/time.Millisecond*time.Millisecond)
+	if (want > 0) != (got > 0) || got > want+unit || got < want-unit {
+		return d.fail("%s: restored with a ramp-up of %v left, it ramps for %v", s0.Name, want, got)
+	}
+	return nil
+}
+
+// leftAt is the time left at the wall-clock time now of a deadline until
+// that a snapshot taken at taken carries (docs/semantics.md, Restarts):
+// until - now, never more than until - taken, never below zero; zero for
+// no deadline.
+func leftAt(until, taken, now time.Time) time.Duration {
+	if until.IsZero() {
+		return 0
+	}
+	return max(min(until.Sub(now), until.Sub(taken)), 0)
 }
 
 // Now is the clock reading, the same on every side. It panics on a zero

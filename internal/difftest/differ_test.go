@@ -174,3 +174,46 @@ func TestOpenDurationCoversEveryClass(t *testing.T) {
 	}
 	require.Len(t, classes, 5, "%v", classes)
 }
+
+// Restart catches a restore that loses what the snapshot carries even when
+// every implementation loses it alike: a ramp-up with time left, a count
+// window's calls. Both sides here drop them, so they agree with each
+// other; the restored breaker's own snapshot gives them away.
+func TestDifferRestartCatchesWhatARestoreLoses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lose func(*core.Snapshot)
+		why  string
+	}{
+		{"ramp-up", func(s *core.Snapshot) { s.RampUntil = time.Time{} }, "it ramps for 0s"},
+		{"window", func(s *core.Snapshot) { s.Window = nil }, "it snapshots as"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			impls := append([]breakers.Impl(nil), breakers.All...)
+			for i, im := range impls {
+				restore := im.Restore
+				impls[i].Restore = func(c core.Config, s core.Snapshot, now time.Time) (breakers.Breaker, error) {
+					tc.lose(&s)
+					return restore(c, s, now)
+				}
+			}
+			cfg := core.Config{FailureRateThreshold: 50, WindowSize: 4, MinimumNumberOfCalls: 4, OpenDuration: time.Second,
+				RampUpDuration: time.Minute, RampUpStartPercent: 100, CollectMetrics: true}
+			d, err := difftest.NewOf(impls, cfg, 0, false)
+			require.NoError(t, err)
+			_, err = d.Step(difftest.Op{Kind: difftest.HalfOpen})
+			require.NoError(t, err)
+			obs, err := d.Step(difftest.Op{Kind: difftest.Allow})
+			require.NoError(t, err)
+			_, err = d.Step(difftest.Op{Kind: difftest.Record, Permit: obs.Permit, Outcome: core.Success}) // closed, ramping
+			require.NoError(t, err)
+			obs, err = d.Step(difftest.Op{Kind: difftest.Allow}) // admitted: the ramp starts at 100 %
+			require.NoError(t, err)
+			require.True(t, obs.Err.Nil())
+			_, err = d.Step(difftest.Op{Kind: difftest.Record, Permit: obs.Permit, Outcome: core.Failure})
+			require.NoError(t, err)
+			_, err = d.Restart(time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC), true, time.Second, 0)
+			require.ErrorContains(t, err, tc.why)
+		})
+	}
+}

@@ -60,14 +60,14 @@ var ErrWidth = buckets.ErrWidth
 //
 // Only the low 24 bits of a generation are kept, compared with wrap-around:
 // a is newer than b when (a-b) mod 2^24 is in (0, 2^23). A Window made by
-// New starts at generation 0, and keeps up with generations that move
+// New or NewWidth starts at generation 0, and keeps up with generations that move
 // forward less than 2^21 from one Record to the next, however far they go
 // in all; a bigger jump may leave buckets whose generation reads as newer,
 // and their seconds then drop outcomes (Record returns false).
 //
 // The zero Window is not usable: Record on it panics with a message naming
-// New, and its Snapshot is empty. All methods of a Window made by New are
-// safe for concurrent use with each other, allocate nothing, never block
+// New, and its Snapshot is empty. All methods of a Window made by New or
+// NewWidth are safe for concurrent use with each other, allocate nothing, never block
 // (lock-free) and never panic.
 type Window struct {
 	w *buckets.Window
