@@ -157,3 +157,5 @@ func (r *redisServer) client(t *testing.T) *redis.Client {
 	return c
 }
 
+// redisZ is a sorted-set member with its score.
+func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }

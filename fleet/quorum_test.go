@@ -1,0 +1,84 @@
+package fleet
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/casbreaker/casbreaker/core"
+)
+
+// TestQuorum: with a quorum of two, one member's trip opens only that
+// member; the second member's trip opens all ten, pushed over
+// publish/subscribe (polling is off: a poll interval of an hour).
+func TestQuorum(t *testing.T) {
+	const n = 10
+	srv := startRedis(t)
+	f := newFleet(t, srv, n, func(int) Options { return Options{Quorum: 2, PollInterval: time.Hour} })
+	c := srv.client(t)
+	ctx := context.Background()
+
+	f.trip(0)
+	eventually(t, "member 0's trip to be recorded", func() bool { return f.members[0].Stats().Published == 1 })
+	if v, err := c.HGet(ctx, f.members[0].keys[0], "v").Result(); err != nil || v != "0" {
+		t.Fatalf("after one member's trip the shared version is %q (%v), want 0: the fleet opened below its quorum", v, err)
+	}
+	for i, m := range f.members[1:] {
+		if m.State() != core.Closed || m.Stats().FleetOpen {
+			t.Fatalf("member %d is %v (fleet open %v) after another member's lone trip", i+1, m.State(), m.Stats().FleetOpen)
+		}
+		p, err := m.Allow()
+		if err != nil {
+			t.Fatalf("member %d refused a call after another member's lone trip: %v", i+1, err)
+		}
+		m.Done(p, nil)
+	}
+
+	f.trip(1)
+	start := time.Now()
+	f.waitVersion(1)
+	t.Logf("the quorum's trip reached all %d members over publish/subscribe in %v", n, time.Since(start))
+	for i, m := range f.members {
+		if m.State() != core.Open || !m.Stats().FleetOpen {
+			t.Fatalf("member %d is %v (fleet open %v) after the quorum's trip", i, m.State(), m.Stats().FleetOpen)
+		}
+		if call(m) {
+			t.Fatalf("member %d admitted a call in the fleet's open state", i)
+		}
+	}
+}
+
+// TestQuorumWindow: trips count towards the quorum only within the open
+// duration on the store's clock, and a member's trip counts once however
+// often it is published: two trips of one member are one member's.
+func TestQuorumWindow(t *testing.T) {
+	srv := startRedis(t)
+	f := newFleet(t, srv, 2, func(int) Options { return Options{Quorum: 2} })
+	f.trip(0)
+	eventually(t, "member 0's trip to be recorded", func() bool { return f.members[0].Stats().Published == 1 })
+	f.advance(openDuration)
+	if !call(f.members[0]) { // the probe fails: open again, a trip from half-open, not from closed
+		t.Fatal("member 0's probe was refused")
+	}
+	f.members[0].b.Reset()
+	f.trip(0) // a second trip from closed: a new generation, the same member
+	eventually(t, "member 0's second trip to be recorded", func() bool { return f.members[0].Stats().Published == 2 })
+	c := srv.client(t)
+	ctx := context.Background()
+	if n, err := c.ZCard(ctx, f.members[0].keys[1]).Result(); err != nil || n != 1 {
+		t.Fatalf("%d members with a trip (%v), want 1", n, err)
+	}
+	if v, _ := c.HGet(ctx, f.members[0].keys[0], "v").Result(); v != "0" {
+		t.Fatalf("one member's two trips opened the fleet (version %s)", v)
+	}
+	// A trip outside the open duration is forgotten: age member 0's on the
+	// store (the store's clock, not ours, decides).
+	if err := c.ZAdd(ctx, f.members[0].keys[1], redisZ(1, f.members[0].Name())).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.trip(1)
+	eventually(t, "member 1's trip to be recorded", func() bool { return f.members[1].Stats().Published == 1 })
+	if v, _ := c.HGet(ctx, f.members[0].keys[0], "v").Result(); v != "0" {
+		t.Fatalf("a trip older than the open duration counted towards the quorum (version %s)", v)
+	}
+}
