@@ -270,11 +270,13 @@ func (m *Member) reported(p core.Permit, o core.Outcome) {
 	}
 }
 
-// transition hears the breaker's transitions: a trip from closed by one
-// of the breaker's own rules is the member's to publish. Manual controls
-// (the fleet's adoptions among them) are not.
+// transition hears the breaker's transitions: every move to open by the
+// breaker's own rules (a trip from closed, a probe's failure in
+// half-open) is the member's to publish, so that members probing on their
+// own after the store lost the fleet's state form a quorum again. Manual
+// controls (the fleet's adoptions among them) are not published.
 func (m *Member) transition(t core.Transition) {
-	if t.From == core.Closed && t.To == core.Open && t.Reason != core.ReasonManual {
+	if t.To == core.Open && t.Reason != core.ReasonManual {
 		m.tripGen.Store(t.Generation)
 		m.poke()
 	}

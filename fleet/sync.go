@@ -141,6 +141,7 @@ func (m *Member) adopt(s *syncState, st shared) {
 		// breaker is still open from is published again (next pass).
 		s.inc, s.seen, s.publishedGen = st.inc, 0, 0
 		m.epoch.Store(0)
+		m.version.Store(0)
 		m.poke()
 	}
 	if st.version <= s.seen {

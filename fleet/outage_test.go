@@ -1,0 +1,135 @@
+package fleet
+
+import (
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/casbreaker/casbreaker/core"
+)
+
+// outageOptions keep a member quick to fall back and to come back.
+func outageOptions(int) Options {
+	return Options{Quorum: 2, StoreTimeout: 50 * time.Millisecond, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}
+}
+
+// blockBound is the longest a test lets a call take while the store is
+// down or hung: the store deadline plus room for a shared machine's
+// scheduling under the race detector. The figure each run measured is
+// logged.
+const blockBound = time.Second
+
+// TestStoreKilled: redis-server killed (SIGKILL) while the fleet is open.
+// The half-open probes ask for their lease, fail at once and go out as
+// local probes (every member probes: the fleet's budget needs the store),
+// no call blocks past the store deadline, every member runs as a local
+// breaker; after the restart (an empty store) every member rejoins, and
+// their re-opens form the quorum again.
+func TestStoreKilled(t *testing.T) {
+	outage(t, func(srv *redisServer) { srv.kill() }, func(srv *redisServer) { srv.restart() })
+}
+
+// TestStoreHung: redis-server stopped (SIGSTOP) while the fleet is open:
+// connections are accepted and never answered. As with a dead store, no
+// call blocks past the store deadline and every member falls back to
+// local; after SIGCONT every member rejoins.
+func TestStoreHung(t *testing.T) {
+	outage(t, func(srv *redisServer) { srv.signal(syscall.SIGSTOP) }, func(srv *redisServer) { srv.signal(syscall.SIGCONT) })
+}
+
+func outage(t *testing.T, down, up func(*redisServer)) {
+	const n = 3
+	srv := startRedis(t)
+	f := newFleet(t, srv, n, outageOptions)
+	f.trip(0)
+	f.trip(1)
+	f.waitVersion(1)
+
+	down(srv)
+	f.advance(openDuration)
+	var longest time.Duration
+	probes := 0
+	for range 3 {
+		for i, m := range f.members {
+			start := time.Now()
+			p, err := m.Allow()
+			longest = max(longest, time.Since(start))
+			if err != nil {
+				if !errors.Is(err, core.ErrOpen) {
+					t.Fatalf("member %d with the store down: %v", i, err)
+				}
+				continue
+			}
+			probes++
+			m.Done(p, errDown)
+		}
+	}
+	t.Logf("the longest Allow with the store down took %v (store deadline 50ms)", longest)
+	if longest > blockBound {
+		t.Fatalf("an Allow took %v with the store down, past the store deadline of 50ms", longest)
+	}
+	if probes != n {
+		t.Fatalf("%d probes with the store down, want %d: every member probes as a local breaker", probes, n)
+	}
+	eventually(t, "every member to run as a local breaker", func() bool {
+		for _, m := range f.members {
+			if !m.Stats().Local {
+				return false
+			}
+		}
+		return true
+	})
+
+	up(srv)
+	eventually(t, "every member to rejoin", func() bool {
+		for _, m := range f.members {
+			if m.Stats().Local {
+				return false
+			}
+		}
+		return true
+	})
+	// The local re-opens are published as they come; whether the store
+	// kept them (SIGSTOP) or lost them (SIGKILL), one more local open
+	// period ends with the quorum formed and the fleet open.
+	v := f.members[0].Stats().Version
+	f.advance(openDuration)
+	for _, m := range f.members {
+		call(m)
+	}
+	f.waitVersion(v + 1)
+	for i, m := range f.members {
+		if !m.Stats().FleetOpen || m.State() != core.Open {
+			t.Fatalf("member %d is %v (fleet open %v) after rejoining", i, m.State(), m.Stats().FleetOpen)
+		}
+	}
+}
+
+// TestFailClosed: with FailClosed, a half-open probe of a fleet open
+// period is refused while the store cannot be reached, with
+// ErrStoreUnavailable; once the store is back (empty) the member probes.
+func TestFailClosed(t *testing.T) {
+	srv := startRedis(t)
+	f := newFleet(t, srv, 1, func(int) Options {
+		o := outageOptions(0)
+		o.Quorum, o.FailClosed = 1, true
+		return o
+	})
+	m := f.members[0]
+	f.trip(0)
+	f.waitVersion(1)
+	srv.kill()
+	f.advance(openDuration)
+	for range 3 {
+		p, err := m.Allow()
+		if !errors.Is(err, ErrStoreUnavailable) || !errors.Is(err, core.ErrHalfOpenFull) || p.RetryAfter <= 0 {
+			t.Fatalf("a probe with the store down and FailClosed: %+v, %v; want ErrStoreUnavailable with a wait", p, err)
+		}
+	}
+	srv.restart()
+	eventually(t, "the member to rejoin the empty store", func() bool { s := m.Stats(); return !s.Local && !s.FleetOpen })
+	if !call(m) {
+		t.Fatal("the member refused its probe after the store came back empty")
+	}
+}
