@@ -26,7 +26,10 @@ func (m *Member) loop(ctx context.Context) {
 	defer close(m.done)
 	sub := m.o.Client.Subscribe(ctx, m.channel)
 	defer sub.Close()
-	msgs := sub.Channel()
+	// The channel's health check pings no more often than the member
+	// polls, and at least as rarely as go-redis's default: a member that
+	// polls once an hour does nothing at all in between.
+	msgs := sub.Channel(redis.WithChannelHealthCheckInterval(max(m.o.PollInterval, 3*time.Second)))
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var s syncState
