@@ -291,13 +291,22 @@ func (m *Member) poke() {
 }
 
 // State is core.Breaker.State.
-func (m *Member) State() core.State { return m.b.State() }
+func (m *Member) State() core.State { return m.breaker().State() }
 
 // RetryAfter is core.Breaker.RetryAfter.
-func (m *Member) RetryAfter() time.Duration { return m.b.RetryAfter() }
+func (m *Member) RetryAfter() time.Duration { return m.breaker().RetryAfter() }
 
 // Counts is core.Breaker.Counts.
-func (m *Member) Counts() core.Counts { return m.b.Counts() }
+func (m *Member) Counts() core.Counts { return m.breaker().Counts() }
+
+// breaker returns the member's breaker, or panics naming New for a zero
+// or nil Member.
+func (m *Member) breaker() *core.Breaker {
+	if m == nil || m.b == nil {
+		panic(noNew)
+	}
+	return m.b
+}
 
 // Name is the member's name in the store (Options.Member, or the random
 // one New chose).
