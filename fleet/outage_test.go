@@ -90,18 +90,34 @@ func outage(t *testing.T, down, up func(*redisServer)) {
 		}
 		return true
 	})
-	// The local re-opens are published as they come; whether the store
-	// kept them (SIGSTOP) or lost them (SIGKILL), one more local open
-	// period ends with the quorum formed and the fleet open.
+	// Every member is open from its local probe's failure, a re-open it
+	// could not publish while the store was out of reach (or that the
+	// restarted store lost): published on rejoining, they form the quorum
+	// again, or find the fleet still open (SIGSTOP kept its state).
+	eventually(t, "every member to adopt the fleet's open state again", func() bool {
+		for _, m := range f.members {
+			if !m.Stats().FleetOpen || m.State() != core.Open {
+				return false
+			}
+		}
+		return true
+	})
+	// The next half-open period has the fleet's probe budget again.
 	v := f.members[0].Stats().Version
 	f.advance(openDuration)
+	probes = 0
 	for _, m := range f.members {
-		call(m)
+		if call(m) {
+			probes++
+		}
+	}
+	if probes != 1 {
+		t.Fatalf("%d probes in the first half-open period after rejoining, want 1 (the budget)", probes)
 	}
 	f.waitVersion(v + 1)
 	for i, m := range f.members {
 		if !m.Stats().FleetOpen || m.State() != core.Open {
-			t.Fatalf("member %d is %v (fleet open %v) after rejoining", i, m.State(), m.Stats().FleetOpen)
+			t.Fatalf("member %d is %v (fleet open %v) after the fleet re-opened", i, m.State(), m.Stats().FleetOpen)
 		}
 	}
 }
