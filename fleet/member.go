@@ -299,6 +299,16 @@ func (m *Member) RetryAfter() time.Duration { return m.breaker().RetryAfter() }
 // Counts is core.Breaker.Counts.
 func (m *Member) Counts() core.Counts { return m.breaker().Counts() }
 
+// Settings is core.Breaker.Settings: the breaker's, whose OnStateChange is
+// the member's listener (which calls Config.OnStateChange).
+func (m *Member) Settings() core.Settings { return m.breaker().Settings() }
+
+// Metrics is core.Breaker.Metrics. With Settings, State and Counts it
+// makes a Member an observe.Breaker, so that observe.Breakers(member)
+// exports its breaker's series through prombreaker or otelbreaker; the
+// fleet's own figures are in Stats.
+func (m *Member) Metrics() core.Metrics { return m.breaker().Metrics() }
+
 // breaker returns the member's breaker, or panics naming New for a zero
 // or nil Member.
 func (m *Member) breaker() *core.Breaker {

@@ -82,3 +82,23 @@ func TestQuorumWindow(t *testing.T) {
 		t.Fatalf("a trip older than the open duration counted towards the quorum (version %s)", v)
 	}
 }
+
+// TestLateJoiner: a member that starts while the fleet is open adopts the
+// open state on its first read, for what is left of the open period on
+// the store's clock, instead of sending full traffic until it trips too.
+func TestLateJoiner(t *testing.T) {
+	srv := startRedis(t)
+	f := newFleet(t, srv, 2, func(int) Options { return Options{Quorum: 2} })
+	f.trip(0)
+	f.trip(1)
+	f.waitVersion(1)
+	late := newFleet(t, srv, 1, func(int) Options { return Options{Key: t.Name()} })
+	late.waitVersion(1)
+	m := late.members[0]
+	if m.State() != core.Open || !m.Stats().FleetOpen {
+		t.Fatalf("the late member is %v (fleet open %v), want open", m.State(), m.Stats().FleetOpen)
+	}
+	if left := m.RetryAfter(); left <= 0 || left > openDuration {
+		t.Fatalf("the late member is open for %v more, want within (0, %v]", left, openDuration)
+	}
+}
