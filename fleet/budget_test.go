@@ -30,7 +30,11 @@ func TestProbeBudget(t *testing.T) {
 			}
 		}
 		if probes != 1 {
-			t.Fatalf("open period %d: %d probes across the fleet, want 1 (the budget)", period, probes)
+			var storeErrors uint64
+			for _, m := range f.members {
+				storeErrors += m.Stats().StoreErrors
+			}
+			t.Fatalf("open period %d: %d probes across the fleet, want 1 (the budget); %d store errors", period, probes, storeErrors)
 		}
 		f.waitVersion(version + 1) // the probe's failure re-opened the fleet
 		for i, m := range f.members {

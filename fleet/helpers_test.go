@@ -58,6 +58,12 @@ func newFleet(t *testing.T, srv *redisServer, n int, opts func(i int) Options) *
 		if o.Key == "" {
 			o.Key = t.Name()
 		}
+		if o.StoreTimeout == 0 {
+			// Generous, so that a store call slowed by a loaded machine
+			// (the race detector, other tests) does not make a member
+			// local in a test that is not about outages.
+			o.StoreTimeout = 5 * time.Second
+		}
 		clock := core.NewManualClock(time.Hour)
 		m, err := New(testConfig(clock), o)
 		if err != nil {

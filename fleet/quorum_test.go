@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -62,9 +63,13 @@ func TestQuorumWindow(t *testing.T) {
 	}
 	f.members[0].b.Reset()
 	f.trip(0) // a second trip from closed: a new generation, the same member
-	eventually(t, "member 0's second trip to be recorded", func() bool { return f.members[0].Stats().Published == 2 })
 	c := srv.client(t)
 	ctx := context.Background()
+	gen := strconv.FormatUint(f.members[0].Counts().Generation, 10)
+	eventually(t, "member 0's second trip to be recorded", func() bool {
+		g, err := c.HGet(ctx, f.members[0].keys[2], f.members[0].Name()).Result()
+		return err == nil && g == gen
+	})
 	if n, err := c.ZCard(ctx, f.members[0].keys[1]).Result(); err != nil || n != 1 {
 		t.Fatalf("%d members with a trip (%v), want 1", n, err)
 	}

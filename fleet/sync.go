@@ -138,14 +138,19 @@ func (m *Member) report(ctx context.Context, s *syncState, r report) error {
 // operator moved to ForcedOpen, Disabled or MetricsOnly is left there.
 func (m *Member) adopt(s *syncState, st shared) {
 	if st.inc != s.inc {
-		// A new incarnation: the store lost its state (a restart without
-		// persistence), and its versions start again. The open period
-		// whose leases the member asked for is gone, and the trip the
-		// breaker is still open from is published again (next pass).
-		s.inc, s.seen, s.publishedGen = st.inc, 0, 0
-		m.epoch.Store(0)
-		m.version.Store(0)
-		m.poke()
+		first := s.inc == ""
+		s.inc, s.seen = st.inc, 0
+		if !first {
+			// A new incarnation: the store lost its state (a restart
+			// without persistence), and its versions start again. The
+			// open period whose leases the member asked for is gone, and
+			// the trip the breaker is still open from is published again
+			// (next pass).
+			s.publishedGen = 0
+			m.epoch.Store(0)
+			m.version.Store(0)
+			m.poke()
+		}
 	}
 	if st.version <= s.seen {
 		return
