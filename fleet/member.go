@@ -38,9 +38,9 @@ type Member struct {
 
 	// Read on the call path.
 
-	// epoch is the version of the fleet's open state this member adopted,
-	// whose half-open probes need a lease; 0 while the fleet is closed.
-	epoch atomic.Uint64
+	// period is the fleet open period this member adopted, whose
+	// half-open probes need a lease; nil while the fleet is closed.
+	period atomic.Pointer[period]
 	// local is set while the store cannot be reached: the member is a
 	// plain local breaker.
 	local atomic.Bool
@@ -54,6 +54,9 @@ type Member struct {
 	tripGen atomic.Uint64
 	wake    chan struct{}
 	reports chan report
+	// abandoned holds the leases asked for by calls that gave up at the
+	// store deadline, to release when the store answers again.
+	abandoned chan lease
 
 	mu     sync.Mutex
 	leases map[uint64][]lease // leased probe permits not yet reported, by breaker generation; guarded by mu
@@ -71,6 +74,14 @@ type Member struct {
 type lease struct {
 	holder  string
 	version uint64
+}
+
+// period is an adopted fleet open period: its version, and the breaker
+// generation the adoption moved the breaker to. Only probes of that
+// generation or a later one are the period's: an earlier one is of a
+// half-open the adoption superseded.
+type period struct {
+	version, gen uint64
 }
 
 // report is a leased probe's outcome on its way to the store.
@@ -104,6 +115,7 @@ func New(cfg core.Config, o Options) (*Member, error) {
 		channel:   "casbreaker:" + o.Key,
 		wake:      make(chan struct{}, 1),
 		reports:   make(chan report, 64),
+		abandoned: make(chan lease, 16),
 		leases:    make(map[uint64][]lease),
 		done:      make(chan struct{}),
 	}
@@ -161,23 +173,38 @@ const noNew = "fleet: Member used without New: make one with fleet.New"
 
 // probe decides whether the local probe permit p goes out.
 func (m *Member) probe(p core.Permit) (core.Permit, error) {
-	epoch := m.epoch.Load()
-	if epoch == 0 {
+	per := m.period.Load()
+	if per == nil {
 		return p, nil // the member's own trip: it probes as a local breaker
 	}
 	if m.local.Load() {
 		return m.unreachable(p)
 	}
 	now := m.clock.Now()
+	if p.Generation < per.gen {
+		// A probe of a half-open the adoption superseded: its lease
+		// would be the new period's, which is still open.
+		d := max(m.b.RetryAfter(), time.Millisecond)
+		m.refusedUntil.Store(int64(now + d))
+		return m.refuse(p, d)
+	}
 	if until := time.Duration(m.refusedUntil.Load()); now < until {
 		return m.refuse(p, until-now)
 	}
+	epoch := per.version
 	holder := m.o.Member + "/" + strconv.FormatUint(m.holders.Inc(), 10)
 	ctx, cancel := context.WithTimeout(context.Background(), m.o.StoreTimeout)
 	st, err := m.eval(ctx, leaseScript, []string{m.keys[0], m.keys[3]},
 		epoch, holder, m.o.Probes, m.o.LeaseTTL.Milliseconds(), m.halfOpenWaitMs())
 	cancel()
 	if err != nil {
+		// The store may still run the request (a hung server resumes its
+		// buffered commands): the loop releases the lease once the store
+		// answers again, so that it need not wait out its TTL.
+		select {
+		case m.abandoned <- lease{holder: holder, version: epoch}:
+		default:
+		}
 		m.storeFailed()
 		return m.unreachable(p)
 	}

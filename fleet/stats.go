@@ -37,7 +37,7 @@ func (m *Member) Stats() Stats {
 	return Stats{
 		Local:          m.local.Load(),
 		Version:        m.version.Load(),
-		FleetOpen:      m.epoch.Load() != 0,
+		FleetOpen:      m.period.Load() != nil,
 		StoreErrors:    m.stats.storeErrors.Load(),
 		Published:      m.stats.published.Load(),
 		Adopted:        m.stats.adopted.Load(),

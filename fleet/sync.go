@@ -57,6 +57,9 @@ func (m *Member) loop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		if err == nil {
+			err = m.release(ctx, &s)
+		}
 		timer.Reset(m.next(&s, err))
 	}
 }
@@ -132,6 +135,26 @@ func (m *Member) report(ctx context.Context, s *syncState, r report) error {
 	return nil
 }
 
+// release gives back the leases of calls that gave up waiting for them,
+// as ignored probes: a lease the store never granted, or one it dropped
+// for its TTL, is not there to give back, and that changes nothing.
+func (m *Member) release(ctx context.Context, s *syncState) error {
+	for {
+		select {
+		case l := <-m.abandoned:
+			if err := m.report(ctx, s, report{lease: l, outcome: core.Ignored}); err != nil {
+				select {
+				case m.abandoned <- l: // the next time the store answers
+				default: // callers filled the queue: this one runs out at its TTL
+				}
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+}
+
 // adopt moves the local breaker to a shared state newer than the one it
 // adopted last: open for what is left of the open period on the store's
 // clock (half-open at once if nothing is left), or closed. A breaker an
@@ -147,7 +170,7 @@ func (m *Member) adopt(s *syncState, st shared) {
 			// the trip the breaker is still open from is published again
 			// (next pass).
 			s.publishedGen = 0
-			m.epoch.Store(0)
+			m.period.Store(nil)
 			m.version.Store(0)
 			m.poke()
 		}
@@ -167,16 +190,19 @@ func (m *Member) adopt(s *syncState, st shared) {
 		return
 	}
 	if !st.open {
-		m.epoch.Store(0)
+		m.period.Store(nil)
 		if state := m.b.State(); state == core.Open || state == core.HalfOpen {
 			m.b.Reset()
 		}
 		return
 	}
-	m.epoch.Store(st.version)
+	// The period is stored after the breaker moved: a probe that reads
+	// the new period is of a generation the move made, or of a later
+	// one, never of the half-open the move ends.
 	if left := time.Duration(st.until-st.now) * time.Millisecond; left > 0 {
 		_ = m.b.ForceOpen(left) // at most the open duration, which New validated
 	} else {
 		m.b.HalfOpen()
 	}
+	m.period.Store(&period{version: st.version, gen: m.b.Counts().Generation})
 }
