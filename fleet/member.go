@@ -23,7 +23,8 @@ import (
 // with New and stop it with Close. Every method is safe for concurrent
 // use. Allow and Done do no I/O and allocate nothing while the breaker is
 // closed or open; a half-open probe of a fleet open period makes the one
-// store call of the call path, bounded by Options.StoreTimeout.
+// store call of the call path, bounded by Options.StoreTimeout. A Member
+// is a core.Guard, so core.Do and the resilience package's stacks take it.
 type Member struct {
 	b        *core.Breaker
 	o        Options
@@ -170,6 +171,8 @@ func (m *Member) Allow() (core.Permit, error) {
 }
 
 const noNew = "fleet: Member used without New: make one with fleet.New"
+
+var _ core.Guard = (*Member)(nil)
 
 // probe decides whether the local probe permit p goes out.
 func (m *Member) probe(p core.Permit) (core.Permit, error) {

@@ -18,7 +18,7 @@ import (
 // without persistence, so that a restart starts empty. The test's cleanup
 // kills it.
 type redisServer struct {
-	t    *testing.T
+	t    testing.TB
 	path string
 	addr string
 	mu   sync.Mutex
@@ -48,7 +48,7 @@ func (b *syncBuffer) String() string {
 // redis-server on PATH the test fails, never skips: make test installs it
 // (scripts/redis.sh), so a missing one is a broken setup, not an optional
 // check.
-func startRedis(t *testing.T) *redisServer {
+func startRedis(t testing.TB) *redisServer {
 	t.Helper()
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -145,7 +145,7 @@ func (r *redisServer) restart() {
 
 // client returns a new client of the server, closed at the test's end,
 // with the context deadlines a member needs.
-func (r *redisServer) client(t *testing.T) *redis.Client {
+func (r *redisServer) client(t testing.TB) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{
 		Addr:                  r.addr,
