@@ -5,7 +5,7 @@ GO          ?= go
 # BEAT runs a long step with a line every 10 s while it lasts (scripts/heartbeat.sh).
 BEAT        := bash $(CURDIR)/scripts/heartbeat.sh
 
-.PHONY: help test lint unit exercises test386 nested prometheus redis demo demo-stack
+.PHONY: help test lint unit exercises test386 nested prometheus redis demo demo-fleet demo-stack
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -69,6 +69,9 @@ ops-figure: prometheus ## the outage demo under a real Prometheus (ops/'s end-to
 
 demo: ## a real HTTP outage behind the breaker: fails fast, then recovers; serves /metrics meanwhile and prints a scrape at the end
 	$(GO) -C examples/outage run .
+
+demo-fleet: redis ## eight replica processes through an outage, with plain breakers and then as a fleet on Redis (killed and restarted mid-outage): time to open and probes per open period
+	$(GO) -C fleet run ./demo
 
 demo-stack: ## a brownout and an outage behind Retry(Breaker(Bulkhead(TimeLimiter(call)))) on a simulated clock
 	$(GO) run ./examples/stack
