@@ -179,7 +179,8 @@ func (m *Member) adopt(s *syncState, st shared) {
 		return
 	}
 	s.seen = st.version
-	m.version.Store(st.version)
+	// Stats shows the version once the breaker has moved to it.
+	defer m.version.Store(st.version)
 	m.stats.adopted.Inc()
 	m.refusedUntil.Store(0)
 	m.mu.Lock()
