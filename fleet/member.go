@@ -254,7 +254,10 @@ func (m *Member) unreachable(p core.Permit) (core.Permit, error) {
 }
 
 // Done is core.Breaker.Done; for a leased probe it also hands the outcome
-// to the background loop, which reports it to the store.
+// to the background loop, which reports it to the store: the classifier
+// then runs a second time, on the same error, so it should be a pure
+// function of its argument. A report the loop cannot take at once (64
+// waiting) is dropped and its lease runs out after its TTL.
 func (m *Member) Done(p core.Permit, err error) {
 	if m == nil || m.b == nil {
 		panic(noNew)
