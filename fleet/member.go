@@ -143,9 +143,9 @@ func New(cfg core.Config, o Options) (*Member, error) {
 // Close returns. It returns nil; a second Close does nothing.
 func (m *Member) Close() error {
 	m.closeOnce.Do(func() {
-		m.local.Store(true)
 		m.stop()
 		<-m.done
+		m.local.Store(true) // after the loop's last word, which may have cleared it
 	})
 	return nil
 }
