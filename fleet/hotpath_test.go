@@ -71,3 +71,36 @@ func TestHotPathNoStoreCall(t *testing.T) {
 		t.Fatalf("member is %v, want open", m.State())
 	}
 }
+
+// TestClosedMember: after Close a member is a plain local breaker: its
+// half-open probe goes out without asking the store, and Close is
+// idempotent.
+func TestClosedMember(t *testing.T) {
+	srv := startRedis(t)
+	f := newFleet(t, srv, 1, func(int) Options { return Options{Quorum: 1} })
+	m := f.members[0]
+	f.trip(0)
+	f.waitVersion(1)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := scriptCalls(t, srv)
+	f.advance(openDuration)
+	p, err := m.Allow()
+	if err != nil || !p.Probe {
+		t.Fatalf("the closed member's half-open Allow: %+v, %v; want a local probe", p, err)
+	}
+	m.Done(p, nil)
+	if after := scriptCalls(t, srv); after != before {
+		t.Fatalf("a closed member ran %d store scripts, want none", after-before)
+	}
+	if s := m.Stats(); !s.Local {
+		t.Fatalf("a closed member's Stats: %+v, want Local", s)
+	}
+	if m.State() != core.Closed {
+		t.Fatalf("the closed member is %v after its probe succeeded, want closed", m.State())
+	}
+}
