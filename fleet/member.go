@@ -36,6 +36,9 @@ type Member struct {
 	openMs              int64
 	keys                [4]string // state, trips, generations, lease
 	channel             string
+	// instance tells this Member from an earlier one of the same name (a
+	// restarted replica), whose breaker generations the store fenced.
+	instance string
 
 	// Read on the call path.
 
@@ -114,6 +117,7 @@ func New(cfg core.Config, o Options) (*Member, error) {
 		openMs:    s.OpenDuration.Milliseconds(),
 		keys:      [4]string{tag + ":state", tag + ":trips", tag + ":gens", tag + ":lease"},
 		channel:   "casbreaker:" + o.Key,
+		instance:  randomName(),
 		wake:      make(chan struct{}, 1),
 		reports:   make(chan report, 64),
 		abandoned: make(chan lease, 16),

@@ -67,7 +67,7 @@ func TestQuorumWindow(t *testing.T) {
 	ctx := context.Background()
 	gen := strconv.FormatUint(f.members[0].Counts().Generation, 10)
 	eventually(t, "member 0's second trip to be recorded", func() bool {
-		g, err := c.HGet(ctx, f.members[0].keys[2], f.members[0].Name()).Result()
+		g, err := c.HGet(ctx, f.members[0].keys[2], f.members[0].Name()+"|"+f.members[0].instance).Result()
 		return err == nil && g == gen
 	})
 	if n, err := c.ZCard(ctx, f.members[0].keys[1]).Result(); err != nil || n != 1 {
@@ -105,5 +105,63 @@ func TestLateJoiner(t *testing.T) {
 	}
 	if left := m.RetryAfter(); left <= 0 || left > openDuration {
 		t.Fatalf("the late member is open for %v more, want within (0, %v]", left, openDuration)
+	}
+}
+
+// TestRestartedMember: a member restarted under the same name (a new
+// instance, whose breaker generations start again) has its trips counted:
+// the store fences generations per instance, not per name.
+func TestRestartedMember(t *testing.T) {
+	srv := startRedis(t)
+	name := func(int) Options { return Options{Member: "replica-0", Quorum: 1, PollInterval: time.Hour} }
+	first := newFleet(t, srv, 1, name)
+	first.trip(0)
+	first.waitVersion(1)
+	// The fleet closes again (as a probe's success would), and the
+	// replica restarts: its new breaker's trip has the first one's
+	// generation.
+	c := srv.client(t)
+	ctx := context.Background()
+	m := first.members[0]
+	if err := c.HSet(ctx, m.keys[0], "s", "closed").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Del(ctx, m.keys[1]).Err(); err != nil { // a close forgets the trips
+		t.Fatal(err)
+	}
+	m.Close()
+	again := newFleet(t, srv, 1, name)
+	again.trip(0)
+	if g0, g1 := m.tripGen.Load(), again.members[0].tripGen.Load(); g0 != g1 {
+		t.Fatalf("the instances tripped at generations %d and %d, want one generation", g0, g1)
+	}
+	eventually(t, "the restarted member's trip to open the fleet", func() bool {
+		v, err := c.HGet(ctx, m.keys[0], "v").Result()
+		return err == nil && v == "2"
+	})
+}
+
+// TestOwnTripKept: a closed shared state the member has not seen (on its
+// first read, say) leaves a breaker open by its own trip open; a closed
+// state that ends a fleet period the member adopted closes it. The loop
+// is stopped (Close) so that the test drives the adoption alone.
+func TestOwnTripKept(t *testing.T) {
+	srv := startRedis(t)
+	f := newFleet(t, srv, 1, func(int) Options { return Options{Quorum: 2} })
+	m := f.members[0]
+	m.Close()
+	f.trip(0)
+	var s syncState
+	m.adopt(&s, shared{inc: "i", version: 3})
+	if m.State() != core.Open {
+		t.Fatalf("a closed shared state moved a breaker open by its own trip to %v", m.State())
+	}
+	m.adopt(&s, shared{inc: "i", version: 4, open: true, until: 5000, now: 1000})
+	if m.State() != core.Open || m.RetryAfter() != 4*time.Second {
+		t.Fatalf("after adopting an open state with 4 s left: %v for %v", m.State(), m.RetryAfter())
+	}
+	m.adopt(&s, shared{inc: "i", version: 5})
+	if m.State() != core.Closed {
+		t.Fatalf("the fleet's close left the member %v", m.State())
 	}
 }

@@ -45,26 +45,29 @@ init(KEYS[1])
 return state(KEYS[1], now_ms())
 `)
 
-// tripScript records a member's trip, fenced by its breaker generation
-// (a generation not above the last one recorded for the member changes
-// nothing, so a retried publish counts once), forgets trips older than the
-// open duration, and opens the fleet once quorum distinct members tripped
-// within it. KEYS: state, trips, generations, lease. ARGV: member,
+// tripScript records a member's trip, fenced by the breaker generation of
+// the member's instance (a generation not above the last one recorded for
+// that instance changes nothing, so a retried or late publish counts
+// once; a member restarted under the same name is a new instance, whose
+// generations start again), forgets trips older than the open duration,
+// and opens the fleet once quorum distinct members tripped within it.
+// KEYS: state, trips, generations, lease. ARGV: member, instance,
 // generation, open duration (ms), quorum, channel.
 var tripScript = redis.NewScript(luaPrelude + `
 init(KEYS[1])
 local now = now_ms()
-local openms = tonumber(ARGV[3])
-local last = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '-1')
-if tonumber(ARGV[2]) > last then
-  redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+local openms = tonumber(ARGV[4])
+local instance = ARGV[1] .. '|' .. ARGV[2]
+local last = tonumber(redis.call('HGET', KEYS[3], instance) or '-1')
+if tonumber(ARGV[3]) > last then
+  redis.call('HSET', KEYS[3], instance, ARGV[3])
   redis.call('ZADD', KEYS[2], now, ARGV[1])
 end
 redis.call('PEXPIRE', KEYS[3], 86400000)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. tostring(now - openms))
 redis.call('PEXPIRE', KEYS[2], openms + 60000)
-if redis.call('HGET', KEYS[1], 's') ~= 'open' and redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
-  set(KEYS[1], KEYS[4], 'open', now + openms, ARGV[5])
+if redis.call('HGET', KEYS[1], 's') ~= 'open' and redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then
+  set(KEYS[1], KEYS[4], 'open', now + openms, ARGV[6])
 end
 return state(KEYS[1], now)
 `)

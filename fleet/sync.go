@@ -101,7 +101,7 @@ func (m *Member) pass(ctx context.Context, s *syncState) error {
 	// one that a later transition superseded (the breaker half-opened or
 	// closed while the store was out of reach) is no longer news.
 	if g := m.tripGen.Load(); g > s.publishedGen && m.b.Counts().Generation == g {
-		st, err = m.call(ctx, tripScript, m.keys[:], m.o.Member, g, m.openMs, m.o.Quorum, m.channel)
+		st, err = m.call(ctx, tripScript, m.keys[:], m.o.Member, m.instance, g, m.openMs, m.o.Quorum, m.channel)
 		if err == nil {
 			s.publishedGen = g
 			m.stats.published.Inc()
@@ -191,9 +191,14 @@ func (m *Member) adopt(s *syncState, st shared) {
 		return
 	}
 	if !st.open {
-		m.period.Store(nil)
-		if state := m.b.State(); state == core.Open || state == core.HalfOpen {
-			m.b.Reset()
+		// The verdict of a fleet open period closes a breaker that was
+		// open for that period; one that is open by its own trip, with no
+		// fleet period adopted (on the first read, say), stays open:
+		// its own probes decide.
+		if m.period.Swap(nil) != nil {
+			if state := m.b.State(); state == core.Open || state == core.HalfOpen {
+				m.b.Reset()
+			}
 		}
 		return
 	}
