@@ -165,3 +165,22 @@ func TestOwnTripKept(t *testing.T) {
 		t.Fatalf("the fleet's close left the member %v", m.State())
 	}
 }
+
+// TestPollingFallback: a change whose message never reaches the members
+// (published on another channel here, as if their subscriptions were
+// reconnecting) is adopted from the next poll.
+func TestPollingFallback(t *testing.T) {
+	srv := startRedis(t)
+	f := newFleet(t, srv, 3, func(int) Options { return Options{Quorum: 1, PollInterval: 20 * time.Millisecond} })
+	m := f.members[0]
+	ctx := context.Background()
+	if _, err := m.call(ctx, tripScript, m.keys[:], "elsewhere", "x", 1, m.openMs, 1, "nobody-listens"); err != nil {
+		t.Fatal(err)
+	}
+	f.waitVersion(1)
+	for i, m := range f.members {
+		if m.State() != core.Open || !m.Stats().FleetOpen {
+			t.Fatalf("member %d is %v (fleet open %v) after polling an open state", i, m.State(), m.Stats().FleetOpen)
+		}
+	}
+}

@@ -117,7 +117,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	report("with the fleet", withFleet)
+	report("", withFleet)
 	return nil
 }
 
@@ -178,7 +178,9 @@ func scenario(dep *dependency, url, addr string, during func()) ([]event, error)
 // report prints each replica's time to open and the probes per open
 // period (windows of the open duration from the outage's start).
 func report(title string, events []event) {
-	fmt.Println(title + ":")
+	if title != "" {
+		fmt.Println(title + ":")
+	}
 	fmt.Println("  replica  calls every  time to open after the outage began")
 	for i := range replicas {
 		name := "r" + strconv.Itoa(i)
