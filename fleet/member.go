@@ -98,8 +98,9 @@ type report struct {
 // core.New(cfg), and starts its background loop (one goroutine, which
 // Close stops). cfg.OnStateChange, if set, hears every transition, those
 // the fleet makes (ForceOpen, HalfOpen and Reset of adopted states,
-// reason manual) included. New does no I/O: the member starts as the
-// fleet's state is read, closed until then. It returns cfg's validation
+// reason manual) included. New waits for no I/O: the loop reads the
+// fleet's state after New returns, and until then the member is a plain
+// local breaker in cfg's initial state. It returns cfg's validation
 // errors and errors matching ErrInvalidOptions that name a bad option;
 // it never panics.
 func New(cfg core.Config, o Options) (*Member, error) {
@@ -114,7 +115,7 @@ func New(cfg core.Config, o Options) (*Member, error) {
 		o:         o,
 		successes: s.SuccessesToClose,
 		failures:  s.FailuresToReopen,
-		openMs:    s.OpenDuration.Milliseconds(),
+		openMs:    (s.OpenDuration + time.Millisecond - 1).Milliseconds(), // rounded up, as the breaker keeps it
 		keys:      [4]string{tag + ":state", tag + ":trips", tag + ":gens", tag + ":lease"},
 		channel:   "casbreaker:" + o.Key,
 		instance:  randomName(),
