@@ -143,7 +143,10 @@ func New(cfg core.Config, o Options) (*Member, error) {
 	return m, nil
 }
 
-// Close stops the member's background loop and waits for it. The member
+// Close stops the member's background loop and waits for it (a store
+// call of the loop's that the client does not give up at its deadline,
+// such as a new connection's handshake to a hung server, holds it up to
+// the client's DialTimeout). The member
 // keeps working as a plain local breaker: no store call is made after
 // Close returns. It returns nil; a second Close does nothing.
 func (m *Member) Close() error {
@@ -201,10 +204,8 @@ func (m *Member) probe(p core.Permit) (core.Permit, error) {
 	}
 	epoch := per.version
 	holder := m.o.Member + "/" + strconv.FormatUint(m.holders.Inc(), 10)
-	ctx, cancel := context.WithTimeout(context.Background(), m.o.StoreTimeout)
-	st, err := m.eval(ctx, leaseScript, []string{m.keys[0], m.keys[3]},
+	st, err := m.inline(leaseScript, []string{m.keys[0], m.keys[3]},
 		epoch, holder, m.o.Probes, m.o.LeaseTTL.Milliseconds(), m.halfOpenWaitMs())
-	cancel()
 	if err != nil {
 		// The store may still run the request (a hung server resumes its
 		// buffered commands): the loop releases the lease once the store
@@ -233,6 +234,36 @@ func (m *Member) probe(p core.Permit) (core.Permit, error) {
 	d := time.Duration(wait) * time.Millisecond
 	m.refusedUntil.Store(int64(now + d))
 	return m.refuse(p, d)
+}
+
+// inline runs a script for a caller, who waits StoreTimeout at most: the
+// script runs on a goroutine of its own, given up at the deadline, since
+// a client may take longer than its context allows on some paths (a new
+// connection's handshake to a hung server took up to its DialTimeout).
+// A script given up on may still run on the store: its lease is released
+// later (abandoned).
+func (m *Member) inline(s *redis.Script, keys []string, args ...any) (shared, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.o.StoreTimeout)
+	defer cancel()
+	type result struct {
+		st  shared
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, err := m.run(ctx, s, keys, args...)
+		done <- result{st, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		r.err = ctx.Err()
+	}
+	if r.err != nil {
+		m.stats.storeErrors.Inc()
+	}
+	return r.st, r.err
 }
 
 // halfOpenWaitMs is the longest a refusal asks its caller to wait: the
@@ -379,15 +410,22 @@ type shared struct {
 	extra   [2]string
 }
 
-// eval runs a script and parses its answer.
+// eval runs a script and parses its answer, counting a failure.
 func (m *Member) eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (shared, error) {
-	v, err := s.Run(ctx, m.o.Client, keys, args...).StringSlice()
+	st, err := m.run(ctx, s, keys, args...)
 	if err != nil {
 		m.stats.storeErrors.Inc()
+	}
+	return st, err
+}
+
+// run runs a script and parses its answer.
+func (m *Member) run(ctx context.Context, s *redis.Script, keys []string, args ...any) (shared, error) {
+	v, err := s.Run(ctx, m.o.Client, keys, args...).StringSlice()
+	if err != nil {
 		return shared{}, err
 	}
 	if len(v) < 5 {
-		m.stats.storeErrors.Inc()
 		return shared{}, errors.New("fleet: a store script returned " + strconv.Itoa(len(v)) + " fields, want 5 or more")
 	}
 	st := shared{inc: v[0], version: uint64(parseInt(v[1])), open: v[2] == "open", until: parseInt(v[3]), now: parseInt(v[4])}
