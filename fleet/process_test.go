@@ -35,7 +35,7 @@ func child(spec string) int {
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer c.Close()
 	clock := core.NewManualClock(time.Hour)
-	m, err := New(testConfig(clock), Options{Client: c, Key: key, Member: name, Quorum: 3, Probes: 1})
+	m, err := New(testConfig(clock), Options{Client: c, Key: key, Member: name, Quorum: 3, Probes: 1, StoreTimeout: 5 * time.Second})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
