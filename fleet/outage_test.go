@@ -106,14 +106,27 @@ func outage(t *testing.T, down, up func(*redisServer)) {
 		}
 		return true
 	})
-	// The next half-open period has the fleet's probe budget again.
-	v := f.members[0].Stats().Version
+	// The next half-open period has the fleet's probe budget again,
+	// unless a store call missed its short deadline (a loaded machine):
+	// then members probed as local breakers, as they should, and the
+	// period says nothing about the budget.
+	storeErrors := func() (n uint64) {
+		for _, m := range f.members {
+			n += m.Stats().StoreErrors
+		}
+		return n
+	}
+	v, before := f.members[0].Stats().Version, storeErrors()
 	f.advance(openDuration)
 	probes = 0
 	for _, m := range f.members {
 		if call(m) {
 			probes++
 		}
+	}
+	if storeErrors() != before {
+		t.Logf("the half-open period after rejoining had store calls past their deadline and %d probes: no budget to check", probes)
+		return
 	}
 	if probes != 1 {
 		t.Fatalf("%d probes in the first half-open period after rejoining, want 1 (the budget)", probes)
