@@ -25,6 +25,7 @@ import (
 // closed or open; a half-open probe of a fleet open period makes the one
 // store call of the call path, bounded by Options.StoreTimeout. A Member
 // is a core.Guard, so core.Do and the resilience package's stacks take it.
+// Every method of a zero or nil Member panics with a message naming New.
 type Member struct {
 	b        *core.Breaker
 	o        Options
@@ -150,6 +151,7 @@ func New(cfg core.Config, o Options) (*Member, error) {
 // keeps working as a plain local breaker: no store call is made after
 // Close returns. It returns nil; a second Close does nothing.
 func (m *Member) Close() error {
+	m.breaker()
 	m.closeOnce.Do(func() {
 		m.stop()
 		<-m.done
@@ -389,7 +391,10 @@ func (m *Member) breaker() *core.Breaker {
 
 // Name is the member's name in the store (Options.Member, or the random
 // one New chose).
-func (m *Member) Name() string { return m.o.Member }
+func (m *Member) Name() string {
+	m.breaker()
+	return m.o.Member
+}
 
 // randomName is a member name no other member has: 16 random hex digits.
 func randomName() string {

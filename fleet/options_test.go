@@ -57,6 +57,10 @@ func TestZeroMember(t *testing.T) {
 		"Allow of a zero Member":  func() { _, _ = (&Member{}).Allow() },
 		"Done of a nil Member":    func() { (*Member)(nil).Done(core.Permit{}, nil) },
 		"Record of a zero Member": func() { (&Member{}).Record(core.Permit{}, core.Success) },
+		"Close of a zero Member":  func() { (&Member{}).Close() },
+		"Stats of a nil Member":   func() { (*Member)(nil).Stats() },
+		"State of a zero Member":  func() { (&Member{}).State() },
+		"Name of a zero Member":   func() { (&Member{}).Name() },
 	} {
 		func() {
 			defer func() {

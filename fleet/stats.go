@@ -34,6 +34,7 @@ type counters struct {
 
 // Stats returns the member's Stats. It allocates nothing.
 func (m *Member) Stats() Stats {
+	m.breaker()
 	return Stats{
 		Local:          m.local.Load(),
 		Version:        m.version.Load(),
