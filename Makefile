@@ -5,7 +5,7 @@ GO          ?= go
 # BEAT runs a long step with a line every 10 s while it lasts (scripts/heartbeat.sh).
 BEAT        := bash $(CURDIR)/scripts/heartbeat.sh
 
-.PHONY: help test lint unit exercises test386 nested prometheus demo demo-stack
+.PHONY: help test lint unit exercises test386 nested prometheus redis demo demo-fleet demo-stack
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -39,11 +39,12 @@ test386: ## all tests (-short) as GOARCH=386, where a misaligned 64-bit atomic p
 # -race for the integrations and the demo, whose tests are about
 # concurrency (bench/plot's figures take too long under it; ops/ tests
 # files and a real Prometheus). ops/ needs prometheus and promtool, which
-# the prometheus target installs where they are missing.
-NESTED_RACE := prombreaker otelbreaker grpcbreaker examples/outage
-NESTED := bench/peers bench/plot prombreaker otelbreaker grpcbreaker examples/outage ops
+# the prometheus target installs where they are missing; fleet/ needs
+# redis-server, which the redis target installs where it is missing.
+NESTED_RACE := prombreaker otelbreaker grpcbreaker examples/outage fleet
+NESTED := bench/peers bench/plot prombreaker otelbreaker grpcbreaker examples/outage ops fleet
 
-nested: prometheus ## go vet, staticcheck and the -short tests of each nested module (bench/peers, bench/plot, prombreaker, otelbreaker, grpcbreaker, examples/outage, ops)
+nested: prometheus redis ## go vet, staticcheck and the -short tests of each nested module (bench/peers, bench/plot, prombreaker, otelbreaker, grpcbreaker, examples/outage, ops, fleet)
 	@set -e; for m in $(NESTED); do \
 		echo "== $$m"; \
 		$(BEAT) "$$m: vet" $(GO) -C $$m vet ./...; \
@@ -55,6 +56,9 @@ nested: prometheus ## go vet, staticcheck and the -short tests of each nested mo
 prometheus: ## prometheus and promtool, for ops/'s tests: installed from Debian's prometheus package where missing, or a message saying what to install
 	bash scripts/prometheus.sh
 
+redis: ## redis-server, for fleet/'s tests: installed from Debian's redis-server package where missing, or a message saying what to install
+	bash scripts/redis.sh
+
 # ops-figure runs ops/'s end-to-end test (the outage demo under a real
 # Prometheus) and draws what Prometheus recorded: docs/figures/outage-prometheus.json
 # and .png, shown in docs/observability.md.
@@ -65,6 +69,9 @@ ops-figure: prometheus ## the outage demo under a real Prometheus (ops/'s end-to
 
 demo: ## a real HTTP outage behind the breaker: fails fast, then recovers; serves /metrics meanwhile and prints a scrape at the end
 	$(GO) -C examples/outage run .
+
+demo-fleet: redis ## eight replica processes through an outage, with plain breakers and then as a fleet on Redis (killed and restarted mid-outage): time to open and probes per open period
+	$(GO) -C fleet run ./demo
 
 demo-stack: ## a brownout and an outage behind Retry(Breaker(Bulkhead(TimeLimiter(call)))) on a simulated clock
 	$(GO) run ./examples/stack

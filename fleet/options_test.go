@@ -1,0 +1,74 @@
+package fleet
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/casbreaker/casbreaker/core"
+)
+
+// TestOptionsRejected: every bad option is refused by New with an error
+// matching ErrInvalidOptions that names it, and New makes no member.
+func TestOptionsRejected(t *testing.T) {
+	good := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	t.Cleanup(func() { good.Close() })
+	noDeadline := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { noDeadline.Close() })
+	cfg := core.Config{ConsecutiveFailures: 1}
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"no client", Options{Key: "k"}, "Client is nil"},
+		{"client without context deadlines", Options{Client: noDeadline, Key: "k"}, "ContextTimeoutEnabled"},
+		{"no key", Options{Client: good}, "Key"},
+		{"key with a brace", Options{Client: good, Key: "a{b"}, "Key"},
+		{"key not UTF-8", Options{Client: good, Key: "\xff"}, "Key"},
+		{"negative quorum", Options{Client: good, Key: "k", Quorum: -1}, "Quorum -1"},
+		{"quorum too large", Options{Client: good, Key: "k", Quorum: 1001}, "Quorum 1001"},
+		{"probes too many", Options{Client: good, Key: "k", Probes: 128}, "Probes 128"},
+		{"negative probes", Options{Client: good, Key: "k", Probes: -1}, "Probes -1"},
+		{"lease ttl below a millisecond", Options{Client: good, Key: "k", LeaseTTL: time.Microsecond}, "LeaseTTL"},
+		{"negative store timeout", Options{Client: good, Key: "k", StoreTimeout: -time.Second}, "StoreTimeout"},
+		{"negative poll interval", Options{Client: good, Key: "k", PollInterval: -1}, "PollInterval"},
+		{"backoff bounds crossed", Options{Client: good, Key: "k", MinBackoff: time.Second, MaxBackoff: time.Millisecond}, "MinBackoff 1s is above MaxBackoff"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := New(cfg, tc.o)
+			if m != nil || !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New = %v, %v; want an ErrInvalidOptions naming %q", m, err, tc.want)
+			}
+		})
+	}
+	// The breaker's own configuration errors come through as core's.
+	if _, err := New(core.Config{}, Options{Client: good, Key: "k"}); !errors.Is(err, core.ErrInvalidConfig) {
+		t.Fatalf("New with a Config that has no trip rule: %v, want core.ErrInvalidConfig", err)
+	}
+}
+
+// TestZeroMember: a zero or nil Member panics with a message naming New.
+func TestZeroMember(t *testing.T) {
+	for name, f := range map[string]func(){
+		"Allow of a zero Member":  func() { _, _ = (&Member{}).Allow() },
+		"Done of a nil Member":    func() { (*Member)(nil).Done(core.Permit{}, nil) },
+		"Record of a zero Member": func() { (&Member{}).Record(core.Permit{}, core.Success) },
+		"Close of a zero Member":  func() { (&Member{}).Close() },
+		"Stats of a nil Member":   func() { (*Member)(nil).Stats() },
+		"State of a zero Member":  func() { (&Member{}).State() },
+		"Name of a zero Member":   func() { (&Member{}).Name() },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(r.(string), "fleet.New") {
+					t.Errorf("%s: panic %v, want one naming fleet.New", name, r)
+				}
+			}()
+			f()
+		}()
+	}
+}
