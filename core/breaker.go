@@ -15,7 +15,8 @@ import (
 // generation live in one uint64 that only compare-and-swap changes; a
 // second word on the same cache line names the generation's other bits
 // (docs/design.md has the layout and the proof). Its window is a
-// lock-free atomic ring (count-based) or per-second buckets (time-based).
+// lock-free atomic ring (count-based) or buckets of Config.BucketWidth, 1 s
+// by default (time-based).
 //
 // All methods are safe for concurrent use and none blocks: no lock, no
 // goroutine, no timer. Transitions happen lazily inside Allow, Done, Record

@@ -159,7 +159,10 @@ var (
 	// the time left until a probe may go.
 	ErrOpen error = &rejection{msg: "core: circuit breaker is open"}
 	// ErrHalfOpenFull: the breaker is half-open and every permitted probe
-	// is in flight or no more successes are needed; the wait is
+	// is in flight, or the probes in flight already decide the verdict
+	// (in flight + successes + tolerated failures = SuccessesToClose +
+	// FailuresToReopen - 1; with the default FailuresToReopen of 1: no
+	// more successes are needed than are in flight); the wait is
 	// Config.HalfOpenFullWait, or less when the half-open max wait ends
 	// sooner.
 	ErrHalfOpenFull error = &rejection{msg: "core: circuit breaker is half-open and has no probe permit left"}

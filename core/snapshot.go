@@ -222,7 +222,7 @@ func (s Snapshot) CheckFor(set Settings) error {
 		return err
 	}
 	if fp := set.Fingerprint(); s.Fingerprint != fp {
-		return fmt.Errorf("%w: %w: fingerprint %016x, the config's is %016x (window, slow-call threshold, consecutive failures, open durations and backoff, half-open probes or ramp-up differ)",
+		return fmt.Errorf("%w: %w: fingerprint %016x, the config's is %016x (window, rate or count thresholds, minimum calls, slow calls, consecutive failures, open durations and backoff, half-open probes or ramp-up differ)",
 			ErrInvalidSnapshot, ErrSnapshotMismatch, s.Fingerprint, fp)
 	}
 	if set.OpenDuration == 0 {

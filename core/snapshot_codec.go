@@ -46,7 +46,8 @@ const (
 
 var snapshotMagic = [2]byte{'c', 'b'}
 
-// MarshalBinary encodes s in the binary form above (encoding.BinaryMarshaler):
+// MarshalBinary encodes s in the project's binary form, version 1 (its
+// layout, byte by byte, is in docs/design.md, Snapshots) (encoding.BinaryMarshaler):
 // 44 bytes, and one more per window call and one for their number with a
 // window; the same for equal snapshots on every platform. It returns an
 // error matching ErrInvalidSnapshot, and no bytes, for a snapshot that no

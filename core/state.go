@@ -9,7 +9,8 @@ import (
 //
 // The zero value is Closed. Open, HalfOpen and the rest follow from calls;
 // ForcedOpen, Disabled and MetricsOnly only from the manual controls
-// (ForceOpen, Disable, MetricsOnly), as in Resilience4j.
+// (ForceOpen, Disable, MetricsOnly), as in Resilience4j, or from
+// Config.InitialState and Restore.
 type State uint8
 
 const (
