@@ -394,7 +394,7 @@ func (b *Breaker) doneWithError(p core.Permit, err error) {
 	if h > 0 {
 		b.recordHint(p, h, err)
 	} else {
-		b.record(p, o, err)
+		b.record(p, o, &err)
 	}
 }
 
@@ -417,11 +417,16 @@ func (b *Breaker) current(p core.Permit) bool {
 // Record records outcome o for p; see core.Breaker.Record.
 func (b *Breaker) Record(p core.Permit, o core.Outcome) { b.record(p, o, nil) }
 
-// record is Record of an outcome that Done classified from err (nil from
-// Record), which goes to core.Config.OpenDurationFunc if it trips the
-// breaker; a panic of that function goes on once the trip is committed
+// record is Record of an outcome that Done classified from the error
+// failure points to (nil from Record), which goes to
+// core.Config.OpenDurationFunc if it trips the breaker; a panic of that function goes on once the trip is committed
 // and notified.
-func (b *Breaker) record(p core.Permit, o core.Outcome, err error) {
+//
+// Why a pointer: the error is wanted only by a trip's open-duration
+// function, and an interface parameter, live across the lock, cost every
+// success of the contender eight instructions (two words spilled and
+// reloaded, bench/instructions.sh); a nil pointer is one word.
+func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 	b.mustBeNew()
 	if o > core.Ignored {
 		o = core.Failure
@@ -444,7 +449,7 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, err error) {
 	slow := isSlow(&b.cfg, now-p.Start)
 	b.mu.Lock()
 	if o == core.Ignored || p.Probe || !b.current(p) {
-		b.recordUncounted(p, o, err)
+		b.recordUncounted(p, o, errOf(failure))
 		return
 	}
 	b.tally(true, o, slow)
@@ -473,7 +478,7 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, err error) {
 		b.mu.Unlock()
 		return
 	}
-	pv := b.trip(0, tripReason(&b.cfg, c), err)
+	pv := b.trip(0, tripReason(&b.cfg, c), errOf(failure))
 	b.unlockAndNotify()
 	repanic(pv)
 }
@@ -555,7 +560,7 @@ func (b *Breaker) recordHint(p core.Permit, retryAfter time.Duration, err error)
 	b.mustBeNew()
 	h := bound(&b.cfg, retryAfter)
 	if h == 0 {
-		b.record(p, core.Failure, err)
+		b.record(p, core.Failure, &err)
 		return
 	}
 	b.mu.Lock()
@@ -604,6 +609,14 @@ func (b *Breaker) recordProbe(o core.Outcome, err error) (pv any) {
 // reopened is the count of consecutive re-opens after a re-open from the
 // half-open breaker: one more, up to core.MaxBackoffSteps.
 func (b *Breaker) reopened() int { return min(b.reopens+1, core.MaxBackoffSteps) }
+
+// errOf is the error failure points to, or nil.
+func errOf(failure *error) error {
+	if failure == nil {
+		return nil
+	}
+	return *failure
+}
 
 // open commits a transition to Open, the reopens-th consecutive re-open
 // from half-open (0: a trip from closed), decided by an outcome classified
