@@ -813,6 +813,23 @@ func TestSnapshot_OpenPastTheDeadlineRange(t *testing.T) {
 	}
 }
 
+// rampingAtTwoAndAHalfMillis is a breaker of im made from c (the ramp-up
+// tests' config, on its own manual clock) closed by a probe at 2.5 ms, so
+// ramping up to the unit boundary at or after 2052.5 ms: 2055 ms.
+func rampingAtTwoAndAHalfMillis(t *testing.T, im breakers.Impl, c core.Config) (breakers.Breaker, *core.ManualClock) {
+	t.Helper()
+	clock := core.NewManualClock(0)
+	c.Clock = clock
+	b, err := im.New(c)
+	require.NoError(t, err)
+	b.HalfOpen()
+	p, err := b.Allow()
+	require.NoError(t, err)
+	clock.Set(2500 * time.Microsecond)
+	b.Done(p, nil)
+	return b, clock
+}
+
 // A ramp-up restores for the time left whatever the phase of the new
 // process's clock within the ramp's units: a ramp that started just past
 // one of its unit boundaries has up to a unit more than its duration left
@@ -826,16 +843,8 @@ func TestSnapshot_RampUpRestoresAtAnyPhase(t *testing.T) {
 	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, RampUpDuration: 2050 * time.Millisecond}
 	for _, im := range impls {
 		t.Run(im.Name, func(t *testing.T) {
-			clock := core.NewManualClock(0)
 			c := cfg
-			c.Clock = clock
-			b, err := im.New(c)
-			require.NoError(t, err)
-			b.HalfOpen()
-			p, err := b.Allow()
-			require.NoError(t, err)
-			clock.Set(2500 * time.Microsecond)
-			b.Done(p, nil) // closed, ramping up to the unit boundary at or after 2052.5 ms: 2055 ms
+			b, _ := rampingAtTwoAndAHalfMillis(t, im, c)
 			s, err := b.Snapshot(wall, false)
 			require.NoError(t, err)
 			require.Equal(t, wall.Add(2052500*time.Microsecond), s.RampUntil)
@@ -863,16 +872,8 @@ func TestSnapshot_RampUpAfterTheClockWentBack(t *testing.T) {
 	cfg := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, RampUpDuration: 2050 * time.Millisecond}
 	for _, im := range impls {
 		t.Run(im.Name, func(t *testing.T) {
-			clock := core.NewManualClock(0)
 			c := cfg
-			c.Clock = clock
-			b, err := im.New(c)
-			require.NoError(t, err)
-			b.HalfOpen()
-			p, err := b.Allow()
-			require.NoError(t, err)
-			clock.Set(2500 * time.Microsecond)
-			b.Done(p, nil) // closed, ramping up to the unit boundary at or after 2052.5 ms: 2055 ms
+			b, clock := rampingAtTwoAndAHalfMillis(t, im, c)
 			clock.Set(0)
 			s, err := b.Snapshot(wall, false)
 			require.NoError(t, err)
