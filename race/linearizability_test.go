@@ -67,6 +67,17 @@ var linFamilies = []linFamily{
 		view:  wordCounts,
 	},
 	{
+		// A cap that refuses every trip (an OpenGate of no slots, as a
+		// registry's share when others hold it): every trip commits
+		// closed -> closed, capped, a new generation with a fresh window,
+		// so stale permits and the window's reset are what is checked.
+		name: "count-window/capped/stepping",
+		cfg: core.Config{WindowSize: 4, FailureRateThreshold: 50, MinimumNumberOfCalls: 2,
+			OpenDuration: time.Second, OpenGate: noSlots{}},
+		clients: 5, ops: 4, phases: 3, stepping: true,
+		steps: []time.Duration{0, 300 * time.Millisecond, 700 * time.Millisecond, time.Second},
+	},
+	{
 		// The open duration from a function of the re-open count and the
 		// error, and jitter: the function runs before the trip's claim in
 		// the lock-free breaker, under the mutex in the model. With the run
@@ -92,6 +103,15 @@ var linFamilies = []linFamily{
 		steps: []time.Duration{0, 500 * time.Millisecond, 900 * time.Millisecond, 2 * time.Second},
 	},
 }
+
+// noSlots is an OpenGate with no slot to give: every trip is capped. It
+// keeps no state, so the model's replays and the real breaker see the same
+// gate.
+type noSlots struct{}
+
+func (noSlots) TryAcquire() bool { return false }
+func (noSlots) Acquire()         {}
+func (noSlots) Release()         {}
 
 // Linearizability (R13, and through it R1-R12). Real goroutines run small
 // random programs of Allow, Done (success, failure, cancellation, an ignored
@@ -123,7 +143,7 @@ func TestLinearizable(t *testing.T) {
 		t.Run(fam.name, func(t *testing.T) {
 			forEachImpl(t, func(t *testing.T, newB newFunc) {
 				var ops, steps atomic.Int64
-				var kinds [3]int          // histories that saw open, half-open
+				var kinds [4]int          // histories that saw open, half-open, a capped trip
 				var slowest time.Duration // the longest check
 				slowestRound := 0
 				for round := range histories {
@@ -149,9 +169,14 @@ func TestLinearizable(t *testing.T) {
 					msg := fmt.Sprintf("history %d (seed %d) is %s against the sequential model (checked in %v):\n%s", round, seed, res, took.Round(time.Microsecond), describeHistory(hist))
 					t.Fatal(msg)
 				}
-				t.Logf("%d histories, %d operations, %d model steps; histories that saw open: %d, half-open: %d; slowest check %v (history %d)",
-					histories, ops.Load(), steps.Load(), kinds[core.Open], kinds[core.HalfOpen], slowest.Round(time.Microsecond), slowestRound)
-				if kinds[core.HalfOpen] < histories/4 {
+				t.Logf("%d histories, %d operations, %d model steps; histories that saw open: %d, half-open: %d, a capped trip: %d; slowest check %v (history %d)",
+					histories, ops.Load(), steps.Load(), kinds[core.Open], kinds[core.HalfOpen], kinds[reachedCapped], slowest.Round(time.Microsecond), slowestRound)
+				if fam.cfg.OpenGate != nil {
+					// Every trip is capped: none opens, and enough happen.
+					if kinds[core.Open] > 0 || kinds[reachedCapped] < histories/4 {
+						t.Fatalf("%d of %d histories saw open, %d a capped trip: the gate let a trip open, or the histories are too tame", kinds[core.Open], histories, kinds[reachedCapped])
+					}
+				} else if kinds[core.HalfOpen] < histories/4 {
 					t.Fatalf("only %d of %d histories reached half-open: too tame", kinds[core.HalfOpen], histories)
 				}
 			})
@@ -159,9 +184,14 @@ func TestLinearizable(t *testing.T) {
 	}
 }
 
+// reachedCapped indexes recordHistory's reached: a capped trip happened (a
+// closed permit of a later generation, under a gate that opens nothing).
+const reachedCapped = 3
+
 // recordHistory runs one history of fam on a fresh breaker and returns it,
-// with which states (by core.State) some operation observed.
-func recordHistory(t *testing.T, newB newFunc, fam linFamily, seed uint64) ([]porcupine.Operation, [3]bool) {
+// with which states (by core.State) some operation observed, and whether
+// a capped trip happened.
+func recordHistory(t *testing.T, newB newFunc, fam linFamily, seed uint64) ([]porcupine.Operation, [4]bool) {
 	cfg := fam.cfg
 	clk := core.NewManualClock(0)
 	// Both the clock and the classifier yield the processor: a goroutine is
@@ -213,10 +243,12 @@ func recordHistory(t *testing.T, newB newFunc, fam linFamily, seed uint64) ([]po
 		h.do(coord, linIn{kind: linAdvance, d: fam.steps[rng.IntN(len(fam.steps))]})
 	}
 	hist := h.history()
-	var reached [3]bool
+	var reached [4]bool
 	for _, op := range hist {
 		in, out := op.Input.(linIn), op.Output.(linOut)
 		switch {
+		case fam.cfg.OpenGate != nil && in.kind == linAllow && out.rej == rejNone && !out.p.Probe && out.p.Generation > 0:
+			reached[reachedCapped] = true
 		case in.kind == linState && out.st <= core.HalfOpen:
 			reached[out.st] = true
 		case in.kind == linAllow && out.rej == rejOpen:
