@@ -192,27 +192,22 @@ func (c Config) resolveMinimumCalls(s *Settings, errs *problems) {
 // probe successes that close the breaker and failures that re-open it
 // into s.
 func (c Config) resolveProbes(s *Settings, errs *problems) {
-	s.PermittedCallsInHalfOpen = c.PermittedCallsInHalfOpen
+	s.PermittedCallsInHalfOpen = probeCount("PermittedCallsInHalfOpen", c.PermittedCallsInHalfOpen, 1, errs)
+	s.SuccessesToClose = probeCount("SuccessesToClose", c.SuccessesToClose, s.PermittedCallsInHalfOpen, errs)
+	s.FailuresToReopen = probeCount("FailuresToReopen", c.FailuresToReopen, 1, errs)
+}
+
+// probeCount checks the half-open count v of Config field, 1..
+// MaxPermittedInHalf calls, and resolves it: zero is def. A value out of
+// range is named in errs and kept as given (the Settings are not used).
+func probeCount(field string, v, def int, errs *problems) int {
 	switch {
-	case c.PermittedCallsInHalfOpen < 0 || c.PermittedCallsInHalfOpen > MaxPermittedInHalf:
-		errs.add("PermittedCallsInHalfOpen", "%d is outside 1..%d calls", c.PermittedCallsInHalfOpen, MaxPermittedInHalf)
-	case c.PermittedCallsInHalfOpen == 0:
-		s.PermittedCallsInHalfOpen = 1
+	case v < 0 || v > MaxPermittedInHalf:
+		errs.add(field, "%d is outside 1..%d calls", v, MaxPermittedInHalf)
+	case v == 0:
+		return def
 	}
-	s.SuccessesToClose = c.SuccessesToClose
-	switch {
-	case c.SuccessesToClose < 0 || c.SuccessesToClose > MaxPermittedInHalf:
-		errs.add("SuccessesToClose", "%d is outside 1..%d calls", c.SuccessesToClose, MaxPermittedInHalf)
-	case c.SuccessesToClose == 0:
-		s.SuccessesToClose = s.PermittedCallsInHalfOpen
-	}
-	s.FailuresToReopen = c.FailuresToReopen
-	switch {
-	case c.FailuresToReopen < 0 || c.FailuresToReopen > MaxPermittedInHalf:
-		errs.add("FailuresToReopen", "%d is outside 1..%d calls", c.FailuresToReopen, MaxPermittedInHalf)
-	case c.FailuresToReopen == 0:
-		s.FailuresToReopen = 1
-	}
+	return v
 }
 
 // resolveHalfOpenWaits checks and resolves the half-open max wait and the
