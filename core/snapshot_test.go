@@ -529,17 +529,7 @@ func TestSnapshot_ConcurrentWithTraffic(t *testing.T) {
 				}
 			}()
 		}
-		states := map[core.State]int{}
-		for range rounds {
-			s, err := r.B.Snapshot(wall, true)
-			require.NoError(t, err)
-			require.NoError(t, s.CheckFor(set))
-			_, err = s.MarshalBinary()
-			require.NoError(t, err)
-			_, err = mk.restore(cfg, s, wall)
-			require.NoError(t, err)
-			states[s.State]++
-		}
+		states := snapshotsUnderTraffic(t, mk, r, set, cfg, rounds)
 		close(stop)
 		wg.Wait()
 		t.Logf("snapshots by state: %v", states)
@@ -748,19 +738,9 @@ func TestSnapshot_ConcurrentWithControls(t *testing.T) {
 				runtime.Gosched()
 			}
 		})
-		states := map[core.State]int{}
 		restoreCfg := cfg
 		restoreCfg.OpenGate = new(tallyGate)
-		for range rounds {
-			s, err := r.B.Snapshot(wall, true)
-			require.NoError(t, err)
-			require.NoError(t, s.CheckFor(set))
-			_, err = s.MarshalBinary()
-			require.NoError(t, err)
-			_, err = mk.restore(restoreCfg, s, wall)
-			require.NoError(t, err)
-			states[s.State]++
-		}
+		states := snapshotsUnderTraffic(t, mk, r, set, restoreCfg, rounds)
 		close(stop)
 		wg.Wait()
 		want := int64(0)
@@ -883,4 +863,24 @@ func TestSnapshot_RampUpAfterTheClockWentBack(t *testing.T) {
 			require.NoError(t, err, "RampUntil %v after Taken", s.RampUntil.Sub(s.Taken))
 		})
 	}
+}
+
+// snapshotsUnderTraffic takes rounds snapshots of r's breaker, whose
+// traffic runs meanwhile, and holds each to be a snapshot of set that
+// encodes and that mk restores from restore: what a snapshot taken
+// concurrently must be. It returns how many it took in each state.
+func snapshotsUnderTraffic(t *testing.T, mk maker, r *rig, set core.Settings, restore core.Config, rounds int) map[core.State]int {
+	t.Helper()
+	states := map[core.State]int{}
+	for range rounds {
+		s, err := r.B.Snapshot(wall, true)
+		require.NoError(t, err)
+		require.NoError(t, s.CheckFor(set))
+		_, err = s.MarshalBinary()
+		require.NoError(t, err)
+		_, err = mk.restore(restore, s, wall)
+		require.NoError(t, err)
+		states[s.State]++
+	}
+	return states
 }
