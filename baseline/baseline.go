@@ -208,7 +208,11 @@ func (b *Breaker) Allow() (core.Permit, error) {
 		b.mu.Unlock()
 		return core.Permit{Generation: gen, Start: start}, nil
 	}
-	return b.allowLocked(start)
+	p, err := b.allowLocked(start)
+	if err == nil && p.Probe && b.cfg.ProbeGate != nil {
+		return b.gateProbe(p)
+	}
+	return p, err
 }
 
 // allowLocked is Allow on a breaker that is not closed or is ramping up,
@@ -262,7 +266,7 @@ func (b *Breaker) allowLocked(start time.Duration) (core.Permit, error) {
 		}
 		b.inFlight++
 		p := core.Permit{Generation: b.gen, Probe: true} // a probe carries no Start
-		b.admit()
+		b.admitProbe()
 		b.mu.Unlock()
 		return p, nil
 	}
@@ -279,12 +283,13 @@ func (b *Breaker) probe(now time.Duration) (core.Permit, error) {
 	b.inFlight = 1
 	b.maxWaitFrom(now)
 	p := core.Permit{Generation: b.gen, Probe: true} // no Start: nothing measures a probe's duration
-	b.admit()
-	// A panicking listener must not strand the probe the caller never got.
+	b.admitProbe()
+	// A panicking listener must not strand the probe the caller never got;
+	// the probe gate, not asked yet, hears nothing of it.
 	delivered := false
 	defer func() {
 		if !delivered {
-			b.Record(p, core.Ignored)
+			b.releaseProbe(p, true)
 		}
 	}()
 	b.unlockAndNotify()
@@ -295,6 +300,62 @@ func (b *Breaker) probe(now time.Duration) (core.Permit, error) {
 func (b *Breaker) admit() {
 	if b.collect {
 		b.metrics.Admitted++
+	}
+}
+
+// admitProbe counts an admitted probe, unless the probe gate is yet to
+// decide whether it goes out (gateProbe counts it then).
+func (b *Breaker) admitProbe() {
+	if b.cfg.ProbeGate == nil {
+		b.admit()
+	}
+}
+
+// gateProbe asks core.Config.ProbeGate, with the mutex released, whether
+// the probe p that Allow admitted goes out; see core.ProbeGate.
+func (b *Breaker) gateProbe(p core.Permit) (core.Permit, error) {
+	decided := false
+	defer func() {
+		if !decided {
+			b.releaseProbe(p, false) // the gate panicked: give the slot back
+		}
+	}()
+	wait, refusal := b.cfg.ProbeGate.AdmitProbe(p)
+	decided = true
+	if refusal != nil {
+		b.releaseProbe(p, false)
+		if b.collect {
+			b.mu.Lock()
+			b.metrics.RejectedHalfOpenFull++
+			b.mu.Unlock()
+		}
+		return core.Permit{RetryAfter: wait}, refusal
+	}
+	if b.collect {
+		b.mu.Lock()
+		b.admit()
+		b.mu.Unlock()
+	}
+	return p, nil
+}
+
+// releaseProbe gives back the slot of the probe p, if its half-open
+// generation is still current, telling no gate: a probe whose caller never
+// got it (a listener's panic, counted as admitted and ignored, as
+// Record(p, Ignored) would be) or that the gate refused or panicked on
+// (counted: false, nothing in the metrics).
+func (b *Breaker) releaseProbe(p core.Permit, counted bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cur := b.current(p)
+	if counted {
+		if b.cfg.ProbeGate != nil {
+			b.admit() // as without a gate: admitted, then ignored
+		}
+		b.tally(cur, core.Ignored, false)
+	}
+	if cur {
+		b.inFlight--
 	}
 }
 
@@ -445,6 +506,10 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 			now = b.cfg.Clock.Now()
 		}
 	}
+	if p.Probe && b.cfg.ProbeGate != nil {
+		b.recordGated(p, o, errOf(failure))
+		return
+	}
 	fail := o == core.Failure
 	slow := isSlow(&b.cfg, now-p.Start)
 	b.mu.Lock()
@@ -481,6 +546,15 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 	pv := b.trip(0, tripReason(&b.cfg, c), errOf(failure))
 	b.unlockAndNotify()
 	repanic(pv)
+}
+
+// recordGated is record of a probe's outcome o (classified from err) on a
+// breaker with a probe gate, which hears it after the breaker, a
+// listener's panic included.
+func (b *Breaker) recordGated(p core.Permit, o core.Outcome, err error) {
+	defer b.cfg.ProbeGate.ProbeDone(p, o)
+	b.mu.Lock()
+	b.recordUncounted(p, o, err)
 }
 
 // recordUncounted is Record of an outcome that no window counts: a stale
@@ -562,6 +636,9 @@ func (b *Breaker) recordHint(p core.Permit, retryAfter time.Duration, err error)
 	if h == 0 {
 		b.record(p, core.Failure, &err)
 		return
+	}
+	if g := b.cfg.ProbeGate; g != nil && p.Probe {
+		defer g.ProbeDone(p, core.Failure)
 	}
 	b.mu.Lock()
 	if !b.current(p) {

@@ -66,7 +66,7 @@ func (b *Breaker) allow() (Permit, error) {
 			// first probe slot of the new generation; losers reload and
 			// compete for the remaining slots.
 			if p, ok := b.startProbing(w, w.fields(), gen, now); ok {
-				return p, nil
+				return b.gateProbe(p)
 			}
 		case HalfOpen:
 			if p, decided, err := b.allowHalfOpen(w, gen); decided {
@@ -102,8 +102,9 @@ func (b *Breaker) admitUnchanged(w stateWord, gen uint64) (Permit, bool) {
 
 // allowHalfOpen is Allow on the half-open word w of generation gen: a
 // probe slot while one is free, else a rejection until the max wait has
-// passed, then the first probe of a new half-open generation. decided is
-// false when the word moved and the caller reloads.
+// passed, then the first probe of a new half-open generation; a probe goes
+// out if Config.ProbeGate lets it. decided is false when the word moved
+// and the caller reloads.
 func (b *Breaker) allowHalfOpen(w stateWord, gen uint64) (p Permit, decided bool, err error) {
 	u := w.fields()
 	if b.cfg.admitsProbe(u.inFlight, u.success, u.failure) {
@@ -114,8 +115,9 @@ func (b *Breaker) allowHalfOpen(w stateWord, gen uint64) (p Permit, decided bool
 		if !b.cas(w, u.packed()) {
 			return Permit{}, false, nil
 		}
-		b.countAdmitted()
-		return Permit{Generation: gen, Probe: true}, true, nil
+		b.countProbe()
+		p, err = b.gateProbe(Permit{Generation: gen, Probe: true})
+		return p, true, err
 	}
 	if b.cfg.MaxWaitInHalfOpen == WaitForever {
 		p, err = b.reject(Permit{RetryAfter: b.cfg.HalfOpenFullWait}, rejectHalfOpenFull)
@@ -135,8 +137,10 @@ func (b *Breaker) allowHalfOpen(w stateWord, gen uint64) (p Permit, decided bool
 	// half-open -> half-open: the max wait passed without a verdict. A
 	// successful swap starts a new generation, whose first probe this
 	// caller holds; the lost probes' permits are stale from here on (R8).
-	p, decided = b.startProbing(w, u, gen, now)
-	return p, decided, nil
+	if p, decided = b.startProbing(w, u, gen, now); decided {
+		p, err = b.gateProbe(p)
+	}
+	return p, decided, err
 }
 
 // startProbing commits the word w (unpacked u, open or half-open, of
@@ -204,20 +208,31 @@ func (b *Breaker) countAdmitted() {
 	}
 }
 
+// countProbe counts an admitted probe in Metrics, unless Config.ProbeGate
+// is yet to decide whether it goes out (gateProbe counts it then).
+func (b *Breaker) countProbe() {
+	if b.cfg.ProbeGate == nil {
+		b.countAdmitted()
+	}
+}
+
 // admitProbe counts and announces from -> half-open, whose caller holds
 // probe p, and returns p. The listener runs before Allow can return p: if it
 // panics, p is released as Ignored so the slot does not leak (R10), and the
-// panic goes on.
+// panic goes on; the probe gate, not asked yet, hears nothing of it.
 func (b *Breaker) admitProbe(from State, p Permit, at time.Duration) Permit {
 	b.committed(from, HalfOpen, p.Generation)
-	b.countAdmitted()
+	b.countProbe()
 	if b.dispatch == nil {
 		return p
 	}
 	delivered := false
 	defer func() {
 		if !delivered {
-			b.Record(p, Ignored)
+			if b.cfg.ProbeGate != nil {
+				b.countAdmitted() // counted as without a gate: admitted, then ignored
+			}
+			b.settleProbe(p, Ignored, nil, true)
 		}
 	}()
 	why := ReasonOpenDurationElapsed

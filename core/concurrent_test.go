@@ -29,6 +29,7 @@ func TestFeaturesConcurrent(t *testing.T) {
 	t.Run("controls racing: one notification each, in order", func(t *testing.T) { forEachImpl(t, concurrentControls) })
 	t.Run("metrics exact under contention", func(t *testing.T) { forEachImpl(t, concurrentMetrics) })
 	t.Run("open-duration function racing: one trip, at most one panic", func(t *testing.T) { forEachImpl(t, concurrentOpenDurationFunc) })
+	t.Run("probe gate racing: no slot leaked, every probe let go reported", func(t *testing.T) { forEachImpl(t, concurrentProbeGate) })
 }
 
 // featureWorkers is how many goroutines each of those races runs.
@@ -144,6 +145,68 @@ func concurrentMaxWaitRestart(t *testing.T, mk maker) {
 		m := r.B.Metrics()
 		require.Equal(t, [3]uint64{1 + 3 + 3, featureWorkers - 3, 3}, [3]uint64{m.Admitted, m.RejectedHalfOpenFull, m.Dropped})
 	}
+}
+
+// halfGate is a core.ProbeGate that refuses every other probe, keeping
+// count of the probes it let go that are not yet reported and of the most
+// ever out at once.
+type halfGate struct {
+	asked, out, most, refused, done atomic.Int64
+}
+
+func (g *halfGate) AdmitProbe(core.Permit) (time.Duration, error) {
+	if g.asked.Add(1)%2 == 0 {
+		g.refused.Add(1)
+		return time.Second, fmt.Errorf("refused by the gate: %w", core.ErrHalfOpenFull)
+	}
+	n := g.out.Add(1)
+	for m := g.most.Load(); n > m && !g.most.CompareAndSwap(m, n); m = g.most.Load() {
+	}
+	return 0, nil
+}
+
+func (g *halfGate) ProbeDone(core.Permit, core.Outcome) {
+	g.done.Add(1)
+	g.out.Add(-1)
+}
+
+// concurrentProbeGate: featureWorkers asking for probes of one half-open
+// generation through a gate that refuses half of them, each probe let go
+// given back as Ignored: the gate never has more out than the breaker's
+// slots, hears every probe it let go once, no slot leaks, and Metrics
+// count a refused probe as a half-open-full rejection, not an admission.
+func concurrentProbeGate(t *testing.T, mk maker) {
+	gate := new(halfGate)
+	r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second,
+		PermittedCallsInHalfOpen: 3, CollectMetrics: true, ProbeGate: gate})
+	r.X(core.Failure)
+	r.At(1)
+	n := rounds(400, 50)
+	var letGo, full atomic.Int64
+	parallel(featureWorkers, func(int) {
+		for range n {
+			p, err := r.B.Allow()
+			switch {
+			case err == nil && p.Probe:
+				letGo.Add(1)
+				r.B.Record(p, core.Ignored)
+			case errors.Is(err, core.ErrHalfOpenFull):
+				full.Add(1)
+			default:
+				t.Errorf("Allow in half-open: %+v, %v", p, err)
+			}
+		}
+	})
+	require.Zero(t, gate.out.Load(), "probes let go and not reported to the gate")
+	require.LessOrEqual(t, gate.most.Load(), int64(3), "more probes out at once than the breaker's slots")
+	require.Equal(t, letGo.Load(), gate.done.Load())
+	require.Equal(t, gate.asked.Load(), letGo.Load()+gate.refused.Load())
+	require.Equal(t, 0, r.B.Counts().ProbesInFlight, "a slot leaked")
+	m := r.B.Metrics()
+	require.EqualValues(t, 1+letGo.Load(), m.Admitted, "the tripping call and the probes let go")
+	require.EqualValues(t, full.Load(), m.RejectedHalfOpenFull, "the gate's refusals and the breaker's own")
+	require.EqualValues(t, letGo.Load(), m.Ignored)
+	require.Positive(t, gate.refused.Load())
 }
 
 // concurrentControls: featureWorkers racing every manual control: one notification per control, in one chain.

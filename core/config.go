@@ -330,6 +330,13 @@ type Config struct {
 	// no cap, and no gate is called.
 	OpenGate OpenGate
 
+	// ProbeGate, when set, is asked before each half-open probe goes out
+	// and may refuse it with a wait, and is told each probe's outcome: a
+	// probe budget shared beyond this breaker (the fleet module's). See
+	// ProbeGate for when it is called. Zero: no gate, and every probe the
+	// breaker admits goes out.
+	ProbeGate ProbeGate
+
 	// CollectMetrics turns on the cumulative counters that Metrics returns.
 	// They cost one shared atomic add per Allow and per outcome. Zero: off,
 	// Metrics returns zeros and no counter is written.

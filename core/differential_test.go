@@ -352,6 +352,12 @@ func randomConfig(rng *rand.Rand) core.Config {
 			// takes its fast paths for successes and plain errors.
 			c.Classifier, c.MaxRetryAfter, c.CollectMetrics = nil, 0, false
 		}
+		if rng.IntN(3) == 0 {
+			// A probe budget beyond the breaker that refuses some probes
+			// with a wait, each side's copy the same ones
+			// (difftest.ProbeGate).
+			c.ProbeGate = &difftest.ProbeGate{Seed: rng.Uint64(), RefusePercent: []int{0, 100, rng.IntN(101)}[rng.IntN(3)]}
+		}
 		if _, err := c.Validate(); err == nil {
 			return c
 		} else if !errors.Is(err, core.ErrInvalidConfig) {

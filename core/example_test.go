@@ -272,6 +272,56 @@ func ExampleOpenGate() {
 	// replica-b closed -> open consecutive-failures
 }
 
+// oneProbe is a ProbeGate that lets one probe out at a time across every
+// breaker that shares it, as a fleet of replicas' lease does across
+// processes: a refusal asks the caller to come back in 100 ms.
+type oneProbe struct{ out atomic.Int64 }
+
+var errNoLease = fmt.Errorf("no probe lease: %w", core.ErrHalfOpenFull)
+
+func (g *oneProbe) AdmitProbe(core.Permit) (time.Duration, error) {
+	if !g.out.CompareAndSwap(0, 1) {
+		return 100 * time.Millisecond, errNoLease
+	}
+	return 0, nil
+}
+func (g *oneProbe) ProbeDone(core.Permit, core.Outcome) { g.out.Store(0) }
+
+// Two replicas' breakers of one dependency, each allowed two probes, share
+// a probe gate of one: when both go half-open, one probe goes out in all
+// and the other calls are refused with the gate's wait; once the probe
+// reports, the next one may go.
+func ExampleProbeGate() {
+	gate := &oneProbe{}
+	clock := core.NewManualClock(0)
+	var breakers []*core.Breaker
+	for range 2 {
+		b, err := core.New(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second,
+			PermittedCallsInHalfOpen: 2, SuccessesToClose: 2, Clock: clock, ProbeGate: gate})
+		if err != nil {
+			log.Fatal(err)
+		}
+		p, _ := b.Allow()
+		b.Done(p, errors.New("unavailable")) // trips
+		breakers = append(breakers, b)
+	}
+	clock.Advance(time.Second)
+	p, err := breakers[0].Allow()
+	fmt.Println(p.Probe, err)
+	q, err := breakers[0].Allow()
+	fmt.Println(q.RetryAfter, errors.Is(err, core.ErrHalfOpenFull))
+	q, err = breakers[1].Allow()
+	fmt.Println(q.RetryAfter, err)
+	breakers[0].Done(p, nil)
+	q, err = breakers[1].Allow()
+	fmt.Println(q.Probe, err, breakers[0].Counts().ProbeSuccesses)
+	// Output:
+	// true <nil>
+	// 100ms true
+	// 100ms no probe lease: core: circuit breaker is half-open and has no probe permit left
+	// true <nil> 1
+}
+
 // The open duration from a function of the re-open count and the failure:
 // doubling from one second on each failed probe, a minute for a dependency
 // that says it is overloaded, never past MaxOpenDuration.

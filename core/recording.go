@@ -352,12 +352,28 @@ func (b *Breaker) countOutcome(o Outcome, slow bool) {
 	}
 }
 
+// recordProbe records the outcome o of the probe permit p, classified
+// from err, then tells Config.ProbeGate, if there is one: after the
+// breaker's part, and also when a listener it runs panics.
 func (b *Breaker) recordProbe(p Permit, o Outcome, err error) {
+	if g := b.cfg.ProbeGate; g != nil {
+		defer g.ProbeDone(p, o)
+	}
+	b.settleProbe(p, o, err, true)
+}
+
+// settleProbe is recordProbe without the gate: the probe's slot returned
+// and its outcome counted toward the verdict. counted says whether Metrics
+// count it (false for a probe the gate refused, which Allow counts as a
+// rejection instead).
+func (b *Breaker) settleProbe(p Permit, o Outcome, err error, counted bool) {
 	for {
 		w := b.load()
 		u := w.fields()
 		if u.state != HalfOpen || !b.ofWord(w, p.Generation) || u.inFlight == 0 {
-			b.countDropped()
+			if counted {
+				b.countDropped()
+			}
 			return
 		}
 		u.inFlight--
@@ -365,7 +381,7 @@ func (b *Breaker) recordProbe(p Permit, o Outcome, err error) {
 		switch o {
 		case Ignored:
 			// half-open -> half-open with the slot returned (R9, B05).
-			if done = b.cas(w, u.packed()); done {
+			if done = b.cas(w, u.packed()); done && counted {
 				b.countOutcome(Ignored, false)
 			}
 		case Success:

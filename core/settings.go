@@ -43,7 +43,8 @@ type Settings struct {
 	Classifier                func(error) Outcome
 	Clock                     Clock
 	OnStateChange             func(Transition)
-	OpenGate                  OpenGate // nil: no cap
+	OpenGate                  OpenGate  // nil: no cap
+	ProbeGate                 ProbeGate // nil: no gate
 
 	rule          trip.Rule
 	halfOpenWait  coarse

@@ -119,6 +119,9 @@ func (b *Breaker) recordHint(p Permit, retryAfter time.Duration, err error) {
 		b.recordOf(p, Failure, err)
 		return
 	}
+	if g := b.cfg.ProbeGate; g != nil && p.Probe {
+		defer g.ProbeDone(p, Failure)
+	}
 	for {
 		w := b.load()
 		u := w.fields()

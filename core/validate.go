@@ -34,7 +34,7 @@ func (c Config) Validate() (Settings, error) {
 		Classifier:                c.Classifier,
 		Clock:                     c.Clock,
 		OnStateChange:             c.OnStateChange,
-		OpenGate:                  c.OpenGate,
+		OpenGate:                  c.OpenGate, ProbeGate: c.ProbeGate,
 	}
 	// Each step reads what the ones before it resolved, and the errors come
 	// out in the order of the steps.

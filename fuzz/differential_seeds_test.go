@@ -93,6 +93,10 @@ var cfgCapped = enc{0x00, 3, 0x10, 4, 0, 9, 0, 1, 1, 0x40}
 // operations (decodeMoreFeatures' bit 32).
 var cfgRestarts = enc{0x00, 3, 0x10, 4, 0, 9, 0, 1, 1, 0x80, 0x20}
 
+// cfgCapped's breaker without the open gate, with a probe gate that
+// refuses half the probes (decodeMoreFeatures' bit 64), seeded by 7.
+var cfgProbeGate = enc{0x00, 3, 0x10, 4, 0, 9, 0, 1, 1, 0x80, 0x40, 7}
+
 // Index in doneErrs of the error on which the open-duration function panics.
 const errDurationPanics = 8
 
@@ -202,4 +206,8 @@ var differentialSeeds = [][]byte{
 	// back 5 ms; then the probe and a restart of the half-open breaker.
 	with(cfgRestarts).call(core.Success).restart(4, 0).call(core.Failure).restart(1, 20).allow().
 		restart(3, 5).allow().step(stepWait, 0).allow().restart(0, 0).allow().call(core.Success).state(),
+	// A probe gate: after the trip, probes asked for until one is let go
+	// and one refused, a refused one's wait waited out, then the verdict.
+	with(cfgProbeGate).call(core.Failure).step(stepOpen, 0).allow().allow().step(stepWait, 0).allow().
+		record(0, core.Success).allow().step(stepWait, 0).allow().allow().record(0, core.Failure).state(),
 }

@@ -126,7 +126,9 @@ func decodeConfig(r *input) (d decoded, ok bool) {
 // duration; 2, a jitter fraction of the next byte over 255 (0..1, both
 // ends included); 4, FailuresToReopen from the next byte (0..4, 0 the
 // default of 1); bits 8 and 16, a time window's bucket width (1 s, 100 ms,
-// 250 ms or 500 ms). It returns bit 32: restarts among the operations.
+// 250 ms or 500 ms); 64, a probe gate that refuses half the probes
+// (difftest.ProbeGate), seeded by the next byte. It returns bit 32:
+// restarts among the operations.
 func decodeMoreFeatures(r *input, c *core.Config) (restarts bool) {
 	flags := r.byte()
 	if flags&1 != 0 {
@@ -142,6 +144,9 @@ func decodeMoreFeatures(r *input, c *core.Config) (restarts bool) {
 	}
 	if c.WindowType == core.TimeBased && c.WindowSize > 0 {
 		c.BucketWidth = [4]time.Duration{0, core.MinBucketWidth, 250 * time.Millisecond, 500 * time.Millisecond}[flags>>3&3]
+	}
+	if flags&64 != 0 {
+		c.ProbeGate = &difftest.ProbeGate{Seed: uint64(r.byte()), RefusePercent: 50}
 	}
 	return flags&32 != 0
 }
@@ -245,8 +250,9 @@ const (
 // classifier, a listener that reads back, MaxWaitInHalfOpen,
 // RampUpDuration and RampUpStartPercent, MaxRetryAfter, CollectMetrics,
 // an OpenGate that refuses half the trips (difftest.Gate), an
-// open-duration function (difftest.OpenDuration), a jitter fraction and
-// FailuresToReopen.
+// open-duration function (difftest.OpenDuration), a jitter fraction,
+// FailuresToReopen and a ProbeGate that refuses half the probes
+// (difftest.ProbeGate).
 // After every operation the Differ compares State, Counts, Metrics and
 // the notifications (with what State, Counts and Metrics said inside the
 // listener), and holds them to the chain of notifications and to Metrics
@@ -283,6 +289,7 @@ var reachKeys = []string{
 	"ramp:shed", "ramp:admit", "ramp:end", "maxwait:refused", "tr:H>H", "tr:M>M", "tr:H>C+ramp", "tr:C>O+narrow",
 	"hint:trip", "hint:reopen", "hint:metrics-only", "metrics:dropped", "metrics:slow", "step:ramp-end", "step:expiry",
 	"tr:capped", "opendur:func", "opendur:jitter", "opendur:panic", "op:Restart",
+	"probegate:let-go", "probegate:refused",
 }
 
 // differential is one run of FuzzDifferential: the decoder's state (the
@@ -494,6 +501,12 @@ func (x *differential) allow() (core.Permit, bool) {
 	now := x.x.Now()
 	o := x.step(difftest.Op{Kind: difftest.Allow})
 	granted := o.Err.Nil()
+	switch {
+	case o.Err.Matches(difftest.ErrProbeRefused):
+		x.hit("probegate:refused")
+	case granted && o.Permit.Probe && x.x.Sides[0].Probes != nil:
+		x.hit("probegate:let-go")
+	}
 	if !granted {
 		x.hit("reject:" + map[error]string{core.ErrOpen: "open", core.ErrHalfOpenFull: "half-open-full",
 			core.ErrForcedOpen: "forced-open", core.ErrRampingUp: "ramping-up"}[o.Err.Reason()])

@@ -30,6 +30,9 @@ type Side struct {
 	Clock *core.ManualClock
 	// Gate is the side's own copy of a config's *Gate (nil without one).
 	Gate *Gate
+	// Probes is the side's own copy of a config's *ProbeGate (nil without
+	// one).
+	Probes *ProbeGate
 
 	impl breakers.Impl
 	mu   sync.Mutex
@@ -70,6 +73,7 @@ type Differ struct {
 	rejected           [4]uint64 // by reason, in Sentinels order
 	transitions        [core.NumStates][core.NumStates]uint64
 	capped             uint64          // notifications of a trip the open gate refused
+	probesHeard        int             // the probe gate calls of every side already compared
 	seen               int             // the notifications of Sides[0] already checked
 	last               core.Transition // the last of them
 }
@@ -112,6 +116,10 @@ func newSide(im breakers.Impl, cfg core.Config, start time.Duration, readBack bo
 	if g, ok := cfg.OpenGate.(*Gate); ok {
 		s.Gate = g.fork()
 		c.OpenGate = s.Gate
+	}
+	if g, ok := cfg.ProbeGate.(*ProbeGate); ok {
+		s.Probes = g.fork()
+		c.ProbeGate = s.Probes
 	}
 	c.OnStateChange = func(tr core.Transition) {
 		v := Seen{Transition: tr}
@@ -184,7 +192,7 @@ func (d *Differ) Restart(at time.Time, withWindow bool, elapsed, start time.Dura
 		d.Sides[i] = n
 	}
 	d.admitted, d.outcomes, d.rejected, d.transitions, d.capped = 0, 0, [4]uint64{}, [core.NumStates][core.NumStates]uint64{}, 0
-	d.seen, d.last = 0, core.Transition{To: snap.State}
+	d.seen, d.last, d.probesHeard = 0, core.Transition{To: snap.State}, 0
 	if err := d.agree(); err != nil {
 		return snap, err
 	}
@@ -270,6 +278,9 @@ type entry struct {
 //     count what the calls observed: each grant and each rejection by
 //     reason, one outcome per Record, RecordHint, Done and admitted Do,
 //     each transition by from and to;
+//   - with a *ProbeGate as Config.ProbeGate, the sides' gates did not
+//     hear the same calls (each AdmitProbe with its answer, each ProbeDone
+//     with its outcome) in the same order;
 //   - with a *Gate as Config.OpenGate, a side's gate does not hold one
 //     slot exactly while its breaker is open, half-open or forced open
 //     (core.OpenGate), or was released with none held;
@@ -323,8 +334,8 @@ func (d *Differ) Step(op Op) (Obs, error) {
 // reading: the rejection's wait, or WaitForever for ErrForcedOpen, which
 // carries none.
 func (d *Differ) waitOf(op Op, obs Obs) error {
-	if op.Kind != Allow || obs.Err.Nil() {
-		return nil
+	if op.Kind != Allow || obs.Err.Nil() || obs.Err.Matches(ErrProbeRefused) {
+		return nil // a probe gate's wait is the gate's: the breaker does not know it
 	}
 	want := obs.Permit.RetryAfter
 	if obs.Err.Matches(core.ErrForcedOpen) {
@@ -434,6 +445,14 @@ func (d *Differ) agree() error {
 	return nil
 }
 
+// callAt is the i-th of calls, or "none".
+func callAt(calls []probeCall, i int) any {
+	if i < len(calls) {
+		return calls[i]
+	}
+	return "none"
+}
+
 func at(s []Seen, i int) Seen {
 	if i < len(s) {
 		return s[i]
@@ -519,8 +538,21 @@ func (d *Differ) landed(op Op, want core.State, before core.Counts) error {
 	return nil
 }
 
-// gates checks each side's open gate against its breaker's state.
+// gates checks each side's open gate against its breaker's state, and that
+// the sides' probe gates heard the same calls.
 func (d *Differ) gates() error {
+	if p0 := d.Sides[0].Probes; p0 != nil {
+		heard := p0.since(d.probesHeard)
+		for _, s := range d.Sides[1:] {
+			other := s.Probes.since(d.probesHeard)
+			for i := range max(len(heard), len(other)) {
+				if i >= len(heard) || i >= len(other) || heard[i] != other[i] {
+					return d.fail("probe gate call %d: %s %v, %s %v", d.probesHeard+i, d.Sides[0].Name, callAt(heard, i), s.Name, callAt(other, i))
+				}
+			}
+		}
+		d.probesHeard += len(heard)
+	}
 	for _, s := range d.Sides {
 		if s.Gate == nil {
 			continue

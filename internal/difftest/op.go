@@ -208,9 +208,10 @@ type Err struct {
 }
 
 // Sentinels are the errors Err records a match of: the four rejection
-// reasons, core.ErrRejected and core.ErrInvalidArgument.
+// reasons, core.ErrRejected, core.ErrInvalidArgument and a ProbeGate's
+// ErrProbeRefused.
 var Sentinels = [...]error{core.ErrOpen, core.ErrHalfOpenFull, core.ErrForcedOpen, core.ErrRampingUp,
-	core.ErrRejected, core.ErrInvalidArgument}
+	core.ErrRejected, core.ErrInvalidArgument, ErrProbeRefused}
 
 const notNil = 1 << 7
 
