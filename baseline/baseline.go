@@ -208,11 +208,7 @@ func (b *Breaker) Allow() (core.Permit, error) {
 		b.mu.Unlock()
 		return core.Permit{Generation: gen, Start: start}, nil
 	}
-	p, err := b.allowLocked(start)
-	if err == nil && p.Probe && b.cfg.ProbeGate != nil {
-		return b.gateProbe(p)
-	}
-	return p, err
+	return b.allowLocked(start)
 }
 
 // allowLocked is Allow on a breaker that is not closed or is ramping up,
@@ -268,7 +264,7 @@ func (b *Breaker) allowLocked(start time.Duration) (core.Permit, error) {
 		p := core.Permit{Generation: b.gen, Probe: true} // a probe carries no Start
 		b.admitProbe()
 		b.mu.Unlock()
-		return p, nil
+		return b.gateProbe(p)
 	}
 }
 
@@ -294,7 +290,7 @@ func (b *Breaker) probe(now time.Duration) (core.Permit, error) {
 	}()
 	b.unlockAndNotify()
 	delivered = true
-	return p, nil
+	return b.gateProbe(p)
 }
 
 func (b *Breaker) admit() {
@@ -311,9 +307,13 @@ func (b *Breaker) admitProbe() {
 	}
 }
 
-// gateProbe asks core.Config.ProbeGate, with the mutex released, whether
-// the probe p that Allow admitted goes out; see core.ProbeGate.
+// gateProbe asks core.Config.ProbeGate, if there is one, with the mutex
+// released, whether the probe p that Allow admitted goes out; see
+// core.ProbeGate.
 func (b *Breaker) gateProbe(p core.Permit) (core.Permit, error) {
+	if b.cfg.ProbeGate == nil {
+		return p, nil
+	}
 	decided := false
 	defer func() {
 		if !decided {
@@ -506,10 +506,6 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 			now = b.cfg.Clock.Now()
 		}
 	}
-	if p.Probe && b.cfg.ProbeGate != nil {
-		b.recordGated(p, o, errOf(failure))
-		return
-	}
 	fail := o == core.Failure
 	slow := isSlow(&b.cfg, now-p.Start)
 	b.mu.Lock()
@@ -548,19 +544,15 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 	repanic(pv)
 }
 
-// recordGated is record of a probe's outcome o (classified from err) on a
-// breaker with a probe gate, which hears it after the breaker, a
-// listener's panic included.
-func (b *Breaker) recordGated(p core.Permit, o core.Outcome, err error) {
-	defer b.cfg.ProbeGate.ProbeDone(p, o)
-	b.mu.Lock()
-	b.recordUncounted(p, o, err)
-}
-
 // recordUncounted is Record of an outcome that no window counts: a stale
 // permit's, a probe's, or an Ignored one (err: as record's). The caller
 // holds the mutex; recordUncounted unlocks.
 func (b *Breaker) recordUncounted(p core.Permit, o core.Outcome, err error) {
+	if g := b.cfg.ProbeGate; g != nil && p.Probe {
+		// After the breaker has taken it and unlocked, a listener's panic
+		// included (core.ProbeGate).
+		defer g.ProbeDone(p, o)
+	}
 	switch {
 	case !b.current(p):
 		b.tally(false, o, false)
