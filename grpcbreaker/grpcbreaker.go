@@ -102,6 +102,10 @@ type Options struct {
 	// See registry.Options.MaxOpenPercent. Zero: no cap. Outside 0..100:
 	// New's error.
 	MaxOpenPercent int
+	// Extension adds a part of its own to each key's breaker, such as
+	// the fleet module's membership, so that replicas share the key's open
+	// state and probe budget (see registry.Options.Extension). Zero: none.
+	Extension registry.Extension
 }
 
 // The bounds of the registry when Options leaves them zero. 10,000
@@ -154,7 +158,7 @@ func New(o Options) (*Interceptors, error) {
 	}
 	reg, err := registry.New(registry.Options[string]{Config: o.Config,
 		MaxBreakers: bound(o.MaxBreakers, DefaultMaxBreakers), IdleAfter: bound(o.IdleAfter, DefaultIdleAfter),
-		MaxOpenPercent: o.MaxOpenPercent})
+		MaxOpenPercent: o.MaxOpenPercent, Extension: o.Extension})
 	if err != nil {
 		return nil, err
 	}

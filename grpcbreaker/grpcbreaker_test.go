@@ -731,3 +731,35 @@ func TestDefaultRegistryIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// refuseProbes is a registry.Extension whose part refuses every probe of
+// its breaker, as a fleet refuses one without a lease.
+type refuseProbes struct{}
+
+func (refuseProbes) Extend(_ string, c *core.Config) (registry.Extended, error) {
+	c.ProbeGate = refuseProbes{}
+	return refuseProbes{}, nil
+}
+func (refuseProbes) Made(*core.Breaker) {}
+func (refuseProbes) Dropped()           {}
+
+var errNoLease = fmt.Errorf("no lease: %w", core.ErrHalfOpenFull)
+
+func (refuseProbes) AdmitProbe(core.Permit) (time.Duration, error) { return time.Second, errNoLease }
+func (refuseProbes) ProbeDone(core.Permit, core.Outcome)           {}
+
+// Options.Extension reaches each key's breaker: its probe gate decides
+// the key's probes, so a refused probe is never sent.
+func TestExtensionGatesEachKey(t *testing.T) {
+	_, addr := serve(t)
+	clock := core.NewManualClock(0)
+	ic := newInterceptors(t, grpcbreaker.Options{Config: config(clock), Key: grpcbreaker.ByTarget, Extension: refuseProbes{}})
+	c := dial(t, addr, ic)
+	for range 3 {
+		require.Error(t, check(c, "code=13"))
+	}
+	clock.Advance(10 * time.Second)
+	err := check(c, "")
+	require.ErrorIs(t, err, core.ErrHalfOpenFull)
+	require.ErrorContains(t, err, "no lease")
+}

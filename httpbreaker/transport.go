@@ -84,6 +84,10 @@ type Options struct {
 	// always open. See registry.Options.MaxOpenPercent. Zero: no cap.
 	// Outside 0..100: New's error.
 	MaxOpenPercent int
+	// Extension adds a part of its own to each host's breaker, such as
+	// the fleet module's membership, so that replicas share the host's open
+	// state and probe budget (see registry.Options.Extension). Zero: none.
+	Extension registry.Extension
 	// Now is the wall clock an HTTP-date Retry-After is measured against.
 	// Zero: time.Now.
 	Now func() time.Time
@@ -129,7 +133,7 @@ func New(o Options) (*Transport, error) {
 		return nil, &core.ConfigError{Field: "Classifier", Problem: "not used by httpbreaker, which classifies by Options.Classifier (request, response and error): set that instead"}
 	}
 	reg, err := registry.New(registry.Options[string]{Config: o.Config, MaxBreakers: bound(o.MaxBreakers, DefaultMaxBreakers),
-		IdleAfter: bound(o.IdleAfter, DefaultIdleAfter), MaxOpenPercent: o.MaxOpenPercent})
+		IdleAfter: bound(o.IdleAfter, DefaultIdleAfter), MaxOpenPercent: o.MaxOpenPercent, Extension: o.Extension})
 	if err != nil {
 		return nil, err
 	}

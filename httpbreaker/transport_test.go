@@ -453,3 +453,38 @@ func TestInnerRejectionsAreNotTheServers(t *testing.T) {
 	require.Equal(t, core.Closed, b.State())
 	require.Equal(t, uint64(5), b.Metrics().Ignored)
 }
+
+// refuseProbes is a registry.Extension whose part refuses every probe of
+// its breaker, as a fleet refuses one without a lease, and counts the
+// breakers it was made for.
+type refuseProbes struct{ made atomic.Int64 }
+
+func (r *refuseProbes) Extend(_ string, c *core.Config) (registry.Extended, error) {
+	c.ProbeGate = refuseAll{}
+	return r, nil
+}
+func (r *refuseProbes) Made(*core.Breaker) { r.made.Add(1) }
+func (r *refuseProbes) Dropped()           {}
+
+type refuseAll struct{}
+
+var errNoLease = fmt.Errorf("no lease: %w", core.ErrHalfOpenFull)
+
+func (refuseAll) AdmitProbe(core.Permit) (time.Duration, error) { return time.Second, errNoLease }
+func (refuseAll) ProbeDone(core.Permit, core.Outcome)           {}
+
+// Options.Extension reaches each host's breaker: its probe gate decides
+// the host's probes, so a refused probe is never sent.
+func TestExtensionGatesEachHost(t *testing.T) {
+	s := newServer(t, status(http.StatusServiceUnavailable, ""))
+	ext := new(refuseProbes)
+	c, _, clock := client(t, httpbreaker.Options{Config: core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second}, Extension: ext})
+	code, err := get(context.Background(), c, s.URL)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	clock.Advance(time.Second)
+	_, err = get(context.Background(), c, s.URL)
+	require.ErrorIs(t, err, errNoLease)
+	require.EqualValues(t, 1, s.hits.Load(), "the refused probe was not sent")
+	require.EqualValues(t, 1, ext.made.Load())
+}

@@ -20,6 +20,11 @@
 // that may be open at once: a trip past it keeps its breaker closed, so
 // that a fault of the caller's own cannot shed every key.
 //
+// An optional Extension (Options.Extension) adds a part of its own to each
+// breaker as it is made, and is told when the registry drops it: the hook
+// through which the fleet module shares each key's open state and probe
+// budget across replicas.
+//
 // Memory: beyond its *core.Breaker and the key's own bytes, a key costs
 // its sync.Map entry (with the key boxed in an interface), a
 // registry.Breaker (32 bytes) and a slot of the hand's ring (the key's
@@ -176,6 +181,12 @@ type Options[K comparable] struct {
 	// Outside 0..100, or with Config.OpenGate set in the template: an
 	// error.
 	MaxOpenPercent int
+	// Extension, if set, adds a part of its own to each breaker the
+	// registry makes, and is told when the registry drops it (see
+	// Extension): the fleet module's per-key membership is one. Zero: none,
+	// and no memory for it; with one, the registry keeps a map entry from
+	// each breaker to its part.
+	Extension Extension
 }
 
 // Registry is a set of breakers by key. Make one with New: a zero
@@ -192,6 +203,7 @@ type Registry[K comparable] struct {
 	track         bool     // eviction is on: count permits and uses
 	share         *openCap // nil: no MaxOpenPercent
 	checkKey      bool     // K holds an interface: comparing a key may panic
+	ext           Extension
 
 	m    sync.Map // K -> *Breaker
 	mu   sync.Mutex
@@ -201,6 +213,11 @@ type Registry[K comparable] struct {
 	// no breaker it may evict, and cleared when it finds one or the
 	// registry is below the bound; guarded by mu.
 	full bool
+	// exts is each breaker's part of Options.Extension (nil without one),
+	// and dropped the parts of breakers dropped, to be told so once the
+	// mutex is released; both guarded by mu.
+	exts    map[*Breaker]Extended
+	dropped []Extended
 }
 
 // slot is a breaker in the hand's ring, with its key.
@@ -238,7 +255,10 @@ func New[K comparable](o Options[K]) (*Registry[K], error) {
 	r := &Registry[K]{
 		cfg: o.Config, name: o.Name, clock: o.Config.Clock,
 		max: o.MaxBreakers, idle: o.IdleAfter, permitTimeout: o.PermitTimeout,
-		checkKey: holdsInterface(reflect.TypeFor[K]()),
+		checkKey: holdsInterface(reflect.TypeFor[K]()), ext: o.Extension,
+	}
+	if r.ext != nil {
+		r.exts = make(map[*Breaker]Extended)
 	}
 	if r.name == nil {
 		prefix := ""
@@ -368,8 +388,8 @@ func keyText[K comparable](key K) string {
 }
 
 // create makes key's breaker under the mutex, after the hand's sweep, with
-// build from the template under the key's name, or returns the one another
-// caller made meanwhile.
+// build from the template under the key's name (as Options.Extension
+// leaves it), or returns the one another caller made meanwhile.
 func (r *Registry[K]) create(key K, build func(core.Config) (*core.Breaker, error)) (*Breaker, error) {
 	// A key not equal to itself is never found again: each Get would make
 	// one more breaker. Checked here, on a miss, where such a key always
@@ -377,11 +397,32 @@ func (r *Registry[K]) create(key K, build func(core.Config) (*core.Breaker, erro
 	if err := keyError(key); err != nil {
 		return nil, err
 	}
-	// User code, run before the mutex: a Name that calls back into the
-	// registry must not wait on a mutex its own Get holds.
-	name := r.name(key)
+	// User code, run before the mutex: a Name or an Extension that calls
+	// back into the registry must not wait on a mutex its own Get holds.
+	cfg := r.cfg
+	cfg.Name = r.name(key)
+	if r.share != nil {
+		cfg.OpenGate = &openSlot{of: r.share}
+	}
+	ext, err := r.extend(cfg.Name, &cfg)
+	if err != nil {
+		return nil, fmt.Errorf("registry: extension for the breaker of %s: %w", keyText(key), err)
+	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	b, kept, err := r.createLocked(key, cfg, ext, build)
+	dropped := r.takeDropped()
+	r.mu.Unlock()
+	if ext != nil && !kept {
+		dropped = append(dropped, ext)
+	}
+	tellDropped(dropped)
+	return b, err
+}
+
+// createLocked is create under the mutex: the breaker another caller made
+// meanwhile, or one made from cfg and kept, with ext, if any, told Made
+// (kept reports which).
+func (r *Registry[K]) createLocked(key K, cfg core.Config, ext Extended, build func(core.Config) (*core.Breaker, error)) (b *Breaker, kept bool, err error) {
 	var now time.Duration
 	if r.track {
 		now = r.clock.Now()
@@ -391,34 +432,34 @@ func (r *Registry[K]) create(key K, build func(core.Config) (*core.Breaker, erro
 		if r.track {
 			b.touch()
 		}
-		return b, nil
+		return b, false, nil
 	}
 	victim := -1
 	if r.track {
 		var full bool
 		if victim, full = r.sweep(now); full {
-			return nil, fmt.Errorf("%w: %d breakers, none of which may be evicted (each open, forced open or with a permit out) for %s", ErrFull, len(r.ring), keyText(key))
+			return nil, false, fmt.Errorf("%w: %d breakers, none of which may be evicted (each open, forced open or with a permit out) for %s", ErrFull, len(r.ring), keyText(key))
 		}
-	}
-	cfg := r.cfg
-	cfg.Name = name
-	if r.share != nil {
-		cfg.OpenGate = &openSlot{of: r.share}
 	}
 	cb, err := build(cfg)
 	if err != nil {
-		// The template was validated by New and only Name changed; or
-		// Restore's snapshot does not fit.
-		return nil, fmt.Errorf("registry: breaker for %s: %w", keyText(key), err)
+		// The template was validated by New and only Name (and what an
+		// Extension set) changed; or Restore's snapshot does not fit.
+		return nil, false, fmt.Errorf("registry: breaker for %s: %w", keyText(key), err)
 	}
 	// Made unmarked: a key looked up once, never again, is the first the
 	// hand evicts; one looked up again is spared once per turn.
-	b := &Breaker{core: cb, track: r.track}
+	b = &Breaker{core: cb, track: r.track}
 	b.used.Store(int64(now))
+	if ext != nil {
+		ext.Made(cb)
+		r.exts[b] = ext
+	}
 	s := slot[K]{key, b}
 	if victim >= 0 {
 		r.m.CompareAndDelete(r.ring[victim].key, r.ring[victim].b)
 		r.detachGate(r.ring[victim].b)
+		r.dropExtended(r.ring[victim].b)
 		r.ring[victim] = s
 		r.hand = victim + 1 // the new breaker gets a whole turn of the hand
 	} else {
@@ -426,7 +467,7 @@ func (r *Registry[K]) create(key K, build func(core.Config) (*core.Breaker, erro
 	}
 	r.m.Store(key, b)
 	r.counted()
-	return b, nil
+	return b, true, nil
 }
 
 // sweep moves the hand before a new breaker is made at reading now: it
@@ -485,6 +526,7 @@ func (r *Registry[K]) sweep(now time.Duration) (victim int, full bool) {
 func (r *Registry[K]) drop(i int) {
 	r.m.CompareAndDelete(r.ring[i].key, r.ring[i].b)
 	r.detachGate(r.ring[i].b)
+	r.dropExtended(r.ring[i].b)
 	last := len(r.ring) - 1
 	r.ring[i] = r.ring[last]
 	r.ring[last] = slot[K]{} // no reference to the evicted breaker
@@ -523,7 +565,11 @@ func (r *Registry[K]) EvictIdle() int {
 		return 0
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	defer func() {
+		d := r.takeDropped()
+		r.mu.Unlock()
+		tellDropped(d)
+	}()
 	now := r.clock.Now()
 	n := 0
 	for i := 0; i < len(r.ring); {

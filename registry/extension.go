@@ -1,0 +1,71 @@
+package registry
+
+import "github.com/casbreaker/casbreaker/core"
+
+// Extension adds a part of its own to each breaker a Registry makes: a
+// fleet membership (the fleet module's), a per-key probe budget, a
+// per-key listener. Set Options.Extension.
+type Extension interface {
+	// Extend is called for each breaker the registry is about to make
+	// (Get of a new key, and Restore), with the breaker's name and the
+	// config it will be made from: the template with that Name (and the
+	// registry's open gate, with MaxOpenPercent). It may change the
+	// config (set a core.ProbeGate, wrap OnStateChange) and returns the
+	// key's Extended, or an error, which Get returns wrapped with the key
+	// and which makes no breaker. It runs on the goroutine of that Get,
+	// outside the registry's mutex (so it may call the registry), and
+	// may run more than once for a key when Gets of it race: the
+	// Extended of a breaker that is not kept is Dropped without Made. A
+	// panic in it propagates out of Get, which makes no breaker.
+	Extend(name string, c *core.Config) (Extended, error)
+}
+
+// Extended is an Extension's part of one breaker.
+type Extended interface {
+	// Made is called once with the breaker, made from the config Extend
+	// returned, before any other caller can get it: under the registry's
+	// mutex, so it must be quick and must not call the registry.
+	Made(b *core.Breaker)
+	// Dropped is called once when the registry no longer holds the
+	// breaker (evicted, or dropped when idle), or never kept it (a race
+	// of Gets, or core.New refused the config Extend returned), after
+	// the registry's mutex is released, on the goroutine of the call
+	// that dropped it (a Get of a new key, EvictIdle). A caller may still
+	// hold an evicted breaker and use it. It must not panic: one that
+	// does propagates out of that call, and the breakers dropped with it
+	// after it are not told.
+	Dropped()
+}
+
+// extend runs the registry's Extension, if any, on the config of the
+// breaker named name.
+func (r *Registry[K]) extend(name string, c *core.Config) (Extended, error) {
+	if r.ext == nil {
+		return nil, nil
+	}
+	return r.ext.Extend(name, c)
+}
+
+// dropExtended queues the Extended of the breaker b, which the registry
+// drops, for tellDropped. The caller holds the mutex.
+func (r *Registry[K]) dropExtended(b *Breaker) {
+	if e, ok := r.exts[b]; ok {
+		delete(r.exts, b)
+		r.dropped = append(r.dropped, e)
+	}
+}
+
+// takeDropped returns the Extended queued by dropExtended, for the caller
+// to tell once it has released the mutex. The caller holds the mutex.
+func (r *Registry[K]) takeDropped() []Extended {
+	d := r.dropped
+	r.dropped = nil
+	return d
+}
+
+// tellDropped tells each of d it was dropped.
+func tellDropped(d []Extended) {
+	for _, e := range d {
+		e.Dropped()
+	}
+}

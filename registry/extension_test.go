@@ -1,0 +1,231 @@
+package registry_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/registry"
+)
+
+// tally is an Extension that keeps a part per breaker and counts what the
+// registry told them; its parts check their own rules (Made once, before
+// Dropped, Dropped once) and record the first breach.
+type tally struct {
+	mu       sync.Mutex
+	extended int
+	live     map[string]int // name -> parts made and not dropped
+	dropped  int
+	breach   string
+	// hooks for the tests
+	fail   func(name string) error
+	config func(c *core.Config)
+	onDrop func()
+}
+
+type part struct {
+	t    *tally
+	name string
+	b    *core.Breaker
+	gone bool
+}
+
+func (t *tally) Extend(name string, c *core.Config) (registry.Extended, error) {
+	if t.fail != nil {
+		if err := t.fail(name); err != nil {
+			return nil, err
+		}
+	}
+	if t.config != nil {
+		t.config(c)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.extended++
+	return &part{t: t, name: name}, nil
+}
+
+func (p *part) Made(b *core.Breaker) {
+	p.t.mu.Lock()
+	defer p.t.mu.Unlock()
+	switch {
+	case p.b != nil || p.gone:
+		p.t.note("Made after Made or Dropped: " + p.name)
+	case b.Settings().Name != p.name:
+		p.t.note("Made with the breaker of " + b.Settings().Name + ", not " + p.name)
+	}
+	p.b = b
+	if p.t.live == nil {
+		p.t.live = map[string]int{}
+	}
+	p.t.live[p.name]++
+}
+
+func (p *part) Dropped() {
+	if p.t.onDrop != nil {
+		p.t.onDrop()
+	}
+	p.t.mu.Lock()
+	defer p.t.mu.Unlock()
+	if p.gone {
+		p.t.note("Dropped twice: " + p.name)
+	}
+	p.gone = true
+	p.t.dropped++
+	if p.b != nil {
+		p.t.live[p.name]--
+	}
+}
+
+func (t *tally) note(s string) {
+	if t.breach == "" {
+		t.breach = s
+	}
+}
+
+// check requires no breach and one live part per breaker the registry
+// holds, under its name.
+func (t *tally) check(tb testing.TB, r *registry.Registry[string]) {
+	tb.Helper()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	require.Empty(tb, t.breach)
+	held := map[string]int{}
+	for _, b := range r.All() {
+		held[b.Settings().Name]++
+	}
+	for name, n := range t.live {
+		if n == 0 {
+			delete(t.live, name)
+		}
+	}
+	require.Equal(tb, held, t.live, "parts made and not dropped, by name, against the breakers held")
+}
+
+func extended(t testing.TB, ext registry.Extension, max int, idle time.Duration, clock core.Clock) *registry.Registry[string] {
+	t.Helper()
+	r, err := registry.New(registry.Options[string]{
+		Config:      core.Config{Name: "api", ConsecutiveFailures: 1, OpenDuration: time.Second, Clock: clock},
+		MaxBreakers: max, IdleAfter: idle, Extension: ext,
+	})
+	require.NoError(t, err)
+	return r
+}
+
+// An Extension's part is made for each new breaker, with the config it
+// changed (here a probe gate) in the breaker, is dropped once when the
+// registry evicts the breaker (at the bound, idle, by EvictIdle), and
+// outside the registry's mutex: Dropped calls Len, which takes it.
+func TestExtensionFollowsEachBreaker(t *testing.T) {
+	clock := core.NewManualClock(0)
+	gate := new(halfGate)
+	ext := &tally{config: func(c *core.Config) { c.ProbeGate = gate }}
+	var r *registry.Registry[string]
+	ext.onDrop = func() { r.Len() }
+	r = extended(t, ext, 3, time.Minute, clock)
+	for _, k := range []string{"a", "b", "c"} {
+		b := get(t, r, k)
+		require.Equal(t, core.ProbeGate(gate), b.Settings().ProbeGate)
+	}
+	ext.check(t, r)
+	get(t, r, "d") // at the bound: evicts a
+	require.Equal(t, 1, ext.dropped)
+	ext.check(t, r)
+	clock.Set(2 * time.Minute)
+	require.Equal(t, 3, r.EvictIdle())
+	require.Equal(t, 4, ext.dropped)
+	ext.check(t, r)
+	require.Equal(t, 4, ext.extended)
+}
+
+// halfGate lets every probe go: the tests only look for it in Settings.
+type halfGate struct{}
+
+func (*halfGate) AdmitProbe(core.Permit) (time.Duration, error) { return 0, nil }
+func (*halfGate) ProbeDone(core.Permit, core.Outcome)           {}
+
+// Extend's error fails the Get with the key named and makes no breaker; a
+// config that core.New refuses fails it too, and its part is dropped
+// unmade; an Extend that calls back into the registry does not deadlock.
+func TestExtensionErrors(t *testing.T) {
+	ext := &tally{}
+	r := extended(t, ext, 0, 0, core.NewManualClock(0))
+	ext.fail = func(name string) error {
+		if name == "api/refused" {
+			return errors.New("no membership")
+		}
+		return nil
+	}
+	_, err := r.Get("refused")
+	require.ErrorContains(t, err, "no membership")
+	require.ErrorContains(t, err, "refused")
+	require.Zero(t, r.Len())
+
+	ext.config = func(c *core.Config) {
+		if c.Name == "api/bad" {
+			c.FailureRateThreshold = 101
+		}
+	}
+	_, err = r.Get("bad")
+	require.ErrorIs(t, err, core.ErrInvalidConfig)
+	require.Equal(t, 1, ext.dropped, "the part of a breaker never made")
+
+	ext.fail = func(name string) error {
+		if name == "api/outer" {
+			get(t, r, "inner")
+		}
+		return nil
+	}
+	get(t, r, "outer")
+	require.Equal(t, 2, r.Len())
+	ext.check(t, r)
+}
+
+// Gets of one new key racing: one breaker, one part made; every other
+// Extend's part is dropped unmade.
+func TestExtensionRacingGets(t *testing.T) {
+	for range 20 {
+		ext := &tally{}
+		r := extended(t, ext, 0, 0, core.NewManualClock(0))
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() { get(t, r, "k") })
+		}
+		wg.Wait()
+		ext.check(t, r)
+		require.Equal(t, ext.extended-1, ext.dropped)
+	}
+}
+
+// 100,000 keys through a registry bounded at 1,000 breakers, from four
+// goroutines: every breaker evicted has its part dropped once, and the
+// parts left are exactly the breakers held.
+func TestExtensionAtScale(t *testing.T) {
+	ext := &tally{}
+	r := extended(t, ext, 1000, 0, core.NewManualClock(0))
+	keys := 100_000
+	if testing.Short() {
+		keys = 10_000
+	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; i < keys; i += 4 {
+				if _, err := r.Get(fmt.Sprint(i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, 1000, r.Len())
+	ext.check(t, r)
+	require.Equal(t, keys, ext.extended)
+	require.Equal(t, keys-1000, ext.dropped)
+}
