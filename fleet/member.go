@@ -389,8 +389,8 @@ func (m *Member) Settings() core.Settings { return m.breaker().Settings() }
 
 // Metrics is core.Breaker.Metrics. With Settings, State and Counts it
 // makes a Member an observe.Breaker, so that observe.Breakers(member)
-// exports its breaker's series through prombreaker or otelbreaker; the
-// fleet's own figures are in Stats.
+// exports its breaker's series through prombreaker or otelbreaker, and
+// with FleetStats the fleet's own.
 func (m *Member) Metrics() core.Metrics { return m.breaker().Metrics() }
 
 // breaker returns the member's breaker, or panics naming New for a zero

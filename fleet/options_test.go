@@ -63,6 +63,7 @@ func TestZeroMember(t *testing.T) {
 		"Record of a nil Member, a probe's permit": func() { (*Member)(nil).Record(core.Permit{Probe: true}, core.Failure) },
 		"Close of a zero Member":                   func() { (&Member{}).Close() },
 		"Stats of a nil Member":                    func() { (*Member)(nil).Stats() },
+		"FleetStats of a zero Member":              func() { (&Member{}).FleetStats() },
 		"State of a zero Member":                   func() { (&Member{}).State() },
 		"Name of a zero Member":                    func() { (&Member{}).Name() },
 	} {
