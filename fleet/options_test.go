@@ -51,7 +51,8 @@ func TestOptionsRejected(t *testing.T) {
 	}
 }
 
-// TestZeroMember: a zero or nil Member panics with a message naming New.
+// TestZeroMember: a zero or nil Member panics with a message naming New,
+// and a zero or nil Group one naming NewGroup.
 func TestZeroMember(t *testing.T) {
 	for name, f := range map[string]func(){
 		"Allow of a zero Member":                   func() { _, _ = (&Member{}).Allow() },
@@ -64,6 +65,8 @@ func TestZeroMember(t *testing.T) {
 		"Close of a zero Member":                   func() { (&Member{}).Close() },
 		"Stats of a nil Member":                    func() { (*Member)(nil).Stats() },
 		"FleetStats of a zero Member":              func() { (&Member{}).FleetStats() },
+		"Source of a nil Group":                    func() { (*Group)(nil).Source() },
+		"Get of a zero Group":                      func() { _, _ = (&Group{}).Get("k") },
 		"State of a zero Member":                   func() { (&Member{}).State() },
 		"Name of a zero Member":                    func() { (&Member{}).Name() },
 	} {
