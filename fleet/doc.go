@@ -24,6 +24,12 @@
 // the shared state. Options.FailClosed refuses half-open probes instead
 // while the store is out of reach; it is off by default.
 //
+// A Member is an observe.Breaker and an observe.FleetMember, so
+// prombreaker and otelbreaker export its breaker's series and the fleet's
+// (mode fleet or local, store errors, published trips, adoptions, probe
+// leases granted and refused): observe.Breakers(member), or a Group's
+// Source for every member it has made.
+//
 // docs/fleet.md gives the design, what it guarantees and what not, and
 // each failure mode.
 package fleet

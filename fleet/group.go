@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/observe"
 )
 
 // ErrGroupClosed is what Group.Get returns after Group.Close.
@@ -43,9 +44,7 @@ func NewGroup(cfg core.Config, o Options) (*Group, error) {
 // New's errors for a key New refuses (one with '{' or '}', or not valid
 // UTF-8) and ErrGroupClosed after Close.
 func (g *Group) Get(key string) (*Member, error) {
-	if g == nil || g.o.Client == nil {
-		panic("fleet: Group used without NewGroup: make one with fleet.NewGroup")
-	}
+	g.mustBeNew()
 	if m, ok := g.members.Load(key); ok {
 		return m.(*Member), nil
 	}
@@ -70,6 +69,26 @@ func (g *Group) Get(key string) (*Member, error) {
 	}
 	g.members.Store(key, m)
 	return m, nil
+}
+
+// Source returns an observe.Source of every member the group has made at
+// each read (in no fixed order; members made while a read runs may be
+// missed or read), for prombreaker or otelbreaker: each member's breaker
+// series and fleet series, under its breaker's name (Config.Name + "/" +
+// key), which no other member of the group shares. A zero or nil Group
+// panics naming NewGroup.
+func (g *Group) Source() observe.Source {
+	g.mustBeNew()
+	return func(yield func(observe.Breaker) bool) {
+		g.members.Range(func(_, m any) bool { return yield(m.(*Member)) })
+	}
+}
+
+// mustBeNew panics naming NewGroup for a zero or nil Group.
+func (g *Group) mustBeNew() {
+	if g == nil || g.o.Client == nil {
+		panic("fleet: Group used without NewGroup: make one with fleet.NewGroup")
+	}
 }
 
 // Close closes every member (Member.Close) and makes later Gets of new

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/observe"
 )
 
 // TestGroup: two replicas, each a Group over the keys "a" and "b": the
@@ -49,6 +50,20 @@ func TestGroup(t *testing.T) {
 		if a.members[i].State() != core.Open || b.members[i].State() != core.Closed {
 			t.Fatalf("replica %d: key a %v, key b %v; want open and closed", i, a.members[i].State(), b.members[i].State())
 		}
+	}
+	// The group's Source yields both of its members, each with its
+	// breaker's and its fleet's series.
+	r, err := observe.NewReader(groups[0].Source(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := map[string]observe.Sample{}
+	if err := r.Read(func(s observe.Sample) { read[s.Name] = s }); err != nil {
+		t.Fatal(err)
+	}
+	if len(read) != 2 || read["dep/a"].State != core.Open || !read["dep/a"].Fleet || read["dep/a"].FleetStats.AdoptedOpen != 1 ||
+		read["dep/b"].State != core.Closed || !read["dep/b"].Fleet {
+		t.Fatalf("the group's Source read %+v; want dep/a open with an adopted open state and dep/b closed, both fleet members", read)
 	}
 	if a := testing.AllocsPerRun(100, func() { _, _ = groups[0].Get("a") }); a != 0 {
 		t.Fatalf("Get of a made key allocates %v times, want 0", a)

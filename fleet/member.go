@@ -297,25 +297,38 @@ func (m *Member) unreachable(p core.Permit) (core.Permit, error) {
 // function of its argument. A report the loop cannot take at once (64
 // waiting) is dropped and its lease runs out after its TTL.
 func (m *Member) Done(p core.Permit, err error) {
-	if m == nil || m.b == nil {
-		panic(noNew)
+	// The permits that are no probe, nearly every call's, go to the
+	// breaker with nothing left to do after it: no argument is kept
+	// across the call (docs/fleet.md, the closed path's cost).
+	if m == nil || m.b == nil || p.Probe {
+		m.doneProbe(p, err)
+		return
 	}
 	m.b.Done(p, err)
-	if p.Probe {
-		m.reported(p, m.classify(err))
-	}
+}
+
+// doneProbe is Done for a probe, and for a zero or nil Member (which
+// panics naming New).
+func (m *Member) doneProbe(p core.Permit, err error) {
+	m.breaker().Done(p, err)
+	m.reported(p, m.classify(err))
 }
 
 // Record is core.Breaker.Record; for a leased probe it also hands the
 // outcome to the background loop, which reports it to the store.
 func (m *Member) Record(p core.Permit, o core.Outcome) {
-	if m == nil || m.b == nil {
-		panic(noNew)
+	if m == nil || m.b == nil || p.Probe {
+		m.recordProbe(p, o)
+		return
 	}
 	m.b.Record(p, o)
-	if p.Probe {
-		m.reported(p, o)
-	}
+}
+
+// recordProbe is Record for a probe, and for a zero or nil Member (which
+// panics naming New).
+func (m *Member) recordProbe(p core.Permit, o core.Outcome) {
+	m.breaker().Record(p, o)
+	m.reported(p, o)
 }
 
 // reported queues a leased probe's outcome for the store. A full queue
@@ -376,8 +389,8 @@ func (m *Member) Settings() core.Settings { return m.breaker().Settings() }
 
 // Metrics is core.Breaker.Metrics. With Settings, State and Counts it
 // makes a Member an observe.Breaker, so that observe.Breakers(member)
-// exports its breaker's series through prombreaker or otelbreaker; the
-// fleet's own figures are in Stats.
+// exports its breaker's series through prombreaker or otelbreaker, and
+// with FleetStats the fleet's own.
 func (m *Member) Metrics() core.Metrics { return m.breaker().Metrics() }
 
 // breaker returns the member's breaker, or panics naming New for a zero

@@ -51,16 +51,24 @@ func TestOptionsRejected(t *testing.T) {
 	}
 }
 
-// TestZeroMember: a zero or nil Member panics with a message naming New.
+// TestZeroMember: a zero or nil Member panics with a message naming New,
+// and a zero or nil Group one naming NewGroup.
 func TestZeroMember(t *testing.T) {
 	for name, f := range map[string]func(){
-		"Allow of a zero Member":  func() { _, _ = (&Member{}).Allow() },
-		"Done of a nil Member":    func() { (*Member)(nil).Done(core.Permit{}, nil) },
-		"Record of a zero Member": func() { (&Member{}).Record(core.Permit{}, core.Success) },
-		"Close of a zero Member":  func() { (&Member{}).Close() },
-		"Stats of a nil Member":   func() { (*Member)(nil).Stats() },
-		"State of a zero Member":  func() { (&Member{}).State() },
-		"Name of a zero Member":   func() { (&Member{}).Name() },
+		"Allow of a zero Member":                   func() { _, _ = (&Member{}).Allow() },
+		"Allow of a nil Member":                    func() { _, _ = (*Member)(nil).Allow() },
+		"Done of a nil Member":                     func() { (*Member)(nil).Done(core.Permit{}, nil) },
+		"Done of a zero Member":                    func() { (&Member{}).Done(core.Permit{}, nil) },
+		"Done of a zero Member, a probe's permit":  func() { (&Member{}).Done(core.Permit{Probe: true}, nil) },
+		"Record of a zero Member":                  func() { (&Member{}).Record(core.Permit{}, core.Success) },
+		"Record of a nil Member, a probe's permit": func() { (*Member)(nil).Record(core.Permit{Probe: true}, core.Failure) },
+		"Close of a zero Member":                   func() { (&Member{}).Close() },
+		"Stats of a nil Member":                    func() { (*Member)(nil).Stats() },
+		"FleetStats of a zero Member":              func() { (&Member{}).FleetStats() },
+		"Source of a nil Group":                    func() { (*Group)(nil).Source() },
+		"Get of a zero Group":                      func() { _, _ = (&Group{}).Get("k") },
+		"State of a zero Member":                   func() { (&Member{}).State() },
+		"Name of a zero Member":                    func() { (&Member{}).Name() },
 	} {
 		func() {
 			defer func() {

@@ -181,7 +181,11 @@ func (m *Member) adopt(s *syncState, st shared) {
 	s.seen = st.version
 	// Stats shows the version once the breaker has moved to it.
 	defer m.version.Store(st.version)
-	m.stats.adopted.Inc()
+	if st.open {
+		m.stats.adoptedOpen.Inc()
+	} else {
+		m.stats.adoptedClosed.Inc()
+	}
 	m.refusedUntil.Store(0)
 	m.mu.Lock()
 	clear(m.leases)

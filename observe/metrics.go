@@ -19,8 +19,9 @@ type Metric struct {
 	Help string
 	// Counter is true for a cumulative count since the breaker was made
 	// (reported only by a breaker with Config.CollectMetrics, except
-	// transitions counted by a Transitions listener); otherwise the
-	// family is a gauge, read from the breaker's state at each read.
+	// transitions counted by a Transitions listener and the fleet
+	// families); otherwise the family is a gauge, read from the breaker's
+	// state at each read.
 	Counter bool
 	// Ratio is true for a value in 0..1 (Point.Ratio); otherwise the
 	// values are whole numbers (Point.Count).
@@ -83,7 +84,8 @@ func DuplicateBreakers() *Metric { return metricDuplicateBreakers }
 // or descriptors from: a new slice on every call, holding the same
 // pointers, which Sample.Each passes back so that an exporter tells the
 // families apart by pointer. The Metrics they point to are shared by every
-// exporter of the process: read them, never modify them.
+// exporter of the process: read them, never modify them. The families of
+// a fleet member's figures are not among them: FleetMetrics has those.
 func Metrics() []*Metric { return append([]*Metric(nil), metricSet[:]...) }
 
 // Point is one value of a series: Count for a whole-number metric, Ratio
@@ -98,7 +100,8 @@ type Point struct {
 // keep the slice) and its value. The state family has a series per state;
 // the counter families only when s.Collecting (transitions also with a
 // Transitions listener, capped trips only when s.Capped); the window families only when s.Windowed, the
-// ratios only while the window holds a call.
+// ratios only while the window holds a call; the fleet families
+// (FleetMetrics) only when s.Fleet, after the others.
 func (s Sample) Each(fn func(m *Metric, labels []string, v Point)) {
 	var lv [3]string
 	one := func(m *Metric, v Point, labels ...string) {
@@ -142,6 +145,9 @@ func (s Sample) Each(fn func(m *Metric, labels []string, v Point)) {
 		if r, ok := s.SlowCallRatio(); ok {
 			one(metricSlowCallRatio, Point{Ratio: r})
 		}
+	}
+	if s.Fleet {
+		s.eachFleet(one)
 	}
 }
 

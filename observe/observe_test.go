@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,37 @@ func TestReadSeries(t *testing.T) {
 		"buffered_slow_calls{breaker=api,kind=successful} 0",
 		"buffered_slow_calls{breaker=api,kind=failed} 0",
 	}, series(t, src, &tr))
+}
+
+// A fleet member has the fleet series after its breaker's, whether or not
+// it collects metrics; a breaker that is no member has none.
+func TestFleetSeries(t *testing.T) {
+	src, err := observetest.FleetAndPlain()
+	require.NoError(t, err)
+	var fleet []string
+	for _, l := range series(t, src, nil) {
+		if !strings.HasPrefix(l, "state{") {
+			fleet = append(fleet, l)
+		}
+	}
+	assert.Equal(t, []string{
+		"fleet_mode{breaker=pay,mode=fleet} 0",
+		"fleet_mode{breaker=pay,mode=local} 1",
+		"fleet_store_errors{breaker=pay} 1",
+		"fleet_published_trips{breaker=pay} 2",
+		"fleet_adoptions{breaker=pay,state=open} 3",
+		"fleet_adoptions{breaker=pay,state=closed} 4",
+		"fleet_leases{breaker=pay,result=granted} 5",
+		"fleet_leases{breaker=pay,result=refused} 6",
+		"fleet_dropped_reports{breaker=pay} 7",
+	}, fleet, "the fleet series, and none for the breaker that is no member")
+	var samples []observe.Sample
+	require.NoError(t, reader(t, src, nil).Read(func(s observe.Sample) { samples = append(samples, s) }))
+	require.Len(t, samples, 2)
+	assert.True(t, samples[0].Fleet)
+	assert.Equal(t, observetest.FleetFigures, samples[0].FleetStats)
+	assert.False(t, samples[1].Fleet)
+	assert.Zero(t, samples[1].FleetStats)
 }
 
 func TestRatiosWhileTheWindowHoldsCalls(t *testing.T) {
@@ -327,7 +359,7 @@ func TestLabels(t *testing.T) {
 	assert.Equal(t, "open_duration_elapsed", observe.ReasonLabel(core.ReasonOpenDurationElapsed))
 	assert.Equal(t, "", observe.ReasonLabel(0))
 	assert.Equal(t, "reason(99)", observe.ReasonLabel(core.Reason(99)))
-	for _, m := range observe.Metrics() {
+	for _, m := range slices.Concat(observe.Metrics(), observe.FleetMetrics()) {
 		assert.Regexp(t, `^[a-z]+(_[a-z]+)*$`, m.Name)
 		assert.NotEmpty(t, m.Help, m.Name)
 		assert.NotEmpty(t, m.Unit, m.Name)
@@ -343,6 +375,14 @@ func TestMetricSetCannotBeReplaced(t *testing.T) {
 	again := observe.Metrics()
 	assert.Same(t, first, again[0])
 	assert.Same(t, observe.DuplicateBreakers(), last, "the duplicates' family is the last")
+
+	fleet := observe.FleetMetrics()
+	first = fleet[0]
+	fleet[0] = nil
+	assert.Same(t, first, observe.FleetMetrics()[0])
+	for _, m := range observe.FleetMetrics() {
+		assert.NotContains(t, again, m, "a fleet family in the breaker metric set")
+	}
 }
 
 // Reads while calls and transitions go on, under the race detector.

@@ -108,6 +108,9 @@ func (r *Reader) Read(fn func(Sample)) error {
 		if s.Collecting {
 			s.Metrics = b.Metrics()
 		}
+		if f, ok := b.(FleetMember); ok {
+			s.Fleet, s.FleetStats = true, f.FleetStats()
+		}
 		switch {
 		case r.tr != nil:
 			s.Transitions = r.tr.counts(set.Name)

@@ -24,6 +24,11 @@ type Sample struct {
 	Capped bool
 	// Metrics is Metrics(): all zero unless Collecting.
 	Metrics core.Metrics
+	// Fleet is true when the breaker is a FleetMember; the fleet series
+	// exist only then.
+	Fleet bool
+	// FleetStats is FleetStats(): all zero unless Fleet.
+	FleetStats FleetStats
 	// Transitions are the breaker's committed transitions, each pair of
 	// states with a count: by reason too when the read had a
 	// Transitions listener (NewReader's tr), otherwise from Metrics with a

@@ -1,14 +1,16 @@
 // Package observe reads circuit breakers for metrics exporters: a Source
 // of breakers (a fixed list, or every breaker of a registry), a Sample of
 // each taken when the exporter reads it, the metric set every exporter
-// shares (Metrics, Sample.Each), and Transitions, a listener that counts
+// shares (Metrics, Sample.Each) and the families of a fleet member's
+// figures (FleetMetrics), and Transitions, a listener that counts
 // transitions by breaker, from, to and reason.
 //
 // The exporters prombreaker (Prometheus) and otelbreaker (OpenTelemetry)
 // live in nested modules of their own and are built on it, so that the
 // names and meanings of their series agree. Nothing here runs in a
 // breaker's Allow or Done: a Reader calls Settings, State, Counts and
-// Metrics, and Transitions runs only when a transition is delivered.
+// Metrics (and a FleetMember's FleetStats), and Transitions runs only
+// when a transition is delivered.
 package observe
 
 import (
@@ -25,7 +27,8 @@ import (
 // breaker's calls and allocation-free. Settings().Name names the breaker
 // in every series (the breaker label), so every breaker a Source yields
 // should have its own name: of breakers that share one, a read reports
-// the first only (DuplicateNamesError).
+// the first only (DuplicateNamesError). A Breaker that is also a
+// FleetMember has the fleet series too.
 type Breaker interface {
 	Settings() core.Settings
 	State() core.State

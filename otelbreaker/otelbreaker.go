@@ -12,17 +12,19 @@
 //	r, _ := otelbreaker.Register(provider, src, otelbreaker.Options{Transitions: &transitions})
 //	defer r.Unregister()
 //
-// The instruments are the families of observe.Metrics(), named
+// The instruments are the families of observe.Metrics(), and of
+// observe.FleetMetrics() for fleet members (observe.FleetMember), named
 // "casbreaker." + the family (casbreaker.state, casbreaker.calls,
-// casbreaker.failure_ratio and the rest; docs/observability.md has the
-// table), each data point with a breaker attribute (the breaker's
-// Config.Name) and the family's own attributes.
+// casbreaker.failure_ratio, casbreaker.fleet_mode and the rest;
+// docs/observability.md has the table), each data point with a breaker
+// attribute (the breaker's Config.Name) and the family's own attributes.
 package otelbreaker
 
 import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -48,10 +50,11 @@ type Options struct {
 	Transitions *observe.Transitions
 }
 
-// Register makes one instrument per family of observe.Metrics() on mp's
-// meter for ScopeName and a callback that reads every breaker of src at
-// each collection: a cumulative family as an Int64ObservableCounter, a
-// whole-number gauge (the 0/1 state, the window's calls) as an
+// Register makes one instrument per family of observe.Metrics() and
+// observe.FleetMetrics() on mp's meter for ScopeName and a callback that
+// reads every breaker of src at each collection: a cumulative family as
+// an Int64ObservableCounter, a whole-number gauge (the 0/1 state and
+// fleet mode, the window's calls) as an
 // Int64ObservableUpDownCounter, since it adds up across breakers, and a
 // ratio as a Float64ObservableGauge. A count past 2^63-1, which a breaker
 // would need centuries to reach, is reported as 2^63-1.
@@ -84,7 +87,7 @@ func Register(mp metric.MeterProvider, src observe.Source, o Options) (metric.Re
 	ints := make(map[*observe.Metric]metric.Int64Observable)
 	floats := make(map[*observe.Metric]metric.Float64Observable)
 	var all []metric.Observable
-	for _, m := range observe.Metrics() {
+	for _, m := range slices.Concat(observe.Metrics(), observe.FleetMetrics()) {
 		name := prefix + "." + m.Name
 		var (
 			inst metric.Observable

@@ -247,3 +247,51 @@ func TestCappedTrips(t *testing.T) {
 		},
 	}, collect(t, reader)["casbreaker.capped_trips"], metricdatatest.IgnoreTimestamp())
 }
+
+// A fleet member (observe.FleetMember) has the fleet instruments' data
+// points; a breaker that is no member has none.
+func TestFleet(t *testing.T) {
+	src, err := observetest.FleetAndPlain()
+	require.NoError(t, err)
+	reader, _ := setup(t, src, otelbreaker.Options{})
+	got := collect(t, reader)
+
+	metricdatatest.AssertEqual(t, metricdata.Metrics{
+		Name:        "casbreaker.fleet_mode",
+		Description: "1 for the mode the fleet member runs in, 0 for the other: fleet (it shares the fleet's open state and probe budget) or local (its last store call failed: a plain local breaker)",
+		Unit:        "1",
+		Data: metricdata.Sum[int64]{ // an up-down counter: it adds up across members
+			Temporality: metricdata.CumulativeTemporality,
+			DataPoints: []metricdata.DataPoint[int64]{
+				{Attributes: attrs("breaker", "pay", "mode", "fleet"), Value: 0},
+				{Attributes: attrs("breaker", "pay", "mode", "local"), Value: 1},
+			},
+		},
+	}, got["casbreaker.fleet_mode"], metricdatatest.IgnoreTimestamp())
+	metricdatatest.AssertEqual(t, metricdata.Metrics{
+		Name:        "casbreaker.fleet_leases",
+		Description: "half-open probes of a fleet open period, by result: granted a lease by the store, or refused without one (with a wait)",
+		Unit:        "{lease}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints: []metricdata.DataPoint[int64]{
+				{Attributes: attrs("breaker", "pay", "result", "granted"), Value: 5},
+				{Attributes: attrs("breaker", "pay", "result", "refused"), Value: 6},
+			},
+		},
+	}, got["casbreaker.fleet_leases"], metricdatatest.IgnoreTimestamp())
+	for name, want := range map[string]int64{
+		"casbreaker.fleet_store_errors": 1, "casbreaker.fleet_published_trips": 2, "casbreaker.fleet_dropped_reports": 7,
+	} {
+		sum := got[name].Data.(metricdata.Sum[int64])
+		require.Len(t, sum.DataPoints, 1, name)
+		assert.Equal(t, want, sum.DataPoints[0].Value, name)
+	}
+	adoptions := map[string]int64{}
+	for _, dp := range got["casbreaker.fleet_adoptions"].Data.(metricdata.Sum[int64]).DataPoints {
+		v, _ := dp.Attributes.Value("state")
+		adoptions[v.AsString()] = dp.Value
+	}
+	assert.Equal(t, map[string]int64{"open": 3, "closed": 4}, adoptions)
+}

@@ -16,10 +16,12 @@
 // The series, each with a breaker label (the breaker's Config.Name), are
 // named after Resilience4j's Micrometer metrics: casbreaker_state{state},
 // casbreaker_calls_total{kind}, casbreaker_not_permitted_calls_total{reason},
-// casbreaker_failure_ratio and the rest of observe.Metrics(); docs/observability.md
-// has the table. A breaker adds up to 22 series and one per kind of
-// transition it has made, so a registry's MaxBreakers bounds the label
-// cardinality. For several registries (an
+// casbreaker_failure_ratio and the rest of observe.Metrics(), and for a
+// fleet member (observe.FleetMember) the families of observe.FleetMetrics(),
+// casbreaker_fleet_mode{mode}, casbreaker_fleet_leases_total{result} and the
+// rest; docs/observability.md has the table. A breaker adds up to 22 series
+// and one per kind of transition it has made (a fleet member 9 more), so a
+// registry's MaxBreakers bounds the label cardinality. For several registries (an
 // HTTP and a gRPC one, say) give one Collector their observe.Join.
 //
 // A scrape through a registry costs what client_golang's own gathering
@@ -103,7 +105,7 @@ func New(src observe.Source, o Options) (*Collector, error) {
 		ns = "casbreaker"
 	}
 	c := &Collector{families: make(map[*observe.Metric]*family)}
-	for i, m := range observe.Metrics() {
+	for i, m := range slices.Concat(observe.Metrics(), observe.FleetMetrics()) {
 		name := prometheus.BuildFQName(ns, "", m.Name)
 		if m.Counter {
 			name += "_total"
@@ -133,8 +135,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- prometheus.NewInvalidDesc(errZero)
 		return
 	}
-	for _, m := range observe.Metrics() {
-		ch <- c.families[m].desc
+	for _, f := range c.byName {
+		ch <- f.desc
 	}
 }
 

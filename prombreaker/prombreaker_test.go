@@ -460,3 +460,50 @@ func tripped0(t *testing.T) string {
 	require.NoError(t, reg.Register(tripped(t, prombreaker.Options{}, false)))
 	return serve(t, reg)
 }
+
+// A fleet member (observe.FleetMember) has the fleet families, described
+// to a pedantic registry and clean for the linter; a breaker that is no
+// member has none of them.
+func TestFleetSeries(t *testing.T) {
+	src, err := observetest.FleetAndPlain()
+	require.NoError(t, err)
+	c, err := prombreaker.New(src, prombreaker.Options{})
+	require.NoError(t, err)
+	want := `
+# HELP casbreaker_fleet_mode 1 for the mode the fleet member runs in, 0 for the other: fleet (it shares the fleet's open state and probe budget) or local (its last store call failed: a plain local breaker).
+# TYPE casbreaker_fleet_mode gauge
+casbreaker_fleet_mode{breaker="pay",mode="fleet"} 0
+casbreaker_fleet_mode{breaker="pay",mode="local"} 1
+# HELP casbreaker_fleet_store_errors_total store calls of the fleet member that failed or timed out.
+# TYPE casbreaker_fleet_store_errors_total counter
+casbreaker_fleet_store_errors_total{breaker="pay"} 1
+# HELP casbreaker_fleet_published_trips_total trips of the fleet member's breaker that the store recorded.
+# TYPE casbreaker_fleet_published_trips_total counter
+casbreaker_fleet_published_trips_total{breaker="pay"} 2
+# HELP casbreaker_fleet_adoptions_total shared states the fleet member adopted, by state: open (a quorum's trip or the fleet's re-open) or closed (the fleet's close).
+# TYPE casbreaker_fleet_adoptions_total counter
+casbreaker_fleet_adoptions_total{breaker="pay",state="closed"} 4
+casbreaker_fleet_adoptions_total{breaker="pay",state="open"} 3
+# HELP casbreaker_fleet_leases_total half-open probes of a fleet open period, by result: granted a lease by the store, or refused without one (with a wait).
+# TYPE casbreaker_fleet_leases_total counter
+casbreaker_fleet_leases_total{breaker="pay",result="granted"} 5
+casbreaker_fleet_leases_total{breaker="pay",result="refused"} 6
+# HELP casbreaker_fleet_dropped_reports_total probe outcomes the fleet member could not report to the store: their leases run out after their time-to-live.
+# TYPE casbreaker_fleet_dropped_reports_total counter
+casbreaker_fleet_dropped_reports_total{breaker="pay"} 7
+`
+	var names []string
+	for _, m := range observe.FleetMetrics() {
+		name := "casbreaker_" + m.Name
+		if m.Counter {
+			name += "_total"
+		}
+		names = append(names, name)
+	}
+	forEachPath(t, c, func(t *testing.T, g prometheus.Gatherer) {
+		assert.NoError(t, testutil.GatherAndCompare(g, strings.NewReader(want), names...))
+		problems, err := testutil.GatherAndLint(g)
+		require.NoError(t, err)
+		assert.Empty(t, problems)
+	})
+}

@@ -21,9 +21,10 @@ import (
 // them by, and the series are sent in the order a gathered family is
 // sorted by, so that its sort has nothing to move.
 
-// family is one family of observe.Metrics() as a Collector reports it.
+// family is one family of observe.Metrics() or observe.FleetMetrics() as
+// a Collector reports it.
 type family struct {
-	index int // in observe.Metrics(): the order of one breaker's families
+	index int // in observe.Metrics() then observe.FleetMetrics(): the order of one breaker's families
 	rank  int // in the Collector's families sorted by name
 	desc  *prometheus.Desc
 	// name, help and typ are the gathered family's (desc's, which does
@@ -42,9 +43,9 @@ type family struct {
 	slots []int
 }
 
-// newFamily returns the family of m, the index-th of observe.Metrics(),
-// named name, with help text help; the error is that of its
-// descriptor, a bad name or constant label.
+// newFamily returns the family of m, the index-th of observe.Metrics()
+// followed by observe.FleetMetrics(), named name, with help text help;
+// the error is that of its descriptor, a bad name or constant label.
 func newFamily(index int, m *observe.Metric, name, help string, constLabels prometheus.Labels) (*family, error) {
 	d := prometheus.NewDesc(name, help, append([]string{breakerLabel}, m.Labels...), constLabels)
 	// client_golang places the labels: a constant metric of d has them

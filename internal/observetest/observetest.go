@@ -1,8 +1,9 @@
 // Package observetest is what the tests of observe and of the exporters
 // built on it (prombreaker, otelbreaker) share: a breaker tripped in a
 // known way, one call through a breaker, traffic from goroutines, two
-// breakers of one name, a breaker under a name of the test's choosing, and
-// many breakers for the scrape benchmarks.
+// breakers of one name, a breaker under a name of the test's choosing, a
+// breaker with a fleet member's figures, and many breakers for the scrape
+// benchmarks.
 package observetest
 
 import (
@@ -118,6 +119,39 @@ func (n Named) Settings() core.Settings {
 	s := n.Breaker.Settings()
 	s.Name = n.Name
 	return s
+}
+
+// Fleet is a breaker that reports Stats as a fleet member's figures
+// (observe.FleetMember), for the exporters' tests of the fleet series: a
+// fleet.Member, in a module of its own, needs a Redis to run; the fleet
+// module's own tests read real members.
+type Fleet struct {
+	*core.Breaker
+	Stats observe.FleetStats
+}
+
+// FleetStats is Stats.
+func (f Fleet) FleetStats() observe.FleetStats { return f.Stats }
+
+// FleetFigures are the figures of FleetAndPlain's member: local, and each
+// count its own number, 1 to 7 in FleetStats' order.
+var FleetFigures = observe.FleetStats{Local: true, StoreErrors: 1, Published: 2, AdoptedOpen: 3, AdoptedClosed: 4,
+	LeasesGranted: 5, LeasesRefused: 6, DroppedReports: 7}
+
+// FleetAndPlain returns a Source of a fleet member named "pay" whose
+// figures are FleetFigures and of a breaker named "plain" that is no
+// member, both tripping at one failure, without CollectMetrics or a
+// window.
+func FleetAndPlain() (observe.Source, error) {
+	member, err := core.New(core.Config{Name: "pay", ConsecutiveFailures: 1})
+	if err != nil {
+		return nil, err
+	}
+	plain, err := core.New(core.Config{Name: "plain", ConsecutiveFailures: 1})
+	if err != nil {
+		return nil, err
+	}
+	return observe.Breakers(Fleet{Breaker: member, Stats: FleetFigures}, plain)
 }
 
 // ScrapeSizes are the numbers of breakers the exporters' scrape
