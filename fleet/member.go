@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -21,16 +22,26 @@ import (
 // state once a quorum of members tripped, and takes a probe lease from the
 // store before each half-open probe of a fleet-wide open period. Make one
 // with New and stop it with Close. Every method is safe for concurrent
-// use. Allow and Done do no I/O and allocate nothing while the breaker is
-// closed or open; a half-open probe of a fleet open period makes the one
-// store call of the call path, bounded by Options.StoreTimeout. A Member
-// is a core.Guard, so core.Do and the resilience package's stacks take it.
-// Every method of a zero or nil Member panics with a message naming New.
+// use.
+//
+// A Member embeds its breaker, whose methods it has: Allow, Done, Record
+// and the rest are the breaker's own, so they cost what they cost on a
+// breaker alone, do no I/O and allocate nothing while the breaker is
+// closed or open. The fleet is the breaker's core.ProbeGate: a half-open
+// probe of a fleet open period makes the one store call of the call path,
+// a lease bounded by Options.StoreTimeout, inside Allow; without a lease
+// Allow refuses it with an error matching ErrLeaseRefused (or
+// ErrStoreUnavailable) and core.ErrHalfOpenFull, whose RetryAfter says
+// when a lease may be free. The manual controls (ForceOpen, Reset, ...)
+// move the local breaker only; the fleet's next verdict moves it again. A
+// Member is a core.Guard, so core.Do and the resilience package's stacks
+// take it. A zero Member has no breaker: Close, Stats, FleetStats and
+// Name panic naming New, the breaker's methods with a nil dereference.
+// Do not replace the embedded Breaker.
 type Member struct {
-	b        *core.Breaker
-	o        Options
-	clock    core.Clock
-	classify func(error) core.Outcome
+	*core.Breaker
+	o     Options
+	clock core.Clock
 	// The fleet's verdict rules and open duration, from the breaker's
 	// settings.
 	successes, failures int
@@ -108,11 +119,27 @@ func New(cfg core.Config, o Options) (*Member, error) {
 	s, err := cfg.Validate()
 	var oerr error
 	o, oerr = o.resolved(s.PermittedCallsInHalfOpen, s.HalfOpenFullWait)
+	if cfg.ProbeGate != nil {
+		oerr = errors.Join(oerr, fmt.Errorf("%w: Config.ProbeGate is set: a Member is its breaker's probe gate", ErrInvalidOptions))
+	}
 	if err = errors.Join(err, oerr); err != nil {
 		return nil, err
 	}
+	m := newMember(s, o)
+	m.hook(&cfg)
+	b, err := core.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m.start(b)
+	return m, nil
+}
+
+// newMember is the member of the fleet o.Key (o resolved) for a breaker
+// with settings s, before it has its breaker (start).
+func newMember(s core.Settings, o Options) *Member {
 	tag := "{casbreaker:" + o.Key + "}"
-	m := &Member{
+	return &Member{
 		o:         o,
 		successes: s.SuccessesToClose,
 		failures:  s.FailuresToReopen,
@@ -126,6 +153,12 @@ func New(cfg core.Config, o Options) (*Member, error) {
 		leases:    make(map[uint64][]lease),
 		done:      make(chan struct{}),
 	}
+}
+
+// hook makes the member the listener and the probe gate of the breaker
+// cfg will make: it hears every transition before cfg's own listener, and
+// asks for a probe's lease.
+func (m *Member) hook(cfg *core.Config) {
 	user := cfg.OnStateChange
 	cfg.OnStateChange = func(t core.Transition) {
 		m.transition(t)
@@ -133,15 +166,16 @@ func New(cfg core.Config, o Options) (*Member, error) {
 			user(t)
 		}
 	}
-	if m.b, err = core.New(cfg); err != nil {
-		return nil, err
-	}
-	s = m.b.Settings()
-	m.clock, m.classify = s.Clock, s.Classifier
+	cfg.ProbeGate = (*probeGate)(m)
+}
+
+// start gives the member its breaker, made from the config hook changed,
+// and starts its background loop.
+func (m *Member) start(b *core.Breaker) {
+	m.Breaker, m.clock = b, b.Settings().Clock
 	ctx, stop := context.WithCancel(context.Background())
 	m.stop = stop
 	go m.loop(ctx)
-	return m, nil
 }
 
 // Close stops the member's background loop and waits for it (a store
@@ -160,49 +194,41 @@ func (m *Member) Close() error {
 	return nil
 }
 
-// Allow is core.Breaker.Allow, and for a half-open probe of a fleet open
-// period it first takes a probe lease from the store (one call, bounded
-// by Options.StoreTimeout). Without a lease it refuses, as a breaker with
-// every probe slot taken does: the error matches ErrLeaseRefused and
-// core.ErrHalfOpenFull, and the permit's RetryAfter and the error's
-// RetryAfter say when a lease may be free. If the store does not answer,
-// the probe goes out as a local breaker's would, unless
-// Options.FailClosed, which refuses it with ErrStoreUnavailable.
-// Every permit with a nil error must be reported with Done or Record.
-func (m *Member) Allow() (core.Permit, error) {
-	if m == nil || m.b == nil {
-		panic(noNew)
-	}
-	p, err := m.b.Allow()
-	if err != nil || !p.Probe {
-		return p, err
-	}
-	return m.probe(p)
-}
-
 const noNew = "fleet: Member used without New: make one with fleet.New"
 
 var _ core.Guard = (*Member)(nil)
 
-// probe decides whether the local probe permit p goes out.
-func (m *Member) probe(p core.Permit) (core.Permit, error) {
+// probeGate is a Member as its breaker's core.ProbeGate, so that the
+// gate's methods are not the Member's.
+type probeGate Member
+
+// AdmitProbe takes a lease for a probe of a fleet open period; see Member.
+func (g *probeGate) AdmitProbe(p core.Permit) (time.Duration, error) { return (*Member)(g).probe(p) }
+
+// ProbeDone hands a leased probe's outcome to the background loop.
+func (g *probeGate) ProbeDone(p core.Permit, o core.Outcome) { (*Member)(g).reported(p, o) }
+
+// probe decides whether the local probe permit p goes out: a wait and a
+// refusal, or nil to let it go. If the store does not answer, the probe
+// goes out as a local breaker's would, unless Options.FailClosed.
+func (m *Member) probe(p core.Permit) (time.Duration, error) {
 	per := m.period.Load()
 	if per == nil {
-		return p, nil // the member's own trip: it probes as a local breaker
+		return 0, nil // the member's own trip: it probes as a local breaker
 	}
 	if m.local.Load() {
-		return m.unreachable(p)
+		return m.unreachable()
 	}
 	now := m.clock.Now()
 	if p.Generation < per.gen {
 		// A probe of a half-open the adoption superseded: its lease
 		// would be the new period's, which is still open.
-		d := max(m.b.RetryAfter(), time.Millisecond)
+		d := max(m.RetryAfter(), time.Millisecond)
 		m.refusedUntil.Store(int64(now + d))
-		return m.refuse(p, d)
+		return m.refuse(d)
 	}
 	if until := time.Duration(m.refusedUntil.Load()); now < until {
-		return m.refuse(p, until-now)
+		return m.refuse(until - now)
 	}
 	epoch := per.version
 	holder := m.o.Member + "/" + strconv.FormatUint(m.holders.Inc(), 10)
@@ -217,7 +243,7 @@ func (m *Member) probe(p core.Permit) (core.Permit, error) {
 		default:
 		}
 		m.storeFailed()
-		return m.unreachable(p)
+		return m.unreachable()
 	}
 	granted, wait := st.extra[0] == "1", parseInt(st.extra[1])
 	if granted {
@@ -225,7 +251,7 @@ func (m *Member) probe(p core.Permit) (core.Permit, error) {
 		m.mu.Lock()
 		m.leases[p.Generation] = append(m.leases[p.Generation], lease{holder: holder, version: epoch})
 		m.mu.Unlock()
-		return p, nil
+		return 0, nil
 	}
 	if wait == 0 {
 		// The fleet moved past this open period: refuse for a poll
@@ -235,7 +261,7 @@ func (m *Member) probe(p core.Permit) (core.Permit, error) {
 	}
 	d := time.Duration(wait) * time.Millisecond
 	m.refusedUntil.Store(int64(now + d))
-	return m.refuse(p, d)
+	return m.refuse(d)
 }
 
 // inline runs a script for a caller, who waits StoreTimeout at most: the
@@ -271,64 +297,23 @@ func (m *Member) inline(s *redis.Script, keys []string, args ...any) (shared, er
 // halfOpenWaitMs is the longest a refusal asks its caller to wait: the
 // breaker's HalfOpenFullWait, in whole milliseconds.
 func (m *Member) halfOpenWaitMs() int64 {
-	return max(m.b.Settings().HalfOpenFullWait.Milliseconds(), 1)
+	return max(m.Settings().HalfOpenFullWait.Milliseconds(), 1)
 }
 
-// refuse returns the local probe permit's slot and refuses the call for d.
-func (m *Member) refuse(p core.Permit, d time.Duration) (core.Permit, error) {
-	m.b.Record(p, core.Ignored)
+// refuse refuses a probe for want of a lease for d (the breaker gives
+// its slot back).
+func (m *Member) refuse(d time.Duration) (time.Duration, error) {
 	m.stats.refused.Inc()
-	return core.Permit{RetryAfter: d}, leaseRefusal{m}
+	return d, leaseRefusal{m}
 }
 
 // unreachable decides a probe while the store cannot be reached.
-func (m *Member) unreachable(p core.Permit) (core.Permit, error) {
+func (m *Member) unreachable() (time.Duration, error) {
 	if !m.o.FailClosed {
-		return p, nil
+		return 0, nil
 	}
-	m.b.Record(p, core.Ignored)
 	m.stats.refused.Inc()
-	return core.Permit{RetryAfter: m.o.MinBackoff}, storeRefusal{m}
-}
-
-// Done is core.Breaker.Done; for a leased probe it also hands the outcome
-// to the background loop, which reports it to the store: the classifier
-// then runs a second time, on the same error, so it should be a pure
-// function of its argument. A report the loop cannot take at once (64
-// waiting) is dropped and its lease runs out after its TTL.
-func (m *Member) Done(p core.Permit, err error) {
-	// The permits that are no probe, nearly every call's, go to the
-	// breaker with nothing left to do after it: no argument is kept
-	// across the call (docs/fleet.md, the closed path's cost).
-	if m == nil || m.b == nil || p.Probe {
-		m.doneProbe(p, err)
-		return
-	}
-	m.b.Done(p, err)
-}
-
-// doneProbe is Done for a probe, and for a zero or nil Member (which
-// panics naming New).
-func (m *Member) doneProbe(p core.Permit, err error) {
-	m.breaker().Done(p, err)
-	m.reported(p, m.classify(err))
-}
-
-// Record is core.Breaker.Record; for a leased probe it also hands the
-// outcome to the background loop, which reports it to the store.
-func (m *Member) Record(p core.Permit, o core.Outcome) {
-	if m == nil || m.b == nil || p.Probe {
-		m.recordProbe(p, o)
-		return
-	}
-	m.b.Record(p, o)
-}
-
-// recordProbe is Record for a probe, and for a zero or nil Member (which
-// panics naming New).
-func (m *Member) recordProbe(p core.Permit, o core.Outcome) {
-	m.breaker().Record(p, o)
-	m.reported(p, o)
+	return m.o.MinBackoff, storeRefusal{m}
 }
 
 // reported queues a leased probe's outcome for the store. A full queue
@@ -374,32 +359,13 @@ func (m *Member) poke() {
 	}
 }
 
-// State is core.Breaker.State.
-func (m *Member) State() core.State { return m.breaker().State() }
-
-// RetryAfter is core.Breaker.RetryAfter.
-func (m *Member) RetryAfter() time.Duration { return m.breaker().RetryAfter() }
-
-// Counts is core.Breaker.Counts.
-func (m *Member) Counts() core.Counts { return m.breaker().Counts() }
-
-// Settings is core.Breaker.Settings: the breaker's, whose OnStateChange is
-// the member's listener (which calls Config.OnStateChange).
-func (m *Member) Settings() core.Settings { return m.breaker().Settings() }
-
-// Metrics is core.Breaker.Metrics. With Settings, State and Counts it
-// makes a Member an observe.Breaker, so that observe.Breakers(member)
-// exports its breaker's series through prombreaker or otelbreaker, and
-// with FleetStats the fleet's own.
-func (m *Member) Metrics() core.Metrics { return m.breaker().Metrics() }
-
 // breaker returns the member's breaker, or panics naming New for a zero
 // or nil Member.
 func (m *Member) breaker() *core.Breaker {
-	if m == nil || m.b == nil {
+	if m == nil || m.Breaker == nil {
 		panic(noNew)
 	}
-	return m.b
+	return m.Breaker
 }
 
 // Name is the member's name in the store (Options.Member, or the random

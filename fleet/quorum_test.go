@@ -75,7 +75,7 @@ func TestQuorumWindow(t *testing.T) {
 	if !call(f.members[0]) { // the probe fails: open again, a trip from half-open, not from closed
 		t.Fatal("member 0's probe was refused")
 	}
-	f.members[0].b.Reset()
+	f.members[0].Reset()
 	f.trip(0) // a second trip from closed: a new generation, the same member
 	c := srv.client(t)
 	ctx := context.Background()

@@ -100,7 +100,7 @@ func (m *Member) pass(ctx context.Context, s *syncState) error {
 	// A trip is published while it is the breaker's latest transition:
 	// one that a later transition superseded (the breaker half-opened or
 	// closed while the store was out of reach) is no longer news.
-	if g := m.tripGen.Load(); g > s.publishedGen && m.b.Counts().Generation == g {
+	if g := m.tripGen.Load(); g > s.publishedGen && m.Counts().Generation == g {
 		st, err = m.call(ctx, tripScript, m.keys[:], m.o.Member, m.instance, g, m.openMs, m.o.Quorum, m.channel)
 		if err == nil {
 			s.publishedGen = g
@@ -190,7 +190,7 @@ func (m *Member) adopt(s *syncState, st shared) {
 	m.mu.Lock()
 	clear(m.leases)
 	m.mu.Unlock()
-	switch m.b.State() {
+	switch m.State() {
 	case core.ForcedOpen, core.Disabled, core.MetricsOnly:
 		return
 	}
@@ -200,8 +200,8 @@ func (m *Member) adopt(s *syncState, st shared) {
 		// fleet period adopted (on the first read, say), stays open:
 		// its own probes decide.
 		if m.period.Swap(nil) != nil {
-			if state := m.b.State(); state == core.Open || state == core.HalfOpen {
-				m.b.Reset()
+			if state := m.State(); state == core.Open || state == core.HalfOpen {
+				m.Reset()
 			}
 		}
 		return
@@ -210,9 +210,9 @@ func (m *Member) adopt(s *syncState, st shared) {
 	// the new period is of a generation the move made, or of a later
 	// one, never of the half-open the move ends.
 	if left := time.Duration(st.until-st.now) * time.Millisecond; left > 0 {
-		_ = m.b.ForceOpen(left) // at most the open duration, which New validated
+		_ = m.ForceOpen(left) // at most the open duration, which New validated
 	} else {
-		m.b.HalfOpen()
+		m.HalfOpen()
 	}
-	m.period.Store(&period{version: st.version, gen: m.b.Counts().Generation})
+	m.period.Store(&period{version: st.version, gen: m.Counts().Generation})
 }

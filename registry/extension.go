@@ -11,8 +11,8 @@ type Extension interface {
 	// config it will be made from: the template with that Name (and the
 	// registry's open gate, with MaxOpenPercent). It may change the
 	// config (set a core.ProbeGate, wrap OnStateChange) and returns the
-	// key's Extended, or an error, which Get returns wrapped with the key
-	// and which makes no breaker. It runs on the goroutine of that Get,
+	// key's Extended (nil: none for this breaker), or an error, which Get
+	// returns wrapped with the key and which makes no breaker. It runs on the goroutine of that Get,
 	// outside the registry's mutex (so it may call the registry), and
 	// may run more than once for a key when Gets of it race: the
 	// Extended of a breaker that is not kept is Dropped without Made. A

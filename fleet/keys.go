@@ -1,0 +1,161 @@
+package fleet
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/observe"
+	"github.com/casbreaker/casbreaker/registry"
+)
+
+// Keys makes every breaker of a registry a fleet member of its own: set
+// it as registry.Options.Extension (or httpbreaker's or grpcbreaker's
+// Options.Extension), and each key's breaker publishes its trips, adopts
+// its fleet's open state and takes its probes' leases as a Member does,
+// with its fleet named Options.Key + ":" + the breaker's name (the
+// registry's Name of the key; '%', '{' and '}' in it written %25, %7B and
+// %7D, so that every name is a valid Key). The registry's breakers are
+// the members' breakers: their Allow and Done are the registry's, with the
+// member as the breaker's core.ProbeGate. Each member has its own
+// goroutine and subscription (one connection of the client's pool), as a
+// Group's: Keys suits the tens or hundreds of dependencies a service
+// calls, not a registry of thousands of keys. A member whose breaker the
+// registry evicts is closed (in the background: eviction does not wait
+// for its loop). Make one with NewKeys; safe for concurrent use.
+type Keys struct {
+	o       Options
+	members sync.Map // breaker name -> *Member
+	mu      sync.Mutex
+	closed  bool // guarded by mu
+}
+
+var _ registry.Extension = (*Keys)(nil)
+
+// NewKeys returns the Keys of the fleets o.Key + ":" + name on o.Client.
+// Options that depend on a breaker's settings (Probes, LeaseTTL) are
+// resolved for each breaker from its own. It returns errors matching
+// ErrInvalidOptions that name a bad option, checked as New checks them
+// (with a breaker of the default settings), and makes no store call.
+func NewKeys(o Options) (*Keys, error) {
+	if _, err := o.resolved(1, time.Second); err != nil {
+		return nil, err
+	}
+	return &Keys{o: o}, nil
+}
+
+// Extend makes the member of the breaker named name, the breaker's
+// listener and probe gate: registry.Extension's method, which the
+// registry calls. It returns ErrInvalidOptions for a config with a
+// ProbeGate of its own, or options that the breaker's settings make
+// invalid (Probes above its PermittedCallsInHalfOpen's bound). After
+// Close it makes no member: the breaker is a plain local one.
+func (k *Keys) Extend(name string, c *core.Config) (registry.Extended, error) {
+	k.mustBeNew()
+	k.mu.Lock()
+	closed := k.closed
+	k.mu.Unlock()
+	if closed {
+		return nil, nil
+	}
+	if c.ProbeGate != nil {
+		return nil, fmt.Errorf("%w: Config.ProbeGate is set: a fleet member is its breaker's probe gate", ErrInvalidOptions)
+	}
+	s, err := c.Validate()
+	if err != nil {
+		return nil, err
+	}
+	o := k.o
+	o.Key += ":" + keyOf(name)
+	if o, err = o.resolved(s.PermittedCallsInHalfOpen, s.HalfOpenFullWait); err != nil {
+		return nil, err
+	}
+	m := newMember(s, o)
+	m.hook(c)
+	return &keyMember{k: k, name: name, m: m}, nil
+}
+
+// keyOf is a breaker's name as part of a Key: '%', '{' and '}' escaped.
+func keyOf(name string) string {
+	if !strings.ContainsAny(name, "%{}") {
+		return name
+	}
+	return strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(name)
+}
+
+// Member returns the member of the breaker named name, and true, while
+// the registry holds that breaker; nil and false otherwise.
+func (k *Keys) Member(name string) (*Member, bool) {
+	k.mustBeNew()
+	m, ok := k.members.Load(name)
+	if !ok {
+		return nil, false
+	}
+	return m.(*Member), true
+}
+
+// Source returns an observe.Source of every member the registry holds a
+// breaker of, at each read (as Group.Source): each member's breaker
+// series and fleet series, under its breaker's name.
+func (k *Keys) Source() observe.Source {
+	k.mustBeNew()
+	return func(yield func(observe.Breaker) bool) {
+		k.members.Range(func(_, m any) bool { return yield(m.(*Member)) })
+	}
+}
+
+// Close closes every member (Member.Close: their breakers go on as local
+// ones) and makes the breakers the registry makes after it plain local
+// ones. It returns nil; a second Close does nothing more.
+func (k *Keys) Close() error {
+	k.mustBeNew()
+	k.mu.Lock()
+	k.closed = true
+	k.mu.Unlock()
+	k.members.Range(func(_, m any) bool {
+		m.(*Member).Close()
+		return true
+	})
+	return nil
+}
+
+// mustBeNew panics naming NewKeys for a zero or nil Keys.
+func (k *Keys) mustBeNew() {
+	if k == nil || k.o.Client == nil {
+		panic("fleet: Keys used without NewKeys: make one with fleet.NewKeys")
+	}
+}
+
+// keyMember is a Keys member as the registry's part of one breaker.
+type keyMember struct {
+	k       *Keys
+	name    string
+	m       *Member
+	started bool // Made ran; the registry calls Made and Dropped in order
+}
+
+// Made starts the member with the registry's breaker.
+func (p *keyMember) Made(b *core.Breaker) {
+	p.m.start(b)
+	p.started = true
+	p.k.members.Store(p.name, p.m)
+	p.k.mu.Lock()
+	closed := p.k.closed
+	p.k.mu.Unlock()
+	if closed {
+		// Close ran between Extend and Made and did not see this member.
+		go p.m.Close()
+	}
+}
+
+// Dropped closes the member of a breaker the registry let go, in the
+// background.
+func (p *keyMember) Dropped() {
+	if !p.started {
+		return
+	}
+	p.k.members.CompareAndDelete(p.name, p.m)
+	go p.m.Close()
+}

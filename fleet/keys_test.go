@@ -1,0 +1,156 @@
+package fleet
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/registry"
+)
+
+// TestKeys: two replicas, each a registry whose Extension is a Keys, over
+// the keys "a" and "b": the trips of key a on both open key a on both
+// (key b stays closed); once the open duration has passed one probe goes
+// out across both registries and its success closes key a on both; a key
+// the registry evicts loses its member; a name with braces is a valid Key.
+func TestKeys(t *testing.T) {
+	srv := startRedis(t)
+	var regs []*registry.Registry[string]
+	var keys []*Keys
+	var clocks []*core.ManualClock
+	for range 2 {
+		clock := core.NewManualClock(time.Hour)
+		k, err := NewKeys(Options{Client: srv.client(t), Key: t.Name(), Quorum: 2, Probes: 1, StoreTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { k.Close() })
+		r, err := registry.New(registry.Options[string]{Config: testConfig(clock), Extension: k, MaxBreakers: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs, keys, clocks = append(regs, r), append(keys, k), append(clocks, clock)
+	}
+	get := func(i int, key string) *registry.Breaker {
+		t.Helper()
+		b, err := regs[i].Get(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	members := func(key string) *fleet {
+		f := &fleet{t: t, srv: srv, clocks: clocks}
+		for i, k := range keys {
+			get(i, key)
+			m, ok := k.Member("dep/" + key)
+			if !ok {
+				t.Fatalf("replica %d: no member for key %s", i, key)
+			}
+			f.members = append(f.members, m)
+		}
+		f.waitSubscribed()
+		return f
+	}
+	a, _ := members("a"), members("b")
+	for i := range 2 {
+		b := get(i, "a")
+		for range 3 {
+			p, err := b.Allow()
+			if err != nil {
+				t.Fatalf("replica %d: %v before the trip", i, err)
+			}
+			b.Done(p, errDown)
+		}
+	}
+	a.waitVersion(1)
+	for i := range 2 {
+		if sa, sb := get(i, "a").State(), get(i, "b").State(); sa != core.Open || sb != core.Closed {
+			t.Fatalf("replica %d: key a %v, key b %v; want open and closed", i, sa, sb)
+		}
+	}
+
+	// One probe across both registries: the second replica's is refused
+	// for want of a lease, with a wait, as a full half-open breaker's.
+	a.advance(openDuration)
+	p, err := get(0, "a").Allow()
+	if err != nil || !p.Probe {
+		t.Fatalf("replica 0's probe: %+v, %v", p, err)
+	}
+	if q, err := get(1, "a").Allow(); !errors.Is(err, ErrLeaseRefused) || !errors.Is(err, core.ErrHalfOpenFull) || q.RetryAfter <= 0 {
+		t.Fatalf("replica 1's probe while replica 0 holds the lease: %+v, %v", q, err)
+	}
+	get(0, "a").Done(p, nil)
+	a.waitVersion(2)
+	for i := range 2 {
+		if s := get(i, "a").State(); s != core.Closed {
+			t.Fatalf("replica %d: key a %v after the fleet's verdict, want closed", i, s)
+		}
+	}
+
+	// At the bound of two, a new key evicts one of a and b on replica 0,
+	// and its member goes with it.
+	get(0, "c")
+	if _, ok := keys[0].Member("dep/c"); !ok {
+		t.Fatal("no member for key c")
+	}
+	_, hasA := keys[0].Member("dep/a")
+	_, hasB := keys[0].Member("dep/b")
+	if hasA == hasB {
+		t.Fatalf("after an eviction at the bound: members of a %v, of b %v; want one of them", hasA, hasB)
+	}
+
+	// A name with braces (a key the registry names "dep/{x}") makes a
+	// fleet whose Key has them escaped.
+	get(1, "{x}")
+	if m, ok := keys[1].Member("dep/{x}"); !ok || m.o.Key != t.Name()+":dep/%7Bx%7D" {
+		t.Fatalf("the member of dep/{x}: %v", ok)
+	}
+}
+
+// Keys refuses what New refuses, and a zero or nil Keys panics naming
+// NewKeys; after Close the registry's new breakers are plain local ones.
+func TestKeysMisuse(t *testing.T) {
+	if _, err := NewKeys(Options{Key: "k"}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("NewKeys without a Client: %v", err)
+	}
+	srv := startRedis(t)
+	k, err := NewKeys(Options{Client: srv.client(t), Key: t.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(core.NewManualClock(0))
+	cfg.ProbeGate = (*probeGate)(nil)
+	r, err := registry.New(registry.Options[string]{Config: cfg, Extension: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Get("a"); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("a template with a ProbeGate: %v", err)
+	}
+	k.Close()
+	r, err = registry.New(registry.Options[string]{Config: testConfig(core.NewManualClock(0)), Extension: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := r.Get("a"); err != nil || b.Settings().ProbeGate != nil {
+		t.Fatalf("Get after Close: %v", err)
+	}
+	if _, ok := k.Member("dep/a"); ok {
+		t.Fatal("a member made after Close")
+	}
+	for name, f := range map[string]func(){
+		"Member of a zero Keys": func() { (&Keys{}).Member("a") },
+		"Close of a nil Keys":   func() { (*Keys)(nil).Close() },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || r != "fleet: Keys used without NewKeys: make one with fleet.NewKeys" {
+					t.Errorf("%s: panic %v", name, r)
+				}
+			}()
+			f()
+		}()
+	}
+}
