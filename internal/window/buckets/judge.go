@@ -167,9 +167,12 @@ func (w *Window) sumAndJudge(g *judging, gen uint32, now time.Duration, rule *tr
 //     trip.Rule.Trips reads (not the slow failures).
 //   - ver: a sequence lock, odd while a publisher writes the others.
 //
-// A publisher that loses the lock, or whose sum it may not publish, moves
-// head.others instead, so that no cached sum outlives a sum that saw more.
-// A publisher descheduled while it holds the lock leaves the others to
+// Every sum a judge takes moves head.others (publishing is a CAS on it,
+// and a judge whose sum may not be published, or that loses the CAS,
+// moves it all the same), so that no cached sum outlives a sum that saw
+// more; one that wins the CAS and then finds the lock held leaves the
+// cache to that publisher, whose stamp is older than the word now, so
+// unused. A publisher descheduled while it holds the lock leaves the others to
 // sum the window, as they did without the cache, until it runs again; no
 // one waits for it. docs/design.md (The time window) argues why a cached
 // judgement is one state of the window.
