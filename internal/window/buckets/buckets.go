@@ -93,6 +93,10 @@ var ErrWidth = errors.New("buckets: bucket width must be a whole number of milli
 // slack, the rule can take before it trips) for a fast success and one CAS
 // on it for a failure or slow call; a Snapshot only for the first outcome
 // of a second and for a failure that finds the judgement's slack spent.
+// An outcome that no judgement covers after that in its second (a success
+// below the minimum number of calls, a failure that finds the slack spent)
+// reads only its own bucket, O(S), and adds the other buckets' sum that
+// the second's first Snapshot cached (judge.go).
 // Something slower happens once per bucket per second (or per breaker
 // generation): the first Record of a new second or generation into
 // a bucket recycles it with one CAS on its id and then moves its four
@@ -227,7 +231,16 @@ type paddedHead struct {
 	// transitions later, all within that one second of the clock (head
 	// never goes back).
 	full atomic.Uint64
-	_    [cacheLine - 40]byte
+	// others is the stamp of the cached sum of the window's other buckets
+	// (paddedSeq, judge.go): a cached sum is good only while others still
+	// holds the stamp its publisher gave it. It moves when an outcome lands
+	// in a bucket other than the current second's (its writer read head
+	// before head moved on: landed), when a Snapshot is shown to a caller,
+	// when a judge's sum is published or could not be, and when a sweep
+	// retires a bucket: a few times per second of the width, never per
+	// outcome in the steady state.
+	others atomic.Uint64
+	_      [cacheLine - 48]byte
 }
 
 // slotShift and slotMask split paddedHead.slot: the index below, the second
@@ -242,11 +255,15 @@ const cacheLine = cacheline.Size
 
 // paddedSeq is Window.seq on a cache line of its own, with the count of
 // Snapshots reading, which a failed or slow outcome loads to know whether
-// it must raise n: outside a Snapshot the line is only read.
+// it must raise n: outside a Snapshot the line is only read. The rest of
+// the line is the cached sum of the other buckets (othersCache), which a
+// judge reads beside readers, which it raises; it is written once per
+// judge's sum, which raises readers too, so the failures' loads of readers
+// miss no more often for it. Eight words: a line exactly (TestLayout).
 type paddedSeq struct {
 	n       atomic.Uint64
 	readers atomic.Uint64
-	_       [cacheLine - 16]byte
+	cache   othersCache
 }
 
 // moved is what a failed or slow outcome does after its write and before
@@ -415,9 +432,12 @@ func (w *Window) RecordCurrent(gen uint32, now time.Duration, failure, slow bool
 // outcome was recorded in: recorded is Record's result, and trips whether
 // rule.Trips holds on the window with the outcome in it (always false when
 // the outcome was not recorded, or rule is nil). An outcome is judged in
-// O(1) but for the first of a second and a failure or slow call that finds
-// the second's slack spent, which take a Snapshot (the judgement and its
-// slack are described under Window). In sequential use it equals
+// O(1) but for the first of a second, which takes a Snapshot, and the
+// outcomes that no judgement covers (a failure or slow call that finds the
+// second's slack spent, a success below the minimum number of calls),
+// which read their own bucket, O(S), beside the other buckets' sum the
+// first cached (the judgement and its slack are described under Window
+// and in judge.go). In sequential use it equals
 // rule.Trips(Snapshot(gen, now)) after the record. It may run concurrently
 // with every other method and allocates nothing.
 func (w *Window) RecordTrip(gen uint32, now time.Duration, failure, slow bool, rule *trip.Rule) (recorded, trips bool) {
@@ -459,9 +479,17 @@ func (w *Window) RecordSuccess(gen uint32, now time.Duration, rule *trip.Rule) (
 	if v := c.Load(); uint8(v>>countBits) != inc || !c.CompareAndSwap(v, v+1) {
 		return w.RecordTrip(gen, now, false, false, rule)
 	}
-	if rule == nil || minimumMet && w.head.second.Load() == sec || w.cleanAt(sec) {
+	if rule == nil {
+		w.landed(sec)
 		return true, false
 	}
+	// No landed here: head still names sec after the add, or the window
+	// is clean at sec, where no outcome lands after a cached sum was
+	// taken (publish).
+	if minimumMet && w.head.second.Load() == sec || w.cleanAt(sec) {
+		return true, false
+	}
+	w.landed(sec)
 	return true, w.judge(gen, now, false, false, rule)
 }
 
@@ -513,6 +541,8 @@ func (w *Window) RecordFailure(gen uint32, now time.Duration, rule *trip.Rule) (
 		if uint8(j>>countBits) == inc && j&judgeSafe != 0 && j&judgeSlack != 0 && b.judge.CompareAndSwap(j, j-1) {
 			return true, false
 		}
+	} else {
+		w.head.others.Inc() // landed outside the current second's bucket
 	}
 	return true, w.judge(gen, now, true, false, rule)
 }
@@ -526,8 +556,13 @@ func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bo
 	if size == 0 {
 		return 0, false
 	}
-	gen &= genMask
-	sec := w.advance(now)
+	return w.recordAt(gen&genMask, w.advance(now), failure, slow, current)
+}
+
+// recordAt is record once it has read the window's current second, sec:
+// the rest of the call, with sec as a writer holds it while head may move
+// on (where an outcome lands after a cached sum was taken: landed).
+func (w *Window) recordAt(gen uint32, sec uint64, failure, slow, current bool) (uint64, bool) {
 	if failure || slow {
 		// Before the bucket, so that a Snapshot that sees the outcome also
 		// sees the window marked unclean.
@@ -545,7 +580,11 @@ func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bo
 				if w.stripeMask != 0 {
 					k = uint64(pid()) & w.stripeMask
 				}
-				return sec, b.addTagged(b.cell(k), id)
+				if !b.addTagged(b.cell(k), id) {
+					return 0, false
+				}
+				w.landed(sec)
+				return sec, true
 			}
 			if !b.add(id, failure, slow) {
 				return 0, false
@@ -554,6 +593,7 @@ func (w *Window) record(gen uint32, now time.Duration, failure, slow, current bo
 			// across this outcome's add, or across its return and the
 			// start of a later call, sees seq move and reads again.
 			w.moved()
+			w.landed(sec)
 			return sec, true
 		case recycles(gen, idGen, sec, idSec, current):
 			// Recycle: the bucket holds an expired second or a dead
@@ -624,8 +664,12 @@ func (w *Window) Advance(gen uint32) {
 			break
 		}
 	}
+	retired := false
 	for i := range uint64(len(w.ids)) {
-		w.bucket(i).retire(gen)
+		retired = w.bucket(i).retire(gen) || retired
+	}
+	if retired {
+		w.head.others.Inc() // a cached sum may hold what the sweep retired
 	}
 }
 
@@ -672,13 +716,19 @@ func (w *Window) Snapshot(gen uint32, now time.Duration) window.Counts {
 // rule, the trip rule, judged after every outcome, owes that outcome (or an
 // earlier one) a trip. Otherwise eviction may have raised a rate since the
 // last outcome, and no trip is owed until the next outcome is judged. It
-// writes one word: it retracts the current second's judgement, so that an
+// writes two words: it retracts the current second's judgement, so that an
 // outcome in flight that this snapshot showed is judged on a full sum
-// rather than on slack the snapshot has already counted.
+// rather than on slack the snapshot has already counted, and it moves
+// head.others, so that no judge after it adds its bucket to a cached sum
+// of the others that lacks such an outcome (judge.go).
 func (w *Window) SnapshotOwed(gen uint32, now time.Duration) (c window.Counts, owed bool) {
-	c, owed, _, _ = w.sum(gen, now, nil)
+	s, _ := w.sum(gen, now, nil)
+	// Shown to our caller: an outcome it holds that landed outside the
+	// current second's bucket and has not yet said so (landed) must not be
+	// missing from a cached sum a judge uses after we return.
+	w.head.others.Inc()
 	w.retract(gen&genMask, now)
-	return c, owed
+	return s.all, s.head.Calls > 0
 }
 
 // retract moves the judge word of the current second's bucket to a new
@@ -727,24 +777,39 @@ func (w *Window) retract(gen uint32, now time.Duration) {
 // Without it, a judge summing a long window while another core records
 // failures could retry for as long as they come (each one moves seq), and
 // the judgement that the other core installs meanwhile is as good as its own.
-func (w *Window) sum(gen uint32, now time.Duration, covered *judging) (c window.Counts, owed, stopped bool, sec uint64) {
+func (w *Window) sum(gen uint32, now time.Duration, covered *judging) (s sums, stopped bool) {
 	gen &= genMask
-	sec = w.advance(now)
+	sec := w.advance(now)
 	w.seq.readers.Inc()
 	defer w.seq.readers.Dec()
 	for {
+		// Before the buckets: see sums.
+		others := w.head.others.Load()
+		unclean := !w.cleanAt(sec)
 		seq := w.seq.n.Load()
-		sum, members, headFailedOrSlow := w.collect(gen, sec, true)
+		all, members, head := w.collect(gen, sec, true)
 		fast, again, headFast := w.collect(gen, sec, false)
 		if again == members && w.seq.n.Load() == seq && w.head.second.Load() == sec {
-			sum.Calls += fast.Calls
-			return sum, headFailedOrSlow+headFast > 0, false, sec
+			all.Calls += fast.Calls
+			head.Calls += headFast.Calls
+			return sums{all: all, head: head, sec: sec, others: others, unclean: unclean}, false
 		}
 		if covered != nil && covered.now() {
-			return window.Counts{}, false, true, sec
+			return sums{sec: sec}, true
 		}
 		sec = w.advance(now)
 	}
+}
+
+// sums is what sum read: the window (all) at second sec, the part of it
+// in sec's own bucket (head), and, loaded before any bucket was read,
+// head.others and whether the window was unclean at sec (what a judge
+// needs to publish the sum of the other buckets, judge.go).
+type sums struct {
+	all, head window.Counts
+	sec       uint64
+	others    uint64
+	unclean   bool
 }
 
 // member reports whether a bucket whose id is (idGen, idSec) holds second
@@ -757,9 +822,9 @@ func (w *Window) member(gen, idGen uint32, sec, idSec uint64) bool {
 
 // collect sums, over the buckets of gen in the window at second sec, their
 // failed and slow outcomes (failedOrSlow) or their fast successes (in
-// Calls), counts the buckets it read, and returns the calls it found in
-// second sec's.
-func (w *Window) collect(gen uint32, sec uint64, failedOrSlow bool) (sum window.Counts, members int, head uint64) {
+// Calls), counts the buckets it read, and returns the part of the sum it
+// found in second sec's.
+func (w *Window) collect(gen uint32, sec uint64, failedOrSlow bool) (sum window.Counts, members int, head window.Counts) {
 	for i := range uint64(len(w.ids)) {
 		b := w.bucket(i)
 		for {
@@ -785,16 +850,19 @@ func (w *Window) collect(gen uint32, sec uint64, failedOrSlow bool) (sum window.
 			if idSec == sec {
 				// += : a bucket New left at id 0 also names second 0
 				// of generation 0, empty.
-				head += c.Calls
+				head = plus(head, c)
 			}
-			sum.Calls += c.Calls
-			sum.Failures += c.Failures
-			sum.SlowCalls += c.SlowCalls
-			sum.SlowFailures += c.SlowFailures
+			sum = plus(sum, c)
 			break
 		}
 	}
 	return sum, members, head
+}
+
+// plus is a + b, field by field.
+func plus(a, b window.Counts) window.Counts {
+	return window.Counts{Calls: a.Calls + b.Calls, Failures: a.Failures + b.Failures,
+		SlowCalls: a.SlowCalls + b.SlowCalls, SlowFailures: a.SlowFailures + b.SlowFailures}
 }
 
 // Clean reports whether no failure and no slow call was offered to Record,
@@ -827,6 +895,19 @@ func (w *Window) current(now time.Duration) uint64 {
 func (w *Window) cleanAt(sec uint64) bool {
 	last := w.head.lastUnclean.Load()
 	return last == 0 || last+uint64(len(w.ids)) <= sec+1
+}
+
+// landed is what a writer does after it added an outcome to second sec's
+// bucket and before it returns, or judges: if head has moved past sec, the
+// outcome may have landed in a bucket whose sum a judge has cached
+// (judge.go), after the sum was taken, so it moves head.others and that
+// cache is no longer used. Head is never behind sec after the add (record
+// raised it to sec, or steady found it there), so head still at sec means
+// the add went to the current second's bucket, which no cache holds.
+func (w *Window) landed(sec uint64) {
+	if w.head.second.Load() != sec {
+		w.head.others.Inc()
+	}
 }
 
 // markUnclean raises lastUnclean to 1 + sec; the CAS runs at most once per second

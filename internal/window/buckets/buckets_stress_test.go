@@ -497,7 +497,11 @@ func TestStress_SweepUnderLoad(t *testing.T) {
 // exactly as rule.Trips on the window's Snapshot says. A failure of the concurrent phase that escaped both the
 // installed judgement's Snapshot and its slack would leave a slack larger
 // than the window's, and a sequential failure would then be covered on a
-// window that trips.
+// window that trips. In every other round some of the concurrent outcomes
+// land late, in the second before, as from a writer that read head before
+// it moved on (recordAt), while judges cache the sum of the other buckets
+// (judge.go); a cache that missed one would judge the first sequential
+// failure on a window with fewer calls or failures than its Snapshot.
 func TestStress_JudgementsCoverExactly(t *testing.T) {
 	withProcs(t, 4)
 	const g, k = 4, 64
@@ -522,10 +526,11 @@ func TestStress_JudgementsCoverExactly(t *testing.T) {
 			rule, failPct = allFail, 100
 		}
 		w := mustNew(t, 3)
-		now := time.Duration(round%5) * sec
+		now := time.Duration(round%5+1) * sec
 		// A failure in the second before: the window is unclean, so every
 		// outcome of the round is judged.
 		_, _ = w.RecordTrip(1, now-sec, true, false, rule)
+		late := round%2 == 1
 		var wg sync.WaitGroup
 		for i := range g {
 			wg.Add(1)
@@ -533,7 +538,12 @@ func TestStress_JudgementsCoverExactly(t *testing.T) {
 				defer wg.Done()
 				for j := range k {
 					h := uint64(round*g*k+i*k+j) * 0x9e3779b97f4a7c15 >> 40 % 100
-					_, _ = recordVia(w, h%2 == 0, 1, now, int(h) < failPct, failPct < 100 && int(h)%7 == 0 && int(h) < 2*failPct, rule)
+					f, s := int(h) < failPct, failPct < 100 && int(h)%7 == 0 && int(h) < 2*failPct
+					if late && j%4 == i {
+						recordLate(w, 1, now, f, s, rule)
+						continue
+					}
+					_, _ = recordVia(w, h%2 == 0, 1, now, f, s, rule)
 				}
 			}()
 		}
@@ -557,6 +567,16 @@ func TestStress_JudgementsCoverExactly(t *testing.T) {
 	}
 }
 
+// recordLate is RecordTrip for an outcome at now from a writer that read
+// the window's current second one second before now and was descheduled
+// until now: it adds the outcome to that second's bucket (recordAt) and
+// then judges it at now, as RecordTrip does after record.
+func recordLate(w *Window, gen uint32, now time.Duration, failure, slow bool, rule *trip.Rule) {
+	if s, ok := w.recordAt(gen, w.tick(now-sec), failure, slow, false); ok && !w.cleanAt(s) {
+		_ = w.judge(gen, now, failure, slow, rule)
+	}
+}
+
 // TestStress_SnapshotIsAState: every Snapshot is the window after some
 // prefix of one writer's outcomes. The writer records a known sequence
 // (failures, slow calls, slow failures and fast successes, these on the
@@ -564,7 +584,11 @@ func TestStress_JudgementsCoverExactly(t *testing.T) {
 // along, and each result must equal the counts of the first Calls outcomes
 // exactly. A Snapshot that read one outcome's counters apart from
 // another's (a failure's call without its failure, a success after a
-// failure it missed) matches no prefix.
+// failure it missed) matches no prefix. The same holds, run again, for the
+// window a judge reads from the cached sum of the other buckets and its
+// own bucket (cached): the second before holds a failure, and a success
+// judged before the writer starts publishes it; without the head bucket's
+// seq check, such a read fails it as a plain sum does.
 func TestStress_SnapshotIsAState(t *testing.T) {
 	withProcs(t, 4)
 	n := 200_000
@@ -578,33 +602,57 @@ func TestStress_SnapshotIsAState(t *testing.T) {
 		f, s := kind(i)
 		add(&prefix[i+1], f, s)
 	}
-	w := mustNew(t, 4)
-	now := 7 * sec
-	var done atomic.Bool
-	var bad violation
-	var wg sync.WaitGroup
-	reads := make([]int, 3)
-	for r := range reads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !done.Load() {
-				c := w.Snapshot(1, now)
-				if c.Calls > uint64(n) || c != prefix[c.Calls] {
-					bad.set("snapshot %+v is no prefix of the writer's outcomes (the prefix of %d calls is %+v)", c, c.Calls, prefix[min(c.Calls, uint64(n))])
-					return
-				}
-				reads[r]++
+	for _, judged := range []bool{false, true} {
+		w := mustNew(t, 4)
+		now := 7 * sec
+		// read is what a reader sees, less what was there before the
+		// writer began (base).
+		read := func() (window.Counts, bool) { return w.Snapshot(1, now), true }
+		var base window.Counts
+		if judged {
+			rule := &trip.Rule{FailureRateThreshold: 100}
+			_, _ = w.RecordTrip(1, now-sec, true, false, rule)
+			_, _ = w.RecordTrip(1, now, false, false, rule) // sums and publishes the others: {1, 1}
+			base = window.Counts{Calls: 2, Failures: 1}
+			b := w.bucket(w.slot(w.tick(now)))
+			id := b.id.Load()
+			_, inc, s := unpackID(id)
+			read = func() (window.Counts, bool) {
+				return w.cached(&judging{b: b, id: id, inc: inc, sec: s, ours: true})
 			}
-		}()
+			_, ok := read()
+			require.True(t, ok, "the cache is published")
+		}
+		var done atomic.Bool
+		var bad violation
+		var wg sync.WaitGroup
+		reads := make([]int, 3)
+		for r := range reads {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !done.Load() {
+					c, ok := read()
+					if !ok {
+						continue // the head bucket moved while read: sum instead
+					}
+					c = window.Counts{Calls: c.Calls - base.Calls, Failures: c.Failures - base.Failures, SlowCalls: c.SlowCalls, SlowFailures: c.SlowFailures}
+					if c.Calls > uint64(n) || c != prefix[c.Calls] {
+						bad.set("judged %v: %+v is no prefix of the writer's outcomes (the prefix of %d calls is %+v)", judged, c, c.Calls, prefix[min(c.Calls, uint64(n))])
+						return
+					}
+					reads[r]++
+				}
+			}()
+		}
+		for i := range n {
+			f, s := kind(i)
+			require.True(t, w.Record(1, now, f, s))
+		}
+		done.Store(true)
+		wg.Wait()
+		require.Empty(t, bad.msg)
+		require.Equal(t, plus(base, prefix[n]), w.Snapshot(1, now))
+		t.Logf("judged %v: %d outcomes, %v reads, each a prefix", judged, n, reads)
 	}
-	for i := range n {
-		f, s := kind(i)
-		require.True(t, w.Record(1, now, f, s))
-	}
-	done.Store(true)
-	wg.Wait()
-	require.Empty(t, bad.msg)
-	require.Equal(t, prefix[n], w.Snapshot(1, now))
-	t.Logf("%d outcomes, %v snapshots, each a prefix", n, reads)
 }

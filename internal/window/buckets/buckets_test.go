@@ -134,6 +134,8 @@ func TestLayout(t *testing.T) {
 	assert.Equal(t, uintptr(16), unsafe.Offsetof(paddedHead{}.swept))
 	assert.Equal(t, uintptr(24), unsafe.Offsetof(paddedHead{}.slot))
 	assert.Equal(t, uintptr(32), unsafe.Offsetof(paddedHead{}.full))
+	assert.Equal(t, uintptr(40), unsafe.Offsetof(paddedHead{}.others))
+	assert.Equal(t, uintptr(16), unsafe.Offsetof(paddedSeq{}.cache), "the cache fills seq's line")
 
 	for _, c := range []struct {
 		gen uint32

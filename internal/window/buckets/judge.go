@@ -3,6 +3,8 @@ package buckets
 import (
 	"time"
 
+	"go.uber.org/atomic"
+
 	"github.com/casbreaker/casbreaker/internal/trip"
 	"github.com/casbreaker/casbreaker/window"
 )
@@ -97,9 +99,15 @@ func (w *Window) judge(gen uint32, now time.Duration, failure, slow bool, rule *
 // the window, reports whether rule trips on it, and leaves in g's bucket
 // the judgement the sum supports, or none.
 func (w *Window) sumAndJudge(g *judging, gen uint32, now time.Duration, rule *trip.Rule) bool {
-	c, _, stopped, summed := w.sum(gen, now, g)
-	if stopped {
-		return false
+	c, ok := w.cached(g)
+	summed := g.sec
+	if !ok {
+		s, stopped := w.sum(gen, now, g)
+		if stopped {
+			return false
+		}
+		w.publish(g, &s)
+		c, summed = s.all, s.sec
 	}
 	if testHookJudged != nil {
 		testHookJudged()
@@ -133,6 +141,100 @@ func (w *Window) sumAndJudge(g *judging, gen uint32, now time.Duration, rule *tr
 		w.retract(gen, now)
 	}
 	return false
+}
+
+// The sum of the other buckets, cached for the current second.
+//
+// Until the window holds the minimum number of calls, a success is judged
+// on a sum of the window (see judge), and at 100 ms a window has up to
+// 3,600 buckets; so does every outcome that no judgement covers. Within a
+// second only that second's bucket (head's) receives outcomes, so the
+// first judge to sum the window in it publishes the sum of the other
+// buckets, and the judges after it add the head bucket, read as Snapshot
+// reads it, to that: O(S) instead of O(B*S) (S success stripes). The
+// cache is one per window, on seq's line:
+//
+//   - id: the head bucket's incarnation it is for; a judge uses it only
+//     while its own current second's bucket holds that id and head still
+//     names that second, so that the other buckets are the same seconds.
+//   - stamp: head.others after its publisher's sum; it is good only while
+//     head.others holds it. An outcome that lands in another bucket after
+//     the sum moves head.others before it returns or is judged (landed),
+//     and so does every Snapshot shown to a caller, so a judge that begins
+//     after either has returned sums the window again. One still in
+//     flight, seen by no caller yet, is ordered after the judge.
+//   - calls, failures, slowCalls: the other buckets' counts, all that
+//     trip.Rule.Trips reads (not the slow failures).
+//   - ver: a sequence lock, odd while a publisher writes the others.
+//
+// Every sum a judge takes moves head.others (publishing is a CAS on it,
+// and a judge whose sum may not be published, or that loses the CAS,
+// moves it all the same), so that no cached sum outlives a sum that saw
+// more; one that wins the CAS and then finds the lock held leaves the
+// cache to that publisher, whose stamp is older than the word now, so
+// unused. A publisher descheduled while it holds the lock leaves the others to
+// sum the window, as they did without the cache, until it runs again; no
+// one waits for it. docs/design.md (The time window) argues why a cached
+// judgement is one state of the window.
+type othersCache struct {
+	ver, id, stamp             atomic.Uint64
+	calls, failures, slowCalls atomic.Uint64
+}
+
+// cached is the window judge g would sum, from the cached sum of the other
+// buckets and g's bucket read now; false where the cache is not for g's
+// bucket, or anything it relies on moved, and g must sum the window.
+func (w *Window) cached(g *judging) (window.Counts, bool) {
+	k := &w.seq.cache
+	v := k.ver.Load()
+	if !g.ours || v&1 != 0 || k.id.Load() != g.id {
+		return window.Counts{}, false
+	}
+	stamp := k.stamp.Load()
+	c := window.Counts{Calls: k.calls.Load(), Failures: k.failures.Load(), SlowCalls: k.slowCalls.Load()}
+	if k.ver.Load() != v {
+		return window.Counts{}, false
+	}
+	// The head bucket as Snapshot reads a bucket: a failure added after we
+	// read the class counters and before a success we hold moves seq.
+	w.seq.readers.Inc()
+	seq := w.seq.n.Load()
+	h := g.b.read(g.inc)
+	// After the bucket: head.others is checked last, so that an outcome
+	// that landed elsewhere and is missing from the others was still in
+	// flight when every count we hold had been read.
+	ok := w.seq.n.Load() == seq && g.b.id.Load() == g.id && w.head.second.Load() == g.sec && w.head.others.Load() == stamp
+	w.seq.readers.Dec()
+	return plus(c, h), ok
+}
+
+// publish caches the sum s of judge g less its head bucket's part, for
+// the judges after it in g's second (cached), or moves head.others where
+// it cannot. Only a sum of g's current second, taken while g's bucket held
+// it, and on a window unclean at that second before the sum began: an
+// outcome that lands in another bucket after the sum then finds the
+// window unclean too, so it is judged and says so (landed) on every path,
+// including RecordSuccess's, which skips landed on a clean window.
+func (w *Window) publish(g *judging, s *sums) {
+	if !g.ours || s.sec != g.sec || !s.unclean || !w.head.others.CompareAndSwap(s.others, s.others+1) {
+		// Whatever the cache holds may lack an outcome our sum saw.
+		w.head.others.Inc()
+		return
+	}
+	// head.others has not moved since before our sum: nothing landed
+	// outside the head bucket and said so in between, and the stamp now
+	// names our sum alone.
+	k := &w.seq.cache
+	v := k.ver.Load()
+	if v&1 != 0 || !k.ver.CompareAndSwap(v, v+1) {
+		return // another publisher's, stamped before ours: no longer used
+	}
+	k.id.Store(g.id)
+	k.stamp.Store(s.others + 1)
+	k.calls.Store(s.all.Calls - s.head.Calls)
+	k.failures.Store(s.all.Failures - s.head.Failures)
+	k.slowCalls.Store(s.all.SlowCalls - s.head.SlowCalls)
+	k.ver.Store(v + 2)
 }
 
 // judging is what a judge that is summing the window knows of its bucket:

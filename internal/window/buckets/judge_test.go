@@ -266,3 +266,78 @@ func TestJudge_SuccessAfterARetractionIsJudged(t *testing.T) {
 		require.True(t, trips, "fast %v: S comes after a Snapshot that held three failures: it must trip", fast)
 	}
 }
+
+// The cached sum of the other buckets holds every outcome a caller could
+// have seen in them. Second 0 holds four failures; F, the first outcome of
+// second 1, sums the window {5, 5} and publishes the others, {4, 4}. Then
+// a success lands in second 0's bucket: its writer read head before head
+// moved to second 1 (recordAt with second 0). Either it has returned
+// ("landed"), or it is still on its way and a Snapshot has shown it
+// ("shown"). The successes of second 1 that follow are each judged below
+// the minimum of 10 calls; the window holds the late success, so the
+// fourth brings it to {10, 5}, 50%, and must trip. A cache that missed the
+// late success would judge {9, 5} and not trip: what removing landed, or
+// SnapshotOwed's move of head.others, does.
+func TestJudge_CachedSumHoldsWhatLandsElsewhere(t *testing.T) {
+	rule := &trip.Rule{FailureRateThreshold: 50, MinimumNumberOfCalls: 10}
+	const gen = 1
+	for _, late := range []string{"landed", "shown"} {
+		w := mustNew(t, 10)
+		for i := range 4 {
+			_, trips := w.RecordTrip(gen, 500*time.Millisecond, true, false, rule)
+			require.False(t, trips, "%s: failure %d", late, i)
+		}
+		now := 1500 * time.Millisecond
+		_, trips := w.RecordFailure(gen, now, rule) // F
+		require.False(t, trips, late)
+		require.Equal(t, w.ids[w.slot(1)].Load(), w.seq.cache.id.Load(), "%s: F published the others", late)
+		switch late {
+		case "landed":
+			_, ok := w.recordAt(gen, 0, false, false, false)
+			require.True(t, ok)
+		case "shown":
+			b := w.bucket(w.slot(0))
+			require.True(t, b.addTagged(b.cell(0), b.id.Load())) // the add, and no more
+			require.Equal(t, window.Counts{Calls: 6, Failures: 5}, w.Snapshot(gen, now))
+		}
+		for i := range 3 {
+			_, trips := w.RecordSuccess(gen, now, rule)
+			require.False(t, trips, "%s: success %d", late, i)
+		}
+		_, trips = w.RecordSuccess(gen, now, rule)
+		require.Equal(t, window.Counts{Calls: 10, Failures: 5}, w.Snapshot(gen, now), late)
+		require.True(t, trips, "%s: the fourth success brings the window to the minimum at 50%%: it must trip", late)
+	}
+}
+
+// Below the minimum number of calls every outcome a judgement does not
+// cover is judged on the whole window; the first sum of a second publishes
+// the other buckets' part, and the judges after it add their own bucket
+// to it, so a second's warm-up sums its 3,600 buckets once, not once per
+// outcome. Every sum a judge takes moves head.others (it publishes with a
+// compare-and-swap on it, or moves it so that no older cache stays
+// current), and nothing else does here, so head.others counts the sums:
+// one per second. Disabling the cache (cached always false) makes it one
+// per success.
+func TestJudge_WarmUpSumsTheWindowOncePerSecond(t *testing.T) {
+	w, err := NewWidth(360, 100*time.Millisecond)
+	require.NoError(t, err)
+	require.Len(t, w.ids, MaxBuckets)
+	rule := &trip.Rule{FailureRateThreshold: 50, MinimumNumberOfCalls: 100}
+	const gen = 1
+	for s := range 3 {
+		now := time.Duration(s)*100*time.Millisecond + 50*time.Millisecond
+		before := w.head.others.Load()
+		for i := range 30 {
+			var trips bool
+			if i%10 == 0 {
+				_, trips = w.RecordFailure(gen, now, rule)
+			} else {
+				_, trips = w.RecordSuccess(gen, now, rule)
+			}
+			require.False(t, trips, "second %d, outcome %d", s, i)
+		}
+		require.Equal(t, window.Counts{Calls: uint64(30 * (s + 1)), Failures: uint64(3 * (s + 1))}, w.Snapshot(gen, now))
+		require.Equal(t, uint64(1), w.head.others.Load()-before-1, "second %d: sums besides the Snapshot's own move", s)
+	}
+}
