@@ -1,12 +1,12 @@
 package fleet
 
 import (
-	"context"
 	"errors"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/casbreaker/casbreaker/core"
@@ -36,24 +36,36 @@ func testConfig(clock core.Clock) core.Config {
 	}
 }
 
+// store is where a test's fleet keeps its shared state: one
+// redis-server (redisServer) or a Redis Cluster (redisCluster).
+type store interface {
+	// connect returns a new client of the store, closed at the test's
+	// end, with the context deadlines a member needs.
+	connect(t testing.TB) redis.UniversalClient
+	// subscriptions returns a function that counts the subscriptions to
+	// a channel on the store's servers (0 where they do not answer),
+	// through clients closed at the test's end.
+	subscriptions(t testing.TB) func(channel string) int64
+}
+
 // fleet is n members of one fleet on srv, each with its own client and
 // manual clock, closed at the test's end.
 type fleet struct {
 	t       *testing.T
-	srv     *redisServer
+	srv     store
 	members []*Member
 	clocks  []*core.ManualClock
 }
 
 // newFleet makes n members with the options opts returns (Client and Key
 // filled in when unset).
-func newFleet(t *testing.T, srv *redisServer, n int, opts func(i int) Options) *fleet {
+func newFleet(t *testing.T, srv store, n int, opts func(i int) Options) *fleet {
 	t.Helper()
 	f := &fleet{t: t, srv: srv}
 	for i := range n {
 		o := opts(i)
 		if o.Client == nil {
-			o.Client = srv.client(t)
+			o.Client = srv.connect(t)
 		}
 		if o.Key == "" {
 			o.Key = t.Name()
@@ -81,11 +93,10 @@ func newFleet(t *testing.T, srv *redisServer, n int, opts func(i int) Options) *
 // the server, so that no publish can miss one.
 func (f *fleet) waitSubscribed() {
 	f.t.Helper()
-	c := f.srv.client(f.t)
+	count := f.srv.subscriptions(f.t)
 	ch := f.members[0].channel
 	eventually(f.t, "every member subscribed", func() bool {
-		n, err := c.PubSubNumSub(context.Background(), ch).Result()
-		return err == nil && n[ch] >= int64(len(f.members))
+		return count(ch) >= int64(len(f.members))
 	})
 }
 

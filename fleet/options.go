@@ -26,8 +26,9 @@ const (
 // and the fleet's rules. The breaker's own rules come from core.Config.
 type Options struct {
 	// Client is the Redis client the member talks to the store through:
-	// a *redis.Client or a *redis.ClusterClient (Valkey works as Redis
-	// does). It must have ContextTimeoutEnabled set, so that a store
+	// a *redis.Client or a *redis.ClusterClient (the tests run Redis 7,
+	// one server and a cluster; Valkey speaks the same protocol but is
+	// not tested). It must have ContextTimeoutEnabled set, so that a store
 	// call's deadline (StoreTimeout) bounds its socket reads and writes
 	// too; New refuses one without it, since a hung Redis would then hold
 	// a call for the client's ReadTimeout. The member does not close it.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -25,6 +26,11 @@ type redisServer struct {
 	cmd  *exec.Cmd
 	out  *syncBuffer
 	done chan struct{}
+	// clusterDir, for a Redis Cluster node, is the folder of its cluster
+	// configuration file; empty for a standalone server.
+	clusterDir string
+	// busPort is a cluster node's cluster bus port, chosen free at start.
+	busPort string
 }
 
 type syncBuffer struct {
@@ -50,21 +56,26 @@ func (b *syncBuffer) String() string {
 // check.
 func startRedis(t testing.TB) *redisServer {
 	t.Helper()
+	return startRedisNode(t, "")
+}
+
+// startRedisNode is startRedis, as a Redis Cluster node (with no slots
+// and no peers yet) keeping its cluster configuration in clusterDir
+// where clusterDir is not empty.
+func startRedisNode(t testing.TB, clusterDir string) *redisServer {
+	t.Helper()
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("redis-server is not on PATH (%v): run `bash scripts/redis.sh` from the repository's root, "+
 			"which installs Debian's redis-server package (make test runs it), or put redis-server on PATH", err)
 	}
-	r := &redisServer{t: t, path: path}
+	r := &redisServer{t: t, path: path, clusterDir: clusterDir}
 	// A free port can be taken between our listen and the server's: a
 	// few tries with new ports.
 	for try := 0; ; try++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
+		if r.addr, err = freeAddr(); err != nil {
 			t.Fatal(err)
 		}
-		r.addr = l.Addr().String()
-		l.Close()
 		if err = r.start(); err == nil {
 			break
 		} else if try == 4 {
@@ -78,8 +89,20 @@ func startRedis(t testing.TB) *redisServer {
 // start starts the server on r.addr and waits until it answers PING.
 func (r *redisServer) start() error {
 	_, port, _ := net.SplitHostPort(r.addr)
-	cmd := exec.Command(r.path, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--protected-mode", "no", "--loglevel", "warning")
+	args := []string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--protected-mode", "no", "--loglevel", "warning"}
+	if r.clusterDir != "" {
+		// The bus port's default, port + 10000, can be above 65535 or
+		// taken: a free one of its own.
+		bus, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		_, r.busPort, _ = net.SplitHostPort(bus)
+		args = append(args, "--cluster-enabled", "yes", "--cluster-port", r.busPort,
+			"--cluster-config-file", filepath.Join(r.clusterDir, "nodes-"+port+".conf"))
+	}
+	cmd := exec.Command(r.path, args...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -108,6 +131,16 @@ func (r *redisServer) start() error {
 	}
 	r.kill()
 	return fmt.Errorf("redis-server on %s did not answer PING within 5 s: %s", r.addr, out.String())
+}
+
+// freeAddr returns a loopback address with a port free when it returns.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 // signal sends sig to the server.
@@ -155,6 +188,18 @@ func (r *redisServer) client(t testing.TB) *redis.Client {
 	})
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// connect is client, as the store interface wants it.
+func (r *redisServer) connect(t testing.TB) redis.UniversalClient { return r.client(t) }
+
+// subscriptions is what the store interface says, for one server.
+func (r *redisServer) subscriptions(t testing.TB) func(channel string) int64 {
+	c := r.client(t)
+	return func(channel string) int64 {
+		n, _ := c.PubSubNumSub(context.Background(), channel).Result()
+		return n[channel]
+	}
 }
 
 // redisZ is a sorted-set member with its score.
