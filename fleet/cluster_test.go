@@ -244,7 +244,11 @@ func TestCluster(t *testing.T) {
 		start := time.Now()
 		a.trip(1)
 		a.waitVersion(1)
-		t.Logf("fleet a's quorum reached its %d members over publish/subscribe in %v", n, time.Since(start))
+		took := time.Since(start)
+		t.Logf("fleet a's quorum reached its %d members over publish/subscribe in %v", n, took)
+		if took > adoptionBound {
+			t.Fatalf("the last of fleet a's %d members adopted the quorum's trip %v after it, want within %v", n, took, adoptionBound)
+		}
 		for i, m := range a.members {
 			if m.State() != core.Open || !m.Stats().FleetOpen || call(m) {
 				t.Fatalf("fleet a's member %d is %v (fleet open %v) after its quorum's trip", i, m.State(), m.Stats().FleetOpen)
