@@ -20,7 +20,9 @@ import (
 // it needs a Redis.)
 func ExampleKeys() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
-	keys, err := fleet.NewKeys(fleet.Options{Client: rdb, Key: "checkout", Quorum: 2, Probes: 1})
+	keys, err := fleet.NewKeys(fleet.Options{Client: rdb, Key: "checkout", Quorum: 2, Probes: 1,
+		LeaseTTL: 10 * time.Second, // above the longest probe: the client's Timeout below
+	})
 	if err != nil {
 		log.Fatal(err)
 	}

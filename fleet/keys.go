@@ -24,7 +24,21 @@ import (
 // Group's: Keys suits the tens or hundreds of dependencies a service
 // calls, not a registry of thousands of keys. A member whose breaker the
 // registry evicts is closed (in the background: eviction does not wait
-// for its loop). Make one with NewKeys; safe for concurrent use.
+// for its loop).
+//
+// A key's member is made with its breaker, on the key's first Get, and
+// waits for no I/O, as New: the call that made it goes out before the
+// member's first read of the store (a few milliseconds later), so on a
+// replica that starts while the fleet is open, each key's first call
+// reaches the dependency before the member adopts the open state. The
+// fleet's adoptions are the breaker's manual controls (ForceOpen,
+// HalfOpen, Reset): a listener hears them with core.ReasonManual. The
+// template must not set Config.ProbeGate (every Get then fails with
+// ErrInvalidOptions). The store's keys of a fleet outlive its members:
+// see docs/fleet.md for what each keeps and for how long.
+//
+// Make one with NewKeys: the methods of a zero or nil Keys panic naming
+// NewKeys. Safe for concurrent use.
 type Keys struct {
 	o       Options
 	members sync.Map // breaker name -> *Member
@@ -48,10 +62,9 @@ func NewKeys(o Options) (*Keys, error) {
 
 // Extend makes the member of the breaker named name, the breaker's
 // listener and probe gate: registry.Extension's method, which the
-// registry calls. It returns ErrInvalidOptions for a config with a
-// ProbeGate of its own, or options that the breaker's settings make
-// invalid (Probes above its PermittedCallsInHalfOpen's bound). After
-// Close it makes no member: the breaker is a plain local one.
+// registry calls. It returns an error matching ErrInvalidOptions for a
+// config with a ProbeGate of its own. After Close it makes no member:
+// the breaker is a plain local one.
 func (k *Keys) Extend(name string, c *core.Config) (registry.Extended, error) {
 	k.mustBeNew()
 	k.mu.Lock()
