@@ -2,8 +2,12 @@
 // across the fleet, on Redis (or Valkey, or Redis Cluster), without a
 // store call on the call path of a closed or open breaker.
 //
-// Each replica runs a Member (New): a core.Breaker that keeps detecting
-// with its own window. A member's trip is published to the store,
+// Each replica runs a Member (New) per shared breaker: a core.Breaker
+// (embedded: its Allow and Done are the breaker's own) that keeps
+// detecting with its own window, with the member as its listener and its
+// core.ProbeGate. For the breakers of a registry (and so of httpbreaker's
+// hosts and grpcbreaker's keys), Keys is the registry.Extension that
+// makes each of them a member of its own fleet. A member's trip is published to the store,
 // versioned and fenced by its breaker generation; once Options.Quorum
 // distinct members reported a trip within the open duration, on the
 // store's clock, the fleet is open, and every member adopts the open state
@@ -27,8 +31,8 @@
 // A Member is an observe.Breaker and an observe.FleetMember, so
 // prombreaker and otelbreaker export its breaker's series and the fleet's
 // (mode fleet or local, store errors, published trips, adoptions, probe
-// leases granted and refused): observe.Breakers(member), or a Group's
-// Source for every member it has made.
+// leases granted and refused): observe.Breakers(member), or a Group's or
+// a Keys' Source for every member it has made.
 //
 // docs/fleet.md gives the design, what it guarantees and what not, and
 // each failure mode.
