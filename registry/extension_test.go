@@ -229,3 +229,55 @@ func TestExtensionAtScale(t *testing.T) {
 	require.Equal(t, keys, ext.extended)
 	require.Equal(t, keys-1000, ext.dropped)
 }
+
+// panicky is an Extension whose parts' Made panics, or that returns a nil
+// *part (typed nil) for the name "api/typed-nil".
+type panicky struct{ tally }
+
+type madePanics struct{ *part }
+
+func (p madePanics) Made(*core.Breaker) { panic("Made panicked") }
+
+func (e *panicky) Extend(name string, c *core.Config) (registry.Extended, error) {
+	if name == "api/typed-nil" {
+		return (*part)(nil), nil
+	}
+	x, err := e.tally.Extend(name, c)
+	if name == "api/made-panics" {
+		return madePanics{x.(*part)}, err
+	}
+	return x, err
+}
+
+// A Made that panics fails its Get with the panic and keeps no breaker:
+// the registry's mutex is not left held (the next Get and Len return) and
+// the part is dropped, having never been kept. An Extend that returns a
+// nil pointer as its Extended fails the Get with an error that names it,
+// instead of calling Made on it.
+func TestExtensionMisuse(t *testing.T) {
+	ext := &panicky{}
+	r := extended(t, ext, 2, time.Minute, core.NewManualClock(0))
+	get(t, r, "a")
+	require.PanicsWithValue(t, "Made panicked", func() { _, _ = r.Get("made-panics") })
+	done := make(chan int)
+	go func() {
+		get(t, r, "b")
+		done <- r.Len()
+	}()
+	select {
+	case n := <-done:
+		require.Equal(t, 2, n)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Get after a panicking Made: the registry's mutex is still held")
+	}
+	require.Equal(t, 1, ext.dropped, "the part whose Made panicked")
+	_, ok := r.Lookup("made-panics")
+	require.False(t, ok)
+
+	_, err := r.Get("typed-nil")
+	require.ErrorContains(t, err, "typed-nil")
+	require.ErrorContains(t, err, "nil *registry_test.part")
+	_, ok = r.Lookup("typed-nil")
+	require.False(t, ok)
+	ext.check(t, r)
+}

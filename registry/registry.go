@@ -390,7 +390,7 @@ func keyText[K comparable](key K) string {
 // create makes key's breaker under the mutex, after the hand's sweep, with
 // build from the template under the key's name (as Options.Extension
 // leaves it), or returns the one another caller made meanwhile.
-func (r *Registry[K]) create(key K, build func(core.Config) (*core.Breaker, error)) (*Breaker, error) {
+func (r *Registry[K]) create(key K, build func(core.Config) (*core.Breaker, error)) (b *Breaker, err error) {
 	// A key not equal to itself is never found again: each Get would make
 	// one more breaker. Checked here, on a miss, where such a key always
 	// lands, so that a found key pays nothing.
@@ -409,13 +409,18 @@ func (r *Registry[K]) create(key K, build func(core.Config) (*core.Breaker, erro
 		return nil, fmt.Errorf("registry: extension for the breaker of %s: %w", keyText(key), err)
 	}
 	r.mu.Lock()
-	b, kept, err := r.createLocked(key, cfg, ext, build)
-	dropped := r.takeDropped()
-	r.mu.Unlock()
-	if ext != nil && !kept {
-		dropped = append(dropped, ext)
-	}
-	tellDropped(dropped)
+	// Deferred: a Made or a clock that panics must not leave the mutex
+	// held, and the parts dropped so far (and ext, not kept) are told.
+	kept := false
+	defer func() {
+		dropped := r.takeDropped()
+		r.mu.Unlock()
+		if ext != nil && !kept {
+			dropped = append(dropped, ext)
+		}
+		tellDropped(dropped)
+	}()
+	b, kept, err = r.createLocked(key, cfg, ext, build)
 	return b, err
 }
 
