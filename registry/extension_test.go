@@ -281,3 +281,78 @@ func TestExtensionMisuse(t *testing.T) {
 	require.False(t, ok)
 	ext.check(t, r)
 }
+
+// Gets of 64 keys from 8 goroutines through a bound of 16 with idle
+// eviction, one of them also running EvictIdle as the clock moves, with
+// Dropped calling Len: every part is made at most once, before it is
+// dropped, and dropped once, and the parts left are the breakers held.
+func TestExtensionRacingEvictions(t *testing.T) {
+	clock := core.NewManualClock(0)
+	ext := &tally{}
+	var r *registry.Registry[string]
+	ext.onDrop = func() { r.Len() }
+	r = extended(t, ext, 16, time.Second, clock)
+	n := 2000
+	if testing.Short() {
+		n = 200
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range n {
+				if w == 0 && i%16 == 0 {
+					clock.Advance(300 * time.Millisecond)
+					r.EvictIdle()
+					continue
+				}
+				b, err := r.Get(fmt.Sprint((i*7 + w*13) % 64))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				p, err := b.Allow()
+				if err == nil {
+					b.Done(p, nil)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	ext.check(t, r)
+	clock.Advance(time.Hour)
+	r.EvictIdle()
+	r.EvictIdle() // the first pass stamps the marks of the last Gets
+	require.Zero(t, r.Len())
+	ext.check(t, r)
+	require.Equal(t, ext.extended, ext.dropped, "every part dropped, kept or not")
+}
+
+// Restore with an Extension: each restored breaker has its part made,
+// with the config Extend changed; a key that already has a breaker keeps
+// it and Extend is not asked for it.
+func TestExtensionRestore(t *testing.T) {
+	clock := core.NewManualClock(0)
+	gate := new(halfGate)
+	src := extended(t, &tally{}, 0, 0, clock)
+	for _, k := range []string{"a", "b", "c"} {
+		get(t, src, k)
+	}
+	b := get(t, src, "b")
+	p, err := b.Allow()
+	require.NoError(t, err)
+	b.Done(p, errors.New("down")) // open
+	snaps, err := src.Snapshot(time.Unix(1000, 0), true)
+	require.NoError(t, err)
+
+	ext := &tally{config: func(c *core.Config) { c.ProbeGate = gate }}
+	dst := extended(t, ext, 0, 0, clock)
+	get(t, dst, "a")
+	require.NoError(t, dst.Restore(snaps, time.Unix(1000, 0)))
+	require.Equal(t, 3, dst.Len())
+	require.Equal(t, 3, ext.extended, "a, then b and c restored")
+	require.Equal(t, core.Open, get(t, dst, "b").State())
+	for _, k := range []string{"a", "b", "c"} {
+		require.Equal(t, core.ProbeGate(gate), get(t, dst, k).Settings().ProbeGate)
+	}
+	ext.check(t, dst)
+}
