@@ -64,7 +64,7 @@ func (r *Registry[K]) extend(name string, c *core.Config) (Extended, error) {
 
 // isNil reports whether e holds a nil pointer, map, slice, channel or
 // function.
-func isNil(e Extended) bool {
+func isNil(e any) bool {
 	if e == nil {
 		return false
 	}

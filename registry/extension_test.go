@@ -356,3 +356,11 @@ func TestExtensionRestore(t *testing.T) {
 	}
 	ext.check(t, dst)
 }
+
+// An Extension that is a nil pointer is refused by New, naming it, rather
+// than called on each new key.
+func TestExtensionNilPointer(t *testing.T) {
+	_, err := registry.New(registry.Options[string]{Config: core.Config{Name: "api", ConsecutiveFailures: 1}, Extension: (*tally)(nil)})
+	require.ErrorIs(t, err, registry.ErrInvalidOptions)
+	require.ErrorContains(t, err, "Extension is a nil *registry_test.tally")
+}

@@ -185,7 +185,8 @@ type Options[K comparable] struct {
 	// registry makes, and is told when the registry drops it (see
 	// Extension): the fleet module's per-key membership is one. Zero: none,
 	// and no memory for it; with one, the registry keeps a map entry from
-	// each breaker to its part.
+	// each breaker to its part. A nil pointer (or other nil value of a
+	// type with methods) as the Extension: an error.
 	Extension Extension
 }
 
@@ -248,6 +249,9 @@ func New[K comparable](o Options[K]) (*Registry[K], error) {
 	}
 	if o.Config.OpenGate != nil {
 		errs = append(errs, fmt.Errorf("%w: Config.OpenGate is set in the template: the registry gives each breaker its own (MaxOpenPercent), and evicts breakers a shared gate would go on counting", ErrInvalidOptions))
+	}
+	if isNil(o.Extension) {
+		errs = append(errs, fmt.Errorf("%w: Extension is a nil %T (leave it nil for none)", ErrInvalidOptions, o.Extension))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
