@@ -57,7 +57,7 @@ func (r *Registry[K]) extend(name string, c *core.Config) (Extended, error) {
 	if err == nil && isNil(e) {
 		// A nil pointer in a non-nil interface: Made and Dropped would be
 		// called on it.
-		return nil, fmt.Errorf("Extend returned a nil %T with a nil error (return a nil Extended for none)", e)
+		return nil, fmt.Errorf("its Extend returned a nil %T with a nil error (return a nil Extended for none)", e)
 	}
 	return e, err
 }
