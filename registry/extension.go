@@ -78,10 +78,30 @@ func isNil(e any) bool {
 // dropExtended queues the Extended of the breaker b, which the registry
 // drops, for tellDropped. The caller holds the mutex.
 func (r *Registry[K]) dropExtended(b *Breaker) {
-	if e, ok := r.exts[b]; ok {
-		delete(r.exts, b)
-		r.dropped = append(r.dropped, e)
+	e, ok := r.exts[b]
+	if !ok {
+		return
 	}
+	delete(r.exts, b)
+	r.dropped = append(r.dropped, e)
+	// A Go map never gives back its buckets: once less than a quarter of
+	// the most it held since it was last made is used, it is made again,
+	// as the ring is (drop), so that a burst of keys does not hold its
+	// memory for good. Amortized O(1) per drop.
+	if len(r.exts) < r.extsPeak/4 {
+		m := make(map[*Breaker]Extended, len(r.exts))
+		for b, e := range r.exts {
+			m[b] = e
+		}
+		r.exts, r.extsPeak = m, len(m)
+	}
+}
+
+// keepExtended records e as the Extended of the breaker b, which the
+// registry keeps. The caller holds the mutex.
+func (r *Registry[K]) keepExtended(b *Breaker, e Extended) {
+	r.exts[b] = e
+	r.extsPeak = max(r.extsPeak, len(r.exts))
 }
 
 // takeDropped returns the Extended queued by dropExtended, for the caller

@@ -3,6 +3,7 @@ package registry_test
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -364,3 +365,40 @@ func TestExtensionNilPointer(t *testing.T) {
 	require.ErrorIs(t, err, registry.ErrInvalidOptions)
 	require.ErrorContains(t, err, "Extension is a nil *registry_test.tally")
 }
+
+// A burst of 100,000 keys with an Extension, then every breaker dropped
+// for idleness: the registry gives back the memory of its parts' map, as
+// it gives back its ring's (before: the map kept its 100,000 entries'
+// buckets, 3.5 MB, for good).
+func TestExtensionMemoryGivenBack(t *testing.T) {
+	n := 100_000
+	if testing.Short() {
+		n = 20_000
+	}
+	heap := func() int64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	clock := core.NewManualClock(0)
+	before := heap()
+	r := extended(t, nopExtension{}, 0, time.Minute, clock)
+	for i := range n {
+		get(t, r, fmt.Sprint(i))
+	}
+	clock.Advance(time.Hour)
+	require.Equal(t, n, r.EvictIdle())
+	held := heap() - before
+	runtime.KeepAlive(r)
+	require.Less(t, held, int64(64<<10), "bytes an empty registry holds after %d keys came and went", n)
+}
+
+// nopExtension makes a part that keeps nothing for each breaker.
+type nopExtension struct{}
+
+type nopPart struct{ _ byte }
+
+func (nopExtension) Extend(string, *core.Config) (registry.Extended, error) { return new(nopPart), nil }
+func (*nopPart) Made(*core.Breaker)                                         {}
+func (*nopPart) Dropped()                                                   {}

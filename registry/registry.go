@@ -219,6 +219,9 @@ type Registry[K comparable] struct {
 	// mutex is released; both guarded by mu.
 	exts    map[*Breaker]Extended
 	dropped []Extended
+	// extsPeak is the most entries exts held since it was made; guarded
+	// by mu.
+	extsPeak int
 }
 
 // slot is a breaker in the hand's ring, with its key.
@@ -462,7 +465,7 @@ func (r *Registry[K]) createLocked(key K, cfg core.Config, ext Extended, build f
 	b.used.Store(int64(now))
 	if ext != nil {
 		ext.Made(cb)
-		r.exts[b] = ext
+		r.keepExtended(b, ext)
 	}
 	s := slot[K]{key, b}
 	if victim >= 0 {
