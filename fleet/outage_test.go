@@ -234,3 +234,25 @@ func TestStoreKilledMidLease(t *testing.T) {
 		t.Fatalf("%d probes in the half-open period after the restart, want 1 (the budget)", probes)
 	}
 }
+
+// TestFailClosedAfterClose: a FailClosed member closed while its fleet is
+// open goes on as a plain local breaker, as Close says: its half-open
+// probes go out and decide, rather than being refused for want of a store
+// it no longer asks.
+func TestFailClosedAfterClose(t *testing.T) {
+	srv := startRedis(t)
+	f := newFleet(t, srv, 1, func(int) Options { return Options{Quorum: 1, FailClosed: true} })
+	m := f.members[0]
+	f.trip(0)
+	f.waitVersion(1)
+	m.Close()
+	f.advance(openDuration)
+	p, err := m.Allow()
+	if err != nil || !p.Probe {
+		t.Fatalf("a closed member's probe: %+v, %v; want a local probe", p, err)
+	}
+	m.Done(p, nil)
+	if s := m.State(); s != core.Closed {
+		t.Fatalf("a closed member after its probe's success: %v, want closed", s)
+	}
+}
