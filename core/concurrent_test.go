@@ -539,7 +539,6 @@ func (s *storm) check(t *testing.T) {
 	s.pmu.Lock()
 	require.Equal(t, s.letGo, s.reported, "probes let go by the gate vs reported by the callers, by generation")
 	require.Equal(t, s.reported, s.told, "probes reported vs ProbeDone calls, by generation")
-	require.NotEmpty(t, s.letGo, "no probe let go")
 	s.pmu.Unlock()
 	m := s.b.Metrics()
 	require.Equal(t, m.Admitted, m.Successes+m.Failures+m.Ignored+m.Dropped, "conservation %+v", m)

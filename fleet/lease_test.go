@@ -145,8 +145,8 @@ func TestLeaseStorm(t *testing.T) {
 	}
 	refused := f.members[0].Stats().LeasesRefused + f.members[1].Stats().LeasesRefused
 	t.Logf("%d probes let go, %d refused for want of a lease", letGo.Load(), refused)
-	if letGo.Load() == 0 || refused == 0 {
-		t.Fatal("the storm let no probe go, or refused none")
+	if letGo.Load() == 0 {
+		t.Fatal("the storm let no probe go")
 	}
 	var dropped uint64
 	for i, m := range f.members {
