@@ -135,10 +135,13 @@ func (k *Keys) Close() error {
 	return nil
 }
 
-// closeInBackground closes the member m of an evicted breaker without
-// making the registry's caller wait for its loop, counted for Close.
-func (k *Keys) closeInBackground(m *Member) {
+// closeInBackground removes the member m of the evicted breaker named
+// name and closes it without making the registry's caller wait for its
+// loop, counted for Close: removed and counted under the mutex, so that a
+// Close either finds m among the members or finds it counted.
+func (k *Keys) closeInBackground(name string, m *Member) {
 	k.mu.Lock()
+	k.members.CompareAndDelete(name, m)
 	k.closing++
 	k.mu.Unlock()
 	go func() {
@@ -188,6 +191,5 @@ func (p *keyMember) Dropped() {
 	if !p.started {
 		return
 	}
-	p.k.members.CompareAndDelete(p.name, p.m)
-	p.k.closeInBackground(p.m)
+	p.k.closeInBackground(p.name, p.m)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -252,5 +253,50 @@ func TestKeysCloseWaitsForEvicted(t *testing.T) {
 	case <-m.done:
 	default:
 		t.Fatal("the evicted member's loop still runs after Keys.Close returned")
+	}
+}
+
+// Keys.Close racing Gets of new keys and evictions from four goroutines:
+// when Close and the Gets have returned, every member Made started has
+// stopped its loop (a member made after Close never starts), and goleak
+// (TestMain) finds no goroutine left.
+func TestKeysCloseRacingGets(t *testing.T) {
+	srv := startRedis(t)
+	k, err := NewKeys(Options{Client: srv.client(t), Key: t.Name(), StoreTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := registry.New(registry.Options[string]{Config: testConfig(core.NewManualClock(0)), Extension: k, MaxBreakers: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []*Member
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 40 {
+				name := fmt.Sprintf("%d-%d", w, i)
+				if _, err := r.Get(name); err != nil {
+					t.Error(err)
+					return
+				}
+				if m, ok := k.Member("dep/" + name); ok {
+					mu.Lock()
+					seen = append(seen, m)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Go(func() { k.Close() })
+	wg.Wait()
+	k.Close() // waits for the background closes of the evictions after the first
+	for _, m := range seen {
+		select {
+		case <-m.done:
+		default:
+			t.Fatalf("member %s still runs after Close", m.o.Key)
+		}
 	}
 }
