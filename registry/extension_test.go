@@ -240,8 +240,11 @@ type madePanics struct{ *part }
 func (p madePanics) Made(*core.Breaker) { panic("Made panicked") }
 
 func (e *panicky) Extend(name string, c *core.Config) (registry.Extended, error) {
-	if name == "api/typed-nil" {
+	switch name {
+	case "api/typed-nil":
 		return (*part)(nil), nil
+	case "api/extend-panics":
+		panic("Extend panicked")
 	}
 	x, err := e.tally.Extend(name, c)
 	if name == "api/made-panics" {
@@ -250,7 +253,8 @@ func (e *panicky) Extend(name string, c *core.Config) (registry.Extended, error)
 	return x, err
 }
 
-// A Made that panics fails its Get with the panic and keeps no breaker:
+// An Extend that panics fails its Get with the panic, with no breaker
+// made. A Made that panics fails its Get with the panic and keeps no breaker:
 // the registry's mutex is not left held (the next Get and Len return) and
 // the part is dropped, having never been kept. An Extend that returns a
 // nil pointer as its Extended fails the Get with an error that names it,
@@ -274,6 +278,11 @@ func TestExtensionMisuse(t *testing.T) {
 	require.Equal(t, 1, ext.dropped, "the part whose Made panicked")
 	_, ok := r.Lookup("made-panics")
 	require.False(t, ok)
+
+	require.PanicsWithValue(t, "Extend panicked", func() { _, _ = r.Get("extend-panics") })
+	_, ok = r.Lookup("extend-panics")
+	require.False(t, ok)
+	require.Equal(t, 2, r.Len())
 
 	_, err := r.Get("typed-nil")
 	require.ErrorContains(t, err, "typed-nil")
