@@ -329,7 +329,7 @@ func (b *Breaker) gateProbe(p core.Permit) (core.Permit, error) {
 			b.metrics.RejectedHalfOpenFull++
 			b.mu.Unlock()
 		}
-		return core.Permit{RetryAfter: wait}, refusal
+		return core.Permit{RetryAfter: max(wait, 0)}, refusal
 	}
 	if b.collect {
 		b.mu.Lock()

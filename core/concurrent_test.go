@@ -291,9 +291,12 @@ func concurrentMetrics(t *testing.T, mk maker) {
 // Callers, a controller issuing every manual control, and a clock that
 // jumps, all at once, with max wait, ramp-up, hints and metrics on, every
 // operation run through the shared interpreter (difftest.Apply) and checked
-// on what it observed. Guards: probes in flight per half-open generation
-// never exceed PermittedCallsInHalfOpen (R6) even across max-wait restarts
-// and controls; notifications form one chain (each from is the previous to,
+// on what it observed, with a probe gate that refuses a third of the probes
+// (stormGate). Guards: probes in flight per half-open generation, from the
+// gate letting them go to their report, never exceed
+// PermittedCallsInHalfOpen (R6) even across max-wait restarts and
+// controls; once all returned, no probe slot is held and the gate heard
+// one ProbeDone per probe it let go (R17); notifications form one chain (each from is the previous to,
 // generations consecutive, R12); Counts snapshots are possible ones (a
 // closed count window never shows a window that trips, Failures <= Calls <=
 // W, probe counts within bounds); and once everything returned, every
@@ -342,6 +345,10 @@ type storm struct {
 
 	pmu      sync.Mutex
 	inFlight map[uint64]int // probes held, by generation
+	letGo    map[uint64]int // probes the gate let go, by generation
+	told     map[uint64]int // ProbeDone calls the gate heard, by generation
+	reported map[uint64]int // probe permits the callers reported, by generation
+	gateRng  *rand.Rand     // the gate's refusals; guarded by pmu
 
 	bad      atomic.Value     // the first impossible observation
 	rejected [4]atomic.Uint64 // by reason, in difftest.Sentinels order
@@ -350,11 +357,12 @@ type storm struct {
 // controlStorm runs three callers and a controller on one breaker from mk
 // (unpaced: the controller in a tight loop) and checks what they observed.
 func controlStorm(t *testing.T, mk maker, round uint64, unpaced bool) {
-	s := &storm{clk: core.NewManualClock(0), inFlight: map[uint64]int{}}
+	s := &storm{clk: core.NewManualClock(0), inFlight: map[uint64]int{}, letGo: map[uint64]int{}, told: map[uint64]int{},
+		reported: map[uint64]int{}, gateRng: rand.New(rand.NewPCG(round, 7))}
 	b, err := mk.new(core.Config{WindowSize: 8, MinimumNumberOfCalls: 2, FailureRateThreshold: 50, OpenDuration: time.Millisecond,
 		PermittedCallsInHalfOpen: stormProbes, SuccessesToClose: 3, FailuresToReopen: 2, MaxWaitInHalfOpen: 2 * time.Millisecond,
 		RampUpDuration: 5 * time.Millisecond, RampUpStartPercent: 20, MaxRetryAfter: 3 * time.Millisecond,
-		CollectMetrics: true, Classifier: classify, Clock: s.clk, OnStateChange: s.listen})
+		CollectMetrics: true, Classifier: classify, Clock: s.clk, OnStateChange: s.listen, ProbeGate: (*stormGate)(s)})
 	require.NoError(t, err)
 	s.b = b
 	opsPer := rounds(1500, 800)
@@ -408,12 +416,13 @@ func (s *storm) caller(rng *rand.Rand, n int) {
 			continue
 		}
 		p := o.Permit
-		if p.Probe {
-			s.probe(p.Generation, 1)
-		}
+		// A probe is held from the gate's AdmitProbe on (stormGate).
 		s.possible(s.apply(difftest.Op{Kind: difftest.Counts}).Counts)
 		if p.Probe {
 			s.probe(p.Generation, -1)
+			s.pmu.Lock()
+			s.reported[p.Generation]++
+			s.pmu.Unlock()
 		}
 		switch rng.IntN(7) {
 		case 0, 1, 2:
@@ -471,6 +480,34 @@ func (s *storm) probe(gen uint64, delta int) {
 	}
 }
 
+// stormGate is the storm's core.ProbeGate: it refuses a third of the
+// probes at random, some with a zero wait, and holds the probes it lets go
+// to R6 (storm.probe) from the moment it lets them go until their caller
+// reports them.
+type stormGate storm
+
+func (g *stormGate) AdmitProbe(p core.Permit) (time.Duration, error) {
+	s := (*storm)(g)
+	s.pmu.Lock()
+	refuse, wait := s.gateRng.IntN(3) == 0, time.Duration(s.gateRng.IntN(3))*time.Millisecond
+	if !refuse {
+		s.letGo[p.Generation]++
+	}
+	s.pmu.Unlock()
+	if refuse {
+		return wait, errGateRefused
+	}
+	s.probe(p.Generation, 1)
+	return 0, nil
+}
+
+func (g *stormGate) ProbeDone(p core.Permit, _ core.Outcome) {
+	s := (*storm)(g)
+	s.pmu.Lock()
+	s.told[p.Generation]++
+	s.pmu.Unlock()
+}
+
 // possible reports a Counts snapshot no sequence of calls could produce.
 func (s *storm) possible(c core.Counts) {
 	switch {
@@ -498,6 +535,11 @@ func (s *storm) check(t *testing.T) {
 	s.nmu.Unlock()
 	require.Empty(t, gap)
 	require.Equal(t, last.Generation, s.b.Counts().Generation, "generation vs last notification")
+	require.Zero(t, s.b.Counts().ProbesInFlight, "every probe reported, yet a slot is held")
+	s.pmu.Lock()
+	require.Equal(t, s.letGo, s.reported, "probes let go by the gate vs reported by the callers, by generation")
+	require.Equal(t, s.reported, s.told, "probes reported vs ProbeDone calls, by generation")
+	s.pmu.Unlock()
 	m := s.b.Metrics()
 	require.Equal(t, m.Admitted, m.Successes+m.Failures+m.Ignored+m.Dropped, "conservation %+v", m)
 	var trans uint64

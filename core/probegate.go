@@ -27,8 +27,10 @@ type ProbeGate interface {
 	// delivered). It returns a nil refusal to let p go out. A non-nil
 	// refusal refuses it: the breaker gives p's probe slot back with
 	// nothing counted but the rejection (Metrics.Rejected for half-open
-	// full), and Allow returns a zero Permit whose RetryAfter is wait and
-	// the refusal as it is. The refusal should match ErrRejected and
+	// full), and Allow returns a zero Permit whose RetryAfter is wait (a
+	// negative wait counts as zero, as a rejection's wait is never
+	// negative) and the refusal as it is; a nil refusal's wait is not
+	// read. The refusal should match ErrRejected and
 	// ErrHalfOpenFull with errors.Is (and carry wait for RetryAfterOf), so
 	// that Do and the integrations treat it as a full half-open breaker;
 	// the breaker's own RetryAfter does not know the gate's wait and
@@ -68,5 +70,5 @@ func (b *Breaker) gateProbe(p Permit) (Permit, error) {
 	if b.metrics != nil {
 		b.metrics.rejected(rejectHalfOpenFull)
 	}
-	return Permit{RetryAfter: wait}, refusal
+	return Permit{RetryAfter: max(wait, 0)}, refusal
 }

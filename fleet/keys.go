@@ -44,6 +44,11 @@ type Keys struct {
 	members sync.Map // breaker name -> *Member
 	mu      sync.Mutex
 	closed  bool // guarded by mu
+	// closing counts the evicted members being closed in the background,
+	// for Close to wait for; idle is signalled when it drops to zero.
+	// Both guarded by mu.
+	closing int
+	idle    *sync.Cond
 }
 
 var _ registry.Extension = (*Keys)(nil)
@@ -57,7 +62,9 @@ func NewKeys(o Options) (*Keys, error) {
 	if _, err := o.resolved(1, time.Second); err != nil {
 		return nil, err
 	}
-	return &Keys{o: o}, nil
+	k := &Keys{o: o}
+	k.idle = sync.NewCond(&k.mu)
+	return k, nil
 }
 
 // Extend makes the member of the breaker named name, the breaker's
@@ -120,8 +127,10 @@ func (k *Keys) Source() observe.Source {
 }
 
 // Close closes every member (Member.Close: their breakers go on as local
-// ones) and makes the breakers the registry makes after it plain local
-// ones. It returns nil; a second Close does nothing more.
+// ones), and waits for the members of evicted breakers that are being
+// closed in the background, so that no member's loop runs and no store
+// call is made once it returns; the breakers the registry makes after it
+// are plain local ones. It returns nil; a second Close does nothing more.
 func (k *Keys) Close() error {
 	k.mustBeNew()
 	k.mu.Lock()
@@ -131,7 +140,31 @@ func (k *Keys) Close() error {
 		m.(*Member).Close()
 		return true
 	})
+	k.mu.Lock()
+	for k.closing > 0 {
+		k.idle.Wait()
+	}
+	k.mu.Unlock()
 	return nil
+}
+
+// closeInBackground removes the member m of the evicted breaker named
+// name and closes it without making the registry's caller wait for its
+// loop, counted for Close: removed and counted under the mutex, so that a
+// Close either finds m among the members or finds it counted.
+func (k *Keys) closeInBackground(name string, m *Member) {
+	k.mu.Lock()
+	k.members.CompareAndDelete(name, m)
+	k.closing++
+	k.mu.Unlock()
+	go func() {
+		m.Close()
+		k.mu.Lock()
+		if k.closing--; k.closing == 0 {
+			k.idle.Broadcast()
+		}
+		k.mu.Unlock()
+	}()
 }
 
 // mustBeNew panics naming NewKeys for a zero or nil Keys.
@@ -149,26 +182,27 @@ type keyMember struct {
 	started bool // Made ran; the registry calls Made and Dropped in order
 }
 
-// Made starts the member with the registry's breaker.
+// Made starts the member with the registry's breaker, unless Close ran
+// since Extend: then the member is never started, and the breaker is a
+// plain local one (a gate with no fleet period lets every probe go).
+// Under Keys' mutex, so that Close either sees the member or finds it
+// never started.
 func (p *keyMember) Made(b *core.Breaker) {
+	p.k.mu.Lock()
+	defer p.k.mu.Unlock()
+	if p.k.closed {
+		return
+	}
 	p.m.start(b)
 	p.started = true
 	p.k.members.Store(p.name, p.m)
-	p.k.mu.Lock()
-	closed := p.k.closed
-	p.k.mu.Unlock()
-	if closed {
-		// Close ran between Extend and Made and did not see this member.
-		go p.m.Close()
-	}
 }
 
 // Dropped closes the member of a breaker the registry let go, in the
-// background.
+// background (Close waits for it).
 func (p *keyMember) Dropped() {
 	if !p.started {
 		return
 	}
-	p.k.members.CompareAndDelete(p.name, p.m)
-	go p.m.Close()
+	p.k.closeInBackground(p.name, p.m)
 }

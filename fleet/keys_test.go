@@ -1,7 +1,13 @@
 package fleet
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -152,5 +158,145 @@ func TestKeysMisuse(t *testing.T) {
 			}()
 			f()
 		}()
+	}
+}
+
+// Keys at scale on a real Redis: 300 keys through a registry of at most
+// 100 breakers, each key's breaker a member with its loop and
+// subscription. When Keys.Close returns, every member ever made, the 200
+// evicted (closed in the background) included, has stopped its loop, and
+// the server drops every subscription; goleak (TestMain) finds no
+// goroutine left.
+func TestKeysAtScale(t *testing.T) {
+	srv := startRedis(t)
+	client := srv.client(t)
+	k, err := NewKeys(Options{Client: client, Key: t.Name(), StoreTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := registry.New(registry.Options[string]{Config: testConfig(core.NewManualClock(0)), Extension: k, MaxBreakers: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 300
+	if testing.Short() {
+		n = 120
+	}
+	var made []*Member
+	for i := range n {
+		key := fmt.Sprint(i)
+		if _, err := r.Get(key); err != nil {
+			t.Fatal(err)
+		}
+		m, ok := k.Member("dep/" + key)
+		if !ok {
+			t.Fatalf("no member for key %s", key)
+		}
+		made = append(made, m)
+	}
+	if l := r.Len(); l != 100 {
+		t.Fatalf("%d breakers, want 100", l)
+	}
+	k.Close()
+	running := 0
+	for _, m := range made {
+		select {
+		case <-m.done:
+		default:
+			running++
+		}
+	}
+	if running > 0 {
+		t.Fatalf("%d of %d members' loops still running after Keys.Close", running, len(made))
+	}
+	eventually(t, "the server to drop every member's subscription", func() bool {
+		chans, err := client.PubSubChannels(context.Background(), "casbreaker:"+t.Name()+":*").Result()
+		return err == nil && len(chans) == 0
+	})
+}
+
+// A member the registry evicts is closed in the background; Keys.Close
+// waits for that close too. Here the evicted member's loop is stuck in a
+// store call to a stopped server (SIGSTOP) until its StoreTimeout, and the
+// registry holds no other breaker, so Close has no member of its own to
+// wait for: when it returns, the evicted member's loop must have stopped.
+func TestKeysCloseWaitsForEvicted(t *testing.T) {
+	srv := startRedis(t)
+	k, err := NewKeys(Options{Client: srv.client(t), Key: t.Name(), PollInterval: time.Millisecond, StoreTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := core.NewManualClock(0)
+	r, err := registry.New(registry.Options[string]{Config: testConfig(clock), Extension: k, IdleAfter: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Get("a"); err != nil {
+		t.Fatal(err)
+	}
+	m, ok := k.Member("dep/a")
+	if !ok {
+		t.Fatal("no member for key a")
+	}
+	srv.signal(syscall.SIGSTOP)
+	defer srv.signal(syscall.SIGCONT)
+	eventually(t, "the member's loop in a store call to the stopped server", func() bool {
+		buf := make([]byte, 1<<20)
+		return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "fleet.(*Member).call(")
+	})
+	clock.Advance(2 * time.Minute)
+	if n := r.EvictIdle(); n != 1 {
+		t.Fatalf("EvictIdle dropped %d breakers, want 1", n)
+	}
+	k.Close()
+	select {
+	case <-m.done:
+	default:
+		t.Fatal("the evicted member's loop still runs after Keys.Close returned")
+	}
+}
+
+// Keys.Close racing Gets of new keys and evictions from four goroutines:
+// when Close and the Gets have returned, every member Made started has
+// stopped its loop (a member made after Close never starts), and goleak
+// (TestMain) finds no goroutine left.
+func TestKeysCloseRacingGets(t *testing.T) {
+	srv := startRedis(t)
+	k, err := NewKeys(Options{Client: srv.client(t), Key: t.Name(), StoreTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := registry.New(registry.Options[string]{Config: testConfig(core.NewManualClock(0)), Extension: k, MaxBreakers: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []*Member
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 40 {
+				name := fmt.Sprintf("%d-%d", w, i)
+				if _, err := r.Get(name); err != nil {
+					t.Error(err)
+					return
+				}
+				if m, ok := k.Member("dep/" + name); ok {
+					mu.Lock()
+					seen = append(seen, m)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Go(func() { k.Close() })
+	wg.Wait()
+	k.Close() // waits for the background closes of the evictions after the first
+	for _, m := range seen {
+		select {
+		case <-m.done:
+		default:
+			t.Fatalf("member %s still runs after Close", m.o.Key)
+		}
 	}
 }

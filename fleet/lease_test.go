@@ -3,6 +3,8 @@ package fleet
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,4 +93,78 @@ func TestVerdictFenced(t *testing.T) {
 	if st.extra != [2]string{"0", "0"} {
 		t.Fatalf("a lease for a version the fleet is not in: %v, want refused with no wait", st.extra)
 	}
+}
+
+// TestLeaseStorm: two members of a fleet with a budget of one probe, four
+// goroutines each asking for probes and giving each back as ignored (the
+// half-open period goes on), each refused one coming back after the
+// refusal's wait on its member's clock. The fleet never has more than one
+// leased probe out; once all returned, no member holds a probe slot or a
+// lease it has not reported, and the store holds no lease: every probe
+// let go reached the store's report once.
+func TestLeaseStorm(t *testing.T) {
+	srv := startRedis(t)
+	f := newFleet(t, srv, 2, func(int) Options { return Options{Quorum: 1, Probes: 1, LeaseTTL: time.Minute} })
+	f.trip(0)
+	f.waitVersion(1)
+	f.advance(openDuration)
+	n := 200
+	if testing.Short() {
+		n = 50
+	}
+	var out, most, letGo atomic.Int64
+	var wg sync.WaitGroup
+	for i, m := range f.members {
+		for range 4 {
+			wg.Go(func() {
+				for range n {
+					p, err := m.Allow()
+					if err != nil {
+						switch {
+						case errors.Is(err, ErrLeaseRefused):
+							f.clocks[i].Advance(p.RetryAfter)
+						case !errors.Is(err, core.ErrHalfOpenFull): // the member's own slot is taken
+							t.Errorf("member %d: %v", i, err)
+							return
+						}
+						continue
+					}
+					letGo.Add(1)
+					o := out.Add(1)
+					for v := most.Load(); o > v && !most.CompareAndSwap(v, o); v = most.Load() {
+					}
+					out.Add(-1)
+					m.Record(p, core.Ignored)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if most.Load() > 1 {
+		t.Fatalf("%d leased probes out at once, budget 1", most.Load())
+	}
+	refused := f.members[0].Stats().LeasesRefused + f.members[1].Stats().LeasesRefused
+	t.Logf("%d probes let go, %d refused for want of a lease", letGo.Load(), refused)
+	if letGo.Load() == 0 {
+		t.Fatal("the storm let no probe go")
+	}
+	var dropped uint64
+	for i, m := range f.members {
+		m.mu.Lock()
+		leases := len(m.leases)
+		m.mu.Unlock()
+		if c := m.Counts(); c.ProbesInFlight != 0 || leases != 0 {
+			t.Fatalf("member %d after the storm: %+v, %d leases unreported", i, c, leases)
+		}
+		dropped += m.Stats().DroppedReports
+	}
+	if dropped > 0 {
+		t.Logf("%d reports dropped (a full queue): their leases run out at their TTL; no store check", dropped)
+		return
+	}
+	c := srv.client(t)
+	eventually(t, "the store to hold no lease", func() bool {
+		n, err := c.ZCard(context.Background(), f.members[0].keys[3]).Result()
+		return err == nil && n == 0
+	})
 }

@@ -183,13 +183,19 @@ func (m *Member) start(b *core.Breaker) {
 // such as a new connection's handshake to a hung server, holds it up to
 // the client's DialTimeout). The member
 // keeps working as a plain local breaker: no store call is made after
-// Close returns. It returns nil; a second Close does nothing.
+// Close returns, and its half-open probes go out as a local breaker's
+// (with Options.FailClosed too: the fleet period it had adopted is
+// dropped, and Stats.FleetOpen is false). It returns nil; a second Close
+// does nothing.
 func (m *Member) Close() error {
 	m.breaker()
 	m.closeOnce.Do(func() {
 		m.stop()
 		<-m.done
 		m.local.Store(true) // after the loop's last word, which may have cleared it
+		// No loop adopts a period any more: without this, a FailClosed
+		// member closed while its fleet was open refused every probe.
+		m.period.Store(nil)
 	})
 	return nil
 }

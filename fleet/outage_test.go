@@ -166,3 +166,93 @@ func TestFailClosed(t *testing.T) {
 		t.Fatal("the member refused its probe after the store came back empty")
 	}
 }
+
+// TestStoreKilledMidLease: redis-server killed while a member holds the
+// fleet's one probe lease. The holder's report cannot reach the store
+// (dropped, counted) but the holder's breaker takes the outcome and gives
+// its slot back, and the member forgets the lease; the other member's
+// probe asks the dead store, fails at once and goes out as a local
+// probe. After the restart (an empty store) both rejoin, and a trip and
+// a half-open period later the fleet's budget of one probe holds again.
+func TestStoreKilledMidLease(t *testing.T) {
+	srv := startRedis(t)
+	f := newFleet(t, srv, 2, func(int) Options {
+		o := outageOptions(0)
+		// A dead store refuses connections at once; a live one gets a
+		// generous deadline, so that a loaded machine does not make a
+		// member local in the parts about the lease.
+		o.Quorum, o.StoreTimeout = 1, 5*time.Second
+		return o
+	})
+	holder, other := f.members[0], f.members[1]
+	f.trip(0)
+	f.waitVersion(1)
+	f.advance(openDuration)
+	p, err := holder.Allow()
+	if err != nil || !p.Probe {
+		t.Fatalf("the fleet's one probe: %+v, %v", p, err)
+	}
+	if _, err := other.Allow(); !errors.Is(err, ErrLeaseRefused) {
+		t.Fatalf("a second probe with the lease held: %v", err)
+	}
+	srv.kill()
+	holder.Done(p, nil)
+	if c := holder.Counts(); c.ProbesInFlight != 0 || holder.State() != core.Closed {
+		t.Fatalf("the holder after its probe's success with the store dead: %v, %+v", holder.State(), c)
+	}
+	holder.mu.Lock()
+	leases := len(holder.leases)
+	holder.mu.Unlock()
+	if leases != 0 {
+		t.Fatalf("the holder keeps %d leases after its probe's report", leases)
+	}
+	eventually(t, "the holder's report dropped, the store dead", func() bool { return holder.Stats().DroppedReports == 1 })
+	// other's refusal's wait is its own: past it, it asks the dead store.
+	f.clocks[1].Advance(time.Minute)
+	q, err := other.Allow()
+	if err != nil || !q.Probe {
+		t.Fatalf("a probe with the store dead: %+v, %v; want a local probe", q, err)
+	}
+	other.Done(q, errDown)
+	if c := other.Counts(); c.ProbesInFlight != 0 || other.State() != core.Open {
+		t.Fatalf("the other member after its local probe failed: %v, %+v", other.State(), c)
+	}
+
+	srv.restart()
+	eventually(t, "both members to rejoin", func() bool { return !holder.Stats().Local && !other.Stats().Local })
+	eventually(t, "the other member's re-open adopted by both", func() bool {
+		return holder.Stats().FleetOpen && other.Stats().FleetOpen && holder.State() == core.Open
+	})
+	f.advance(time.Hour)
+	probes := 0
+	for _, m := range f.members {
+		if call(m) {
+			probes++
+		}
+	}
+	if probes != 1 {
+		t.Fatalf("%d probes in the half-open period after the restart, want 1 (the budget)", probes)
+	}
+}
+
+// TestFailClosedAfterClose: a FailClosed member closed while its fleet is
+// open goes on as a plain local breaker, as Close says: its half-open
+// probes go out and decide, rather than being refused for want of a store
+// it no longer asks.
+func TestFailClosedAfterClose(t *testing.T) {
+	srv := startRedis(t)
+	f := newFleet(t, srv, 1, func(int) Options { return Options{Quorum: 1, FailClosed: true} })
+	m := f.members[0]
+	f.trip(0)
+	f.waitVersion(1)
+	m.Close()
+	f.advance(openDuration)
+	p, err := m.Allow()
+	if err != nil || !p.Probe {
+		t.Fatalf("a closed member's probe: %+v, %v; want a local probe", p, err)
+	}
+	m.Done(p, nil)
+	if s := m.State(); s != core.Closed {
+		t.Fatalf("a closed member after its probe's success: %v, want closed", s)
+	}
+}

@@ -1,6 +1,11 @@
 package registry
 
-import "github.com/casbreaker/casbreaker/core"
+import (
+	"fmt"
+	"reflect"
+
+	"github.com/casbreaker/casbreaker/core"
+)
 
 // Extension adds a part of its own to each breaker a Registry makes: a
 // fleet membership (the fleet module's), a per-key probe budget, a
@@ -12,7 +17,10 @@ type Extension interface {
 	// registry's open gate, with MaxOpenPercent). It may change the
 	// config (set a core.ProbeGate, wrap OnStateChange) and returns the
 	// key's Extended (nil: none for this breaker), or an error, which Get
-	// returns wrapped with the key and which makes no breaker. It runs on the goroutine of that Get,
+	// returns wrapped with the key and which makes no breaker; a nil
+	// pointer (or map, slice, channel, func) as the Extended, with a nil
+	// error, fails the Get with an error naming its type, as Made and
+	// Dropped cannot be called on it. It runs on the goroutine of that Get,
 	// outside the registry's mutex (so it may call the registry), and
 	// may run more than once for a key when Gets of it race: the
 	// Extended of a breaker that is not kept is Dropped without Made. A
@@ -24,7 +32,9 @@ type Extension interface {
 type Extended interface {
 	// Made is called once with the breaker, made from the config Extend
 	// returned, before any other caller can get it: under the registry's
-	// mutex, so it must be quick and must not call the registry.
+	// mutex, so it must be quick and must not call the registry. If it
+	// panics, the panic propagates out of Get, which keeps no breaker
+	// and tells this Extended Dropped (never kept), the mutex released.
 	Made(b *core.Breaker)
 	// Dropped is called once when the registry no longer holds the
 	// breaker (evicted, or dropped when idle), or never kept it (a race
@@ -43,16 +53,55 @@ func (r *Registry[K]) extend(name string, c *core.Config) (Extended, error) {
 	if r.ext == nil {
 		return nil, nil
 	}
-	return r.ext.Extend(name, c)
+	e, err := r.ext.Extend(name, c)
+	if err == nil && isNil(e) {
+		// A nil pointer in a non-nil interface: Made and Dropped would be
+		// called on it.
+		return nil, fmt.Errorf("its Extend returned a nil %T with a nil error (return a nil Extended for none)", e)
+	}
+	return e, err
+}
+
+// isNil reports whether e holds a nil pointer, map, slice, channel or
+// function.
+func isNil(e any) bool {
+	if e == nil {
+		return false
+	}
+	switch v := reflect.ValueOf(e); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func:
+		return v.IsNil()
+	}
+	return false
 }
 
 // dropExtended queues the Extended of the breaker b, which the registry
 // drops, for tellDropped. The caller holds the mutex.
 func (r *Registry[K]) dropExtended(b *Breaker) {
-	if e, ok := r.exts[b]; ok {
-		delete(r.exts, b)
-		r.dropped = append(r.dropped, e)
+	e, ok := r.exts[b]
+	if !ok {
+		return
 	}
+	delete(r.exts, b)
+	r.dropped = append(r.dropped, e)
+	// A Go map never gives back its buckets: once less than a quarter of
+	// the most it held since it was last made is used, it is made again,
+	// as the ring is (drop), so that a burst of keys does not hold its
+	// memory for good. Amortized O(1) per drop.
+	if len(r.exts) < r.extsPeak/4 {
+		m := make(map[*Breaker]Extended, len(r.exts))
+		for b, e := range r.exts {
+			m[b] = e
+		}
+		r.exts, r.extsPeak = m, len(m)
+	}
+}
+
+// keepExtended records e as the Extended of the breaker b, which the
+// registry keeps. The caller holds the mutex.
+func (r *Registry[K]) keepExtended(b *Breaker, e Extended) {
+	r.exts[b] = e
+	r.extsPeak = max(r.extsPeak, len(r.exts))
 }
 
 // takeDropped returns the Extended queued by dropExtended, for the caller

@@ -3,6 +3,7 @@ package registry_test
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -229,3 +230,184 @@ func TestExtensionAtScale(t *testing.T) {
 	require.Equal(t, keys, ext.extended)
 	require.Equal(t, keys-1000, ext.dropped)
 }
+
+// panicky is an Extension whose parts' Made panics, or that returns a nil
+// *part (typed nil) for the name "api/typed-nil".
+type panicky struct{ tally }
+
+type madePanics struct{ *part }
+
+func (p madePanics) Made(*core.Breaker) { panic("Made panicked") }
+
+func (e *panicky) Extend(name string, c *core.Config) (registry.Extended, error) {
+	switch name {
+	case "api/typed-nil":
+		return (*part)(nil), nil
+	case "api/extend-panics":
+		panic("Extend panicked")
+	}
+	x, err := e.tally.Extend(name, c)
+	if name == "api/made-panics" {
+		return madePanics{x.(*part)}, err
+	}
+	return x, err
+}
+
+// An Extend that panics fails its Get with the panic, with no breaker
+// made. A Made that panics fails its Get with the panic and keeps no breaker:
+// the registry's mutex is not left held (the next Get and Len return) and
+// the part is dropped, having never been kept. An Extend that returns a
+// nil pointer as its Extended fails the Get with an error that names it,
+// instead of calling Made on it.
+func TestExtensionMisuse(t *testing.T) {
+	ext := &panicky{}
+	r := extended(t, ext, 2, time.Minute, core.NewManualClock(0))
+	get(t, r, "a")
+	require.PanicsWithValue(t, "Made panicked", func() { _, _ = r.Get("made-panics") })
+	done := make(chan int)
+	go func() {
+		get(t, r, "b")
+		done <- r.Len()
+	}()
+	select {
+	case n := <-done:
+		require.Equal(t, 2, n)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Get after a panicking Made: the registry's mutex is still held")
+	}
+	require.Equal(t, 1, ext.dropped, "the part whose Made panicked")
+	_, ok := r.Lookup("made-panics")
+	require.False(t, ok)
+
+	require.PanicsWithValue(t, "Extend panicked", func() { _, _ = r.Get("extend-panics") })
+	_, ok = r.Lookup("extend-panics")
+	require.False(t, ok)
+	require.Equal(t, 2, r.Len())
+
+	_, err := r.Get("typed-nil")
+	require.ErrorContains(t, err, "typed-nil")
+	require.ErrorContains(t, err, "nil *registry_test.part")
+	_, ok = r.Lookup("typed-nil")
+	require.False(t, ok)
+	ext.check(t, r)
+}
+
+// Gets of 64 keys from 8 goroutines through a bound of 16 with idle
+// eviction, one of them also running EvictIdle as the clock moves, with
+// Dropped calling Len: every part is made at most once, before it is
+// dropped, and dropped once, and the parts left are the breakers held.
+func TestExtensionRacingEvictions(t *testing.T) {
+	clock := core.NewManualClock(0)
+	ext := &tally{}
+	var r *registry.Registry[string]
+	ext.onDrop = func() { r.Len() }
+	r = extended(t, ext, 16, time.Second, clock)
+	n := 2000
+	if testing.Short() {
+		n = 200
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range n {
+				if w == 0 && i%16 == 0 {
+					clock.Advance(300 * time.Millisecond)
+					r.EvictIdle()
+					continue
+				}
+				b, err := r.Get(fmt.Sprint((i*7 + w*13) % 64))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				p, err := b.Allow()
+				if err == nil {
+					b.Done(p, nil)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	ext.check(t, r)
+	clock.Advance(time.Hour)
+	r.EvictIdle()
+	r.EvictIdle() // the first pass stamps the marks of the last Gets
+	require.Zero(t, r.Len())
+	ext.check(t, r)
+	require.Equal(t, ext.extended, ext.dropped, "every part dropped, kept or not")
+}
+
+// Restore with an Extension: each restored breaker has its part made,
+// with the config Extend changed; a key that already has a breaker keeps
+// it and Extend is not asked for it.
+func TestExtensionRestore(t *testing.T) {
+	clock := core.NewManualClock(0)
+	gate := new(halfGate)
+	src := extended(t, &tally{}, 0, 0, clock)
+	for _, k := range []string{"a", "b", "c"} {
+		get(t, src, k)
+	}
+	b := get(t, src, "b")
+	p, err := b.Allow()
+	require.NoError(t, err)
+	b.Done(p, errors.New("down")) // open
+	snaps, err := src.Snapshot(time.Unix(1000, 0), true)
+	require.NoError(t, err)
+
+	ext := &tally{config: func(c *core.Config) { c.ProbeGate = gate }}
+	dst := extended(t, ext, 0, 0, clock)
+	get(t, dst, "a")
+	require.NoError(t, dst.Restore(snaps, time.Unix(1000, 0)))
+	require.Equal(t, 3, dst.Len())
+	require.Equal(t, 3, ext.extended, "a, then b and c restored")
+	require.Equal(t, core.Open, get(t, dst, "b").State())
+	for _, k := range []string{"a", "b", "c"} {
+		require.Equal(t, core.ProbeGate(gate), get(t, dst, k).Settings().ProbeGate)
+	}
+	ext.check(t, dst)
+}
+
+// An Extension that is a nil pointer is refused by New, naming it, rather
+// than called on each new key.
+func TestExtensionNilPointer(t *testing.T) {
+	_, err := registry.New(registry.Options[string]{Config: core.Config{Name: "api", ConsecutiveFailures: 1}, Extension: (*tally)(nil)})
+	require.ErrorIs(t, err, registry.ErrInvalidOptions)
+	require.ErrorContains(t, err, "Extension is a nil *registry_test.tally")
+}
+
+// A burst of 100,000 keys with an Extension, then every breaker dropped
+// for idleness: the registry gives back the memory of its parts' map, as
+// it gives back its ring's (before: the map kept its 100,000 entries'
+// buckets, 3.5 MB, for good).
+func TestExtensionMemoryGivenBack(t *testing.T) {
+	n := 100_000
+	if testing.Short() {
+		n = 20_000
+	}
+	heap := func() int64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	clock := core.NewManualClock(0)
+	before := heap()
+	r := extended(t, nopExtension{}, 0, time.Minute, clock)
+	for i := range n {
+		get(t, r, fmt.Sprint(i))
+	}
+	clock.Advance(time.Hour)
+	require.Equal(t, n, r.EvictIdle())
+	held := heap() - before
+	runtime.KeepAlive(r)
+	require.Less(t, held, int64(64<<10), "bytes an empty registry holds after %d keys came and went", n)
+}
+
+// nopExtension makes a part that keeps nothing for each breaker.
+type nopExtension struct{}
+
+type nopPart struct{ _ byte }
+
+func (nopExtension) Extend(string, *core.Config) (registry.Extended, error) { return new(nopPart), nil }
+func (*nopPart) Made(*core.Breaker)                                         {}
+func (*nopPart) Dropped()                                                   {}

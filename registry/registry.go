@@ -185,7 +185,8 @@ type Options[K comparable] struct {
 	// registry makes, and is told when the registry drops it (see
 	// Extension): the fleet module's per-key membership is one. Zero: none,
 	// and no memory for it; with one, the registry keeps a map entry from
-	// each breaker to its part.
+	// each breaker to its part. A nil pointer (or other nil value of a
+	// type with methods) as the Extension: an error.
 	Extension Extension
 }
 
@@ -218,6 +219,9 @@ type Registry[K comparable] struct {
 	// mutex is released; both guarded by mu.
 	exts    map[*Breaker]Extended
 	dropped []Extended
+	// extsPeak is the most entries exts held since it was made; guarded
+	// by mu.
+	extsPeak int
 }
 
 // slot is a breaker in the hand's ring, with its key.
@@ -248,6 +252,9 @@ func New[K comparable](o Options[K]) (*Registry[K], error) {
 	}
 	if o.Config.OpenGate != nil {
 		errs = append(errs, fmt.Errorf("%w: Config.OpenGate is set in the template: the registry gives each breaker its own (MaxOpenPercent), and evicts breakers a shared gate would go on counting", ErrInvalidOptions))
+	}
+	if isNil(o.Extension) {
+		errs = append(errs, fmt.Errorf("%w: Extension is a nil %T (leave it nil for none)", ErrInvalidOptions, o.Extension))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -390,7 +397,7 @@ func keyText[K comparable](key K) string {
 // create makes key's breaker under the mutex, after the hand's sweep, with
 // build from the template under the key's name (as Options.Extension
 // leaves it), or returns the one another caller made meanwhile.
-func (r *Registry[K]) create(key K, build func(core.Config) (*core.Breaker, error)) (*Breaker, error) {
+func (r *Registry[K]) create(key K, build func(core.Config) (*core.Breaker, error)) (b *Breaker, err error) {
 	// A key not equal to itself is never found again: each Get would make
 	// one more breaker. Checked here, on a miss, where such a key always
 	// lands, so that a found key pays nothing.
@@ -409,13 +416,18 @@ func (r *Registry[K]) create(key K, build func(core.Config) (*core.Breaker, erro
 		return nil, fmt.Errorf("registry: extension for the breaker of %s: %w", keyText(key), err)
 	}
 	r.mu.Lock()
-	b, kept, err := r.createLocked(key, cfg, ext, build)
-	dropped := r.takeDropped()
-	r.mu.Unlock()
-	if ext != nil && !kept {
-		dropped = append(dropped, ext)
-	}
-	tellDropped(dropped)
+	// Deferred: a Made or a clock that panics must not leave the mutex
+	// held, and the parts dropped so far (and ext, not kept) are told.
+	kept := false
+	defer func() {
+		dropped := r.takeDropped()
+		r.mu.Unlock()
+		if ext != nil && !kept {
+			dropped = append(dropped, ext)
+		}
+		tellDropped(dropped)
+	}()
+	b, kept, err = r.createLocked(key, cfg, ext, build)
 	return b, err
 }
 
@@ -453,7 +465,7 @@ func (r *Registry[K]) createLocked(key K, cfg core.Config, ext Extended, build f
 	b.used.Store(int64(now))
 	if ext != nil {
 		ext.Made(cb)
-		r.exts[b] = ext
+		r.keepExtended(b, ext)
 	}
 	s := slot[K]{key, b}
 	if victim >= 0 {
