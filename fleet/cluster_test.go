@@ -241,14 +241,7 @@ func TestCluster(t *testing.T) {
 				t.Fatalf("fleet a's member %d is %v (fleet open %v) after another member's lone trip", i+1, m.State(), m.Stats().FleetOpen)
 			}
 		}
-		start := time.Now()
-		a.trip(1)
-		a.waitVersion(1)
-		took := time.Since(start)
-		t.Logf("fleet a's quorum reached its %d members over publish/subscribe in %v", n, took)
-		if took > adoptionBound {
-			t.Fatalf("the last of fleet a's %d members adopted the quorum's trip %v after it, want within %v", n, took, adoptionBound)
-		}
+		a.tripWithinBound(1)
 		for i, m := range a.members {
 			if m.State() != core.Open || !m.Stats().FleetOpen || call(m) {
 				t.Fatalf("fleet a's member %d is %v (fleet open %v) after its quorum's trip", i, m.State(), m.Stats().FleetOpen)

@@ -15,6 +15,21 @@ import (
 // under the race detector; docs/fleet.md has the measured spread).
 const adoptionBound = 200 * time.Millisecond
 
+// tripWithinBound trips member i, which makes the fleet's quorum, and
+// fails unless every member adopts within adoptionBound, timed from
+// before the tripping calls (they only lengthen what is measured).
+func (f *fleet) tripWithinBound(i int) {
+	f.t.Helper()
+	start := time.Now()
+	f.trip(i)
+	f.waitVersion(1)
+	took := time.Since(start)
+	f.t.Logf("the quorum's trip reached all %d members over publish/subscribe in %v", len(f.members), took)
+	if took > adoptionBound {
+		f.t.Fatalf("the last of %d members adopted the quorum's trip %v after it, want within %v", len(f.members), took, adoptionBound)
+	}
+}
+
 // TestQuorum: with a quorum of two, one member's trip opens only that
 // member; the second member's trip opens all ten within adoptionBound,
 // pushed over publish/subscribe (polling is off: a poll interval of an
@@ -43,16 +58,7 @@ func TestQuorum(t *testing.T) {
 		m.Done(p, nil)
 	}
 
-	// From before the calls that trip member 1: the bound holds from the
-	// trip, and the two calls before it only lengthen what is measured.
-	start := time.Now()
-	f.trip(1)
-	f.waitVersion(1)
-	took := time.Since(start)
-	t.Logf("the quorum's trip reached all %d members over publish/subscribe in %v", n, took)
-	if took > adoptionBound {
-		t.Fatalf("the last of %d members adopted the quorum's trip %v after it, want within %v", n, took, adoptionBound)
-	}
+	f.tripWithinBound(1)
 	for i, m := range f.members {
 		if m.State() != core.Open || !m.Stats().FleetOpen {
 			t.Fatalf("member %d is %v (fleet open %v) after the quorum's trip", i, m.State(), m.Stats().FleetOpen)
