@@ -314,16 +314,14 @@ func (b *Breaker) gateProbe(p core.Permit) (core.Permit, error) {
 	if b.cfg.ProbeGate == nil {
 		return p, nil
 	}
-	decided := false
+	letGo := false
 	defer func() {
-		if !decided {
-			b.releaseProbe(p, false) // the gate panicked: give the slot back
+		if !letGo {
+			b.releaseProbe(p, false) // refused, or the gate panicked: give the slot back
 		}
 	}()
 	wait, refusal := b.cfg.ProbeGate.AdmitProbe(p)
-	decided = true
 	if refusal != nil {
-		b.releaseProbe(p, false)
 		if b.collect {
 			b.mu.Lock()
 			b.metrics.RejectedHalfOpenFull++
@@ -331,6 +329,7 @@ func (b *Breaker) gateProbe(p core.Permit) (core.Permit, error) {
 		}
 		return core.Permit{RetryAfter: max(wait, 0)}, refusal
 	}
+	letGo = true
 	if b.collect {
 		b.mu.Lock()
 		b.admit()

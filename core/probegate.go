@@ -54,19 +54,19 @@ func (b *Breaker) gateProbe(p Permit) (Permit, error) {
 	if g == nil {
 		return p, nil
 	}
-	decided := false
+	letGo := false
 	defer func() {
-		if !decided {
-			b.settleProbe(p, Ignored, nil, false) // the gate panicked: give the slot back
+		if !letGo {
+			// Refused, or the gate panicked: give the slot back.
+			b.settleProbe(p, Ignored, nil, false)
 		}
 	}()
 	wait, refusal := g.AdmitProbe(p)
-	decided = true
 	if refusal == nil {
+		letGo = true
 		b.countAdmitted()
 		return p, nil
 	}
-	b.settleProbe(p, Ignored, nil, false)
 	if b.metrics != nil {
 		b.metrics.rejected(rejectHalfOpenFull)
 	}

@@ -46,8 +46,11 @@ type Member struct {
 	// settings.
 	successes, failures int
 	openMs              int64
-	keys                [4]string // state, trips, generations, lease
-	channel             string
+	// refusalMs is the longest a refusal asks its caller to wait: the
+	// breaker's HalfOpenFullWait, in whole milliseconds (at least 1).
+	refusalMs int64
+	keys      [4]string // state, trips, generations, lease
+	channel   string
 	// instance tells this Member from an earlier one of the same name (a
 	// restarted replica), whose breaker generations the store fenced.
 	instance string
@@ -144,6 +147,7 @@ func newMember(s core.Settings, o Options) *Member {
 		successes: s.SuccessesToClose,
 		failures:  s.FailuresToReopen,
 		openMs:    (s.OpenDuration + time.Millisecond - 1).Milliseconds(), // rounded up, as the breaker keeps it
+		refusalMs: max(s.HalfOpenFullWait.Milliseconds(), 1),
 		keys:      [4]string{tag + ":state", tag + ":trips", tag + ":gens", tag + ":lease"},
 		channel:   "casbreaker:" + o.Key,
 		instance:  randomName(),
@@ -239,7 +243,7 @@ func (m *Member) probe(p core.Permit) (time.Duration, error) {
 	epoch := per.version
 	holder := m.o.Member + "/" + strconv.FormatUint(m.holders.Inc(), 10)
 	st, err := m.inline(leaseScript, []string{m.keys[0], m.keys[3]},
-		epoch, holder, m.o.Probes, m.o.LeaseTTL.Milliseconds(), m.halfOpenWaitMs())
+		epoch, holder, m.o.Probes, m.o.LeaseTTL.Milliseconds(), m.refusalMs)
 	if err != nil {
 		// The store may still run the request (a hung server resumes its
 		// buffered commands): the loop releases the lease once the store
@@ -298,12 +302,6 @@ func (m *Member) inline(s *redis.Script, keys []string, args ...any) (shared, er
 		m.stats.storeErrors.Inc()
 	}
 	return r.st, r.err
-}
-
-// halfOpenWaitMs is the longest a refusal asks its caller to wait: the
-// breaker's HalfOpenFullWait, in whole milliseconds.
-func (m *Member) halfOpenWaitMs() int64 {
-	return max(m.Settings().HalfOpenFullWait.Milliseconds(), 1)
 }
 
 // refuse refuses a probe for want of a lease for d (the breaker gives
