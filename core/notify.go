@@ -30,7 +30,7 @@ type Transition struct {
 	Name       string        // Config.Name of the breaker
 	From, To   State         // the states before and after
 	Reason     Reason        // why: the rule that tripped, the probes' verdict, the max wait, a manual control
-	Generation uint64        // the generation the transition committed: 1 for the first transition after New, then +1 each
+	Generation uint64        // the generation the transition committed: 1 for the first transition after New, then +1 each; for ReasonReconfigured the current one, unchanged
 	At         time.Duration // the committing call's clock reading (see above)
 	Time       time.Time     // the wall-clock time of At, or zero (see above)
 	// OpenUntil is, for a transition into Open, the clock reading from
@@ -39,6 +39,11 @@ type Transition struct {
 	// whole millisecond, as the breaker keeps it. Zero for every other
 	// transition.
 	OpenUntil time.Duration
+	// Changed names, for ReasonReconfigured, the Config fields whose
+	// values Reconfigure changed, comma-separated in Config's order
+	// ("FailureRateThreshold,WindowSize"; Settings.Reconfigured says how
+	// they are compared); "" for every other transition.
+	Changed string
 }
 
 // dispatcher delivers transitions in generation order without a lock and

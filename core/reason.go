@@ -49,6 +49,10 @@ const (
 	// (no open slot free): "would have opened", in a new generation with a
 	// fresh window.
 	ReasonCapped
+	// ReasonReconfigured: s -> s in the same generation, Reconfigure
+	// changed the breaker's rules (Transition.Changed names them). It is
+	// the one notification that commits no new generation.
+	ReasonReconfigured
 )
 
 // String returns the reason in lower case with dashes, "failure-rate" and
@@ -78,6 +82,8 @@ func (r Reason) String() string {
 		return "manual"
 	case ReasonCapped:
 		return "capped"
+	case ReasonReconfigured:
+		return "reconfigured"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }
