@@ -57,7 +57,7 @@ func (b *Breaker) Done(p Permit, err error) {
 			case !ok:
 				// As in recordInBuckets, and with the same reading of the
 				// clock: one per outcome (docs/design.md).
-				b.dropped(p, Success, nil)
+				b.dropped(p.Generation, Success)
 			case trips:
 				b.finishTrip(p.Generation, true) // as record does on a time window
 			}
@@ -172,7 +172,7 @@ func (b *Breaker) recordBucketsFailure(p Permit) {
 	}
 	ok, trips := b.buckets.RecordFailure(uint32(p.Generation), now, &b.cfg.rule)
 	if !ok {
-		b.dropped(p, Failure, nil)
+		b.dropped(p.Generation, Failure)
 		return
 	}
 	if trips {
@@ -334,7 +334,11 @@ func (b *Breaker) recordInBuckets(p Permit, o Outcome, err error) (trips, more b
 	// reading as newer, so no takeover is needed.)
 	recorded, trips := b.buckets.RecordTrip(uint32(p.Generation), now, o == Failure, slow, &b.cfg.rule)
 	if !recorded {
-		b.dropped(p, o, err)
+		if b.peek() == moving {
+			b.successor().record(p, o, err) // sealed by a Reconfigure
+		} else {
+			b.countDropped()
+		}
 		return false, false
 	}
 	b.countOutcome(o, slow)
@@ -356,12 +360,15 @@ func (b *Breaker) countDeferred(c deferredCount) {
 	}
 }
 
-// dropped takes the outcome o of p, classified from err, that b's time
-// window did not record: stale, and counted as dropped, unless a
-// Reconfigure sealed the window, and then the successor records it.
-func (b *Breaker) dropped(p Permit, o Outcome, err error) {
+// dropped takes the outcome o, of a closed permit of generation gen, that
+// the time window's fast paths did not record: stale, and counted as
+// dropped, unless a Reconfigure sealed the window, and then the successor
+// records it. Those paths measure no slow call and carry no error, so the
+// generation is all of the permit they need, and all they keep live
+// across the window's call.
+func (b *Breaker) dropped(gen uint64, o Outcome) {
 	if b.peek() == moving {
-		b.successor().record(p, o, err)
+		b.successor().record(Permit{Generation: gen}, o, nil)
 		return
 	}
 	b.countDropped()
