@@ -94,3 +94,24 @@ func TestReconfigureRacingGets(t *testing.T) {
 		require.Equal(t, 400, r.Len())
 	}
 }
+
+// The interleaving the racing test can only hope for, forced: Get reads
+// the template, then (inside the key's Name function, which runs before
+// the registry's mutex) a whole Reconfigure runs and lists the breakers
+// before this one is kept. The Get must still return a breaker on the new
+// rules.
+func TestReconfigureBetweenTemplateAndKeep(t *testing.T) {
+	tmpl := core.Config{ConsecutiveFailures: 5}
+	var r *registry.Registry[string]
+	var once sync.Once
+	r, err := registry.New(registry.Options[string]{Config: tmpl, Name: func(k string) string {
+		once.Do(func() {
+			next := tmpl
+			next.ConsecutiveFailures = 7
+			require.NoError(t, r.Reconfigure(next))
+		})
+		return k
+	}})
+	require.NoError(t, err)
+	require.Equal(t, 7, get(t, r, "x").Settings().ConsecutiveFailures)
+}
