@@ -159,13 +159,20 @@ func (b *Breaker) latest() *Breaker {
 }
 
 // successor is the breaker that holds b's state under its new rules; call
-// it on a breaker whose word is moving. If the reconfiguration is still in
-// progress, the caller builds a successor of its own from the plan and
-// offers it: the first offer wins, and its maker announces it.
+// it on a breaker whose word is moving. Small enough to inline: a
+// reconfigured breaker forwards every call through it.
 func (b *Breaker) successor() *Breaker {
-	if n := b.next.Load(); n != nil {
-		return n
+	n := b.next.Load()
+	if n == nil {
+		n = b.takeOver()
 	}
+	return n
+}
+
+// takeOver completes the reconfiguration in progress on b: the caller
+// builds a successor of its own from the plan and offers it; the first
+// offer wins, and its maker announces it.
+func (b *Breaker) takeOver() *Breaker {
 	p := b.plan.Load()
 	n, v := b.successorOf(p)
 	if b.next.CompareAndSwap(nil, n) {
