@@ -27,6 +27,10 @@ func TestReconfigureFromListener(t *testing.T) {
 				next := c
 				next.OpenDuration, next.ConsecutiveFailures = 2*time.Second, 2
 				require.NoError(t, r.B.(reconfigurer).Reconfigure(next))
+			case tr.Reason == core.ReasonReconfigured && tr.Changed == "MaxRetryAfter":
+				next := c
+				next.OpenDuration, next.ConsecutiveFailures, next.MaxRetryAfter = 2*time.Second, 4, time.Minute
+				require.NoError(t, r.B.(reconfigurer).Reconfigure(next))
 			}
 		})
 		for range 3 {
@@ -35,5 +39,13 @@ func TestReconfigureFromListener(t *testing.T) {
 		require.Equal(t, []string{"C>O@0", "O>O@0", "O>O@0"}, r.CBs())
 		require.Equal(t, 2, r.B.(reconfigurer).Settings().ConsecutiveFailures)
 		require.Equal(t, 2*time.Second, r.B.(reconfigurer).Settings().OpenDuration)
+
+		// From outside a listener, whose notification the listener hears
+		// on this goroutine, and reconfigures again from.
+		next := c
+		next.OpenDuration, next.ConsecutiveFailures, next.MaxRetryAfter = 2*time.Second, 2, time.Minute
+		require.NoError(t, r.B.(reconfigurer).Reconfigure(next))
+		require.Equal(t, []string{"C>O@0", "O>O@0", "O>O@0", "O>O@0", "O>O@0"}, r.CBs())
+		require.Equal(t, 4, r.B.(reconfigurer).Settings().ConsecutiveFailures)
 	})
 }
