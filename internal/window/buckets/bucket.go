@@ -274,12 +274,14 @@ func (b bucket) advance(c *atomic.Uint64, id uint64) bool {
 // retire moves the bucket to a new, empty incarnation of generation gen-1
 // if it holds a generation 2^21 to 2^23-1 behind gen (see Window.Advance),
 // and resets its counters as a recycler does; it reports whether it did.
-// A bucket recycled in the meantime is judged again on its new id.
-func (b bucket) retire(gen uint32) bool {
+// A bucket recycled in the meantime is judged again on its new id. It
+// leaves a sealed window alone, as a recycle does (seal.go): its reset
+// would wipe counts Seal has not yet taken.
+func (b bucket) retire(gen uint32, sealed *atomic.Uint64) bool {
 	for {
 		id := b.id.Load()
 		g, inc, sec := unpackID(id)
-		if d := (gen - g) & genMask; d < retireAfter || d >= 1<<(genBits-1) {
+		if d := (gen - g) & genMask; d < retireAfter || d >= 1<<(genBits-1) || sealed.Load() != 0 {
 			return false
 		}
 		next := packID((gen-1)&genMask, inc+1, sec)

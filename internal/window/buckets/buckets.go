@@ -240,7 +240,12 @@ type paddedHead struct {
 	// retires a bucket: a few times per second of the width, never per
 	// outcome in the steady state.
 	others atomic.Uint64
-	_      [cacheLine - 48]byte
+	// sealed is 1 once Seal has begun (seal.go). Loaded only where an id
+	// is about to be moved (a recycle, a takeover, a retire) and where a
+	// judge has summed the window: never on a steady path, which Seal
+	// stops through the bucket's own words.
+	sealed atomic.Uint64
+	_      [cacheLine - 56]byte
 }
 
 // slotShift and slotMask split paddedHead.slot: the index below, the second
@@ -600,6 +605,12 @@ func (w *Window) recordAt(gen uint32, sec uint64, failure, slow, current bool) (
 			// generation. Only one CAS wins; it then owes the reset. Losers
 			// and the winner alike retry and find the bucket holding
 			// (gen, sec), or something newer.
+			if w.head.sealed.Load() != 0 {
+				// Loaded after id: an id Seal has moved is never
+				// recycled, and Seal's own CAS fails a recycle that
+				// found the window not yet sealed (seal.go).
+				return 0, false
+			}
 			next := packID(gen, inc+1, sec)
 			if b.id.CompareAndSwap(id, next) {
 				b.reset(next)
@@ -666,7 +677,7 @@ func (w *Window) Advance(gen uint32) {
 	}
 	retired := false
 	for i := range uint64(len(w.ids)) {
-		retired = w.bucket(i).retire(gen) || retired
+		retired = w.bucket(i).retire(gen, &w.head.sealed) || retired
 	}
 	if retired {
 		w.head.others.Inc() // a cached sum may hold what the sweep retired

@@ -105,6 +105,9 @@ func TestZeroWindow_HoldsNothing(t *testing.T) {
 		}
 	}
 	assert.Equal(t, window.Counts{}, w.Snapshot(0, sec))
+	assert.Equal(t, Sealed{}, w.Seal(0, sec), "nothing to seal")
+	w.Seed(1, Sealed{}, sec)
+	assert.Equal(t, window.Counts{}, w.Snapshot(1, sec))
 }
 
 // The layout the doc comments promise: packed fields round-trip, a bucket
@@ -135,6 +138,7 @@ func TestLayout(t *testing.T) {
 	assert.Equal(t, uintptr(24), unsafe.Offsetof(paddedHead{}.slot))
 	assert.Equal(t, uintptr(32), unsafe.Offsetof(paddedHead{}.full))
 	assert.Equal(t, uintptr(40), unsafe.Offsetof(paddedHead{}.others))
+	assert.Equal(t, uintptr(48), unsafe.Offsetof(paddedHead{}.sealed))
 	assert.Equal(t, uintptr(16), unsafe.Offsetof(paddedSeq{}.cache), "the cache fills seq's line")
 
 	for _, c := range []struct {
