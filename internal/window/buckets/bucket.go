@@ -275,8 +275,10 @@ func (b bucket) advance(c *atomic.Uint64, id uint64) bool {
 // if it holds a generation 2^21 to 2^23-1 behind gen (see Window.Advance),
 // and resets its counters as a recycler does; it reports whether it did.
 // A bucket recycled in the meantime is judged again on its new id. It
-// leaves a sealed window alone, as a recycle does (seal.go): its reset
-// would wipe counts Seal has not yet taken.
+// leaves a sealed window alone, as a recycle does (seal.go): a late sweep,
+// for a generation up to 2^23-2^21 older than a bucket's, reads that
+// bucket's sealed id (its generation + 2^23) as 2^21 to 2^23 behind, and
+// its reset would wipe the counts Seal has not yet taken.
 func (b bucket) retire(gen uint32, sealed *atomic.Uint64) bool {
 	for {
 		id := b.id.Load()

@@ -53,8 +53,8 @@ type Sealed struct {
 	// head is the window's current second when Seal read it, after the
 	// last id was sealed: no sealed second is newer.
 	head uint64
-	// secs are the seconds of the generation inside the window at head,
-	// oldest first, each with its counts by class.
+	// secs are the seconds of the generation inside the window at head
+	// that hold an outcome, oldest first, each with its counts by class.
 	secs []sealedSecond
 }
 
@@ -118,7 +118,7 @@ func (w *Window) Seal(gen uint32, now time.Duration) Sealed {
 		b := w.bucket(i)
 		g, inc, s := unpackID(b.seal())
 		x := b.take(inc)
-		if g == gen {
+		if g == gen && x.ff|x.ss|x.sf|x.fast != 0 {
 			x.sec = s
 			secs = append(secs, x)
 		}

@@ -344,3 +344,25 @@ func TestSeal_AJudgeAcrossTheSealTripsNothing(t *testing.T) {
 	assert.False(t, trips, "judged across it")
 	assert.Equal(t, window.Counts{Calls: 2, Failures: 2}, sealed.Counts())
 }
+
+// A late sweep, for a generation a little older than a bucket's, reads
+// that bucket's sealed id (its generation + 2^23) as 2^21 to 2^23 behind:
+// it must leave it alone, or its reset wipes what Seal has not yet taken.
+func TestSeal_ALateSweepLeavesASealedBucket(t *testing.T) {
+	w := mustNew(t, 10)
+	const gen = sweepEvery + 100 // the sweep for sweepEvery comes late
+	require.True(t, w.Record(gen, 3*sec, true, false))
+	require.True(t, w.Record(gen, 3*sec, false, false))
+	b := w.bucket(3)
+	id := b.id.Load()
+	_, inc, _ := unpackID(id)
+
+	// Seal's steps for this bucket, with the sweep between the id and the
+	// counters.
+	require.True(t, w.head.sealed.CompareAndSwap(0, 1))
+	require.Equal(t, id, b.seal())
+	sealedID := b.id.Load()
+	w.Advance(sweepEvery)
+	assert.Equal(t, sealedID, b.id.Load(), "the sweep retired a sealed bucket")
+	assert.Equal(t, window.Counts{Calls: 2, Failures: 1}, b.take(inc).counts())
+}
