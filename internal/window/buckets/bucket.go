@@ -66,6 +66,11 @@ import (
 //     incarnation i is abandoned (its generation is long dead) and the
 //     winner owes the reset; the bucket then holds no outcome, under a
 //     generation every current writer reads as older.
+//   - sealed, seal and take, in Window.Seal: the window's sealed word
+//     0 -> 1, then id (g, i, s) -> (g+2^23, i, s), then every counter
+//     (t, k) -> (i+1, 0), k taken if t == i. A recycle and a retire load
+//     the sealed word after id and give up once it is set. seal.go argues
+//     why every outcome reported recorded is taken once.
 //
 // Within the bound below, no CAS moves a tag backwards, and none touches a
 // counter that already carries the target incarnation or a newer one: the reset and a writer's

@@ -29,9 +29,10 @@ import (
 //   - take, in Seal: each counter of the bucket (t, k) -> (i+1, 0), by one
 //     swap, k counted as the sealed second's if t == i. An increment
 //     (i, k) -> (i, k+1) or a catch-up (t, k) -> (i, 1) that lands before
-//     the swap is in k; one after it finds tag i+1, newer than its i (and
-//     than every incarnation within 126 recycles before it), and reports
-//     the outcome dropped. A catch-up whose re-check of id came before the
+//     the swap is in k; one after it finds tag i+1, which reads as newer
+//     than its i, and than every incarnation up to 127 recycles before i,
+//     and reports the outcome dropped (an older one reads it as older and
+//     re-checks id, which has moved). A catch-up whose re-check of id came before the
 //     seal CAS and whose CAS comes after the swap fails, as its expected
 //     word has changed. So every outcome reported recorded is in one
 //     swap's k, and every k is outcomes reported recorded.

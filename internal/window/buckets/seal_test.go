@@ -2,6 +2,7 @@ package buckets
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -247,6 +248,7 @@ func TestSeed_KeepsTheSecondsInItsSpan(t *testing.T) {
 					require.Equal(t, c, n.Snapshot(c2.gen, next), "%d seconds on", j+step)
 					require.Equal(t, !unclean, n.Clean(next))
 				}
+				assert.Zero(t, testing.AllocsPerRun(3, func() { n.Seed(c2.gen, s, now) }), "Seed allocates")
 			})
 		}
 	}
@@ -365,4 +367,44 @@ func TestSeal_ALateSweepLeavesASealedBucket(t *testing.T) {
 	w.Advance(sweepEvery)
 	assert.Equal(t, sealedID, b.id.Load(), "the sweep retired a sealed bucket")
 	assert.Equal(t, window.Counts{Calls: 2, Failures: 1}, b.take(inc).counts())
+}
+
+// sealAndSeed is randomOps' seal: it seals w under gen at now, checks what
+// Seal took against o, seeds a new window from it, and returns that window
+// with its oracle, generation and width.
+func sealAndSeed(t *testing.T, r *rand.Rand, w *Window, o *oracle, gen uint32, now time.Duration) (*Window, *oracle, uint32, time.Duration) {
+	t.Helper()
+	want := o.seconds(gen, now)
+	s := w.Seal(gen, now)
+	require.Equal(t, want, bySecond(s), "Seal at %v", now)
+	require.False(t, w.Record(gen, now, false, false), "a sealed window")
+
+	width := o.width
+	if r.IntN(5) == 0 {
+		width = widths[r.IntN(len(widths))]
+	}
+	perSec := int(sec / width)
+	seconds := []int{1, w.Seconds(), 2 * w.Seconds()}[r.IntN(3)]
+	seconds = min(seconds, MaxBuckets/perSec)
+	next := gen + uint32(r.IntN(2))
+	n, err := NewFrom(seconds, width, now)
+	require.NoError(t, err)
+	n.Seed(next, s, now)
+
+	no := &oracle{b: uint64(len(n.ids)), width: width, empty: (next - 1) & genMask}
+	if width == o.width {
+		no.head = o.head
+		for _, k := range o.kept {
+			if k.gen == gen&genMask && k.sec+o.b > o.head && k.sec+no.b > o.head {
+				no.kept = append(no.kept, oracleOutcome{next & genMask, k.sec, k.failure, k.slw})
+				if k.failure || k.slw {
+					no.unclean = append(no.unclean, k.sec)
+				}
+			}
+		}
+	} else {
+		// Seed's head: the sealed head's first instant, in the new width.
+		no.head = uint64(time.Duration(o.head) * o.width / width)
+	}
+	return n, no, next, width
 }
