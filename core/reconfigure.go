@@ -7,6 +7,7 @@ import (
 
 	"github.com/casbreaker/casbreaker/internal/trip"
 	"github.com/casbreaker/casbreaker/internal/window/atomicring"
+	"github.com/casbreaker/casbreaker/internal/window/buckets"
 )
 
 // Reconfigured returns the settings a breaker running with s has after
@@ -292,8 +293,12 @@ func (b *Breaker) carryWindow(old *Breaker, u word, gen uint64, now time.Duratio
 			b.copyRing(old.ring, g)
 		}
 	case b.buckets != nil:
-		// TODO(seal): carry the seconds in span.
-		b.buckets.Advance(g)
+		// Seed keeps only what a window of the same width can hold.
+		var sealed buckets.Sealed
+		if old.buckets != nil && same {
+			sealed = old.buckets.Seal(g, now)
+		}
+		b.buckets.Seed(g, sealed, now)
 	}
 }
 

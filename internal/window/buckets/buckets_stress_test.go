@@ -765,22 +765,54 @@ func sealMidStream(t *testing.T, round, perW int, hammer bool) {
 			tallies[g] = tally
 		}()
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for begun.Load() < sealAt {
-			runtime.Gosched()
-		}
-		clockMu.RLock()
-		sealNow = clock
-		clockMu.RUnlock()
-		// Outside the lock: the clock may move on, by a window even,
-		// while Seal runs, and head with it.
-		sealed = w.Seal(2, sealNow)
-		shut.Store(true)
-	}()
+	// Two sealers in every other round, as when calls complete one
+	// reconfiguration together: each must take the same outcomes.
+	var second Sealed
+	sealers := 1 + round/3%2
+	var nowSet sync.Once
+	var sealing sync.WaitGroup
+	sealing.Add(sealers)
+	for k := range sealers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for begun.Load() < sealAt {
+				runtime.Gosched()
+			}
+			nowSet.Do(func() {
+				clockMu.RLock()
+				sealNow = clock
+				clockMu.RUnlock()
+			})
+			// Outside the lock: the clock may move on, by a window even,
+			// while Seal runs, and head with it.
+			x := w.Seal(2, sealNow)
+			if k == 0 {
+				sealed = x
+			} else {
+				second = x
+			}
+			sealing.Done()
+			sealing.Wait()
+			shut.Store(true)
+		}()
+	}
 	wg.Wait()
 	require.Empty(t, bad.msg)
+	if sealers == 2 {
+		// Each kept the seconds inside the window at the head it read;
+		// in the span both cover, the same counts.
+		in := func(s Sealed) map[uint64]window.Counts {
+			m := map[uint64]window.Counts{}
+			for _, x := range s.secs {
+				if x.sec+b > max(sealed.head, second.head) {
+					m[x.sec] = x.counts()
+				}
+			}
+			return m
+		}
+		require.Equal(t, in(sealed), in(second), "round %d: two sealers took different outcomes", round)
+	}
 
 	head := sealed.head
 	require.GreaterOrEqual(t, head, w.tick(sealNow), "round %d", round)

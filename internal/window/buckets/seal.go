@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"go.uber.org/atomic"
+
 	"github.com/casbreaker/casbreaker/window"
 )
 
@@ -13,35 +15,45 @@ import (
 //
 // The breaker cannot stop its writers: each loads its state word and
 // writes a bucket counter a few instructions later. So the window is
-// sealed from inside, with the CASes every writer already depends on:
+// sealed from inside, with the CASes every writer already depends on. And
+// the breaker cannot make one goroutine the sealer without making others
+// wait for it: any call that finds a reconfiguration half done completes
+// it, so several may seal one window at once, and each must come away
+// with the same outcomes. Every step is therefore idempotent: it moves a
+// word to a value that says it was moved, and a sealer that finds it moved
+// reads it instead.
 //
-//   - sealed, in Seal: head.sealed 0 -> 1, once. From then on no recycle,
+//   - sealed, in Seal: head.sealed -> 1. From then on no recycle,
 //     takeover (RecordCurrent) or retire moves an id: each loads it
 //     after the id it would move, so a writer that loads an id Seal has
 //     already moved also finds the window sealed.
-//   - seal, in Seal: id (g, i, s) -> (g+2^23, i, s), every bucket. It fails
-//     the one recycle or retire per bucket that may still be pending from
-//     a writer that checked head.sealed before it was set (its CAS
-//     expects the old id), and a catch-up's re-check of id. No writer
-//     holds generation g+2^23 within the 24-bit horizon (see Window), so
-//     none adds under the sealed id; and one that did would still only
-//     count in incarnation i, which the next step reads.
-//   - take, in Seal: each counter of the bucket (t, k) -> (i+1, 0), by one
-//     swap, k counted as the sealed second's if t == i. An increment
-//     (i, k) -> (i, k+1) or a catch-up (t, k) -> (i, 1) that lands before
-//     the swap is in k; one after it finds tag i+1, which reads as newer
-//     than its i, and than every incarnation up to 127 recycles before i,
-//     and reports the outcome dropped (an older one reads it as older and
-//     re-checks id, which has moved). A catch-up whose re-check of id came before the
-//     seal CAS and whose CAS comes after the swap fails, as its expected
-//     word has changed. So every outcome reported recorded is in one
-//     swap's k, and every k is outcomes reported recorded.
+//   - seal, in Seal: id (g, i, s) -> (H, i, s) if g is the sealed
+//     generation gen, (H+1, i, s) if another; H = gen + 2^22. A bucket
+//     holds a generation in (gen - 2^23, gen], so H and H+1 are held by no
+//     bucket and no writer: a sealer that finds either knows the bucket is
+//     sealed, and whether it held gen. The swap fails the one recycle or
+//     retire per bucket that may still be pending from a writer that
+//     checked head.sealed before it was set (its CAS expects the old id),
+//     and a catch-up's re-check of id.
+//   - take, in Seal: each counter of the bucket (i, k) -> (i+1, k), and
+//     (t, k) -> (i+1, 0) for a tag t older than i (leftovers: zero in i).
+//     A counter tagged i+1 is taken: no other step tags a counter past its
+//     bucket's id. An increment (i, k) -> (i, k+1) or a catch-up
+//     (t, k) -> (i, 1) that lands before the take is in k; one after it
+//     finds tag i+1, which reads as newer than its i, and than every
+//     incarnation up to 127 recycles before i, and reports the outcome
+//     dropped (an older one reads it as older and re-checks id, which has
+//     moved). A catch-up whose re-check of id came before the seal CAS
+//     and whose CAS comes after the take fails, as its expected word has
+//     changed. So every outcome reported recorded is in one counter's
+//     taken k, and every taken k is outcomes reported recorded.
 //
 // The swaps need no order among themselves: an outcome is one counter.
 
-// sealGen is what Seal adds to a bucket's generation: half the 24-bit
-// range, the generation farthest from every one a writer may hold.
-const sealGen = 1 << (genBits - 1)
+// sealAhead is how far ahead of the sealed generation a sealed id's
+// generation is: outside the 2^23 generations up to it that a bucket or a
+// writer may hold, with room for the two values seal uses.
+const sealAhead = 1 << (genBits - 2)
 
 // Sealed is what Seal took out of a window: the outcomes of one
 // generation, second by second, with the clock they were counted on. It is
@@ -105,21 +117,25 @@ func (s Sealed) Counts() window.Counts {
 // window to Seal. Snapshot of a sealed window returns what Seal has not yet
 // taken, the zero Counts once it has returned. Advance does nothing to it.
 //
-// It may run concurrently with every method but Seed and another Seal.
-// The caller seals a window once: a second call returns the zero Sealed,
-// as Seal on the zero Window does. It allocates the result and reads and
-// writes every bucket, O(B*S) (S success stripes), once.
+// It may run concurrently with every method but Seed, itself included:
+// every Seal of gen takes the same outcomes (each keeps those inside the
+// window at its own reading), so any of the goroutines completing one
+// reconfiguration may seal. On the zero Window it returns the zero Sealed.
+// It allocates the result and reads and writes every bucket, O(B*S) (S
+// success stripes), once.
 func (w *Window) Seal(gen uint32, now time.Duration) Sealed {
-	if len(w.ids) == 0 || !w.head.sealed.CompareAndSwap(0, 1) {
+	if len(w.ids) == 0 {
 		return Sealed{}
 	}
+	w.head.sealed.Store(1)
 	gen &= genMask
+	held := (gen + sealAhead) & genMask
 	var secs []sealedSecond
 	for i := range uint64(len(w.ids)) {
 		b := w.bucket(i)
-		g, inc, s := unpackID(b.seal())
+		g, inc, s := unpackID(b.seal(gen, held))
 		x := b.take(inc)
-		if g == gen && x.ff|x.ss|x.sf|x.fast != 0 {
+		if g == held && x.ff|x.ss|x.sf|x.fast != 0 {
 			x.sec = s
 			secs = append(secs, x)
 		}
@@ -132,34 +148,61 @@ func (w *Window) Seal(gen uint32, now time.Duration) Sealed {
 	return Sealed{width: w.width, origin: w.origin, head: head, secs: secs}
 }
 
-// seal moves the bucket's id to its sealed form and returns the id it
-// replaced. head.sealed is already set, so the loop runs at most once more
-// per recycle or retire that was past its check of head.sealed.
-func (b bucket) seal() uint64 {
+// seal moves the bucket's id to its sealed form, (held, i, s) if it holds
+// generation gen, (held+1, i, s) if another, and returns the sealed id;
+// one already sealed it returns as it is. head.sealed is already set, so
+// the loop runs at most once more per recycle or retire that was past its
+// check of head.sealed.
+func (b bucket) seal(gen, held uint32) uint64 {
+	other := (held + 1) & genMask
 	for {
 		id := b.id.Load()
 		g, inc, s := unpackID(id)
-		if b.id.CompareAndSwap(id, packID((g+sealGen)&genMask, inc, s)) {
+		if g == held || g == other {
 			return id
+		}
+		to := other
+		if g == gen {
+			to = held
+		}
+		n := packID(to, inc, s)
+		if b.id.CompareAndSwap(id, n) {
+			return n
 		}
 	}
 }
 
 // take moves every counter of the bucket past incarnation inc, the one
-// its sealed id names, and returns inc's counts. Swap, not a load and a
-// store: an increment between the two would be reported recorded and
-// lost.
+// its sealed id names, keeping inc's count, and returns inc's counts. A
+// counter already moved (tag inc+1) is read, so every sealer gets the
+// same counts.
 func (b bucket) take(inc uint8) sealedSecond {
-	next := packCount(inc+1, 0)
-	x := sealedSecond{
-		ff: countIn(b.ff.Swap(next), inc),
-		ss: countIn(b.ss.Swap(next), inc),
-		sf: countIn(b.sf.Swap(next), inc),
-	}
+	x := sealedSecond{ff: takeCount(&b.ff, inc), ss: takeCount(&b.ss, inc), sf: takeCount(&b.sf, inc)}
 	for k := range b.stripes() {
-		x.fast += countIn(b.cell(k).Swap(next), inc)
+		x.fast += takeCount(b.cell(k), inc)
 	}
 	return x
+}
+
+// takeCount moves counter c past incarnation inc and returns its count in
+// inc: (inc, k) -> (inc+1, k), k; (inc+1, k): already taken, k; any older
+// tag -> (inc+1, 0), 0. A swap, not a load and a store: an increment
+// between the two would be reported recorded and lost.
+func takeCount(c *atomic.Uint64, inc uint8) uint64 {
+	for {
+		v := c.Load()
+		t, k := unpackCount(v)
+		switch t {
+		case inc + 1:
+			return k
+		case inc:
+		default:
+			k = 0
+		}
+		if c.CompareAndSwap(v, packCount(inc+1, k)) {
+			return k
+		}
+	}
 }
 
 // Seed makes w hold generation gen (low 24 bits) with the outcomes of s

@@ -65,7 +65,7 @@ func requireSealedShut(t *testing.T, w *Window, gen uint32, now time.Duration) {
 	rule := &judgeRules[0]
 	b := time.Duration(len(w.ids)) * w.width
 	for _, at := range []time.Duration{now, now - w.width, now + w.width, now + b, now + 3*b} {
-		for _, g := range []uint32{gen, gen - 1, gen + 1, gen + sealGen} {
+		for _, g := range []uint32{gen, gen - 1, gen + 1, gen + sealAhead, gen + sealAhead + 1} {
 			for k := range 8 {
 				f, s := k%2 == 0, k%3 == 0
 				require.False(t, recordAny(w, k, g, true, at, f, s, rule), "gen %d at %v, path %d", g, at, k)
@@ -141,8 +141,8 @@ func TestSeal_TakesEachSecondOfItsGeneration(t *testing.T) {
 				for _, x := range s.secs {
 					require.Less(t, s.head-x.sec, uint64(len(w.ids)), "a second outside the window")
 				}
+				assert.Equal(t, s, w.Seal(2, now), "a second Seal takes the same")
 				requireSealedShut(t, w, 2, now)
-				assert.Equal(t, Sealed{}, w.Seal(2, now), "a second Seal takes nothing")
 				w.Advance(2 + sweepEvery + retireAfter) // a sweep retires nothing of a sealed window
 				requireSealedShut(t, w, 2, now)
 			})
@@ -270,7 +270,10 @@ func TestSeal_AWriteBeforeTheSwapIsTakenOneAfterItDropped(t *testing.T) {
 
 	// Seal's steps for this bucket: the flag, the id, the counters.
 	require.True(t, w.head.sealed.CompareAndSwap(0, 1))
-	require.Equal(t, id, b.seal())
+	held := uint32(1+sealAhead) & genMask
+	sealedID := b.seal(1, held)
+	require.Equal(t, packID(held, inc, 3), sealedID)
+	require.Equal(t, sealedID, b.seal(1, held), "a second sealer leaves it as it is")
 	assert.True(t, b.add(id, true, false), "the counter still carries the writer's incarnation")
 	assert.True(t, b.addTagged(b.cell(0), id))
 	assert.False(t, b.add(id, false, true), "a catch-up re-checks the id, which Seal moved")
@@ -279,7 +282,7 @@ func TestSeal_AWriteBeforeTheSwapIsTakenOneAfterItDropped(t *testing.T) {
 	assert.False(t, b.add(id, true, false), "after the swap")
 	assert.False(t, b.addTagged(b.cell(0), id))
 	assert.False(t, b.add(id, true, true))
-	assert.Equal(t, sealedSecond{}, b.take(inc+1), "nothing landed after the swap")
+	assert.Equal(t, x, b.take(inc), "nothing landed after the swap; a second sealer takes the same")
 }
 
 // A recycler for a newer second found the window not yet sealed and is
@@ -320,7 +323,7 @@ func TestSeal_ARecyclerPausedBeforeItsReset(t *testing.T) {
 	sealed := w.Seal(1, 13*sec)
 	assert.Equal(t, map[uint64]window.Counts{13: {Calls: 1, Failures: 1}}, bySecond(sealed))
 	b.reset(next)
-	assert.Equal(t, sealedSecond{}, b.take(inc+2), "the resumed reset moved nothing")
+	assert.Equal(t, window.Counts{Calls: 1, Failures: 1}, b.take(inc+1).counts(), "the resumed reset moved nothing Seal took")
 	assert.False(t, b.add(old, true, true), "the abandoned incarnation")
 	assert.False(t, b.add(next, false, true))
 	requireSealedShut(t, w, 1, 13*sec)
@@ -362,8 +365,7 @@ func TestSeal_ALateSweepLeavesASealedBucket(t *testing.T) {
 	// Seal's steps for this bucket, with the sweep between the id and the
 	// counters.
 	require.True(t, w.head.sealed.CompareAndSwap(0, 1))
-	require.Equal(t, id, b.seal())
-	sealedID := b.id.Load()
+	sealedID := b.seal(1, uint32(1+sealAhead)&genMask)
 	w.Advance(sweepEvery)
 	assert.Equal(t, sealedID, b.id.Load(), "the sweep retired a sealed bucket")
 	assert.Equal(t, window.Counts{Calls: 2, Failures: 1}, b.take(inc).counts())
