@@ -75,6 +75,9 @@ func (b *Breaker) allow() (Permit, error) {
 		case ForcedOpen:
 			return b.reject(Permit{}, rejectForcedOpen)
 		case claimOpen, claimOther:
+			if w == moving {
+				return b.successor().Allow()
+			}
 			b.help(w)
 		default: // Disabled, MetricsOnly
 			if p, ok := b.admitUnchanged(w, gen); ok {
@@ -239,7 +242,7 @@ func (b *Breaker) admitProbe(from State, p Permit, at time.Duration) Permit {
 	if from == HalfOpen {
 		why = ReasonMaxWaitInHalfOpen
 	}
-	b.dispatch.publish(from, HalfOpen, p.Generation, at, why, 0)
+	b.dispatch.publish(b.reconfigs, from, HalfOpen, p.Generation, at, why, 0)
 	delivered = true
 	return p
 }
@@ -285,6 +288,9 @@ func (b *Breaker) halfOpenFullWait(u word, now time.Duration) (wait time.Duratio
 func (b *Breaker) retryAfter(forced time.Duration) time.Duration {
 	for {
 		w := b.load()
+		if w == moving {
+			return b.successor().retryAfter(forced)
+		}
 		var wait time.Duration
 		switch w.state() {
 		case ForcedOpen:

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"sync"
 	"time"
 
 	"go.uber.org/atomic"
@@ -75,7 +76,18 @@ type Breaker struct {
 	// generation that was current at some time, at most the current one and
 	// less than 2^20 behind it. Only committed raises it, and only forward.
 	base atomic.Uint64
-	_    [cacheline.Size - 16]byte
+	// What Reconfigure needs (reconfigure.go), in the padding of the state
+	// word's line, so that a breaker is no larger for it: next is the
+	// breaker that took over this one's state under new rules, plan the
+	// reconfiguration in progress, both stored once and loaded only by
+	// calls that find the word moving; reconfigs (how many breakers came
+	// before this one) is fixed when it is built; mu orders Reconfigure
+	// calls on the breaker New returned.
+	next      atomic.Pointer[Breaker]
+	plan      atomic.Pointer[reconfiguration]
+	reconfigs uint64
+	mu        sync.Mutex
+	_         [cacheline.Size - 48]byte
 
 	cfg Settings
 	// sysOrigin is the runtime-clock reading at the base of cfg.Clock when
@@ -176,19 +188,7 @@ func build(c Config) (*Breaker, error) {
 	if c, ok := s.Clock.(SystemClock); ok {
 		b.sysOrigin, b.sysClock = c.origin(), true
 	}
-	switch {
-	case s.WindowSize == 0:
-	case s.WindowType == TimeBased && s.BucketWidth == time.Second:
-		b.buckets, err = buckets.New(s.WindowSize)
-	case s.WindowType == TimeBased:
-		// Narrow buckets count 32 bits of widths from an origin near the
-		// clock's reading now, not from its base: 2^32 tenths of a second
-		// from a base at the Unix epoch have passed.
-		b.buckets, err = buckets.NewFrom(s.WindowSize, s.BucketWidth, s.Clock.Now())
-	default:
-		b.ring, err = atomicring.New(s.WindowSize)
-	}
-	if err != nil {
+	if b.ring, b.buckets, err = newWindow(&s); err != nil {
 		return nil, err
 	}
 	if s.OnStateChange != nil {
@@ -199,6 +199,24 @@ func build(c Config) (*Breaker, error) {
 	}
 	b.choosePaths(c.Classifier == nil)
 	return b, nil
+}
+
+// newWindow makes the empty window that settings s configure: a count
+// window, a time window, or neither.
+func newWindow(s *Settings) (r *atomicring.Ring, w *buckets.Window, err error) {
+	switch {
+	case s.WindowSize == 0:
+	case s.WindowType == TimeBased && s.BucketWidth == time.Second:
+		w, err = buckets.New(s.WindowSize)
+	case s.WindowType == TimeBased:
+		// Narrow buckets count 32 bits of widths from an origin near the
+		// clock's reading now, not from its base: 2^32 tenths of a second
+		// from a base at the Unix epoch have passed.
+		w, err = buckets.NewFrom(s.WindowSize, s.BucketWidth, s.Clock.Now())
+	default:
+		r, err = atomicring.New(s.WindowSize)
+	}
+	return r, w, err
 }
 
 // start puts New's breaker in state st at generation 0, with no
@@ -257,7 +275,7 @@ func (b *Breaker) now() time.Duration {
 // Settings returns the validated settings the breaker runs with.
 func (b *Breaker) Settings() Settings {
 	b.mustBeNew()
-	return b.cfg
+	return b.latest().cfg
 }
 
 // noNew is what every method of a zero Breaker panics with.

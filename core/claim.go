@@ -13,10 +13,12 @@ func (b *Breaker) cas(old, n stateWord) bool {
 
 // load returns the state word, first completing any transition that
 // another call has claimed (help): no decision is made on a claimed word.
+// The one claim it returns as it is, moving, is final: the caller goes on
+// with the breaker's successor (reconfigure.go).
 func (b *Breaker) load() stateWord {
 	for {
 		w := b.peek()
-		if !w.claimed() {
+		if !w.claimed() || w == moving {
 			return w
 		}
 		b.help(w)

@@ -21,8 +21,8 @@ func (b *Breaker) ForceOpen(d time.Duration) error {
 		return nil
 	}
 	// Open for d from a reading taken after the claim (commit).
-	b.control(Open, wholeMillis(d), func(w stateWord, g uint32) (time.Duration, bool) {
-		return b.commit(w, b.claimOpenFor(0, g, d))
+	b.control(Open, wholeMillis(d), func(c *Breaker, w stateWord, g uint32) (time.Duration, bool) {
+		return c.commit(w, c.claimOpenFor(0, g, d))
 	})
 	return nil
 }
@@ -48,12 +48,12 @@ func (b *Breaker) MetricsOnly() { b.command(word{state: MetricsOnly}, b.clockIfL
 // It reads the clock when the max wait is on (after claiming the
 // transition, as every transition whose word depends on the clock does).
 func (b *Breaker) HalfOpen() {
-	if b.cfg.MaxWaitInHalfOpen == WaitForever {
-		b.command(word{state: HalfOpen}, b.clockIfListening())
-		return
-	}
-	b.control(HalfOpen, 0, func(w stateWord, g uint32) (time.Duration, bool) {
-		return b.commit(w, claimManualHalfOpen(g))
+	at := b.clockIfListening()
+	b.control(HalfOpen, 0, func(c *Breaker, w stateWord, g uint32) (time.Duration, bool) {
+		if c.cfg.MaxWaitInHalfOpen == WaitForever {
+			return at, c.cas(w, word{state: HalfOpen, gen: g}.packed())
+		}
+		return c.commit(w, claimManualHalfOpen(g))
 	})
 }
 
@@ -64,23 +64,28 @@ func (b *Breaker) Reset() { b.command(word{state: Closed}, b.clockIfListening())
 // command commits a manual control: whatever the breaker was doing, the
 // next generation is n, notified as at.
 func (b *Breaker) command(n word, at time.Duration) {
-	b.control(n.state, 0, func(w stateWord, g uint32) (time.Duration, bool) {
+	b.control(n.state, 0, func(c *Breaker, w stateWord, g uint32) (time.Duration, bool) {
 		n.gen = g
-		return at, b.cas(w, n.packed())
+		return at, c.cas(w, n.packed())
 	})
 }
 
-// control commits a manual control to state to: move swaps the word w for
-// the next generation's (g, its low bits) and reports the transition's time
+// control commits a manual control to state to: move swaps the word w of
+// breaker c (b, or the successor a Reconfigure gave it) for the next
+// generation's (g, its low bits) and reports the transition's time
 // and whether the swap won; a lost one is tried again from a new load. Every
 // permit of the old generation becomes stale (R8). A control that ejects
 // a breaker that was not takes an open slot of the OpenGate before its
 // swap (and gives it back if the swap loses); one that ends an ejection
 // gives the slot back after its swap.
-func (b *Breaker) control(to State, openFor time.Duration, move func(w stateWord, g uint32) (time.Duration, bool)) {
+func (b *Breaker) control(to State, openFor time.Duration, move func(c *Breaker, w stateWord, g uint32) (time.Duration, bool)) {
 	b.mustBeNew()
 	for {
 		w := b.load()
+		if w == moving {
+			b = b.successor()
+			continue
+		}
 		u := w.fields()
 		gen := b.genOf(w)
 		if b.tripPending(u, gen) {
@@ -88,7 +93,7 @@ func (b *Breaker) control(to State, openFor time.Duration, move func(w stateWord
 		}
 		g := gen + 1
 		took := b.acquireIf(u.state, to)
-		if t, ok := move(w, lowGen(g)); ok {
+		if t, ok := move(b, w, lowGen(g)); ok {
 			b.releaseIf(u.state, to)
 			if to == Open {
 				b.notifyOpen(u.state, g, t, ReasonManual, b.cfg.jittered(openFor, t, lowGen(g)))

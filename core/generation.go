@@ -33,6 +33,9 @@ func (b *Breaker) genOf(w stateWord) uint64 { return fullGen(b.base.Load(), w) }
 // stale.
 func (b *Breaker) current(gen uint64) bool {
 	w := b.load()
+	if w == moving {
+		return b.successor().current(gen)
+	}
 	return w.counting() && b.ofWord(w, gen)
 }
 

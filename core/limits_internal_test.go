@@ -41,7 +41,7 @@ func TestLimit_ConsecutiveRunAndWindowDisagree(t *testing.T) {
 	require.NoError(t, err)
 
 	w := b.load() // Y, as record: the word, then the window
-	trips, more := b.recordInRing(py, Failure)
+	trips, more := b.recordInRing(py, Failure, nil)
 	require.False(t, trips)
 	require.True(t, more, "a run of failures to keep")
 	b.Record(px, Success) // X, whole

@@ -52,18 +52,20 @@ type Transition struct {
 // listener that read Counts, and gascity #4839 then dispatched after unlocking
 // and let notifications arrive out of order: regressions B13).
 //
-// Every transition advances the generation by exactly one, so the generation
-// is also the event's sequence number (taken mod 2^63, the room next has
-// beside its busy bit; nothing compares two events 2^62 apart). The
-// committing goroutine writes its
-// event into slot gen%ringSize and then tries to become the single deliverer by
+// Every transition advances the generation by exactly one, and every
+// reconfiguration (which keeps it) moves the breaker to a successor that
+// counts one more of them, so an event's place in line, seq, is its
+// generation plus the reconfigurations before it (taken mod 2^63, the room
+// next has beside its busy bit; nothing compares two events 2^62 apart).
+// The committing goroutine writes its
+// event into slot seq%ringSize and then tries to become the single deliverer by
 // setting the busy bit of next. The deliverer hands events to the listener
 // strictly in sequence, including events other goroutines publish while it
 // runs, so a publisher never waits for a listener. A listener that causes a
 // transition publishes it and returns; the deliverer picks it up next.
 //
-// A slot is only taken by a generation within ringSize of the next one to
-// deliver: a later generation must not take the slot of an earlier one whose
+// A slot is only taken by an event within ringSize of the next one to
+// deliver: a later event must not take the slot of an earlier one whose
 // publisher was descheduled before publishing, or neither could be
 // delivered. An event further ahead (ringSize events are waiting on a slow
 // listener) goes on the overflow stack instead, one small allocation, and
@@ -75,7 +77,7 @@ type Transition struct {
 // transitions are paced by the open duration, so this is a storm only with
 // open durations of about a millisecond.
 type dispatcher struct {
-	// next is [next generation to deliver, mod 2^63, << 1 | busy]. It is the first
+	// next is [next event in line (seq) to deliver, mod 2^63, << 1 | busy]. It is the first
 	// field so go.uber.org/atomic's 64-bit word is aligned on 32-bit
 	// platforms; the padding keeps it off the slots' cache line.
 	next     atomic.Uint64
@@ -92,11 +94,11 @@ type dispatcher struct {
 	// a deliverer thousands of events behind fall further behind). Only the
 	// deliverer (the holder of the busy bit) touches it. Nil when empty, so
 	// that a breaker does not keep a storm's map for the rest of its life.
-	parked map[uint64]Transition // by generation mod 2^63
+	parked map[uint64]Transition // by place in line, mod 2^63
 }
 
-// eventSlot holds one event. seq is gen<<1|1 while the slot holds the event
-// of generation gen and 0 when free; the plain fields are written before seq
+// eventSlot holds one event. seq is n<<1|1 while the slot holds event n in
+// line (of generation gen) and 0 when free; the plain fields are written before seq
 // is stored and read after it is loaded, so the atomic publishes them.
 //
 // A slot is 40 bytes on every platform: on 386, where 8-byte fields align
@@ -126,6 +128,7 @@ const ringSize = 8
 
 type overflowEvent struct {
 	t    Transition
+	seq  uint64 // its place in line (publish)
 	next *overflowEvent
 }
 
@@ -136,24 +139,44 @@ func newDispatcher(name string, clock Clock, fn func(Transition)) *dispatcher {
 }
 
 // publish records the transition that committed generation gen and delivers
-// every event that is next in line. Call it after the committing CAS.
-func (d *dispatcher) publish(from, to State, gen uint64, at time.Duration, why Reason, until time.Duration) {
-	s := &d.slots[gen%uint64(len(d.slots))]
-	if (gen-d.next.Load()>>1)&seqMask < uint64(len(d.slots)) {
-		// Within the window the slot's previous event (gen-ringSize) was
+// every event that is next in line. Call it after the committing CAS. r is
+// the number of reconfigurations before the breaker that committed it
+// (Breaker.reconfigs): each has an event of its own in the sequence, so the
+// event's place in line is gen + r (mod 2^63).
+func (d *dispatcher) publish(r uint64, from, to State, gen uint64, at time.Duration, why Reason, until time.Duration) {
+	seq := (gen + r) & seqMask
+	s := &d.slots[seq%uint64(len(d.slots))]
+	if (seq-d.next.Load()>>1)&seqMask < uint64(len(d.slots)) {
+		// Within the window the slot's previous event (seq-ringSize) was
 		// delivered, and the deliverer cleared seq before advancing next.
 		s.at, s.gen, s.from, s.to, s.why, s.until = int64(at), gen, from, to, why, int64(until)
-		s.seq.Store(gen<<1 | 1)
+		s.seq.Store(seq<<1 | 1)
 	} else {
-		e := &overflowEvent{t: Transition{Name: d.name, From: from, To: to, Reason: why, Generation: gen, At: at, OpenUntil: until}}
-		for {
-			e.next = d.overflow.Load()
-			if d.overflow.CompareAndSwap(e.next, e) {
-				break
-			}
-		}
+		d.park(seq, Transition{Name: d.name, From: from, To: to, Reason: why, Generation: gen, At: at, OpenUntil: until})
 	}
 	d.deliver(false)
+}
+
+// publishReconfigured records the notification of a reconfiguration in
+// generation t.Generation, the r-th of the breaker, and delivers every
+// event that is next in line. It is rare, so it takes the overflow stack,
+// which carries a whole Transition, rather than widening every slot by
+// Changed.
+func (d *dispatcher) publishReconfigured(r uint64, t Transition) {
+	t.Name = d.name
+	d.park((t.Generation+r)&seqMask, t)
+	d.deliver(false)
+}
+
+// park pushes the event t, number seq in line, on the overflow stack.
+func (d *dispatcher) park(seq uint64, t Transition) {
+	e := &overflowEvent{t: t, seq: seq}
+	for {
+		e.next = d.overflow.Load()
+		if d.overflow.CompareAndSwap(e.next, e) {
+			return
+		}
+	}
 }
 
 // deliver becomes the deliverer, if nobody is, and delivers every event that
@@ -165,17 +188,17 @@ func (d *dispatcher) deliver(quiet bool) {
 		if n&1 != 0 {
 			return // another goroutine is delivering and will see our event
 		}
-		gen := n >> 1
-		if d.slots[gen%uint64(len(d.slots))].seq.Load() != gen<<1|1 && d.overflow.Load() == nil {
+		seq := n >> 1
+		if d.slots[seq%uint64(len(d.slots))].seq.Load() != seq<<1|1 && d.overflow.Load() == nil {
 			return // the next event in line is not published yet; its publisher delivers it
 		}
 		if d.next.CompareAndSwap(n, n|1) {
-			d.drain(gen, quiet)
+			d.drain(seq, quiet)
 		}
 	}
 }
 
-// drain runs as the only deliverer, from generation gen (mod 2^63) on, and clears the
+// drain runs as the only deliverer, from event seq (mod 2^63) on, and clears the
 // busy bit when the next event is not there. The caller's loop then looks
 // once more, so an event published just before the bit cleared is not left
 // behind (its publisher saw busy and returned).
@@ -190,25 +213,25 @@ func (d *dispatcher) deliver(quiet bool) {
 // way), so that the rest are still delivered, and so that a listener that
 // panics on each of a million queued events does not nest a million panics
 // on one stack.
-func (d *dispatcher) drain(gen uint64, quiet bool) {
+func (d *dispatcher) drain(seq uint64, quiet bool) {
 	returned := false
 	defer func() {
 		// Only after a panic (or runtime.Goexit): after a normal return
 		// another goroutine may already be the deliverer.
 		if !returned {
-			d.drain(gen, true)
+			d.drain(seq, true)
 			d.deliver(true)
 		}
 	}()
 	for {
-		t, ok := d.take(gen)
+		t, ok := d.take(seq)
 		if !ok {
 			returned = true
-			d.next.Store(gen << 1)
+			d.next.Store(seq << 1)
 			return
 		}
-		gen = (gen + 1) & seqMask
-		d.next.Store(gen<<1 | 1)
+		seq = (seq + 1) & seqMask
+		d.next.Store(seq<<1 | 1)
 		if quiet {
 			callRecovered(d.fn, t)
 		} else {
@@ -223,11 +246,11 @@ func callRecovered(fn func(Transition), t Transition) {
 	fn(t)
 }
 
-// take removes the event of generation gen (mod 2^63) from its slot or
+// take removes event seq (mod 2^63) from its slot or
 // from the overflow events, if it has been published.
-func (d *dispatcher) take(gen uint64) (Transition, bool) {
-	s := &d.slots[gen%uint64(len(d.slots))]
-	if s.seq.Load() == gen<<1|1 {
+func (d *dispatcher) take(seq uint64) (Transition, bool) {
+	s := &d.slots[seq%uint64(len(d.slots))]
+	if s.seq.Load() == seq<<1|1 {
 		t := Transition{Name: d.name, From: s.from, To: s.to, Reason: s.why, Generation: s.gen, At: time.Duration(s.at), OpenUntil: time.Duration(s.until)}
 		s.seq.Store(0)
 		t.Time = wallOf(d.clock, t.At)
@@ -237,11 +260,11 @@ func (d *dispatcher) take(gen uint64) (Transition, bool) {
 		if d.parked == nil {
 			d.parked = make(map[uint64]Transition)
 		}
-		d.parked[e.t.Generation&seqMask] = e.t
+		d.parked[e.seq] = e.t
 	}
-	t, ok := d.parked[gen]
+	t, ok := d.parked[seq]
 	if ok {
-		delete(d.parked, gen)
+		delete(d.parked, seq)
 		if len(d.parked) == 0 {
 			d.parked = nil
 		}
@@ -261,7 +284,7 @@ func (b *Breaker) clockIfListening() time.Duration {
 func (b *Breaker) notify(from, to State, gen uint64, at time.Duration, why Reason) {
 	b.committed(from, to, gen)
 	if b.dispatch != nil {
-		b.dispatch.publish(from, to, gen, at, why, 0)
+		b.dispatch.publish(b.reconfigs, from, to, gen, at, why, 0)
 	}
 }
 
@@ -272,7 +295,7 @@ func (b *Breaker) notifyOpen(from State, gen uint64, at time.Duration, why Reaso
 	b.committed(from, Open, gen)
 	if b.dispatch != nil {
 		until := time.Duration(deadlineMillis(at, d)) * time.Millisecond
-		b.dispatch.publish(from, Open, gen, at, why, until)
+		b.dispatch.publish(b.reconfigs, from, Open, gen, at, why, until)
 	}
 }
 

@@ -29,6 +29,9 @@ func (b *Breaker) State() State {
 	b.mustBeNew()
 	for {
 		w := b.load()
+		if w == moving {
+			return b.successor().State()
+		}
 		if s := w.state(); s != Open {
 			return s
 		}
@@ -74,6 +77,9 @@ func (b *Breaker) Counts() Counts {
 	for {
 		base := b.base.Load() // before the word, as in Allow
 		w := b.load()
+		if w == moving {
+			return b.successor().Counts()
+		}
 		u := w.fields()
 		c := Counts{State: u.state, Generation: fullGen(base, w)}
 		switch u.state {

@@ -1,6 +1,13 @@
 package core
 
-import "strings"
+import (
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/casbreaker/casbreaker/internal/trip"
+	"github.com/casbreaker/casbreaker/internal/window/atomicring"
+)
 
 // Reconfigured returns the settings a breaker running with s has after
 // Reconfigure(c): c validated as New validates it, with the wiring that a
@@ -8,8 +15,9 @@ import "strings"
 // OpenGate, ProbeGate and InitialState) taken from s instead of c; and
 // the names of the Config fields whose resolved values differ, in
 // Config's order, comma-separated (as Transition.Changed has them), or ""
-// when none does. Functions cannot be compared, so Classifier and
-// OpenDurationFunc are named whenever either side sets one. It returns
+// when none does. Functions cannot be compared, so Classifier is named
+// unless both sides use DefaultClassifier, and OpenDurationFunc whenever
+// either side sets one. It returns
 // the errors of Config.Validate (each matching ErrInvalidConfig) and
 // changes nothing; it never panics. Both breaker implementations decide
 // what a reconfiguration keeps from the names it returns.
@@ -48,11 +56,257 @@ func (s *Settings) changed(n *Settings) string {
 	add("PermittedCallsInHalfOpen", s.PermittedCallsInHalfOpen != n.PermittedCallsInHalfOpen)
 	add("SuccessesToClose", s.SuccessesToClose != n.SuccessesToClose)
 	add("FailuresToReopen", s.FailuresToReopen != n.FailuresToReopen)
-	add("Classifier", s.Classifier != nil || n.Classifier != nil)
+	add("Classifier", !isDefaultClassifier(s.Classifier) || !isDefaultClassifier(n.Classifier))
 	add("MaxWaitInHalfOpen", s.MaxWaitInHalfOpen != n.MaxWaitInHalfOpen)
 	add("HalfOpenFullWait", s.HalfOpenFullWait != n.HalfOpenFullWait)
 	add("RampUpDuration", s.RampUpDuration != n.RampUpDuration)
 	add("RampUpStartPercent", s.RampUpStartPercent != n.RampUpStartPercent)
 	add("MaxRetryAfter", s.MaxRetryAfter != n.MaxRetryAfter)
 	return strings.Join(names, ",")
+}
+
+// Reconfigure replaces the rules of a live breaker with c's, keeping its
+// state: c is validated as New validates it (Settings.Reconfigured), with
+// the breaker's own Name, Clock, OnStateChange, CollectMetrics, OpenGate,
+// ProbeGate and InitialState kept (c's are not read); an invalid c returns
+// New's errors (each matching ErrInvalidConfig) and changes nothing, and a
+// c that changes no rule changes nothing and notifies nothing.
+//
+// Otherwise, in one step that every other call sees whole:
+//   - The state, the generation, the backoff step and the open deadline
+//     are kept; permits in flight stay valid, and their outcomes are judged
+//     by the new rules (a closed permit granted while slow calls were not
+//     measured counts as not slow).
+//   - Closed and metrics-only: the run of consecutive failures is kept if
+//     ConsecutiveFailures is still set (else dropped), a ramp-up in
+//     progress if RampUpDuration is unchanged (else it ends). A window of
+//     the same kind, and for a time window the same BucketWidth, keeps
+//     its newest outcomes that fit: a count window the last WindowSize
+//     calls, in order; a time window the seconds inside its new span. Any
+//     other window starts empty. Nothing is judged until the next outcome.
+//   - Half-open: the probe counts are kept, and the max wait's deadline if
+//     MaxWaitInHalfOpen is unchanged (else it restarts now). Counts that
+//     already reach a verdict under the new rules commit it at once: a
+//     re-open if FailuresToReopen failures were counted, else a close if
+//     SuccessesToClose successes were, each a transition of its own.
+//   - One notification: From and To the state, Reason
+//     ReasonReconfigured, the generation unchanged, Changed naming what
+//     changed.
+//
+// Reconfigure may run concurrently with every method of b; Reconfigure
+// calls on one breaker run one at a time. Calls that find it half done
+// complete it (so they may allocate a window, once). Every call on a
+// reconfigured breaker goes through to the breaker that now holds its
+// state: one more load and call than before its first Reconfigure. It
+// panics on a zero Breaker, naming New, and when
+// Config.OpenDurationFunc panics while a verdict re-opens (after the
+// reconfiguration and the re-open have been committed and notified).
+func (b *Breaker) Reconfigure(c Config) error {
+	b.mustBeNew()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cur := b.latest()
+	s, changed, err := cur.cfg.Reconfigured(c)
+	if err != nil || changed == "" {
+		return err
+	}
+	for {
+		w := cur.load()
+		if w == moving {
+			// Left half done by a call that panicked (a clock or an open
+			// duration function): finish it, then reconfigure its
+			// successor.
+			cur = cur.successor()
+			continue
+		}
+		// The plan is stored before the swap that publishes it: a call that
+		// finds the word moving finds the plan of the swap that won.
+		cur.plan.Store(&reconfiguration{set: s, changed: changed, from: w, gen: cur.genOf(w)})
+		if cur.cas(w, moving) {
+			break
+		}
+	}
+	// Later calls on b go straight to the newest breaker, so a breaker
+	// reconfigured a thousand times forwards a call once, not a thousand
+	// times, and the breakers in between can be collected.
+	b.next.Store(cur.successor())
+	return nil
+}
+
+// reconfiguration is a Reconfigure in progress on the breaker whose plan it
+// is: all a call needs to complete it.
+type reconfiguration struct {
+	set     Settings
+	changed string
+	from    stateWord // the word the swap to moving replaced
+	gen     uint64    // from's breaker generation
+}
+
+// latest is the newest breaker of b's line: b itself until its first
+// Reconfigure.
+func (b *Breaker) latest() *Breaker {
+	for n := b.next.Load(); n != nil; n = b.next.Load() {
+		b = n
+	}
+	return b
+}
+
+// successor is the breaker that holds b's state under its new rules; call
+// it on a breaker whose word is moving. If the reconfiguration is still in
+// progress, the caller builds a successor of its own from the plan and
+// offers it: the first offer wins, and its maker announces it.
+func (b *Breaker) successor() *Breaker {
+	if n := b.next.Load(); n != nil {
+		return n
+	}
+	p := b.plan.Load()
+	n, v := b.successorOf(p)
+	if b.next.CompareAndSwap(nil, n) {
+		n.announce(p, v)
+	}
+	return b.next.Load()
+}
+
+// verdict is what a half-open breaker's kept probe counts decided under the
+// new rules, for announce: the transition the successor starts in, if any.
+type verdict struct {
+	to  State // Closed or Open; HalfOpen: none
+	at  time.Duration
+	d   time.Duration // a re-open's open duration
+	pv  any           // the panic of Config.OpenDurationFunc, if it panicked
+	why Reason
+}
+
+// successorOf builds the breaker that takes over b's state, frozen in plan
+// p, under p's settings: b's state word re-expressed for them, its window
+// carried over (b's is sealed first, so that no outcome lands in it after
+// the copy), and b's dispatcher, metrics and clock shared. Nothing else
+// holds it until successor publishes it.
+func (b *Breaker) successorOf(p *reconfiguration) (*Breaker, verdict) {
+	s := p.set
+	n := &Breaker{cfg: s, slow: s.slowEnabled(), sysOrigin: b.sysOrigin, sysClock: b.sysClock,
+		dispatch: b.dispatch, metrics: b.metrics, reconfigs: b.reconfigs + 1}
+	now := n.now()
+	u, gen := p.from.fields(), p.gen
+	v := verdict{to: HalfOpen, at: now}
+	switch u.state {
+	case Closed, MetricsOnly:
+		if s.ConsecutiveFailures == 0 {
+			u.consec = 0
+		}
+		if u.ramping && b.cfg.RampUpDuration != s.RampUpDuration {
+			u.ramping, u.rampEnd = false, 0
+		}
+	case HalfOpen:
+		if b.cfg.MaxWaitInHalfOpen != s.MaxWaitInHalfOpen {
+			u.expiry = n.expiry(now)
+		}
+		switch {
+		case int(u.failure) >= s.FailuresToReopen:
+			var claim stateWord
+			claim, v.d, v.pv = n.claimOpenBy(s.nextStep(u.step), lowGen(gen+1), 0, cause{decided: true})
+			u = n.settle(claim, now).fields()
+			v.to, v.why, v.d = Open, ReasonProbeFailed, s.jittered(v.d, now, lowGen(gen+1))
+		case int(u.success) >= s.SuccessesToClose:
+			u = word{state: Closed, gen: lowGen(gen + 1)}
+			if s.RampUpDuration > 0 {
+				u = n.settle(claimRampUp(lowGen(gen+1)), now).fields()
+			}
+			v.to, v.why = Closed, ReasonProbesPassed
+		}
+	}
+	n.carryWindow(b, u, gen, now)
+	n.choosePaths(s.Classifier == nil)
+	n.base.Store(n.genOfFields(u, gen))
+	n.state.Store(uint64(u.packed()))
+	return n, v
+}
+
+// genOfFields is the breaker generation of the successor's first word u,
+// which is gen, or gen+1 after a verdict.
+func (b *Breaker) genOfFields(u word, gen uint64) uint64 {
+	if u.gen != lowGen(gen) {
+		return gen + 1
+	}
+	return gen
+}
+
+// carryWindow gives the successor b, starting in word u, its window: of
+// generation gen with the newest outcomes of old's that fit, when both
+// count in windows of the same kind and width and u still counts in gen;
+// else empty, holding u's generation.
+func (b *Breaker) carryWindow(old *Breaker, u word, gen uint64, now time.Duration) {
+	b.ring, b.buckets, _ = newWindow(&b.cfg) // validated: it cannot fail
+	g := uint32(b.genOfFields(u, gen))
+	same := counting(u.state) && u.gen == lowGen(gen)
+	switch {
+	case b.ring != nil:
+		b.ring.Reset(g)
+		if old.ring != nil && same {
+			b.copyRing(old.ring, g)
+		}
+	case b.buckets != nil:
+		// TODO(seal): carry the seconds in span.
+		b.buckets.Advance(g)
+	}
+}
+
+// copyRing seals old, the count window of generation gen, and records its
+// newest outcomes that fit in b's ring, oldest first. A trip old's last
+// outcome decided (the window closed, the trip not committed when the word
+// moved) is judged again under the new rule on the copy: its recorder,
+// finding the word moving, commits it on the successor if the new rule
+// trips too (commitForwardedTrip).
+func (b *Breaker) copyRing(old *atomicring.Ring, gen uint32) {
+	calls := make([]uint8, old.Size())
+	k, closed := old.Seal(gen, calls)
+	calls = calls[max(0, k-b.ring.Size()):k]
+	for i, c := range calls {
+		var rule *trip.Rule
+		if closed && i == len(calls)-1 {
+			rule = &b.cfg.rule
+		}
+		b.ring.RecordTrip(gen, c&1 != 0, c&2 != 0, rule)
+	}
+}
+
+// announce notifies the reconfiguration that made b, then the verdict it
+// started in, if any, with what that transition does beside its swap.
+func (b *Breaker) announce(p *reconfiguration, v verdict) {
+	st := p.from.state()
+	if b.dispatch != nil {
+		b.dispatch.publishReconfigured(b.reconfigs, Transition{From: st, To: st, Reason: ReasonReconfigured,
+			Generation: p.gen, At: v.at, Changed: p.changed})
+	}
+	switch v.to {
+	case Closed:
+		b.releaseIf(HalfOpen, Closed)
+		b.notify(HalfOpen, Closed, p.gen+1, v.at, v.why)
+	case Open:
+		b.notifyOpen(HalfOpen, p.gen+1, v.at, v.why, v.d)
+		if v.pv != nil {
+			panic(v.pv)
+		}
+	}
+}
+
+// isDefaultClassifier reports whether f is DefaultClassifier, by its code:
+// the one function value Reconfigured can tell is unchanged.
+func isDefaultClassifier(f func(error) Outcome) bool {
+	return reflect.ValueOf(f).Pointer() == reflect.ValueOf(DefaultClassifier).Pointer()
+}
+
+// windowTrips reports whether b's rule trips on its window of generation
+// gen: the count window closed by a trip (copyRing judged the copy), or
+// the time window as it is now. A trip its recorder decided under rules a
+// Reconfigure then replaced stands only if this holds on the successor.
+func (b *Breaker) windowTrips(gen uint64) bool {
+	switch {
+	case b.ring != nil:
+		_, closed := b.ring.SnapshotClosed(uint32(gen))
+		return closed
+	case b.buckets != nil:
+		return b.cfg.rule.Trips(b.buckets.Snapshot(uint32(gen), b.now()))
+	}
+	return false
 }

@@ -57,7 +57,7 @@ func (b *Breaker) Done(p Permit, err error) {
 			case !ok:
 				// As in recordInBuckets, and with the same reading of the
 				// clock: one per outcome (docs/design.md).
-				b.countDropped()
+				b.dropped(p, Success, nil)
 			case trips:
 				b.finishTrip(p.Generation, true) // as record does on a time window
 			}
@@ -172,7 +172,7 @@ func (b *Breaker) recordBucketsFailure(p Permit) {
 	}
 	ok, trips := b.buckets.RecordFailure(uint32(p.Generation), now, &b.cfg.rule)
 	if !ok {
-		b.countDropped()
+		b.dropped(p, Failure, nil)
 		return
 	}
 	if trips {
@@ -209,6 +209,10 @@ func (b *Breaker) record(p Permit, o Outcome, err error) {
 		return
 	}
 	w := b.load()
+	if w == moving {
+		b.successor().record(p, o, err)
+		return
+	}
 	if !w.counting() || !b.ofWord(w, p.Generation) {
 		b.countDropped()
 		return
@@ -217,9 +221,9 @@ func (b *Breaker) record(p Permit, o Outcome, err error) {
 	var c deferredCount // counted by the window write, if there is one
 	switch {
 	case b.ring != nil:
-		trips, more = b.recordInRing(p, o)
+		trips, more = b.recordInRing(p, o, err)
 	case b.buckets != nil:
-		trips, more = b.recordInBuckets(p, o)
+		trips, more = b.recordInBuckets(p, o, err)
 	default:
 		// No window: counted at the swap of the state word.
 		c = deferredCount{o: o, slow: b.slow && b.cfg.isSlow(b.now()-p.Start), due: true}
@@ -251,6 +255,15 @@ func (b *Breaker) record(p Permit, o Outcome, err error) {
 			}
 		}
 		w = b.load()
+		for w == moving {
+			// A Reconfigure replaced the rules after the window write: the
+			// run and the trip are the successor's to decide, and a trip
+			// the old rule found stands if the new rule trips on the window
+			// it carried.
+			b = b.successor()
+			trips = trips && b.windowTrips(p.Generation)
+			w = b.load()
+		}
 		if more = w.counting() && b.ofWord(w, p.Generation); !more && c.due {
 			b.countDropped() // the generation passed before the outcome took effect
 		}
@@ -276,11 +289,16 @@ func (b *Breaker) recordIgnored(gen uint64) {
 // the generation commits that trip first). It reports whether the window
 // rule trips with it in, and whether record has more to do: a trip, or a
 // run of failures to keep; a stale outcome is counted as dropped instead.
-func (b *Breaker) recordInRing(p Permit, o Outcome) (trips, more bool) {
+func (b *Breaker) recordInRing(p Permit, o Outcome, err error) (trips, more bool) {
 	gen, fail := uint32(p.Generation), o == Failure
 	slow := b.slow && b.cfg.isSlow(b.now()-p.Start)
 	v := b.ring.RecordOutcome(gen, fail, slow, &b.cfg.rule)
 	for ; v == atomicring.Stale; v = b.ring.RecordOutcome(gen, fail, slow, &b.cfg.rule) {
+		if b.peek() == moving {
+			// Sealed by a Reconfigure: the outcome goes to the successor.
+			b.successor().record(p, o, err)
+			return false, false
+		}
 		if !b.current(p.Generation) {
 			b.countDropped()
 			return false, false // stale (R8)
@@ -306,7 +324,7 @@ func (b *Breaker) recordInRing(p Permit, o Outcome) (trips, more bool) {
 // recordInBuckets is recordInRing for the time window, with one clock
 // reading for the outcome's second and its duration. The judgement is O(1)
 // but for about one outcome a second (buckets.Window.RecordTrip).
-func (b *Breaker) recordInBuckets(p Permit, o Outcome) (trips, more bool) {
+func (b *Breaker) recordInBuckets(p Permit, o Outcome, err error) (trips, more bool) {
 	now := b.now()
 	slow := b.slow && b.cfg.isSlow(now-p.Start)
 	// A drop is final: the outcome's generation is stale, or its second
@@ -316,7 +334,7 @@ func (b *Breaker) recordInBuckets(p Permit, o Outcome) (trips, more bool) {
 	// reading as newer, so no takeover is needed.)
 	recorded, trips := b.buckets.RecordTrip(uint32(p.Generation), now, o == Failure, slow, &b.cfg.rule)
 	if !recorded {
-		b.countDropped()
+		b.dropped(p, o, err)
 		return false, false
 	}
 	b.countOutcome(o, slow)
@@ -336,6 +354,17 @@ func (b *Breaker) countDeferred(c deferredCount) {
 	if c.due {
 		b.countOutcome(c.o, c.slow)
 	}
+}
+
+// dropped takes the outcome o of p, classified from err, that b's time
+// window did not record: stale, and counted as dropped, unless a
+// Reconfigure sealed the window, and then the successor records it.
+func (b *Breaker) dropped(p Permit, o Outcome, err error) {
+	if b.peek() == moving {
+		b.successor().record(p, o, err)
+		return
+	}
+	b.countDropped()
 }
 
 // countDropped counts a stale outcome, which changed nothing, in Metrics.
@@ -369,6 +398,10 @@ func (b *Breaker) recordProbe(p Permit, o Outcome, err error) {
 func (b *Breaker) settleProbe(p Permit, o Outcome, err error, counted bool) {
 	for {
 		w := b.load()
+		if w == moving {
+			b = b.successor()
+			continue
+		}
 		u := w.fields()
 		if u.state != HalfOpen || !b.ofWord(w, p.Generation) || u.inFlight == 0 {
 			if counted {

@@ -362,6 +362,9 @@ func (b *Breaker) Snapshot(now time.Time, withWindow bool) (Snapshot, error) {
 	}
 	for {
 		w := b.load()
+		if w == moving {
+			return b.successor().Snapshot(now, withWindow)
+		}
 		u := w.fields()
 		gen := b.genOf(w)
 		if b.tripPending(u, gen) {

@@ -306,7 +306,9 @@ func lowGen(g uint64) uint32 { return uint32(g) & genMask }
 //	claimOther (7): bit 8 clear: to HalfOpen at step and the max wait's
 //	                deadline, with one probe in flight (the claimer's), or
 //	                with none if bit 9 is set (the manual control
-//	                HalfOpen); bit 8 set: to Closed (step 0) ramping up.
+//	                HalfOpen); bit 8 set: to Closed (step 0) ramping up;
+//	                bits 8 and 9 set, and nothing else: moving, the final
+//	                word of a breaker whose rules Reconfigure replaced.
 const (
 	claimOpen  = 6
 	claimOther = 7
@@ -316,6 +318,11 @@ const (
 	explicitShift = payShift + 1
 	explicitBits  = payBits - 1
 	explicitMask  = 1<<explicitBits - 1
+
+	// moving is never completed by help and never left: no swap from an
+	// earlier word can succeed once it is in, so a decision taken on the
+	// old rules cannot land (reconfigure.go).
+	moving stateWord = claimOther | claimFlag | noProbe
 )
 
 // An explicit open duration of up to MaxOpenDurationLimit, in whole

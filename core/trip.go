@@ -28,6 +28,14 @@ func (b *Breaker) tripPending(u word, gen uint64) bool {
 func (b *Breaker) finishTrip(gen uint64, own bool) {
 	for {
 		w := b.load()
+		if w == moving {
+			// The trip was decided under rules a Reconfigure has replaced:
+			// it stands if the new rules trip on the window it carried.
+			if b = b.successor(); !b.windowTrips(gen) {
+				return
+			}
+			continue
+		}
 		if !w.counting() || !b.ofWord(w, gen) || b.trip(w, gen, 0, deferredCount{}, cause{decided: own}) {
 			return
 		}
@@ -124,6 +132,10 @@ func (b *Breaker) recordHint(p Permit, retryAfter time.Duration, err error) {
 	}
 	for {
 		w := b.load()
+		if w == moving {
+			b = b.successor()
+			continue
+		}
 		u := w.fields()
 		switch {
 		case !b.ofWord(w, p.Generation):

@@ -523,22 +523,67 @@ func (r *Ring) Calls(gen uint32, calls []uint8) (n int, closed bool) {
 		if uint16(a>>genShift) != g {
 			return 0, false
 		}
-		n = int(a >> r.nShift & r.field)
-		if n == 0 {
-			return 0, a&closedBit != 0
-		}
-		calls[n-1] = uint8(a&pendMask) >> 1
-		// The claim of the newest outcome flushed each earlier one into
-		// its slot before it committed: slot pos-1-k holds the k-th
-		// before the newest.
-		pos, ok := a>>r.posShift&r.field, true
-		for k := 1; k < n && ok; k++ {
-			s := r.slots[(pos+2*r.size-1-uint64(k))%r.size].Load()
-			calls[n-1-k] = uint8(s&pendMask) >> 1
-			ok = uint16(s>>genShift) == g && s&present != 0
-		}
-		if ok && r.hot.a.Load() == a {
+		if n, ok := r.read(a, g, calls); ok && r.hot.a.Load() == a {
 			return n, a&closedBit != 0
+		}
+	}
+}
+
+// read copies the outcomes of the window that A, loaded as a, sums into
+// calls, oldest first, and returns how many there are, with ok false if a
+// slot no longer holds an outcome of generation g (a claim committed since
+// a was loaded, and the caller reads again).
+func (r *Ring) read(a uint64, g uint16, calls []uint8) (n int, ok bool) {
+	n, ok = int(a>>r.nShift&r.field), true
+	if n == 0 {
+		return 0, true
+	}
+	calls[n-1] = uint8(a&pendMask) >> 1
+	// The claim of the newest outcome flushed each earlier one into its
+	// slot before it committed: slot pos-1-k holds the k-th before the
+	// newest.
+	pos := a >> r.posShift & r.field
+	for k := 1; k < n && ok; k++ {
+		s := r.slots[(pos+2*r.size-1-uint64(k))%r.size].Load()
+		calls[n-1-k] = uint8(s&pendMask) >> 1
+		ok = uint16(s>>genShift) == g && s&present != 0
+	}
+	return n, ok
+}
+
+// sealAhead is how far ahead of the sealed generation Seal moves A's: far
+// enough that the generation and the 2^14-1 before it read as older than
+// the ring's, so their claims are Stale and their Advances change nothing,
+// and near enough that the sealed generation reads as older than every
+// generation a claim of those could carry.
+const sealAhead = 1 << 14
+
+// Seal ends the ring's service to a breaker whose state moves to another
+// ring (core's Reconfigure) and copies the window of generation gen (low
+// 16 bits) into calls, as Calls does: it moves A's generation sealAhead
+// ahead of gen in one swap that keeps the rest of A, so every claim of gen,
+// or of a generation up to 2^14-1 before it, that has not committed by then
+// never will (it reports Stale), and the window it copies is final. A ring
+// holding another generation is sealed empty. calls must hold Size
+// elements. It may run concurrently with every other call on r, itself
+// included: every Seal of gen copies the same outcomes. A Reset or a claim
+// of a generation that reads as newer (2^14 or more ahead of gen) undoes
+// the seal, as it would any window; the breaker makes neither on a ring it
+// sealed.
+func (r *Ring) Seal(gen uint32, calls []uint8) (n int, closed bool) {
+	g := uint16(gen)
+	sealed := g + sealAhead
+	for {
+		a := r.hot.a.Load()
+		switch uint16(a >> genShift) {
+		case sealed:
+			// No claim of g can move A or a slot of the window now.
+			n, _ = r.read(a, g, calls)
+			return n, a&closedBit != 0
+		case g:
+			r.hot.a.CompareAndSwap(a, a&^genMask|uint64(sealed)<<genShift)
+		default:
+			r.hot.a.CompareAndSwap(a, uint64(sealed)<<genShift)
 		}
 	}
 }
