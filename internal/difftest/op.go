@@ -171,27 +171,13 @@ func apply(b breakers.Breaker, clk *core.ManualClock, op Op) (obs Obs) {
 	case HalfOpen:
 		b.HalfOpen()
 	case Reconfigure:
-		return Obs{Err: ErrOf(reconfigure(b, op.Config))}
+		// A breaker that cannot be reconfigured, or a nil Config, panics,
+		// into Obs.Panic.
+		return Obs{Err: ErrOf(b.(breakers.Reconfigurable).Reconfigure(*op.Config))}
 	default:
 		return read(b, op.Kind)
 	}
 	return Obs{}
-}
-
-// reconfigurer is what Reconfigure calls: every implementation's
-// Reconfigure.
-type reconfigurer interface {
-	Reconfigure(core.Config) error
-}
-
-// reconfigure is Apply's Reconfigure; it panics (into Obs.Panic) for an
-// implementation without the method or a nil config.
-func reconfigure(b breakers.Breaker, c *core.Config) error {
-	r, ok := b.(reconfigurer)
-	if !ok {
-		panic(fmt.Sprintf("difftest: %T has no Reconfigure", b))
-	}
-	return r.Reconfigure(*c)
 }
 
 // read is Apply's State, Counts and Metrics.

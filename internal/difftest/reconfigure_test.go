@@ -9,29 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casbreaker/casbreaker/core"
-	"github.com/casbreaker/casbreaker/internal/breakers"
 	"github.com/casbreaker/casbreaker/internal/difftest"
 )
-
-// reconfigurable is the implementations with a Reconfigure: every one in
-// breakers.All once both have it; until then the one that has it, twice,
-// so that the Differ still checks the rules on it.
-func reconfigurable() []breakers.Impl {
-	var impls []breakers.Impl
-	for _, im := range breakers.All {
-		b, err := im.New(core.Config{ConsecutiveFailures: 1})
-		if err != nil {
-			panic(err)
-		}
-		if _, ok := b.(interface{ Reconfigure(core.Config) error }); ok {
-			impls = append(impls, im)
-		}
-	}
-	if len(impls) == 1 {
-		impls = append(impls, impls[0])
-	}
-	return impls
-}
 
 // script drives a Differ over every implementation, failing t at the
 // first disagreement or broken rule.
@@ -43,7 +22,7 @@ type script struct {
 func newScript(t *testing.T, cfg core.Config) *script {
 	t.Helper()
 	cfg.CollectMetrics = true
-	d, err := difftest.NewOf(reconfigurable(), cfg, time.Hour, true)
+	d, err := difftest.New(cfg, time.Hour, true)
 	require.NoError(t, err)
 	return &script{t: t, d: d}
 }
@@ -316,6 +295,35 @@ func TestReconfigure(t *testing.T) {
 		require.Equal(t, core.Closed, s.counts().State)
 		s.record(after, core.Success)
 		require.Equal(t, core.Open, s.counts().State, "timed from its Start: slow")
+	})
+	t.Run("retry-after hints: turned off, a hint is a plain failure; turned on, it trips", func(t *testing.T) {
+		c := rate
+		c.MaxRetryAfter = 5 * time.Second
+		s := newScript(t, c)
+		c.MaxRetryAfter = 0
+		s.reconfigure(c)
+		s.do(difftest.Op{Kind: difftest.RecordHint, Permit: s.allow(), D: time.Second})
+		require.Equal(t, core.Closed, s.counts().State, "one failure of five calls")
+		c.MaxRetryAfter = 5 * time.Second
+		s.reconfigure(c)
+		s.do(difftest.Op{Kind: difftest.RecordHint, Permit: s.allow(), D: time.Second})
+		require.Equal(t, core.ReasonRetryAfter, s.last().Reason)
+	})
+	t.Run("backoff step: kept, within the new ladder", func(t *testing.T) {
+		c := rate
+		c.PermittedCallsInHalfOpen, c.SuccessesToClose, c.FailuresToReopen = 1, 1, 1
+		c.OpenDurationBackoff, c.MaxOpenDuration = 2, 16*time.Second
+		s := newScript(t, c)
+		s.do(difftest.Op{Kind: difftest.ForceOpen, D: time.Second})
+		for range 3 { // re-opens at steps 1, 2, 3: 2 s, 4 s, 8 s
+			s.advance(8 * time.Second)
+			s.record(s.allow(), core.Failure)
+		}
+		c.MaxOpenDuration = 2 * time.Second // a ladder of one step
+		s.reconfigure(c)
+		snap, err := s.d.Restart(time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC), false, 0, time.Hour)
+		require.NoError(t, err, "each side's snapshot, and a restore from it")
+		require.EqualValues(t, 1, snap.Step)
 	})
 	t.Run("forced open and disabled: only the rules change", func(t *testing.T) {
 		s := newScript(t, rate)
