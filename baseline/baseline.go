@@ -710,7 +710,7 @@ func (b *Breaker) recordProbe(o core.Outcome, err error) (pv any) {
 	default:
 		return nil
 	}
-	return b.verdict(err)
+	return b.verdict(err, 0, true)
 }
 
 // reopened is the count of consecutive re-opens after a re-open from the
@@ -734,13 +734,21 @@ func errOf(failure *error) error {
 // read after the function has run, as the lock-free breaker reads it after
 // its claim. It returns the function's panic, if it panicked.
 func (b *Breaker) open(d, h time.Duration, reopens int, err error, why core.Reason) (pv any) {
+	return b.openAt(d, h, reopens, err, why, 0, true)
+}
+
+// openAt is open at the clock reading now, or at one of its own taken
+// after the open-duration function when read is set.
+func (b *Breaker) openAt(d, h time.Duration, reopens int, err error, why core.Reason, now time.Duration, read bool) (pv any) {
 	until := hinted(d, h)
 	if b.cfg.OpenDurationFunc != nil {
 		var fd time.Duration
 		fd, pv = openDurationOf(&b.cfg, reopens, err)
 		until = max(fd, wholeMillis(h))
 	}
-	now := b.cfg.Clock.Now()
+	if read {
+		now = b.cfg.Clock.Now()
+	}
 	b.transition(core.Open, now, why)
 	b.openFor, b.reopens = d, reopens
 	b.deadline = openDeadline(now, b.jittered(until, now))

@@ -108,7 +108,7 @@ func (b *Breaker) Reconfigure(c core.Config) error {
 	}
 	var pv any
 	if b.state == core.HalfOpen {
-		pv = b.verdict(nil)
+		pv = b.verdict(nil, now, false) // at the reconfiguration's reading: one step
 	}
 	b.unlockAndNotify()
 	repanic(pv)
@@ -181,15 +181,15 @@ func (w *windowCounts) addSum(c windowCounts) {
 // outcomes reach, if they reach one (R7): the FailuresToReopen-th failure
 // re-opens at the next backoff step, else the SuccessesToClose-th success
 // closes. err is the error of the outcome that decided it (nil when a
-// reconfiguration's new rules did). It returns a panic of the
+// reconfiguration's new rules did), committed at the clock reading now,
+// or at one of its own when read is set. It returns a panic of the
 // open-duration function, as trip. The caller holds the mutex.
-func (b *Breaker) verdict(err error) (pv any) {
+func (b *Breaker) verdict(err error, now time.Duration, read bool) (pv any) {
 	switch {
 	case b.failure >= b.cfg.FailuresToReopen:
-		return b.open(backoff(&b.cfg, b.openFor), 0, b.reopened(), err, core.ReasonProbeFailed)
+		return b.openAt(backoff(&b.cfg, b.openFor), 0, b.reopened(), err, core.ReasonProbeFailed, now, read)
 	case b.success >= b.cfg.SuccessesToClose:
-		var now time.Duration
-		if b.onChange != nil || b.cfg.RampUpDuration > 0 {
+		if read && (b.onChange != nil || b.cfg.RampUpDuration > 0) {
 			now = b.cfg.Clock.Now()
 		}
 		b.transition(core.Closed, now, core.ReasonProbesPassed)
