@@ -8,6 +8,7 @@ package bench
 
 import (
 	"testing"
+	"time"
 
 	"github.com/casbreaker/casbreaker/baseline"
 	"github.com/casbreaker/casbreaker/bench/suite"
@@ -57,6 +58,22 @@ func BenchmarkAdapter(b *testing.B) {
 						}
 					})
 				}
+			})
+			// call=reconfigured: call=direct on a lock-free breaker whose
+			// rules Reconfigure replaced once: every call goes through to
+			// the breaker that took over (docs/design.md, Reconfiguring a
+			// live breaker).
+			b.Run("call=reconfigured/impl=lockfree", func(b *testing.B) {
+				c := suite.Spec{Policy: p}.Config()
+				br, err := core.New(c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				c.HalfOpenFullWait = time.Minute // a rule the closed path never reads
+				if err := br.Reconfigure(c); err != nil {
+					b.Fatal(err)
+				}
+				directLockfree(b, br)
 			})
 			b.Run("call=each", func(b *testing.B) {
 				for _, im := range impls {

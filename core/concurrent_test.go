@@ -30,6 +30,8 @@ func TestFeaturesConcurrent(t *testing.T) {
 	t.Run("metrics exact under contention", func(t *testing.T) { forEachImpl(t, concurrentMetrics) })
 	t.Run("open-duration function racing: one trip, at most one panic", func(t *testing.T) { forEachImpl(t, concurrentOpenDurationFunc) })
 	t.Run("probe gate racing: no slot leaked, every probe let go reported", func(t *testing.T) { forEachImpl(t, concurrentProbeGate) })
+	t.Run("reconfigure racing probes: the new limit from its return", func(t *testing.T) { forEachImpl(t, concurrentReconfigureProbes) })
+	t.Run("reconfigure racing outcomes: each kept once", func(t *testing.T) { forEachImpl(t, concurrentReconfigureOutcomes) })
 }
 
 // featureWorkers is how many goroutines each of those races runs.
@@ -605,4 +607,107 @@ func TestCountsNeverLosesCompletedOutcomes(t *testing.T) {
 			t.Fatal(v)
 		}
 	})
+}
+
+// reconfigurer is a breaker with Reconfigure.
+type reconfigurer interface {
+	Reconfigure(core.Config) error
+}
+
+// concurrentReconfigureProbes: a half-open breaker permitting 5 probes,
+// 4 of them in flight, is reconfigured to permit 1 while workers ask for
+// probes. The fifth probe may go only to an Allow that began before
+// Reconfigure returned (a decision on the old rules must not land after
+// the new ones took effect: one probe too many), at most one goes, and the
+// counts in flight survive the reconfiguration.
+func concurrentReconfigureProbes(t *testing.T, mk maker) {
+	const permitted = 5
+	for range rounds(200, 20) {
+		c := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, PermittedCallsInHalfOpen: permitted,
+			SuccessesToClose: permitted, MaxWaitInHalfOpen: core.WaitForever}
+		r := mk.build(t, c)
+		r.B.Record(r.A(), core.Failure)
+		r.Clock.Advance(time.Second)
+		for range permitted - 1 {
+			require.True(t, r.A().Probe)
+		}
+		var returned atomic.Bool
+		var late, admitted atomic.Int64
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.PermittedCallsInHalfOpen = 1
+			require.NoError(t, r.B.(reconfigurer).Reconfigure(c))
+			returned.Store(true)
+		}()
+		parallel(featureWorkers, func(int) {
+			for range 20 {
+				after := returned.Load()
+				if _, err := r.B.Allow(); err == nil {
+					admitted.Add(1)
+					if after {
+						late.Add(1)
+					}
+				}
+				runtime.Gosched()
+			}
+		})
+		<-done
+		require.Zero(t, late.Load(), "a probe admitted by an Allow that began after Reconfigure returned")
+		require.LessOrEqual(t, admitted.Load(), int64(1))
+		require.Equal(t, permitted-1+int(admitted.Load()), r.B.Counts().ProbesInFlight)
+		_, err := r.B.Allow()
+		require.ErrorIs(t, err, core.ErrHalfOpenFull)
+	}
+}
+
+// concurrentReconfigureOutcomes: workers record failures and slow
+// successes into a window that a second goroutine reconfigures again and
+// again (its size up and down, its thresholds), never below what is
+// recorded: once all are done, the window holds every outcome exactly
+// once, none lost in a copy and none counted twice.
+func concurrentReconfigureOutcomes(t *testing.T, mk maker) {
+	const per = 6 // outcomes per worker: 96 in all, below every size below
+	for _, kind := range []core.WindowType{core.CountBased} {
+		for range rounds(100, 10) {
+			c := core.Config{WindowType: kind, WindowSize: 100, FailureRateThreshold: 100, MinimumNumberOfCalls: 100,
+				SlowCallDurationThreshold: time.Second, SlowCallRateThreshold: 100}
+			r := mk.build(t, c)
+			stop := make(chan struct{})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					c.WindowSize = []int{100, 200, 150}[i%3]
+					c.FailureRateThreshold = 99 - i%2
+					require.NoError(t, r.B.(reconfigurer).Reconfigure(c))
+					runtime.Gosched()
+				}
+			}()
+			parallel(featureWorkers, func(i int) {
+				for k := range per {
+					p := r.A()
+					if (i+k)%2 == 0 {
+						r.B.Record(p, core.Failure)
+						continue
+					}
+					r.Clock.Advance(0) // the clock stays: a slow call is one measured as such
+					p.Start -= 2 * time.Second
+					r.B.Record(p, core.Success)
+				}
+			})
+			close(stop)
+			<-done
+			got := r.B.Counts()
+			require.Equal(t, core.Closed, got.State)
+			require.Equal(t, uint64(featureWorkers*per), got.Calls, "%+v", got)
+			require.Equal(t, uint64(featureWorkers*per/2), got.Failures, "%+v", got)
+			require.Equal(t, uint64(featureWorkers*per/2), got.SlowCalls, "%+v", got)
+		}
+	}
 }

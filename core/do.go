@@ -29,6 +29,12 @@ type Guard interface {
 // RetryAfter or Unwrap method, panics, p is recorded as Ignored, so no
 // half-open slot leaks, and the panic propagates unchanged.
 func (b *Breaker) recordError(p Permit, err error) {
+	if b.peek() == moving {
+		// A Reconfigure replaced the rules, the classifier's included:
+		// classify on the successor, once.
+		b.successor().Done(p, err)
+		return
+	}
 	s := &b.cfg
 	o, hint := Ignored, time.Duration(0)
 	defer func() {

@@ -447,3 +447,48 @@ func ExampleConfig_bucketWidth() {
 	// buckets of 100ms: 2 failures in the window at 2.5s
 	// core: Config.BucketWidth: 300ms is not a whole number of milliseconds from 100ms to 1s that divides 1s (100ms, 125ms, 200ms, 250ms, 500ms or 1s; 0: 1s)
 }
+
+// Reconfigure tightens a live breaker's failure-rate threshold: the window
+// keeps its outcomes (the newest that fit the new size), the next outcome
+// is judged by the new rule, and one notification names what changed.
+func ExampleBreaker_Reconfigure() {
+	c := core.Config{
+		WindowSize:           10,
+		MinimumNumberOfCalls: 10,
+		FailureRateThreshold: 50,
+		OnStateChange: func(t core.Transition) {
+			fmt.Printf("%v -> %v (%v)", t.From, t.To, t.Reason)
+			if t.Changed != "" {
+				fmt.Print(" changed ", t.Changed)
+			}
+			fmt.Println()
+		},
+	}
+	b, err := core.New(c)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i := range 10 {
+		p, _ := b.Allow()
+		if i%4 == 0 {
+			b.Record(p, core.Failure) // 3 failures in 10 calls: 30 %, below 50
+		} else {
+			b.Record(p, core.Success)
+		}
+	}
+	c.WindowSize, c.MinimumNumberOfCalls, c.FailureRateThreshold = 5, 5, 25
+	if err := b.Reconfigure(c); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("kept %d calls, %d failed\n", b.Counts().Calls, b.Counts().Failures)
+	p, _ := b.Allow()
+	b.Record(p, core.Success) // 1 failure in the last 5: 20 %, below 25
+	p, _ = b.Allow()
+	b.Record(p, core.Failure) // 2 in the last 5: 40 %, the new rule trips
+	fmt.Println(b.State())
+	// Output:
+	// closed -> closed (reconfigured) changed WindowSize,MinimumNumberOfCalls,FailureRateThreshold
+	// kept 5 calls, 1 failed
+	// closed -> open (failure-rate)
+	// open
+}

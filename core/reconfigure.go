@@ -15,7 +15,9 @@ import (
 // OpenGate, ProbeGate and InitialState) taken from s instead of c; and
 // the names of the Config fields whose resolved values differ, in
 // Config's order, comma-separated (as Transition.Changed has them), or ""
-// when none does. Functions cannot be compared, so Classifier is named
+// when none does. A breaker built without a SlowCallDurationThreshold
+// cannot be given one (its permits carry no start time to measure from):
+// that is an error too. Functions cannot be compared, so Classifier is named
 // unless both sides use DefaultClassifier, and OpenDurationFunc whenever
 // either side sets one. It returns
 // the errors of Config.Validate (each matching ErrInvalidConfig) and
@@ -25,6 +27,10 @@ func (s Settings) Reconfigured(c Config) (Settings, string, error) {
 	c.Name, c.Clock, c.OnStateChange, c.CollectMetrics = s.Name, s.Clock, s.OnStateChange, s.CollectMetrics
 	c.OpenGate, c.ProbeGate, c.InitialState = s.OpenGate, s.ProbeGate, s.InitialState
 	n, err := c.Validate()
+	if err == nil && !s.slowEnabled() && n.slowEnabled() {
+		err = &ConfigError{Field: "SlowCallDurationThreshold", Problem: "Reconfigure cannot start measuring slow calls: " +
+			"the permits in flight carry no start time; set it in the Config given to New"}
+	}
 	if err != nil {
 		return Settings{}, "", err
 	}
@@ -72,7 +78,8 @@ func (s *Settings) changed(n *Settings) string {
 // New's errors (each matching ErrInvalidConfig) and changes nothing, and a
 // c that changes no rule changes nothing and notifies nothing.
 //
-// Otherwise, in one step that every other call sees whole:
+// Otherwise, in one step that every other call sees whole (a breaker
+// built without slow calls cannot start measuring them: an error):
 //   - The state, the generation, the backoff step and the open deadline
 //     are kept; permits in flight stay valid, and their outcomes are judged
 //     by the new rules (a closed permit granted while slow calls were not
@@ -152,13 +159,20 @@ func (b *Breaker) latest() *Breaker {
 }
 
 // successor is the breaker that holds b's state under its new rules; call
-// it on a breaker whose word is moving. If the reconfiguration is still in
-// progress, the caller builds a successor of its own from the plan and
-// offers it: the first offer wins, and its maker announces it.
+// it on a breaker whose word is moving. Small enough to inline: a
+// reconfigured breaker forwards every call through it.
 func (b *Breaker) successor() *Breaker {
-	if n := b.next.Load(); n != nil {
-		return n
+	n := b.next.Load()
+	if n == nil {
+		n = b.takeOver()
 	}
+	return n
+}
+
+// takeOver completes the reconfiguration in progress on b: the caller
+// builds a successor of its own from the plan and offers it; the first
+// offer wins, and its maker announces it.
+func (b *Breaker) takeOver() *Breaker {
 	p := b.plan.Load()
 	n, v := b.successorOf(p)
 	if b.next.CompareAndSwap(nil, n) {

@@ -57,7 +57,7 @@ func (b *Breaker) Done(p Permit, err error) {
 			case !ok:
 				// As in recordInBuckets, and with the same reading of the
 				// clock: one per outcome (docs/design.md).
-				b.dropped(p, Success, nil)
+				b.dropped(p.Generation, Success)
 			case trips:
 				b.finishTrip(p.Generation, true) // as record does on a time window
 			}
@@ -136,7 +136,16 @@ func counting(s State) bool { return s == Closed || s == MetricsOnly }
 // function for both, called from here, costs the extra call these paths
 // exist to avoid (docs/benchmarks.md, What the profiles showed).
 func (b *Breaker) recordRingOutcome(p Permit, o Outcome) {
-	if !b.closedOf(b.peek(), p.Generation) {
+	if w := b.peek(); !b.closedOf(w, p.Generation) {
+		if w == moving {
+			// Reconfigured: at once, not through record's frame.
+			if n := b.successor(); o == Success {
+				n.Done(p, nil)
+			} else {
+				n.Record(p, o)
+			}
+			return
+		}
 		b.mustBeNew()
 		b.record(p, o, nil)
 		return
@@ -159,7 +168,11 @@ func (b *Breaker) recordRingOutcome(p Permit, o Outcome) {
 // window is all there is to record in (successInBuckets), a failure has
 // nothing to keep but its window write and the trip that may follow.
 func (b *Breaker) recordBucketsFailure(p Permit) {
-	if !b.closedOf(b.peek(), p.Generation) {
+	if w := b.peek(); !b.closedOf(w, p.Generation) {
+		if w == moving {
+			b.successor().Record(p, Failure) // as recordRingOutcome
+			return
+		}
 		b.mustBeNew()
 		b.record(p, Failure, nil)
 		return
@@ -172,7 +185,7 @@ func (b *Breaker) recordBucketsFailure(p Permit) {
 	}
 	ok, trips := b.buckets.RecordFailure(uint32(p.Generation), now, &b.cfg.rule)
 	if !ok {
-		b.dropped(p, Failure, nil)
+		b.dropped(p.Generation, Failure)
 		return
 	}
 	if trips {
@@ -210,7 +223,9 @@ func (b *Breaker) record(p Permit, o Outcome, err error) {
 	}
 	w := b.load()
 	if w == moving {
-		b.successor().record(p, o, err)
+		// recordOf, not record: the successor's fast paths take it, as
+		// they take its own permits' outcomes.
+		b.successor().recordOf(p, o, err)
 		return
 	}
 	if !w.counting() || !b.ofWord(w, p.Generation) {
@@ -296,7 +311,7 @@ func (b *Breaker) recordInRing(p Permit, o Outcome, err error) (trips, more bool
 	for ; v == atomicring.Stale; v = b.ring.RecordOutcome(gen, fail, slow, &b.cfg.rule) {
 		if b.peek() == moving {
 			// Sealed by a Reconfigure: the outcome goes to the successor.
-			b.successor().record(p, o, err)
+			b.successor().recordOf(p, o, err)
 			return false, false
 		}
 		if !b.current(p.Generation) {
@@ -334,7 +349,11 @@ func (b *Breaker) recordInBuckets(p Permit, o Outcome, err error) (trips, more b
 	// reading as newer, so no takeover is needed.)
 	recorded, trips := b.buckets.RecordTrip(uint32(p.Generation), now, o == Failure, slow, &b.cfg.rule)
 	if !recorded {
-		b.dropped(p, o, err)
+		if b.peek() == moving {
+			b.successor().recordOf(p, o, err) // sealed by a Reconfigure
+		} else {
+			b.countDropped()
+		}
 		return false, false
 	}
 	b.countOutcome(o, slow)
@@ -356,12 +375,15 @@ func (b *Breaker) countDeferred(c deferredCount) {
 	}
 }
 
-// dropped takes the outcome o of p, classified from err, that b's time
-// window did not record: stale, and counted as dropped, unless a
-// Reconfigure sealed the window, and then the successor records it.
-func (b *Breaker) dropped(p Permit, o Outcome, err error) {
+// dropped takes the outcome o, of a closed permit of generation gen, that
+// the time window's fast paths did not record: stale, and counted as
+// dropped, unless a Reconfigure sealed the window, and then the successor
+// records it. Those paths measure no slow call and carry no error, so the
+// generation is all of the permit they need, and all they keep live
+// across the window's call.
+func (b *Breaker) dropped(gen uint64, o Outcome) {
 	if b.peek() == moving {
-		b.successor().record(p, o, err)
+		b.successor().Record(Permit{Generation: gen}, o)
 		return
 	}
 	b.countDropped()

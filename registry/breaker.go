@@ -159,6 +159,13 @@ func (b *Breaker) HalfOpen() {
 	b.core.HalfOpen()
 }
 
+// Reconfigure is core.Breaker.Reconfigure, for this key alone: the next
+// Registry.Reconfigure gives it the registry's template again.
+func (b *Breaker) Reconfigure(c core.Config) error {
+	b.mustHaveCore()
+	return b.core.Reconfigure(c)
+}
+
 // Reset is core.Breaker.Reset.
 func (b *Breaker) Reset() {
 	b.mustHaveCore()

@@ -43,6 +43,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.uber.org/atomic"
+
 	"github.com/casbreaker/casbreaker/core"
 )
 
@@ -195,7 +197,10 @@ type Options[K comparable] struct {
 // Registry used without New"; every method of a nil *Registry panics with
 // a message that names New. All methods are safe for concurrent use.
 type Registry[K comparable] struct {
-	cfg           core.Config
+	// tmpl is the template, replaced whole by Reconfigure; reconf orders
+	// Reconfigure calls.
+	tmpl          atomic.Pointer[core.Config]
+	reconf        sync.Mutex
 	name          func(K) string
 	clock         core.Clock
 	max           int
@@ -260,10 +265,11 @@ func New[K comparable](o Options[K]) (*Registry[K], error) {
 		return nil, errors.Join(errs...)
 	}
 	r := &Registry[K]{
-		cfg: o.Config, name: o.Name, clock: o.Config.Clock,
+		name: o.Name, clock: o.Config.Clock,
 		max: o.MaxBreakers, idle: o.IdleAfter, permitTimeout: o.PermitTimeout,
 		checkKey: holdsInterface(reflect.TypeFor[K]()), ext: o.Extension,
 	}
+	r.tmpl.Store(&o.Config)
 	if r.ext != nil {
 		r.exts = make(map[*Breaker]Extended)
 	}
@@ -406,7 +412,8 @@ func (r *Registry[K]) create(key K, build func(core.Config) (*core.Breaker, erro
 	}
 	// User code, run before the mutex: a Name or an Extension that calls
 	// back into the registry must not wait on a mutex its own Get holds.
-	cfg := r.cfg
+	tmpl := r.tmpl.Load()
+	cfg := *tmpl
 	cfg.Name = r.name(key)
 	if r.share != nil {
 		cfg.OpenGate = &openSlot{of: r.share}
@@ -415,10 +422,22 @@ func (r *Registry[K]) create(key K, build func(core.Config) (*core.Breaker, erro
 	if err != nil {
 		return nil, fmt.Errorf("registry: extension for the breaker of %s: %w", keyText(key), err)
 	}
+	b, kept, err := r.keep(key, cfg, ext, build)
+	if kept {
+		// Outside the mutex (a listener may call back): a Reconfigure that
+		// stored a new template after this one was read, and listed the
+		// breakers before this one was kept, did not reach it.
+		err = r.follow(key, b, tmpl)
+	}
+	return b, err
+}
+
+// keep is create's part under the mutex: createLocked, then the parts
+// dropped told once the mutex is released.
+func (r *Registry[K]) keep(key K, cfg core.Config, ext Extended, build func(core.Config) (*core.Breaker, error)) (b *Breaker, kept bool, err error) {
 	r.mu.Lock()
 	// Deferred: a Made or a clock that panics must not leave the mutex
 	// held, and the parts dropped so far (and ext, not kept) are told.
-	kept := false
 	defer func() {
 		dropped := r.takeDropped()
 		r.mu.Unlock()
@@ -427,8 +446,7 @@ func (r *Registry[K]) create(key K, build func(core.Config) (*core.Breaker, erro
 		}
 		tellDropped(dropped)
 	}()
-	b, kept, err = r.createLocked(key, cfg, ext, build)
-	return b, err
+	return r.createLocked(key, cfg, ext, build)
 }
 
 // createLocked is create under the mutex: the breaker another caller made

@@ -411,3 +411,74 @@ func windowAt(seq, calls []uint8, size, lo, hi int) bool {
 	}
 	return false
 }
+
+// TestConcurrent_SealKeepsEveryRecordedOutcome: goroutines record into a
+// ring (never filling it) while another seals it. Every Record that
+// reported true is in what Seal copied, in each of its classes, and none
+// that reported false is; every Record after the seal reports false, as
+// does a claim of any of the 2^14-1 generations before the sealed one; and
+// a second Seal copies the same.
+func TestConcurrent_SealKeepsEveryRecordedOutcome(t *testing.T) {
+	const size, per = 255, 7
+	for _, n := range goroutineCounts {
+		n := min(n, size/per)
+		for round := range 200 {
+			r, err := New(size)
+			require.NoError(t, err)
+			const gen = 40000 // near the 16-bit wrap of the sealed generation
+			r.Reset(gen)
+			var kept [4]atomic.Int64 // recorded outcomes by class
+			var start, done sync.WaitGroup
+			start.Add(1)
+			done.Add(n + 1)
+			calls := make([]uint8, size)
+			var sealed int
+			go func() {
+				defer done.Done()
+				start.Wait()
+				for range round % 16 {
+					r.Snapshot(gen) // let the writers get going first, by a varying amount
+				}
+				sealed, _ = r.Seal(gen, calls)
+			}()
+			for g := range n {
+				go func() {
+					defer done.Done()
+					start.Wait()
+					for i := range per {
+						fail, slow := mix(g, i)
+						if _, ok := r.Record(gen, fail, slow); ok {
+							kept[b2i(fail)|b2i(slow)<<1].Inc()
+						}
+					}
+				}()
+			}
+			start.Done()
+			done.Wait()
+			var copied [4]int64
+			for _, c := range calls[:sealed] {
+				copied[c&3]++
+			}
+			for k := range kept {
+				require.Equal(t, kept[k].Load(), copied[k], "class %d, round %d, %d writers", k, round, n)
+			}
+			again := make([]uint8, size)
+			m, _ := r.Seal(gen, again)
+			require.Equal(t, calls[:sealed], again[:m], "a second Seal")
+			for _, g := range []uint32{gen, gen - 1, gen - 1<<14 + 1} {
+				_, ok := r.Record(g, true, false)
+				require.False(t, ok, "a claim of generation %d after the seal", g)
+			}
+			r.Advance(gen)
+			m, _ = r.Seal(gen, again)
+			require.Equal(t, sealed, m, "an Advance of the sealed generation undid the seal")
+		}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
