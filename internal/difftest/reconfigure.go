@@ -14,10 +14,10 @@ import (
 // probes down to one and up, the ramp-up's duration and its start alone,
 // the run of failures on, changed and off, the max wait and wait forever,
 // the open duration and a backoff, slow calls on and off, hints on and
-// off; and two configs Validate refuses. Some of the changed ones may be
-// invalid for some bases too (a window below the minimum of calls, a
-// config with no trip rule left): Reconfigure must refuse them as New
-// does. The table is the same for the same base, in the same order.
+// off; two configs Validate refuses; and the open durations tripled.
+// Some of the changed ones may be invalid for some bases too (a window
+// below the minimum of calls, a config with no trip rule left):
+// Reconfigure must refuse them as New does. The table is the same for the same base, in the same order.
 func Alternatives(base core.Config) []core.Config {
 	alt := func(change func(*core.Config)) core.Config {
 		c := base
@@ -78,6 +78,9 @@ func Alternatives(base core.Config) []core.Config {
 		}),
 		alt(func(c *core.Config) { c.FailureRateThreshold = 101 }),
 		alt(func(c *core.Config) { c.OpenDuration = -1 }),
+		// Every open duration three times as long, the ladder as long as
+		// it was: a kept step backs off from its new duration.
+		alt(func(c *core.Config) { c.OpenDuration, c.MaxOpenDuration = 3*c.OpenDuration, 3*c.MaxOpenDuration }),
 	}
 }
 
