@@ -47,7 +47,11 @@ import (
 // the classifier or a listener while holding the mutex; it calls
 // Config.OpenDurationFunc under it, at the transition it decides, so that
 // function must not call into the breaker either. Allow, Done and
-// Record allocate nothing in steady state.
+// Record allocate nothing in steady state. Reconfigure rewrites the rules
+// under the mutex; what the paths before it need of them they read from
+// an atomic copy and check again under the mutex, so a reconfiguration
+// that falls in between costs that call a clock reading under the mutex,
+// never a decision by rules that no longer hold.
 type Breaker struct {
 	// The state, under mu; a closed breaker's Allow and Record touch the
 	// fields up to the windows'.
@@ -68,7 +72,9 @@ type Breaker struct {
 	expiry   uint64        // half-open: max-wait deadline, in maxWait's units
 	rampEnd  uint64        // closed: ramp-up deadline, in ramp's units
 	// unstamped: a Reconfigure of this generation turned slow calls on, so
-	// a permit of it with no Start was granted before, untimed (R18).
+	// a permit of it with no Start was granted before, untimed (R18). A
+	// Permit cannot say it has no Start, so one granted after it at a
+	// clock reading of exactly 0 counts as untimed too.
 	unstamped bool
 
 	// The rules: decided in New from the configuration and rewritten only
