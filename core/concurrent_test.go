@@ -612,6 +612,7 @@ func TestCountsNeverLosesCompletedOutcomes(t *testing.T) {
 // reconfigurer is a breaker with Reconfigure.
 type reconfigurer interface {
 	Reconfigure(core.Config) error
+	Settings() core.Settings
 }
 
 // concurrentReconfigureProbes: a half-open breaker permitting 5 probes,

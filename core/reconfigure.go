@@ -101,7 +101,8 @@ func (s *Settings) changed(n *Settings) string {
 //     changed.
 //
 // Reconfigure may run concurrently with every method of b; Reconfigure
-// calls on one breaker run one at a time. Calls that find it half done
+// calls on one breaker take effect one at a time, and a listener may call
+// it (also from the notification of a reconfiguration). Calls that find it half done
 // complete it (so they may allocate a window, once). Every call on a
 // reconfigured breaker goes through to the breaker that now holds its
 // state: one more load and call than before its first Reconfigure. It
@@ -110,34 +111,65 @@ func (s *Settings) changed(n *Settings) string {
 // reconfiguration and the re-open have been committed and notified).
 func (b *Breaker) Reconfigure(c Config) error {
 	b.mustBeNew()
+	cur, err := b.propose(c)
+	if cur == nil {
+		return err
+	}
+	// Outside the mutex: the announcement runs the listener, which may
+	// call Reconfigure.
+	n := cur.successor()
+	// Later calls on b go straight to the newest breaker, so a breaker
+	// reconfigured a thousand times forwards a call once, not a thousand
+	// times, and the breakers in between can be collected. Forward only:
+	// a Reconfigure that planned later may have stored its successor
+	// first.
+	for {
+		old := b.next.Load()
+		if old != nil && old.reconfigs >= n.reconfigs || b.next.CompareAndSwap(old, n) {
+			return nil
+		}
+	}
+}
+
+// propose is Reconfigure's first step: it swaps the newest breaker's word
+// for moving with the plan for c, and returns that breaker; or nil, with
+// c's error or none when c changes no rule. A plan found unfinished (its
+// Reconfigure is descheduled, or a clock or an open-duration function
+// panicked in it) is finished first, outside the mutex, since finishing
+// announces it.
+func (b *Breaker) propose(c Config) (*Breaker, error) {
+	for {
+		cur, unfinished, err := b.tryPropose(c)
+		if unfinished == nil {
+			return cur, err
+		}
+		unfinished.successor()
+	}
+}
+
+// tryPropose is one attempt of propose, under b's mutex, so that each plan
+// is made on the settings of the newest breaker: the breaker planned, or
+// the breaker whose plan is unfinished, or neither, with c's error or none.
+func (b *Breaker) tryPropose(c Config) (planned, unfinished *Breaker, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	cur := b.latest()
-	s, changed, err := cur.cfg.Reconfigured(c)
-	if err != nil || changed == "" {
-		return err
-	}
 	for {
 		w := cur.load()
 		if w == moving {
-			// Left half done by a call that panicked (a clock or an open
-			// duration function): finish it, then reconfigure its
-			// successor.
-			cur = cur.successor()
-			continue
+			return nil, cur, nil
+		}
+		s, changed, err := cur.cfg.Reconfigured(c)
+		if err != nil || changed == "" {
+			return nil, nil, err
 		}
 		// The plan is stored before the swap that publishes it: a call that
 		// finds the word moving finds the plan of the swap that won.
 		cur.plan.Store(&reconfiguration{set: s, changed: changed, from: w, gen: cur.genOf(w)})
 		if cur.cas(w, moving) {
-			break
+			return cur, nil, nil
 		}
 	}
-	// Later calls on b go straight to the newest breaker, so a breaker
-	// reconfigured a thousand times forwards a call once, not a thousand
-	// times, and the breakers in between can be collected.
-	b.next.Store(cur.successor())
-	return nil
 }
 
 // reconfiguration is a Reconfigure in progress on the breaker whose plan it

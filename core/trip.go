@@ -122,6 +122,11 @@ func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 // recordHint is RecordHint of a failure whose error, err, was classified
 // by Done (nil from RecordHint), for Config.OpenDurationFunc.
 func (b *Breaker) recordHint(p Permit, retryAfter time.Duration, err error) {
+	if b.peek() == moving {
+		// MaxRetryAfter may be another: bound the hint by the successor's.
+		b.successor().recordHint(p, retryAfter, err)
+		return
+	}
 	h := b.cfg.hint(retryAfter)
 	if h == 0 {
 		b.recordOf(p, Failure, err)

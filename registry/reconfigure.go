@@ -21,14 +21,14 @@ import (
 // Otherwise it returns the errors of breakers that refused (each naming
 // its key), joined, or nil.
 //
-// It runs outside the registry's mutex, so listeners may call back into
-// the registry; Reconfigure calls run one at a time, and a breaker made
-// while one runs is made from the new template or reconfigured by the Get
-// that made it before that Get returns.
+// It calls the breakers' Reconfigure outside every mutex, so a listener
+// may call back into the registry, Reconfigure included. Each breaker ends
+// on the newest template: one that a later Reconfigure reached first is
+// brought up to it again, and a breaker made while one runs is made from
+// the new template or reconfigured by the Get that made it before that
+// Get returns.
 func (r *Registry[K]) Reconfigure(c core.Config) error {
 	r.mustBeNew()
-	r.reconf.Lock()
-	defer r.reconf.Unlock()
 	if c.OpenGate != nil {
 		return fmt.Errorf("%w: Config.OpenGate is set in the template: the registry gives each breaker its own (MaxOpenPercent)", ErrInvalidOptions)
 	}
@@ -46,15 +46,15 @@ func (r *Registry[K]) Reconfigure(c core.Config) error {
 	r.mu.Unlock()
 	var errs []error
 	for _, s := range list {
-		if err := s.b.core.Reconfigure(c); err != nil {
-			errs = append(errs, fmt.Errorf("registry: breaker for %s: %w", keyText(s.key), err))
+		if err := r.follow(s.key, s.b, nil); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// follow reconfigures b, the breaker of key just made from template used,
-// until it runs with the template the registry holds.
+// follow reconfigures b, the breaker of key last given template used (nil:
+// not known), until it runs with the template the registry holds.
 func (r *Registry[K]) follow(key K, b *Breaker, used *core.Config) error {
 	for t := r.tmpl.Load(); t != used; t = r.tmpl.Load() {
 		if err := b.core.Reconfigure(*t); err != nil {

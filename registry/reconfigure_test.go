@@ -115,3 +115,34 @@ func TestReconfigureBetweenTemplateAndKeep(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 7, get(t, r, "x").Settings().ConsecutiveFailures)
 }
+
+// A listener may reconfigure the whole registry: on the first trip of any
+// key, every breaker gets a tighter rule, without a hang.
+func TestReconfigureFromListener(t *testing.T) {
+	tmpl := core.Config{ConsecutiveFailures: 3}
+	var r *registry.Registry[string]
+	var once sync.Once
+	tmpl.OnStateChange = func(tr core.Transition) {
+		if tr.To == core.Open {
+			once.Do(func() {
+				next := tmpl
+				next.ConsecutiveFailures = 1
+				require.NoError(t, r.Reconfigure(next))
+			})
+		}
+	}
+	r, err := registry.New(registry.Options[string]{Config: tmpl})
+	require.NoError(t, err)
+	other := get(t, r, "other")
+	a := get(t, r, "a")
+	for range 3 {
+		p, err := a.Allow()
+		require.NoError(t, err)
+		a.Done(p, errFail)
+	}
+	require.Equal(t, core.Open, a.State())
+	p, err := other.Allow()
+	require.NoError(t, err)
+	other.Done(p, errFail)
+	require.Equal(t, core.Open, other.State(), "one failure trips it now")
+}

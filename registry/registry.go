@@ -197,10 +197,8 @@ type Options[K comparable] struct {
 // Registry used without New"; every method of a nil *Registry panics with
 // a message that names New. All methods are safe for concurrent use.
 type Registry[K comparable] struct {
-	// tmpl is the template, replaced whole by Reconfigure; reconf orders
-	// Reconfigure calls.
+	// tmpl is the template, replaced whole by Reconfigure.
 	tmpl          atomic.Pointer[core.Config]
-	reconf        sync.Mutex
 	name          func(K) string
 	clock         core.Clock
 	max           int
