@@ -71,11 +71,6 @@ type Breaker struct {
 	failure  int           // half-open probe failures, below FailuresToReopen
 	expiry   uint64        // half-open: max-wait deadline, in maxWait's units
 	rampEnd  uint64        // closed: ramp-up deadline, in ramp's units
-	// unstamped: a Reconfigure of this generation turned slow calls on, so
-	// a permit of it with no Start was granted before, untimed (R18). A
-	// Permit cannot say it has no Start, so one granted after it at a
-	// clock reading of exactly 0 counts as untimed too.
-	unstamped bool
 
 	// The rules: decided in New from the configuration and rewritten only
 	// by Reconfigure, with the mutex held, so read under it (Reconfigure,
@@ -549,9 +544,10 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 	if stamped != b.stamped {
 		now = b.placeNow(now) // a reconfiguration came in between
 	}
-	// Judged by the rules under the mutex (R18): a permit granted before
-	// a reconfiguration turned slow calls on has no Start, and is not slow.
-	slow := isSlow(&b.cfg, now-p.Start) && !(b.unstamped && p.Start == 0)
+	// Judged by the rules under the mutex (R18): a reconfiguration may
+	// have changed the threshold since the permit's Start (never turned
+	// slow calls on: Settings.Reconfigured refuses that).
+	slow := isSlow(&b.cfg, now-p.Start)
 	b.tally(true, o, slow)
 	var c windowCounts
 	switch b.window {
@@ -807,7 +803,7 @@ func (b *Breaker) transition(to core.State, now time.Duration, why core.Reason) 
 	b.state = to
 	b.gen++ // 64 bits: a permit is stale across any number of transitions below 2^64
 	b.inFlight, b.success, b.failure, b.consec = 0, 0, 0, 0
-	b.ramping, b.expiry, b.unstamped = false, 0, false
+	b.ramping, b.expiry = false, 0
 	if b.collect {
 		b.metrics.Transitions[from][to]++
 	}

@@ -40,6 +40,15 @@ func (b *Breaker) setRules(s core.Settings) {
 	b.early.Store(e)
 }
 
+// Settings returns the validated settings the breaker runs with: New's,
+// or the last Reconfigure's; see core.Breaker.Settings.
+func (b *Breaker) Settings() core.Settings {
+	b.mustBeNew()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cfg
+}
+
 // Reconfigure replaces the breaker's rules with c's while it runs; see
 // core.Breaker.Reconfigure and docs/semantics.md R18, which it decides with
 // its own code, sharing only core.Settings.Reconfigured (which fields a live
@@ -69,11 +78,13 @@ func (b *Breaker) Reconfigure(c core.Config) error {
 	b.mustBeNew()
 	// One at a time: only Reconfigure writes the rules, so, holding
 	// reconfig, it may read them (and validate c, which may take a while)
-	// without the mutex.
+	// without the mutex. It is let go before the notifications go out: a
+	// listener may call Reconfigure, from this reconfiguration's
+	// notification too, on this goroutine.
 	b.reconfig.Lock()
-	defer b.reconfig.Unlock()
 	n, changed, err := b.cfg.Reconfigured(c)
 	if err != nil || changed == "" {
+		b.reconfig.Unlock()
 		return err
 	}
 	b.mu.Lock()
@@ -99,9 +110,6 @@ func (b *Breaker) Reconfigure(c core.Config) error {
 		b.expiry = 0 // WaitForever: none
 		b.maxWaitFrom(now)
 	}
-	if b.counting() && b.timed && old.SlowCallDurationThreshold == 0 {
-		b.unstamped = true // the permits out now carry no Start
-	}
 	if b.onChange != nil {
 		b.queue = append(b.queue, core.Transition{Name: b.cfg.Name, From: b.state, To: b.state, Reason: core.ReasonReconfigured,
 			Generation: b.gen, At: now, Time: wall(b.clock, now), Changed: changed})
@@ -110,6 +118,7 @@ func (b *Breaker) Reconfigure(c core.Config) error {
 	if b.state == core.HalfOpen {
 		pv = b.verdict(nil, now, false) // at the reconfiguration's reading: one step
 	}
+	b.reconfig.Unlock() // the rules are written: the next Reconfigure may read them
 	b.unlockAndNotify()
 	repanic(pv)
 	return nil

@@ -12,8 +12,8 @@ import (
 
 // Reconfigurations racing every path that reads the rules (R18, R13):
 // one goroutine reconfigures the breaker round a table of configs that
-// turn slow calls, hints, the custom classifier, a time window and a run
-// of failures on and off, while others call Allow, Done (with hinted and
+// change the slow-call threshold and turn hints, the custom classifier, a
+// time window and a run of failures on and off, while others call Allow, Done (with hinted and
 // ignored errors), Record and RecordHint, step the clock, and read State,
 // Counts, RetryAfter and Snapshot. Afterwards no outcome is lost (Metrics
 // counts each report exactly once, as acted on or dropped, and each grant),
@@ -23,8 +23,11 @@ import (
 // outside the implementations' synchronization is reported.
 func TestReconfigureRacesEveryPath(t *testing.T) {
 	procs(t, 4)
+	// Slow calls from New: a reconfiguration may change the threshold, or
+	// stop measuring them, but not start (Settings.Reconfigured).
 	base := core.Config{WindowSize: 20, MinimumNumberOfCalls: 10, FailureRateThreshold: 80, OpenDuration: 50 * time.Millisecond,
-		PermittedCallsInHalfOpen: 3, SuccessesToClose: 2, CollectMetrics: true}
+		SlowCallDurationThreshold: 2 * time.Millisecond, SlowCallRateThreshold: 95, PermittedCallsInHalfOpen: 3, SuccessesToClose: 2,
+		CollectMetrics: true}
 	alt := func(edit func(*core.Config)) core.Config {
 		c := base
 		edit(&c)
@@ -32,6 +35,7 @@ func TestReconfigureRacesEveryPath(t *testing.T) {
 	}
 	configs := []core.Config{
 		alt(func(c *core.Config) { c.SlowCallDurationThreshold, c.SlowCallRateThreshold = time.Millisecond, 90 }),
+		alt(func(c *core.Config) { c.SlowCallDurationThreshold = 3 * time.Millisecond }),
 		alt(func(c *core.Config) { c.MaxRetryAfter = 20 * time.Millisecond }),
 		alt(func(c *core.Config) { c.Classifier = difftest.Classifier }),
 		alt(func(c *core.Config) { c.WindowType, c.WindowSize = core.TimeBased, 2 }),

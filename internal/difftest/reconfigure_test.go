@@ -281,20 +281,22 @@ func TestReconfigure(t *testing.T) {
 		s.reconfigure(c)
 		require.Zero(t, rejected())
 	})
-	t.Run("slow calls: a permit from before they were on has no Start and is not slow", func(t *testing.T) {
+	t.Run("slow calls: never turned on, a permit in flight measured by the new threshold", func(t *testing.T) {
 		slow := core.Config{WindowSize: 4, MinimumNumberOfCalls: 1, FailureRateThreshold: 100, OpenDuration: time.Second}
 		s := newScript(t, slow)
-		before := s.allow()
 		c := slow
 		c.SlowCallDurationThreshold, c.SlowCallRateThreshold = time.Second, 50
-		s.reconfigure(c)
-		after := s.allow()
+		obs := s.reconfigure(c) // its permits carry no Start to measure from
+		require.Contains(t, obs.Err.Text, "SlowCallDurationThreshold")
+		slow.SlowCallDurationThreshold, slow.SlowCallRateThreshold = 3*time.Second, 50
+		s = newScript(t, slow)
+		before := s.allow()
+		s.call(core.Success)
 		s.advance(2 * time.Second)
-		s.record(before, core.Success)
-		require.Zero(t, s.counts().SlowCalls)
-		require.Equal(t, core.Closed, s.counts().State)
-		s.record(after, core.Success)
-		require.Equal(t, core.Open, s.counts().State, "timed from its Start: slow")
+		slow.SlowCallDurationThreshold = time.Second
+		s.reconfigure(slow)
+		s.record(before, core.Success) // 2 s from its Start: slow now
+		require.Equal(t, core.Open, s.counts().State, "one slow call of two: 50 %%")
 	})
 	t.Run("retry-after hints: turned off, a hint is a plain failure; turned on, it trips", func(t *testing.T) {
 		c := rate
