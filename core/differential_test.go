@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,6 +190,36 @@ func rampingUp(d *difftest.Differ) bool {
 // holds reports whether a permit is held.
 func (h *history) holds() bool { return len(h.held) > 0 }
 
+// pastMaxWaitRange reports whether a clock step of d would take a
+// half-open generation past the exact range of the lock-free word's
+// max-wait deadline, 2^14 of its coarse units after the generation began
+// (docs/design.md, Known limits; TestLimit_MaxWaitDeadlineAliasesAfterLongIdle):
+// a probe gate that refuses every probe keeps one generation half-open
+// for as long as it likes, its max wait long passed but never restarted,
+// since refused probes never fill it. The histories compare the rules
+// inside the limits.
+func (h *history) pastMaxWaitRange(d time.Duration) bool {
+	s0 := h.d.Sides[0]
+	if s0.B.Counts().State != core.HalfOpen {
+		return false
+	}
+	set, err := h.d.Config().Validate()
+	if err != nil || set.MaxWaitInHalfOpen <= 0 {
+		return false
+	}
+	seen := s0.Seen()
+	for i := len(seen) - 1; i >= 0; i-- {
+		tr := seen[i]
+		restarted := tr.Reason == core.ReasonReconfigured && strings.Contains(tr.Changed, "MaxWaitInHalfOpen")
+		if tr.To != core.HalfOpen || (tr.Reason == core.ReasonReconfigured && !restarted) {
+			continue
+		}
+		unit := max(time.Millisecond, (set.MaxWaitInHalfOpen/1024+time.Millisecond-1)/time.Millisecond*time.Millisecond)
+		return h.d.Now()+d-tr.At >= (1<<14-1)*unit
+	}
+	return false // half-open since New or a restart: no notification to go by
+}
+
 // take hands out a held permit chosen at random and, unless keep, forgets
 // it (keep: the same permit is finished again later, a stale or double
 // Done).
@@ -277,6 +308,9 @@ func randomOp(h *history, cfg core.Config) difftest.Op {
 			if rng.IntN(3) == 0 {
 				d = -d / 4 // backwards (R14)
 			}
+		}
+		if h.pastMaxWaitRange(d) {
+			return difftest.Op{Kind: difftest.State}
 		}
 		return difftest.Op{Kind: difftest.Advance, D: d}
 	case op < 18 && rng.IntN(3) == 0:
