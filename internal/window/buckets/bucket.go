@@ -66,6 +66,11 @@ import (
 //     incarnation i is abandoned (its generation is long dead) and the
 //     winner owes the reset; the bucket then holds no outcome, under a
 //     generation every current writer reads as older.
+//   - sealed, seal and take, in Window.Seal: the window's sealed word
+//     0 -> 1, then id (g, i, s) -> (g+2^23, i, s), then every counter
+//     (t, k) -> (i+1, 0), k taken if t == i. A recycle and a retire load
+//     the sealed word after id and give up once it is set. seal.go argues
+//     why every outcome reported recorded is taken once.
 //
 // Within the bound below, no CAS moves a tag backwards, and none touches a
 // counter that already carries the target incarnation or a newer one: the reset and a writer's
@@ -274,12 +279,16 @@ func (b bucket) advance(c *atomic.Uint64, id uint64) bool {
 // retire moves the bucket to a new, empty incarnation of generation gen-1
 // if it holds a generation 2^21 to 2^23-1 behind gen (see Window.Advance),
 // and resets its counters as a recycler does; it reports whether it did.
-// A bucket recycled in the meantime is judged again on its new id.
-func (b bucket) retire(gen uint32) bool {
+// A bucket recycled in the meantime is judged again on its new id. It
+// leaves a sealed window alone, as a recycle does (seal.go): a late sweep,
+// for a generation up to 2^23-2^21 older than a bucket's, reads that
+// bucket's sealed id (its generation + 2^23) as 2^21 to 2^23 behind, and
+// its reset would wipe the counts Seal has not yet taken.
+func (b bucket) retire(gen uint32, sealed *atomic.Uint64) bool {
 	for {
 		id := b.id.Load()
 		g, inc, sec := unpackID(id)
-		if d := (gen - g) & genMask; d < retireAfter || d >= 1<<(genBits-1) {
+		if d := (gen - g) & genMask; d < retireAfter || d >= 1<<(genBits-1) || sealed.Load() != 0 {
 			return false
 		}
 		next := packID((gen-1)&genMask, inc+1, sec)

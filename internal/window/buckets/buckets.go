@@ -20,7 +20,8 @@
 // Besides recording and snapshots, which window/buckets offers on their
 // own, it holds the breaker's side of the window: the trip judged as each
 // outcome is recorded (RecordTrip, judge.go), the steady-state paths of
-// core's Done, and the generation advances of core's transitions.
+// core's Done, the generation advances of core's transitions, and the
+// hand-over of its outcomes when the breaker is reconfigured (seal.go).
 package buckets
 
 import (
@@ -68,10 +69,14 @@ var ErrWidth = errors.New("buckets: bucket width must be a whole number of milli
 // package doc) in B buckets; second S lives in bucket S mod B.
 //
 // Create it with New, NewWidth or NewFrom. The zero value is a window of
-// zero seconds: it holds nothing, Record drops every outcome and Snapshot
-// returns zero Counts. A Window must not be copied after first use. All
-// methods are safe for concurrent use, never block, never allocate and
-// never panic.
+// zero seconds: it holds nothing, Record drops every outcome, Snapshot
+// returns zero Counts and Seal an empty Sealed. A Window must not be
+// copied after first use. All methods but Seed are safe for concurrent
+// use; all never block and never panic, and all but Seal never allocate.
+//
+// A window's life may end in Seal (seal.go), which takes its outcomes of
+// one generation, exactly, for a window Seed starts from them (a
+// reconfigured breaker): from then on it drops every outcome.
 //
 // Time is an argument: a time.Duration on the breaker's monotonic clock
 // (time since an arbitrary base; a negative reading counts as 0, or with
@@ -113,8 +118,10 @@ var ErrWidth = errors.New("buckets: bucket width must be a whole number of milli
 // incarnation.
 //
 // Loss. None within the bounds below: an outcome is dropped only when its
-// generation is older than its bucket's (stale) or its second left the
-// window while it was being recorded, and Record reports both.
+// generation is older than its bucket's (stale), its second left the
+// window while it was being recorded, or the window was sealed before the
+// outcome's write landed (Seal takes every one that landed), and Record
+// reports all three.
 //   - The 8-bit incarnation (docs/design.md, The time window): no loss
 //     unless a goroutine stays paused, inside one Record call, while its
 //     bucket is recycled 128 times or more: at least 128*B seconds of the
@@ -240,7 +247,12 @@ type paddedHead struct {
 	// retires a bucket: a few times per second of the width, never per
 	// outcome in the steady state.
 	others atomic.Uint64
-	_      [cacheLine - 48]byte
+	// sealed is 1 once Seal has begun (seal.go). Loaded only where an id
+	// is about to be moved (a recycle, a takeover, a retire) and where a
+	// judge has summed the window: never on a steady path, which Seal
+	// stops through the bucket's own words.
+	sealed atomic.Uint64
+	_      [cacheLine - 56]byte
 }
 
 // slotShift and slotMask split paddedHead.slot: the index below, the second
@@ -402,11 +414,12 @@ func (w *Window) Width() time.Duration {
 // It returns true if the outcome was added to its second's bucket, where
 // Snapshot counts it for as long as that second is in the window, and false
 // if it was dropped: because gen is older than the generation its bucket
-// already holds (stale), or because a newer second took over its bucket
-// while it was being recorded (its second left the window). An outcome
-// recorded under the newest generation is never dropped by a sequential
-// caller, and by concurrent ones only when it raced with a clock that moved
-// B seconds on.
+// already holds (stale), because a newer second took over its bucket
+// while it was being recorded (its second left the window), or because
+// Seal took the window first (sealed: every outcome from then on). An
+// outcome recorded under the newest generation is never dropped by a
+// sequential caller of a window not sealed, and by concurrent ones only
+// when it raced with a clock that moved B seconds on, or with Seal.
 func (w *Window) Record(gen uint32, now time.Duration, failure, slow bool) bool {
 	_, ok := w.record(gen, now, failure, slow, false)
 	return ok
@@ -600,6 +613,12 @@ func (w *Window) recordAt(gen uint32, sec uint64, failure, slow, current bool) (
 			// generation. Only one CAS wins; it then owes the reset. Losers
 			// and the winner alike retry and find the bucket holding
 			// (gen, sec), or something newer.
+			if w.head.sealed.Load() != 0 {
+				// Loaded after id: an id Seal has moved is never
+				// recycled, and Seal's own CAS fails a recycle that
+				// found the window not yet sealed (seal.go).
+				return 0, false
+			}
 			next := packID(gen, inc+1, sec)
 			if b.id.CompareAndSwap(id, next) {
 				b.reset(next)
@@ -666,7 +685,7 @@ func (w *Window) Advance(gen uint32) {
 	}
 	retired := false
 	for i := range uint64(len(w.ids)) {
-		retired = w.bucket(i).retire(gen) || retired
+		retired = w.bucket(i).retire(gen, &w.head.sealed) || retired
 	}
 	if retired {
 		w.head.others.Inc() // a cached sum may hold what the sweep retired

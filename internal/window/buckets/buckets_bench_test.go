@@ -3,6 +3,8 @@ package buckets
 import (
 	"testing"
 	"time"
+
+	"github.com/casbreaker/casbreaker/internal/trip"
 )
 
 // The clock in these benchmarks moves 1 µs per Record, so a bucket is
@@ -46,5 +48,43 @@ func BenchmarkSnapshot(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		_ = w.Snapshot(1, now)
+	}
+}
+
+// The breaker's own steady paths, at the same 1 µs a call: a fast success
+// on a clean window; one on an unclean window once its second's minimum is
+// met (the judgement's full bit, judge.go); and a plain failure that takes
+// a unit of its second's slack. Each second's first outcome takes the slow
+// path (recycle, and on the unclean window a Snapshot), once per million.
+func BenchmarkRecordSteady(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		failure bool
+		unclean bool
+		rule    trip.Rule
+	}{
+		{name: "success/clean", rule: trip.Rule{FailureRateThreshold: 50, MinimumNumberOfCalls: 10}},
+		{name: "success/unclean", unclean: true, rule: trip.Rule{FailureRateThreshold: 50, MinimumNumberOfCalls: 10}},
+		{name: "failure", failure: true, rule: trip.Rule{FailureCountThreshold: 1 << 40}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			w := mustNew(b, 10)
+			rule := &bc.rule
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				now := time.Duration(i) * time.Microsecond
+				if bc.unclean && i%1_000_000 == 0 {
+					// One failure a second keeps the window unclean and
+					// the rate far below the threshold.
+					_, _ = w.RecordTrip(1, now, true, false, rule)
+				}
+				if bc.failure {
+					w.RecordFailure(1, now, rule)
+				} else {
+					w.RecordSuccess(1, now, rule)
+				}
+			}
+		})
 	}
 }

@@ -656,3 +656,154 @@ func TestStress_SnapshotIsAState(t *testing.T) {
 		t.Logf("judged %v: %d outcomes, %v reads, each a prefix", judged, n, reads)
 	}
 }
+
+// TestStress_SealMidStream: Seal takes exactly what was reported recorded.
+// Writers record a known mix of the current generation, through every
+// entry point (RecordCurrent included), and of a stale one; one goroutine
+// seals the window at a point of the stream that changes every round. Per
+// second of the sealed window, the sealed counts must equal what the
+// writers were told was recorded; every record that began after Seal
+// returned must be dropped; the window then holds nothing, and a window
+// seeded from the result holds it all. Two kinds of round:
+//
+//   - moving: the writers move a shared clock on, within a second and,
+//     now and then, by a whole window, so that buckets recycle under
+//     them. Each holds a read lock across reading the clock and recording,
+//     and moves it under the write lock, so each outcome counts in its
+//     reading's second (head is never ahead of the clock) and each knows
+//     it. Seal reads the clock under the read lock and runs outside it,
+//     alongside records, recycles and catch-ups, while the clock and head
+//     may move on.
+//   - hammer: one second, no lock, the writers in a tight loop until they
+//     see Seal returned, so that some are between their load of the id
+//     and their counter CAS whenever Seal swaps that counter: the race a
+//     Seal that reads a counter apart from moving it loses.
+func TestStress_SealMidStream(t *testing.T) {
+	withProcs(t, 4)
+	rounds, perW := 120, 300
+	if testing.Short() {
+		rounds, perW = 24, 150
+	}
+	for round := range rounds {
+		sealMidStream(t, round, perW, round%2 == 1)
+	}
+}
+
+// sealMidStream is one round of TestStress_SealMidStream: perW records a
+// writer in a moving round, or a tight loop until Seal in a hammer one.
+func sealMidStream(t *testing.T, round, perW int, hammer bool) {
+	const writers = 4
+	width := []time.Duration{sec, MinWidth}[round/2%2]
+	seconds := []int{1, 3, 10}[round/4%3]
+	w, err := NewWidth(seconds, width)
+	require.NoError(t, err)
+	b := uint64(len(w.ids))
+	rule := &judgeRules[round%len(judgeRules)]
+
+	var clockMu sync.RWMutex
+	clock := time.Duration(round) * width
+	var begun atomic.Int64 // records begun, to place the seal
+	sealAt := int64(round*7919) % int64(writers*perW)
+	var shut atomic.Bool // Seal has returned
+	var sealed Sealed
+	var sealNow time.Duration
+	var bad violation
+	var wg sync.WaitGroup
+
+	tallies := make([]map[uint64]window.Counts, writers)
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tally := map[uint64]window.Counts{}
+			var one window.Counts // a hammer's only second
+			for i, afterward := 0, 0; hammer && afterward < 16 || !hammer && i < perW; i++ {
+				if !hammer && i%37 == g*5 {
+					clockMu.Lock()
+					if i%3 == 0 {
+						clock += time.Duration(seconds) * sec // the whole window: every bucket recycles
+					} else {
+						clock += width / 4
+					}
+					clockMu.Unlock()
+				}
+				k := g*perW + i
+				f, s := outcome(k)
+				gen := uint32(2)
+				if k%7 == 0 {
+					gen = 1 // stale once generation 2 holds the bucket
+				}
+				if !hammer {
+					clockMu.RLock()
+				}
+				now := clock
+				after := shut.Load()
+				begun.Inc()
+				ok := recordAny(w, k/7, gen, gen == 2, now, f, s, rule)
+				if !hammer {
+					clockMu.RUnlock()
+				}
+				if after {
+					afterward++
+					if ok {
+						bad.set("round %d: writer %d, record %d began after Seal and was recorded", round, g, i)
+					}
+				}
+				switch {
+				case !ok || gen != 2:
+				case hammer:
+					add(&one, f, s)
+				default:
+					c := tally[w.tick(now)]
+					add(&c, f, s)
+					tally[w.tick(now)] = c
+				}
+			}
+			if hammer {
+				tally[w.tick(clock)] = one
+			}
+			tallies[g] = tally
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for begun.Load() < sealAt {
+			runtime.Gosched()
+		}
+		clockMu.RLock()
+		sealNow = clock
+		clockMu.RUnlock()
+		// Outside the lock: the clock may move on, by a window even,
+		// while Seal runs, and head with it.
+		sealed = w.Seal(2, sealNow)
+		shut.Store(true)
+	}()
+	wg.Wait()
+	require.Empty(t, bad.msg)
+
+	head := sealed.head
+	require.GreaterOrEqual(t, head, w.tick(sealNow), "round %d", round)
+	require.LessOrEqual(t, head, w.tick(clock), "round %d: no outcome is ahead of the clock", round)
+	want := map[uint64]window.Counts{}
+	for _, tally := range tallies {
+		for s, c := range tally {
+			// s > head too: an outcome recorded there would be one
+			// Seal missed.
+			if s+b > head && c.Calls != 0 {
+				want[s] = plus(want[s], c)
+			}
+		}
+	}
+	got := map[uint64]window.Counts{}
+	for _, x := range sealed.secs {
+		got[x.sec] = x.counts()
+	}
+	require.Equal(t, want, got, "round %d (%d s of %v, hammer %v, sealed after %d records): sealed vs recorded, per second", round, seconds, width, hammer, sealAt)
+	require.Equal(t, window.Counts{}, w.Snapshot(2, sealNow))
+
+	n, err := NewFrom(seconds, width, sealNow)
+	require.NoError(t, err)
+	n.Seed(2, sealed, sealNow)
+	require.Equal(t, sealed.Counts(), n.Snapshot(2, sealNow))
+}

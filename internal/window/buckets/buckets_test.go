@@ -105,6 +105,9 @@ func TestZeroWindow_HoldsNothing(t *testing.T) {
 		}
 	}
 	assert.Equal(t, window.Counts{}, w.Snapshot(0, sec))
+	assert.Equal(t, Sealed{}, w.Seal(0, sec), "nothing to seal")
+	w.Seed(1, Sealed{}, sec)
+	assert.Equal(t, window.Counts{}, w.Snapshot(1, sec))
 }
 
 // The layout the doc comments promise: packed fields round-trip, a bucket
@@ -135,6 +138,7 @@ func TestLayout(t *testing.T) {
 	assert.Equal(t, uintptr(24), unsafe.Offsetof(paddedHead{}.slot))
 	assert.Equal(t, uintptr(32), unsafe.Offsetof(paddedHead{}.full))
 	assert.Equal(t, uintptr(40), unsafe.Offsetof(paddedHead{}.others))
+	assert.Equal(t, uintptr(48), unsafe.Offsetof(paddedHead{}.sealed))
 	assert.Equal(t, uintptr(16), unsafe.Offsetof(paddedSeq{}.cache), "the cache fills seq's line")
 
 	for _, c := range []struct {
@@ -594,6 +598,9 @@ type oracle struct {
 	// unclean lists the second of every failure or slow call offered, kept or
 	// not: what Clean answers for.
 	unclean []uint64
+	// empty is the generation every slot starts with, at second 0: 0 in a
+	// new window, gen-1 in one Seed made for gen.
+	empty uint32
 }
 
 type oracleOutcome struct {
@@ -617,15 +624,15 @@ func (o *oracle) current(now time.Duration) uint64 {
 func genAfter(a, b uint32) bool { return int32((a-b)<<8) > 0 }
 
 // record keeps the outcome unless its slot (second mod B) already holds a
-// newer (generation, second): one kept earlier, or the (0, 0) every slot
-// of a fresh window starts with.
+// newer (generation, second): one kept earlier, or the (empty, 0) every
+// slot of a fresh window starts with.
 func (o *oracle) record(gen uint32, now time.Duration, failure, slow bool) bool {
 	s := o.current(now)
 	if failure || slow {
 		o.unclean = append(o.unclean, s)
 	}
 	newer := func(g uint32, gs uint64) bool { return genAfter(g, gen) || (g == gen && gs > s) }
-	if newer(0, 0) {
+	if newer(o.empty, 0) {
 		return false
 	}
 	for _, k := range o.kept {
@@ -688,8 +695,13 @@ func TestRandomOps_MatchOracle(t *testing.T) {
 			width, from := widths[n%len(widths)], starts[n%len(starts)]
 			n++
 			t.Run(fmt.Sprintf("B=%d/rule=%d/width=%v/from=%v", b, ri, width, from), func(t *testing.T) {
-				randomOps(t, b, width, from, &judgeRules[ri], ops)
+				randomOps(t, b, width, from, &judgeRules[ri], ops, false)
 			})
+			if ri%3 == n%3 {
+				t.Run(fmt.Sprintf("sealed/B=%d/rule=%d/width=%v/from=%v", b, ri, width, from), func(t *testing.T) {
+					randomOps(t, b, width, from, &judgeRules[ri], ops, true)
+				})
+			}
 		}
 	}
 }
@@ -702,8 +714,12 @@ var widths = []time.Duration{sec, 100 * time.Millisecond, 125 * time.Millisecond
 // in buckets of width, made by NewFrom at the clock's first reading from,
 // whose outcomes are judged with rule (a window is judged with one rule
 // for its whole life, as a breaker does). The oracle buckets readings by
-// width from 0.
-func randomOps(t *testing.T, b int, width, from time.Duration, rule *trip.Rule, ops int) {
+// width from 0. With seal, about one op in 40 seals the window, checks
+// what Seal took against the oracle's seconds, and goes on with a new
+// window that Seed made from it: of 1, b or 2b seconds, mostly of the same
+// width, made at that reading (another origin), under the same generation
+// or the next; the oracle keeps what the new window's span holds.
+func randomOps(t *testing.T, b int, width, from time.Duration, rule *trip.Rule, ops int, seal bool) {
 	{
 		{
 			r := rand.New(rand.NewPCG(uint64(b), 2026))
@@ -714,6 +730,10 @@ func randomOps(t *testing.T, b int, width, from time.Duration, rule *trip.Rule, 
 			now := from
 			for i := range ops {
 				var desc string
+				if seal && r.IntN(40) == 0 {
+					w, o, gen, width = sealAndSeed(t, r, w, o, gen, now)
+					desc = "seal"
+				}
 				switch p := r.IntN(100); {
 				case p < 45:
 					// Up to one and a half buckets.

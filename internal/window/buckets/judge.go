@@ -112,6 +112,12 @@ func (w *Window) sumAndJudge(g *judging, gen uint32, now time.Duration, rule *tr
 	if testHookJudged != nil {
 		testHookJudged()
 	}
+	if w.head.sealed.Load() != 0 {
+		// Seal may have taken part of what we summed (seal.go). Set
+		// before Seal moves any word: unset here, every count we read was
+		// read before Seal began, and the sum stands.
+		return false
+	}
 	if rule.Trips(c) {
 		// The rule holds: no success may skip its judgement on a minimum
 		// met (minimumMet) until a judgement that finds it false again.
