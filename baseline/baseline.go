@@ -28,6 +28,7 @@ package baseline
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/casbreaker/casbreaker/core"
@@ -46,7 +47,11 @@ import (
 // the classifier or a listener while holding the mutex; it calls
 // Config.OpenDurationFunc under it, at the transition it decides, so that
 // function must not call into the breaker either. Allow, Done and
-// Record allocate nothing in steady state.
+// Record allocate nothing in steady state. Reconfigure rewrites the rules
+// under the mutex; what the paths before it need of them they read from
+// an atomic copy and check again under the mutex, so a reconfiguration
+// that falls in between costs that call a clock reading under the mutex,
+// never a decision by rules that no longer hold.
 type Breaker struct {
 	// The state, under mu; a closed breaker's Allow and Record touch the
 	// fields up to the windows'.
@@ -67,23 +72,36 @@ type Breaker struct {
 	expiry   uint64        // half-open: max-wait deadline, in maxWait's units
 	rampEnd  uint64        // closed: ramp-up deadline, in ramp's units
 
-	// Decided in New from the configuration and never written again, so
-	// read without the mutex.
+	// The rules: decided in New from the configuration and rewritten only
+	// by Reconfigure, with the mutex held, so read under it (Reconfigure,
+	// which alone writes them, also reads them under reconfig alone).
 	window   windowKind
 	timed    bool // slow calls are configured: a closed-state permit carries its Start
 	stamped  bool // a counted outcome needs a clock reading: timed, or a time window
 	consecOn bool // the run of consecutive failures is tracked
+	cfg      core.Settings
+	jitter   uint64 // core.Config.OpenDurationJitter in units of 2^-32
+	maxWait  span   // the half-open max wait; zero: off
+	ramp     span   // the ramp-up after closing; zero: off
+	// early is what the paths before the mutex need of the rules (whether
+	// to read the clock, the classifier, whether hints are on), swapped
+	// whole by Reconfigure: a hint that the path checks again under the
+	// mutex, where a reconfiguration that came in between shows.
+	early atomic.Pointer[earlyRules]
+	// reconfig makes Reconfigure calls run one at a time.
+	reconfig sync.Mutex
+
+	// The wiring, which a reconfiguration keeps (core.Settings.Reconfigured):
+	// set in New and never written again, so read without the mutex.
 	collect  bool // CollectMetrics
-	// system is cfg.Clock when that is a SystemClock, the default, which
+	clock    core.Clock
+	onChange func(core.Transition)
+	probes   core.ProbeGate
+	// system is the clock when that is a SystemClock, the default, which
 	// sysClock says: read by a direct call, as the lock-free breaker reads
 	// it, so that neither pays an indirect call the other does not.
 	system   core.SystemClock
 	sysClock bool
-	cfg      core.Settings
-	classify func(error) core.Outcome
-	jitter   uint64 // core.Config.OpenDurationJitter in units of 2^-32
-	maxWait  span   // the half-open max wait; zero: off
-	ramp     span   // the ramp-up after closing; zero: off
 
 	// Notifications wait here, in commit order, until the one goroutine that
 	// is delivering hands them to the listener with the mutex released.
@@ -118,22 +136,14 @@ func build(c core.Config) (*Breaker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Breaker{
-		cfg: s, classify: s.Classifier, maxWait: newSpan(s.MaxWaitInHalfOpen), ramp: newSpan(s.RampUpDuration),
-		timed: s.SlowCallDurationThreshold > 0, consecOn: s.ConsecutiveFailures > 0, collect: s.CollectMetrics,
-		jitter: jitterShare(s.OpenDurationJitter),
+	b := &Breaker{collect: s.CollectMetrics, clock: s.Clock, onChange: s.OnStateChange, probes: s.ProbeGate}
+	b.setRules(s)
+	switch b.window {
+	case timeBased:
+		b.time = newTimeWindow(s.WindowSize, s.BucketWidth)
+	case countBased:
+		b.count = newCountWindow(s.WindowSize)
 	}
-	if c.Classifier == nil {
-		b.classify = classify // R9's default, decided here too
-	}
-	switch {
-	case s.WindowSize == 0:
-	case s.WindowType == core.TimeBased:
-		b.window, b.time = timeBased, newTimeWindow(s.WindowSize, s.BucketWidth)
-	default:
-		b.window, b.count = countBased, newCountWindow(s.WindowSize)
-	}
-	b.stamped = b.timed || b.window == timeBased
 	b.system, b.sysClock = s.Clock.(core.SystemClock)
 	if s.OnStateChange != nil {
 		b.queue = make([]core.Transition, 0, 8)
@@ -178,13 +188,13 @@ func (b *Breaker) read() time.Duration {
 	if b.sysClock {
 		return b.system.Now()
 	}
-	return b.cfg.Clock.Now()
+	return b.clock.Now()
 }
 
 // mustBeNew panics with noNew when b is a zero Breaker: every Breaker that
 // New returns has the clock of its validated Settings.
 func (b *Breaker) mustBeNew() {
-	if b.cfg.Clock == nil {
+	if b.clock == nil {
 		panic(noNew)
 	}
 }
@@ -193,13 +203,17 @@ func (b *Breaker) mustBeNew() {
 func (b *Breaker) Allow() (core.Permit, error) {
 	b.mustBeNew()
 	var start time.Duration
-	if b.timed {
+	timed := b.early.Load().timed
+	if timed {
 		// The call's Start: any reading within Allow stamps it, so it is
 		// taken before the mutex. Only the mutex tells whether the breaker
 		// is closed, so a rejected or disabled call wastes it.
 		start = b.read()
 	}
 	b.mu.Lock()
+	if timed != b.timed {
+		start = b.startNow() // a reconfiguration came in between
+	}
 	if b.state == core.Closed && !b.ramping {
 		if b.collect {
 			b.metrics.Admitted++
@@ -209,6 +223,17 @@ func (b *Breaker) Allow() (core.Permit, error) {
 		return core.Permit{Generation: gen, Start: start}, nil
 	}
 	return b.allowLocked(start)
+}
+
+// startNow is the Start of a call whose Allow read the clock, or did not,
+// by rules that a reconfiguration changed before it took the mutex: a
+// reading under it if calls are timed now, else none. The caller holds the
+// mutex.
+func (b *Breaker) startNow() time.Duration {
+	if b.timed {
+		return b.read()
+	}
+	return 0
 }
 
 // allowLocked is Allow on a breaker that is not closed or is ramping up,
@@ -311,7 +336,7 @@ func (b *Breaker) admitProbe() {
 // released, whether the probe p that Allow admitted goes out; see
 // core.ProbeGate.
 func (b *Breaker) gateProbe(p core.Permit) (core.Permit, error) {
-	if b.cfg.ProbeGate == nil {
+	if b.probes == nil {
 		return p, nil
 	}
 	letGo := false
@@ -320,7 +345,7 @@ func (b *Breaker) gateProbe(p core.Permit) (core.Permit, error) {
 			b.releaseProbe(p, false) // refused, or the gate panicked: give the slot back
 		}
 	}()
-	wait, refusal := b.cfg.ProbeGate.AdmitProbe(p)
+	wait, refusal := b.probes.AdmitProbe(p)
 	if refusal != nil {
 		if b.collect {
 			b.mu.Lock()
@@ -446,8 +471,12 @@ func (b *Breaker) doneWithError(p core.Permit, err error) {
 			b.Record(p, core.Ignored)
 		}
 	}()
-	o, h := b.classify(err), time.Duration(0)
-	if o == core.Failure && b.cfg.MaxRetryAfter > 0 {
+	// The classifier and whether hints are on, as of before the mutex
+	// (user code never runs under it): recordHint bounds the hint again
+	// under the mutex, by the rules then.
+	r := b.early.Load()
+	o, h := r.classify(err), time.Duration(0)
+	if o == core.Failure && r.hints {
 		h = retryAfter(err)
 	}
 	decided = true
@@ -492,7 +521,8 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 		o = core.Failure
 	}
 	var now time.Duration
-	if b.stamped && !p.Probe && o != core.Ignored {
+	stamped := b.early.Load().stamped && !p.Probe && o != core.Ignored
+	if stamped {
 		// The reading that times the call and places the outcome in a
 		// time window: any reading within Record will do (one older than
 		// the window's newest second counts in the newest), so it is
@@ -502,16 +532,22 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 		if b.sysClock {
 			now = b.system.Now()
 		} else {
-			now = b.cfg.Clock.Now()
+			now = b.clock.Now()
 		}
 	}
 	fail := o == core.Failure
-	slow := isSlow(&b.cfg, now-p.Start)
 	b.mu.Lock()
 	if o == core.Ignored || p.Probe || !b.current(p) {
 		b.recordUncounted(p, o, errOf(failure))
 		return
 	}
+	if stamped != b.stamped {
+		now = b.placeNow(now) // a reconfiguration came in between
+	}
+	// Judged by the rules under the mutex (R18): a reconfiguration may
+	// have changed the threshold since the permit's Start (never turned
+	// slow calls on: Settings.Reconfigured refuses that).
+	slow := isSlow(&b.cfg, now-p.Start)
 	b.tally(true, o, slow)
 	var c windowCounts
 	switch b.window {
@@ -543,11 +579,22 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 	repanic(pv)
 }
 
+// placeNow is the reading that places an outcome whose Record read the
+// clock, or did not, by rules that a reconfiguration changed before it
+// took the mutex: taken under it if it is needed now. The caller holds the
+// mutex.
+func (b *Breaker) placeNow(now time.Duration) time.Duration {
+	if b.stamped {
+		return b.read()
+	}
+	return now
+}
+
 // recordUncounted is Record of an outcome that no window counts: a stale
 // permit's, a probe's, or an Ignored one (err: as record's). The caller
 // holds the mutex; recordUncounted unlocks.
 func (b *Breaker) recordUncounted(p core.Permit, o core.Outcome, err error) {
-	if g := b.cfg.ProbeGate; g != nil && p.Probe {
+	if g := b.probes; g != nil && p.Probe {
 		// After the breaker has taken it and unlocked, a listener's panic
 		// included (core.ProbeGate).
 		defer g.ProbeDone(p, o)
@@ -623,15 +670,20 @@ func (b *Breaker) RecordHint(p core.Permit, retryAfter time.Duration) {
 // RecordHint), as record.
 func (b *Breaker) recordHint(p core.Permit, retryAfter time.Duration, err error) {
 	b.mustBeNew()
-	h := bound(&b.cfg, retryAfter)
-	if h == 0 {
+	if !b.early.Load().hints || retryAfter <= 0 {
 		b.record(p, core.Failure, &err)
 		return
 	}
-	if g := b.cfg.ProbeGate; g != nil && p.Probe {
+	b.mu.Lock()
+	h := bound(&b.cfg, retryAfter)
+	if h == 0 { // a reconfiguration turned hints off before the mutex
+		b.mu.Unlock()
+		b.record(p, core.Failure, &err)
+		return
+	}
+	if g := b.probes; g != nil && p.Probe {
 		defer g.ProbeDone(p, core.Failure)
 	}
-	b.mu.Lock()
 	if !b.current(p) {
 		b.tally(false, core.Failure, false)
 		b.mu.Unlock()
@@ -655,23 +707,12 @@ func (b *Breaker) recordProbe(o core.Outcome, err error) (pv any) {
 	switch o {
 	case core.Success:
 		b.success++
-		if b.success >= b.cfg.SuccessesToClose {
-			var now time.Duration
-			if b.cfg.OnStateChange != nil || b.cfg.RampUpDuration > 0 {
-				now = b.cfg.Clock.Now()
-			}
-			b.transition(core.Closed, now, core.ReasonProbesPassed)
-			if b.cfg.RampUpDuration > 0 {
-				b.ramping, b.rampEnd = true, b.ramp.deadline(now)
-			}
-		}
 	case core.Failure:
 		b.failure++
-		if b.failure >= b.cfg.FailuresToReopen {
-			return b.open(backoff(&b.cfg, b.openFor), 0, b.reopened(), err, core.ReasonProbeFailed)
-		}
+	default:
+		return nil
 	}
-	return nil
+	return b.verdict(err, 0, true)
 }
 
 // reopened is the count of consecutive re-opens after a re-open from the
@@ -695,13 +736,21 @@ func errOf(failure *error) error {
 // read after the function has run, as the lock-free breaker reads it after
 // its claim. It returns the function's panic, if it panicked.
 func (b *Breaker) open(d, h time.Duration, reopens int, err error, why core.Reason) (pv any) {
+	return b.openAt(d, h, reopens, err, why, 0, true)
+}
+
+// openAt is open at the clock reading now, or at one of its own taken
+// after the open-duration function when read is set.
+func (b *Breaker) openAt(d, h time.Duration, reopens int, err error, why core.Reason, now time.Duration, read bool) (pv any) {
 	until := hinted(d, h)
 	if b.cfg.OpenDurationFunc != nil {
 		var fd time.Duration
 		fd, pv = openDurationOf(&b.cfg, reopens, err)
 		until = max(fd, wholeMillis(h))
 	}
-	now := b.cfg.Clock.Now()
+	if read {
+		now = b.cfg.Clock.Now()
+	}
 	b.transition(core.Open, now, why)
 	b.openFor, b.reopens = d, reopens
 	b.deadline = openDeadline(now, b.jittered(until, now))
@@ -795,9 +844,9 @@ func (b *Breaker) unlockAndDeliver(quiet bool) {
 		t := b.queue[i]
 		b.mu.Unlock()
 		if quiet {
-			callRecovered(b.cfg.OnStateChange, t)
+			callRecovered(b.onChange, t)
 		} else {
-			b.cfg.OnStateChange(t)
+			b.onChange(t)
 		}
 		b.mu.Lock()
 	}

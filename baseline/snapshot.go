@@ -18,9 +18,10 @@ func (b *Breaker) Snapshot(now time.Time, withWindow bool) (core.Snapshot, error
 	if err != nil {
 		return core.Snapshot{}, err
 	}
-	s := core.Snapshot{Fingerprint: b.cfg.Fingerprint(), Taken: taken}
+	s := core.Snapshot{Taken: taken}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	s.Fingerprint = b.cfg.Fingerprint() // under the mutex: Reconfigure changes it
 	s.State = b.state
 	switch b.state {
 	case core.Closed, core.MetricsOnly:

@@ -7,7 +7,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +26,27 @@ type history struct {
 	rng  *rand.Rand
 	d    *difftest.Differ
 	held []core.Permit
+	// alts are the configs a Reconfigure draws from
+	// (difftest.Alternatives of the history's config).
+	alts         []core.Config
+	reconfigured bool // a Reconfigure was drawn
+}
+
+// restorable reports whether a snapshot of the Differ's first side, taken
+// now, would restore a breaker with the Differ's config.
+func restorable(d *difftest.Differ, withWindow bool) bool {
+	snap, err := d.Sides[0].B.Snapshot(restartWall, withWindow)
+	if err != nil {
+		return false
+	}
+	set, err := d.Config().Validate()
+	return err == nil && snap.CheckFor(set) == nil
+}
+
+// reconfigure draws a Reconfigure to one of the history's alternative
+// configs.
+func (h *history) reconfigure() difftest.Op {
+	return difftest.Op{Kind: difftest.Reconfigure, Config: &h.alts[h.rng.IntN(len(h.alts))]}
 }
 
 // runHistory runs steps operations drawn by next on a Differ built from cfg
@@ -36,15 +59,22 @@ func runHistory(t *testing.T, what string, cfg core.Config, base time.Duration, 
 	t.Helper()
 	d, err := difftest.New(cfg, base, false)
 	require.NoError(t, err)
-	h := &history{rng: rng, d: d}
+	h := &history{rng: rng, d: d, alts: difftest.Alternatives(cfg)}
 	for i := range steps {
 		if i == re.at && re.ramping && !rampingUp(d) {
 			re.at++
 		}
+		if i == re.at && h.reconfigured && !restorable(d, re.window) {
+			// A reconfiguration that lowered a threshold keeps a run of
+			// failures, or a window, that its rule would trip on the next
+			// outcome (R18: not judged at the reconfiguration), and
+			// Restore refuses to carry one over (docs/semantics.md,
+			// Restarts): the restart waits for an outcome to judge it.
+			re.at++
+			kinds["restart postponed: not restorable"]++
+		}
 		if i == re.at {
-			for _, s := range d.Sides[0].Seen() { // the first process's
-				kinds[letter(s.From)+">"+letter(s.To)]++
-			}
+			tallySeen(kinds, d.Sides[0].Seen()) // the first process's
 			// The wall clock of the snapshot: any time that moves with the
 			// breaker clock.
 			snap, err := d.Restart(restartWall.Add(d.Now()-base), re.window, re.elapsed, re.start)
@@ -66,6 +96,7 @@ func runHistory(t *testing.T, what string, cfg core.Config, base time.Duration, 
 			h.held = nil // permits die with their process
 		}
 		op := next(h)
+		h.reconfigured = h.reconfigured || op.Kind == difftest.Reconfigure
 		obs, err := d.Step(op)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
@@ -78,11 +109,28 @@ func runHistory(t *testing.T, what string, cfg core.Config, base time.Duration, 
 			kinds[obs.Err.Reason().Error()]++
 		}
 	}
-	for _, s := range d.Sides[0].Seen() {
-		kinds[letter(s.From)+">"+letter(s.To)]++
+	tallySeen(kinds, d.Sides[0].Seen())
+}
+
+// tallySeen adds to kinds the transitions (as "C>O" and the like, and the
+// capped trips) and the reconfigurations (by state, and the half-open
+// verdicts they reach) a history's notifications report.
+func tallySeen(kinds map[string]int, seen []difftest.Seen) {
+	var last core.Reason
+	for _, s := range seen {
+		switch {
+		case s.Reason == core.ReasonReconfigured:
+			kinds["reconfigured "+letter(s.From)]++
+		case last == core.ReasonReconfigured && s.From == core.HalfOpen:
+			kinds["verdict on reconfiguring"]++
+			fallthrough
+		default:
+			kinds[letter(s.From)+">"+letter(s.To)]++
+		}
 		if s.Reason == core.ReasonCapped {
 			kinds["capped"]++
 		}
+		last = s.Reason
 	}
 }
 
@@ -142,6 +190,36 @@ func rampingUp(d *difftest.Differ) bool {
 // holds reports whether a permit is held.
 func (h *history) holds() bool { return len(h.held) > 0 }
 
+// pastMaxWaitRange reports whether a clock step of d would take a
+// half-open generation past the exact range of the lock-free word's
+// max-wait deadline, 2^14 of its coarse units after the generation began
+// (docs/design.md, Known limits; TestLimit_MaxWaitDeadlineAliasesAfterLongIdle):
+// a probe gate that refuses every probe keeps one generation half-open
+// for as long as it likes, its max wait long passed but never restarted,
+// since refused probes never fill it. The histories compare the rules
+// inside the limits.
+func (h *history) pastMaxWaitRange(d time.Duration) bool {
+	s0 := h.d.Sides[0]
+	if s0.B.Counts().State != core.HalfOpen {
+		return false
+	}
+	set, err := h.d.Config().Validate()
+	if err != nil || set.MaxWaitInHalfOpen <= 0 {
+		return false
+	}
+	seen := s0.Seen()
+	for i := len(seen) - 1; i >= 0; i-- {
+		tr := seen[i]
+		restarted := tr.Reason == core.ReasonReconfigured && strings.Contains(tr.Changed, "MaxWaitInHalfOpen")
+		if tr.To != core.HalfOpen || (tr.Reason == core.ReasonReconfigured && !restarted) {
+			continue
+		}
+		unit := max(time.Millisecond, (set.MaxWaitInHalfOpen/1024+time.Millisecond-1)/time.Millisecond*time.Millisecond)
+		return h.d.Now()+d-tr.At >= (1<<14-1)*unit
+	}
+	return false // half-open since New or a restart: no notification to go by
+}
+
 // take hands out a held permit chosen at random and, unless keep, forgets
 // it (keep: the same permit is finished again later, a stale or double
 // Done).
@@ -182,6 +260,10 @@ func TestDifferentialRandomHistories(t *testing.T) {
 	for st := range core.State(core.NumStates) {
 		require.Greater(t, kinds["restart "+st.String()], 0, "no history restarts %v", st)
 	}
+	for _, k := range []string{"reconfigured C", "reconfigured O", "reconfigured H", "reconfigured F", "reconfigured D", "reconfigured M"} {
+		require.Greater(t, kinds[k], n/40, "histories too tame to compare %s", k)
+	}
+	require.Greater(t, kinds["verdict on reconfiguring"], 0, "no reconfiguration reaches a half-open verdict")
 	if testing.Short() {
 		return // the restarts below are a few in 2,000 histories (44 ramping, 53 with a window): too rare to require of 200
 	}
@@ -227,9 +309,14 @@ func randomOp(h *history, cfg core.Config) difftest.Op {
 				d = -d / 4 // backwards (R14)
 			}
 		}
+		if h.pastMaxWaitRange(d) {
+			return difftest.Op{Kind: difftest.State}
+		}
 		return difftest.Op{Kind: difftest.Advance, D: d}
 	case op < 18 && rng.IntN(3) == 0:
 		return manualControl(rng)
+	case op < 19 && rng.IntN(2) == 0:
+		return h.reconfigure()
 	}
 	return difftest.Op{Kind: difftest.State}
 }
@@ -704,6 +791,14 @@ func sequentialOp(h *history, lo, hi time.Duration) difftest.Op {
 			d = lo - now
 		}
 		return difftest.Op{Kind: difftest.SetClock, D: now + d}
+	}
+	if rng.IntN(4) == 0 {
+		if hi == math.MaxInt64 {
+			// Not to a time window near MaxInt64: its seconds saturate
+			// (TestLimit_TimeWindowSaturatesAfter136Years), as above.
+			h.alts = slices.DeleteFunc(h.alts, func(c core.Config) bool { return c.WindowType == core.TimeBased && c.WindowSize > 0 })
+		}
+		return h.reconfigure()
 	}
 	ds := []time.Duration{-1, 0, 1, time.Millisecond, 1500 * time.Microsecond, 3 * time.Second, core.MaxOpenDurationLimit + 1}
 	d := ds[rng.IntN(len(ds))]

@@ -20,6 +20,10 @@ func (e enc) metricsOnly() enc                 { return append(e, opManual, 1) }
 func (e enc) reset() enc                       { return append(e, opManual, 2) }
 func (e enc) restart(flags, arg byte) enc      { return append(e, opManual, 4, flags, arg) } // needs restarts on
 
+// reconfigure is a Reconfigure to difftest.Alternatives(config)[alt]; it
+// needs restarts and reconfigurations on (cfgReconfigure).
+func (e enc) reconfigure(alt byte) enc { return append(e, opManual, 5, alt) }
+
 // hint is RecordHint of held permit i with hint kind k (hintDuration).
 func (e enc) hint(i int, k, arg byte) enc { return append(e, opRecordHint, byte(i), k, arg) }
 
@@ -96,6 +100,10 @@ var cfgRestarts = enc{0x00, 3, 0x10, 4, 0, 9, 0, 1, 1, 0x80, 0x20}
 // cfgCapped's breaker without the open gate, with a probe gate that
 // refuses half the probes (decodeMoreFeatures' bit 64), seeded by 7.
 var cfgProbeGate = enc{0x00, 3, 0x10, 4, 0, 9, 0, 1, 1, 0x80, 0x40, 7}
+
+// cfgRestarts' breaker with reconfigurations among the operations too
+// (decodeMoreFeatures' bit 128).
+var cfgReconfigure = enc{0x00, 3, 0x10, 4, 0, 9, 0, 1, 1, 0x80, 0xa0}
 
 // Index in doneErrs of the error on which the open-duration function panics.
 const errDurationPanics = 8
@@ -210,4 +218,12 @@ var differentialSeeds = [][]byte{
 	// and one refused, a refused one's wait waited out, then the verdict.
 	with(cfgProbeGate).call(core.Failure).step(stepOpen, 0).allow().allow().step(stepWait, 0).allow().
 		record(0, core.Success).allow().step(stepWait, 0).allow().allow().record(0, core.Failure).state(),
+	// Reconfigurations (difftest.Alternatives): closed with calls in the
+	// window (grown, then shrunk), open (the deadline kept), half-open
+	// with a probe out (more probes, then one: the kept success closes at
+	// once), an invalid one refused, and a restart after them.
+	with(cfgReconfigure).call(core.Success).call(core.Success).reconfigure(3).reconfigure(4).
+		call(core.Failure).reconfigure(15).allow().step(stepWait, 0).allow().reconfigure(8).allow().
+		record(0, core.Success).record(0, core.Success).reconfigure(7).reconfigure(18).restart(0, 0).
+		call(core.Failure).state(),
 }

@@ -26,6 +26,9 @@ type decoded struct {
 	// restarts: the manual-control operation may also restart the process
 	// (a snapshot, then both implementations restored from it).
 	restarts bool
+	// reconfigures: the manual-control operation may also reconfigure the
+	// breaker, to one of difftest.Alternatives of the config.
+	reconfigures bool
 }
 
 // decodeConfig turns the head of a fuzz input into a config with small
@@ -108,7 +111,7 @@ func decodeConfig(r *input) (d decoded, ok bool) {
 		c.OpenGate = &difftest.Gate{Seed: uint64(rules), RefusePercent: 50}
 	}
 	if features&128 != 0 {
-		d.restarts = decodeMoreFeatures(r, c)
+		d.restarts, d.reconfigures = decodeMoreFeatures(r, c)
 	}
 	if _, err := c.Validate(); err != nil {
 		c.OpenDurationBackoff, c.MaxOpenDuration, c.OpenDurationFunc = 0, 0, nil
@@ -128,8 +131,8 @@ func decodeConfig(r *input) (d decoded, ok bool) {
 // default of 1); bits 8 and 16, a time window's bucket width (1 s, 100 ms,
 // 250 ms or 500 ms); 64, a probe gate that refuses half the probes
 // (difftest.ProbeGate), seeded by the next byte. It returns bit 32:
-// restarts among the operations.
-func decodeMoreFeatures(r *input, c *core.Config) (restarts bool) {
+// restarts among the operations, and bit 128: reconfigurations.
+func decodeMoreFeatures(r *input, c *core.Config) (restarts, reconfigures bool) {
 	flags := r.byte()
 	if flags&1 != 0 {
 		c.OpenDurationBackoff = 0
@@ -148,7 +151,7 @@ func decodeMoreFeatures(r *input, c *core.Config) (restarts bool) {
 	if flags&64 != 0 {
 		c.ProbeGate = &difftest.ProbeGate{Seed: uint64(r.byte()), RefusePercent: 50}
 	}
-	return flags&32 != 0
+	return flags&32 != 0, flags&128 != 0
 }
 
 // featureDuration decodes a max wait, a ramp-up or a hint bound: whole
@@ -290,6 +293,7 @@ var reachKeys = []string{
 	"hint:trip", "hint:reopen", "hint:metrics-only", "metrics:dropped", "metrics:slow", "step:ramp-end", "step:expiry",
 	"tr:capped", "opendur:func", "opendur:jitter", "opendur:panic", "op:Restart",
 	"probegate:let-go", "probegate:refused",
+	"op:Reconfigure", "reconfigured:closed", "reconfigured:open", "reconfigured:half-open", "reconfigure:verdict",
 }
 
 // differential is one run of FuzzDifferential: the decoder's state (the
@@ -314,6 +318,7 @@ type differential struct {
 	open          bool          // the last transition went to open
 	openAt        time.Duration // and when
 	notifications int           // how many notifications the decoder has looked at
+	alts          []core.Config // what Reconfigure draws from
 }
 
 // runDifferential decodes data into operations and runs each on every
@@ -415,15 +420,20 @@ func (x *differential) decode(r *input, op int) {
 	case opManual:
 		n := 4
 		if x.d.restarts {
-			n = 5
+			n++
 		}
-		which := r.intn(n)
-		if which == 4 {
+		if x.d.reconfigures {
+			n++
+		}
+		switch which := r.intn(n); {
+		case which == 4 && x.d.restarts:
 			x.restart(r)
-			return
+		case which >= 4:
+			x.reconfigure(r)
+		default:
+			x.hit("op:" + [4]string{"Disable", "MetricsOnly", "Reset", "HalfOpen"}[which])
+			x.step(difftest.Op{Kind: [4]difftest.Kind{difftest.Disable, difftest.MetricsOnly, difftest.Reset, difftest.HalfOpen}[which]})
 		}
-		x.hit("op:" + [4]string{"Disable", "MetricsOnly", "Reset", "HalfOpen"}[which])
-		x.step(difftest.Op{Kind: [4]difftest.Kind{difftest.Disable, difftest.MetricsOnly, difftest.Reset, difftest.HalfOpen}[which]})
 	case opCallHint:
 		x.callHint(r)
 	case opForgedHint:
@@ -446,6 +456,14 @@ func (x *differential) restart(r *input) {
 	flags, arg := r.byte(), time.Duration(r.byte())
 	elapsed := [4]time.Duration{0, arg * time.Millisecond, arg * 100 * time.Millisecond, -arg * time.Millisecond}[flags&3]
 	at := restartEpoch.Add(x.x.Now())
+	if !x.restorable(flags&4 != 0) {
+		// A reconfiguration that lowered a threshold left a run of
+		// failures or a window its rule would trip on the next outcome
+		// (R18: not judged until then), which Restore refuses to carry
+		// over: no restart here.
+		x.hit("restart:refused-after-reconfigure")
+		return
+	}
 	snap, err := x.x.Restart(at, flags&4 != 0, elapsed, 0)
 	if err != nil {
 		x.t.Fatal(err)
@@ -460,6 +478,28 @@ func (x *differential) restart(r *input) {
 	// range and the check of the first call after the end sound.
 	x.ramping = !snap.RampUntil.IsZero() && snap.State == core.Closed && x.s.RampUpDuration > 0
 	x.rampGen, x.rampEnd = 0, x.ramp.deadline(0)
+}
+
+// restorable reports whether a snapshot of the first side, taken now,
+// would restore a breaker with the Differ's config.
+func (x *differential) restorable(withWindow bool) bool {
+	snap, err := x.x.Sides[0].B.Snapshot(restartEpoch, withWindow)
+	if err != nil {
+		return false
+	}
+	set, err := x.x.Config().Validate()
+	return err == nil && snap.CheckFor(set) == nil
+}
+
+// reconfigure decodes a Reconfigure to one of difftest.Alternatives of the
+// config the breakers were built with (an invalid one included, which both
+// must refuse alike); follow takes the new rules on.
+func (x *differential) reconfigure(r *input) {
+	if x.alts == nil {
+		x.alts = difftest.Alternatives(x.d.cfg)
+	}
+	x.hit("op:Reconfigure")
+	x.step(difftest.Op{Kind: difftest.Reconfigure, Config: &x.alts[r.intn(len(x.alts))]})
 }
 
 // finish decodes how a held permit p ends: Record, Done, RecordHint or
@@ -583,8 +623,15 @@ func (x *differential) follow() {
 	s0 := x.x.Sides[0]
 	x.hit("state:" + s0.B.Counts().State.String())
 	seen := s0.Since(x.notifications)
-	for _, s := range seen {
+	for i, s := range seen {
 		tr := s.Transition
+		if tr.Reason == core.ReasonReconfigured {
+			x.reconfigured(tr)
+			continue
+		}
+		if i > 0 && seen[i-1].Reason == core.ReasonReconfigured {
+			x.hit("reconfigure:verdict")
+		}
 		x.hit(fmt.Sprintf("tr:%s>%s", letter(tr.From), letter(tr.To)))
 		if tr.Reason == core.ReasonCapped {
 			x.hit("tr:capped")
@@ -613,6 +660,24 @@ func (x *differential) follow() {
 	}
 	if m := s0.B.Metrics(); m.SlowCalls > 0 {
 		x.hit("metrics:slow")
+	}
+}
+
+// reconfigured follows a reconfiguration's notification tr: the new rules
+// (the clock steps read their units) and, per R18, a ramp-up that ends
+// when its duration changed and a half-open max wait that restarts at
+// tr.At when it changed. The open deadline and the state are kept.
+func (x *differential) reconfigured(tr core.Transition) {
+	x.hit("reconfigured:" + tr.From.String())
+	old := x.s
+	x.s, _ = x.x.Config().Validate()
+	x.ramp, x.maxWait = coarseOf(x.s.RampUpDuration), coarseOf(x.s.MaxWaitInHalfOpen)
+	if x.s.RampUpDuration != old.RampUpDuration {
+		x.ramping = false
+	}
+	if tr.From == core.HalfOpen && x.s.MaxWaitInHalfOpen != old.MaxWaitInHalfOpen {
+		x.hasExpiry, x.expiryGen = x.s.MaxWaitInHalfOpen > 0, tr.Generation
+		x.expiry = x.maxWait.deadline(tr.At)
 	}
 }
 
@@ -726,7 +791,7 @@ func (x *differential) clockStep(r *input) time.Duration {
 	case stepMaxWait:
 		d = max(x.s.MaxWaitInHalfOpen, 0) // resolved: the default too; 0 for WaitForever
 	case stepRampEnd, stepRampEndLess:
-		if cfg.RampUpDuration == 0 {
+		if x.s.RampUpDuration == 0 { // the rules now: a Reconfigure may change it
 			break
 		}
 		x.hit("step:ramp-end")

@@ -27,6 +27,33 @@ type linFamily struct {
 	steps    []time.Duration
 	// view is what the history keeps of Counts results; nil keeps all.
 	view countsView
+	// reconfigs are the configs a third client of a stepping family
+	// reconfigures the breaker to, concurrently with the others
+	// (docs/semantics.md R18); none: no Reconfigure. reconfigurable
+	// derives them from cfg.
+	reconfigs []core.Config
+}
+
+// reconfigurable is f with a few configs to reconfigure to, each a
+// change of cfg: the probes (fewer, so that kept counts reach a verdict
+// at once, or more), and change, which changes the family's trip rule,
+// keeping or dropping the window and the run of failures. Each keeps the
+// model's classifier, so that a reconfiguration changes no outcome's
+// class.
+func (f linFamily) reconfigurable(change func(*core.Config)) linFamily {
+	alt := func(edit func(*core.Config)) core.Config {
+		c := f.cfg
+		c.Classifier = classify
+		edit(&c)
+		return c
+	}
+	f.reconfigs = []core.Config{
+		alt(func(c *core.Config) { c.PermittedCallsInHalfOpen, c.SuccessesToClose, c.FailuresToReopen = 1, 1, 1 }),
+		alt(func(c *core.Config) { c.PermittedCallsInHalfOpen, c.SuccessesToClose = 4, 3 }),
+		alt(change),
+		alt(func(*core.Config) {}),
+	}
+	return f
 }
 
 func (f linFamily) countsView() countsView {
@@ -37,21 +64,23 @@ func (f linFamily) countsView() countsView {
 }
 
 var linFamilies = []linFamily{
-	{
+	linFamily{
 		name: "count-window/stepping",
 		cfg: core.Config{WindowSize: 4, FailureRateThreshold: 50, MinimumNumberOfCalls: 2,
 			OpenDuration: time.Second, PermittedCallsInHalfOpen: 2, SuccessesToClose: 2},
 		clients: 5, ops: 4, phases: 3, stepping: true,
 		steps: []time.Duration{0, 300 * time.Millisecond, 700 * time.Millisecond, time.Second},
-	},
-	{
+	}.reconfigurable(func(c *core.Config) { c.WindowSize, c.MinimumNumberOfCalls, c.FailureRateThreshold = 2, 2, 100 }),
+	linFamily{
 		name: "consecutive/backoff/stepping",
 		cfg: core.Config{ConsecutiveFailures: 2, OpenDuration: time.Second, OpenDurationBackoff: 2,
 			MaxOpenDuration: 4 * time.Second, PermittedCallsInHalfOpen: 3, SuccessesToClose: 2},
 		clients: 5, ops: 4, phases: 3, stepping: true,
 		steps: []time.Duration{0, 500 * time.Millisecond, time.Second, 2 * time.Second},
-	},
-	{
+	}.reconfigurable(func(c *core.Config) {
+		c.ConsecutiveFailures, c.OpenDuration, c.MaxOpenDuration = 1, 700*time.Millisecond, time.Second
+	}),
+	linFamily{
 		// A count window that never decides (100 % of 4 calls needs a run
 		// of 4 failures, and 2 in a row trip first): every Record takes the
 		// two-step path of a windowed breaker, window add then CAS, but only
@@ -65,8 +94,8 @@ var linFamilies = []linFamily{
 		clients: 5, ops: 4, phases: 3, stepping: true,
 		steps: []time.Duration{0, 300 * time.Millisecond, 700 * time.Millisecond, time.Second},
 		view:  wordCounts,
-	},
-	{
+	}.reconfigurable(func(c *core.Config) { c.ConsecutiveFailures = 3 }),
+	linFamily{
 		// A cap that refuses every trip (an OpenGate of no slots, as a
 		// registry's share when others hold it): every trip commits
 		// closed -> closed, capped, a new generation with a fresh window,
@@ -76,8 +105,8 @@ var linFamilies = []linFamily{
 			OpenDuration: time.Second, OpenGate: noSlots{}},
 		clients: 5, ops: 4, phases: 3, stepping: true,
 		steps: []time.Duration{0, 300 * time.Millisecond, 700 * time.Millisecond, time.Second},
-	},
-	{
+	}.reconfigurable(func(c *core.Config) { c.WindowSize, c.MinimumNumberOfCalls = 3, 3 }),
+	linFamily{
 		// The open duration from a function of the re-open count and the
 		// error, and jitter: the function runs before the trip's claim in
 		// the lock-free breaker, under the mutex in the model. With the run
@@ -93,7 +122,7 @@ var linFamilies = []linFamily{
 			}},
 		clients: 5, ops: 4, phases: 3, stepping: true,
 		steps: []time.Duration{0, 500 * time.Millisecond, time.Second, 2 * time.Second},
-	},
+	}.reconfigurable(func(c *core.Config) { c.FailuresToReopen, c.OpenDurationJitter = 1, 0 }),
 	{
 		name: "time-window/500ms-buckets/slow/frozen-phases",
 		cfg: core.Config{WindowType: core.TimeBased, WindowSize: 2, BucketWidth: 500 * time.Millisecond, FailureCountThreshold: 2,
@@ -142,7 +171,7 @@ func TestLinearizable(t *testing.T) {
 	for _, fam := range linFamilies {
 		t.Run(fam.name, func(t *testing.T) {
 			forEachImpl(t, func(t *testing.T, newB newFunc) {
-				var ops, steps atomic.Int64
+				var ops, steps, reconfigs atomic.Int64
 				var kinds [4]int          // histories that saw open, half-open, a capped trip
 				var slowest time.Duration // the longest check
 				slowestRound := 0
@@ -150,6 +179,11 @@ func TestLinearizable(t *testing.T) {
 					seed := uint64(round)
 					hist, reached := recordHistory(t, newB, fam, seed)
 					ops.Add(int64(len(hist)))
+					for _, op := range hist {
+						if op.Input.(linIn).kind == linReconfig {
+							reconfigs.Add(1)
+						}
+					}
 					for s := range reached {
 						if reached[s] {
 							kinds[s]++
@@ -169,8 +203,8 @@ func TestLinearizable(t *testing.T) {
 					msg := fmt.Sprintf("history %d (seed %d) is %s against the sequential model (checked in %v):\n%s", round, seed, res, took.Round(time.Microsecond), describeHistory(hist))
 					t.Fatal(msg)
 				}
-				t.Logf("%d histories, %d operations, %d model steps; histories that saw open: %d, half-open: %d, a capped trip: %d; slowest check %v (history %d)",
-					histories, ops.Load(), steps.Load(), kinds[core.Open], kinds[core.HalfOpen], kinds[reachedCapped], slowest.Round(time.Microsecond), slowestRound)
+				t.Logf("%d histories, %d operations (%d reconfigurations), %d model steps; histories that saw open: %d, half-open: %d, a capped trip: %d; slowest check %v (history %d)",
+					histories, ops.Load(), reconfigs.Load(), steps.Load(), kinds[core.Open], kinds[core.HalfOpen], kinds[reachedCapped], slowest.Round(time.Microsecond), slowestRound)
 				if fam.cfg.OpenGate != nil {
 					// Every trip is capped: none opens, and enough happen.
 					if kinds[core.Open] > 0 || kinds[reachedCapped] < histories/4 {
@@ -232,6 +266,10 @@ func recordHistory(t *testing.T, newB newFunc, fam linFamily, seed uint64) ([]po
 					h.do(i, linIn{kind: linCounts})
 				case fam.stepping && i < 2:
 					h.do(i, linIn{kind: linAdvance, d: fam.steps[crng.IntN(len(fam.steps))]})
+				case len(fam.reconfigs) > 0 && i == 2:
+					// In place of a State: the family's operation count,
+					// and so its checks' time, stays as it was.
+					h.do(i, linIn{kind: linReconfig, c: &fam.reconfigs[crng.IntN(len(fam.reconfigs))]})
 				default:
 					h.do(i, linIn{kind: linState})
 				}

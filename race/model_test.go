@@ -8,7 +8,9 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/anishathalye/porcupine"
 
@@ -49,6 +51,7 @@ const (
 	linAdvance   = difftest.Advance
 	linForceOpen = difftest.ForceOpen
 	linHalfOpen  = difftest.HalfOpen
+	linReconfig  = difftest.Reconfigure
 )
 
 // linErrs are the errors a Done may report: success, a failure, a
@@ -67,6 +70,7 @@ type linIn struct {
 	p    core.Permit   // linDone: the permit, as Allow returned it
 	err  int           // linDone: index into linErrs
 	d    time.Duration // linAdvance: the clock step; linForceOpen: the open duration
+	c    *core.Config  // linReconfig: the new config, one of its family's (a pointer: comparable)
 }
 
 // Rejection kinds of an Allow output.
@@ -116,7 +120,7 @@ func wordCounts(c core.Counts) core.Counts {
 
 // op is in as the shared interpreter's operation.
 func (in linIn) op() difftest.Op {
-	op := difftest.Op{Kind: in.kind, Permit: in.p, D: in.d}
+	op := difftest.Op{Kind: in.kind, Permit: in.p, D: in.d, Config: in.c}
 	if in.kind == linDone {
 		op.Err = linErrs[in.err]
 	}
@@ -125,11 +129,11 @@ func (in linIn) op() difftest.Op {
 
 // apply runs one operation on b (whose clock is clk) through the shared
 // interpreter, difftest.Apply, and returns its output, with a Counts
-// result passed through view. A history holds no failing ForceOpen and
-// no panicking call: apply panics on either, naming it.
+// result passed through view. A history holds no failing ForceOpen or
+// Reconfigure and no panicking call: apply panics on any, naming it.
 func apply(b breakers.Breaker, clk *core.ManualClock, in linIn, view countsView) linOut {
 	o := difftest.Apply(b, clk, in.op())
-	if o.Panic != "" || (in.kind == linForceOpen && !o.Err.Nil()) {
+	if o.Panic != "" || ((in.kind == linForceOpen || in.kind == linReconfig) && !o.Err.Nil()) {
 		panic(fmt.Sprintf("%v: %v%s", in, o.Err, o.Panic))
 	}
 	return linOut{p: o.Permit, rej: rejKind(o.Err), st: o.State, c: view(o.Counts)}
@@ -140,7 +144,7 @@ func mutates(in linIn, out linOut) bool {
 	switch in.kind {
 	case linAllow:
 		return out.rej == rejNone && out.p.Probe // open -> half-open, or a probe slot
-	case linDone, linAdvance, linForceOpen, linHalfOpen:
+	case linDone, linAdvance, linForceOpen, linHalfOpen, linReconfig:
 		return true
 	}
 	return false
@@ -172,22 +176,34 @@ type modelState struct {
 }
 
 // unobserved are the fields of baseline.Breaker that no output of the
-// operations in a history depends on: the lock, the settings and the
-// classifier (the same for every state of a model), the metrics (never
-// read by a history) and the notification queue (no listener in a model).
-// Every other field, including any added later, is in the fingerprint: a
-// field missing from this list only makes the search longer, never the
-// verdict wrong.
-var unobserved = map[string]bool{"mu": true, "s": true, "classify": true, "m": true, "queue": true, "delivering": true}
+// operations in a history depends on: the locks, the wiring (the same for
+// every state of a model: the clock, the listener, the probe gate), what
+// the paths before the lock read of the rules (early: derived from cfg,
+// which is in), the metrics (never read by a history) and the
+// notification queue (no listener in a model). Every other field,
+// including any added later, is in the fingerprint: a field missing from
+// this list only makes the search longer, never the verdict wrong; a name
+// on it that is no field is a mistake TestFingerprintNamesFields catches.
+var unobserved = map[string]bool{"mu": true, "reconfig": true, "clock": true, "onChange": true, "probes": true,
+	"early": true, "metrics": true, "queue": true, "delivering": true}
 
 // fingerprint encodes the state of b (whose clock is clk) that later
 // operations can observe: its fields but the unobserved ones, by
-// reflection (they are unexported), and the clock reading.
+// reflection (they are unexported), and the clock reading. The settings
+// are in (a Reconfigure changes them) but for their wiring, whose
+// pointers differ between the model's replays, each on a clock of its own.
 func fingerprint(b *baseline.Breaker, clk *core.ManualClock) string {
 	var sb strings.Builder
 	v := reflect.ValueOf(b).Elem()
 	for i := range v.NumField() {
-		if name := v.Type().Field(i).Name; !unobserved[name] {
+		switch name := v.Type().Field(i).Name; {
+		case unobserved[name]:
+		case name == "cfg":
+			f := v.Field(i) // unexported: read through its address
+			s := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(core.Settings)
+			s.Clock, s.OnStateChange, s.OpenGate, s.ProbeGate = nil, nil, nil, nil
+			fmt.Fprintf(&sb, "%s:%v ", name, s)
+		default:
 			fmt.Fprintf(&sb, "%s:%v ", name, v.Field(i))
 		}
 	}
@@ -290,4 +306,27 @@ func describeHistory(ops []porcupine.Operation) string {
 		fmt.Fprintf(&sb, "  client %d [%3d,%3d] %s\n", op.ClientId, op.Call, op.Return, describe(op.Input.(linIn), op.Output.(linOut)))
 	}
 	return sb.String()
+}
+
+// The fingerprint leaves out only fields baseline.Breaker has, and two
+// breakers built alike, each on a clock of its own, are one state (so
+// the model's cache can prune orders that reach the same breaker).
+func TestFingerprintNamesFields(t *testing.T) {
+	typ := reflect.TypeFor[baseline.Breaker]()
+	for name := range unobserved {
+		if _, ok := typ.FieldByName(name); !ok {
+			t.Errorf("unobserved names %q, which baseline.Breaker has no field of", name)
+		}
+	}
+	mk := func() string {
+		clk := core.NewManualClock(0)
+		b, err := baseline.New(core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, Clock: clk, Classifier: classify})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fingerprint(b, clk)
+	}
+	if a, b := mk(), mk(); a != b {
+		t.Errorf("two fresh breakers fingerprint differently:\n%s\n%s", a, b)
+	}
 }

@@ -31,6 +31,19 @@ type Breaker interface {
 	Snapshot(now time.Time, withWindow bool) (core.Snapshot, error)
 }
 
+// Reconfigurable is a Breaker whose rules can be replaced while it runs
+// (docs/semantics.md R18): both implementations are; a registry's Breaker,
+// which keeps the Breaker contract, is not.
+type Reconfigurable interface {
+	Breaker
+	Reconfigure(c core.Config) error
+}
+
+var (
+	_ Reconfigurable = (*core.Breaker)(nil)
+	_ Reconfigurable = (*baseline.Breaker)(nil)
+)
+
 // Impl names one implementation and builds it from a Config.
 type Impl struct {
 	Name string

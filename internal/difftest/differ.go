@@ -65,6 +65,7 @@ func (s *Side) Count() int {
 type Differ struct {
 	Sides    []*Side
 	cfg      core.Config
+	settings core.Settings // cfg's, for Reconfigure's check
 	readBack bool
 	hist     []entry // the steps so far, rendered only for a failure
 	// The Differ's own tally of what the calls observed, which Metrics
@@ -97,6 +98,7 @@ func NewOf(impls []breakers.Impl, cfg core.Config, start time.Duration, readBack
 	// The chain of notifications starts from the state the breakers start
 	// in, at generation 0.
 	d := &Differ{cfg: cfg, readBack: readBack, last: core.Transition{To: cfg.InitialState}}
+	d.settings, _ = cfg.Validate() // an invalid cfg is refused below
 	for _, im := range impls {
 		s, err := newSide(im, cfg, start, readBack, im.New)
 		if err != nil {
@@ -248,6 +250,10 @@ func leftAt(until, taken, now time.Time) time.Duration {
 	return max(min(until.Sub(now), until.Sub(taken)), 0)
 }
 
+// Config is the config the sides run with: the one New was given, or the
+// last one a Reconfigure installed, with the sides' wiring kept.
+func (d *Differ) Config() core.Config { return d.cfg }
+
 // Now is the clock reading, the same on every side. It panics on a zero
 // Differ.
 func (d *Differ) Now() time.Duration { return d.Sides[0].Clock.Now() }
@@ -298,7 +304,7 @@ func (d *Differ) Step(op Op) (Obs, error) {
 	var beforeM core.Metrics
 	var beforeN int
 	switch op.Kind {
-	case ForceOpen, Disable, MetricsOnly, Reset, HalfOpen: // control compares with before
+	case ForceOpen, Disable, MetricsOnly, Reset, HalfOpen, Reconfigure: // control compares with before
 		before, beforeM, beforeN = d.Sides[0].B.Counts(), d.Sides[0].B.Metrics(), d.Sides[0].Count()
 	}
 	obs := Apply(d.Sides[0].B, d.Sides[0].Clock, op)
@@ -466,7 +472,9 @@ func (d *Differ) chain() error {
 		if !Follows(d.last, s.Transition) {
 			return d.fail("notification %d %+v does not follow %+v", d.seen, s.Transition, d.last)
 		}
-		d.transitions[s.From][s.To]++
+		if s.Reason != core.ReasonReconfigured { // no transition in Metrics (R18)
+			d.transitions[s.From][s.To]++
+		}
 		if s.Reason == core.ReasonCapped {
 			d.capped++
 		}
@@ -474,13 +482,6 @@ func (d *Differ) chain() error {
 		d.seen++
 	}
 	return nil
-}
-
-// Follows reports whether notification tr may come right after last: it
-// starts where last ended, at the next generation. The zero Transition
-// stands for "none yet": a breaker starts closed at generation 0.
-func Follows(last, tr core.Transition) bool {
-	return tr.From == last.To && tr.Generation == last.Generation+1
 }
 
 // control checks where a manual control landed.
@@ -507,6 +508,8 @@ func (d *Differ) control(op Op, o Obs, before core.Counts, beforeM core.Metrics,
 		want = core.Closed
 	case HalfOpen:
 		want = core.HalfOpen
+	case Reconfigure:
+		return d.reconfigured(op, o, before, beforeM, beforeN)
 	default:
 		return nil
 	}

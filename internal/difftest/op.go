@@ -43,11 +43,12 @@ const (
 	Counts                  // Counts()
 	Metrics                 // Metrics()
 	HalfOpen                // HalfOpen()
+	Reconfigure             // Reconfigure(*Config)
 	numKinds
 )
 
 var kindNames = [numKinds]string{"Allow", "Record", "RecordHint", "Done", "Do", "Advance", "SetClock",
-	"ForceOpen", "Disable", "MetricsOnly", "Reset", "State", "Counts", "Metrics", "HalfOpen"}
+	"ForceOpen", "Disable", "MetricsOnly", "Reset", "State", "Counts", "Metrics", "HalfOpen", "Reconfigure"}
 
 // String names the operation ("Allow"), or gives the number of an
 // unknown one.
@@ -72,6 +73,11 @@ type Op struct {
 	// Cancelled: Do runs with a context cancelled before the call, so
 	// that it takes no permit.
 	Cancelled bool
+	// Config is Reconfigure's config (a pointer, so that Op stays
+	// comparable; Alternatives makes a table of them). Every side is
+	// handed the same one: a breaker keeps its own clock, listener and
+	// gates, and reads none of the config's.
+	Config *core.Config
 }
 
 // PanicValue is what a protected function panics with when Op.Panic is
@@ -91,6 +97,11 @@ func (op Op) String() string {
 		return fmt.Sprintf("Do(takes %v, returns %d, %v, panics %v, cancelled %v)", op.D, op.Value, describeErr(op.Err), op.Panic, op.Cancelled)
 	case Advance, SetClock, ForceOpen:
 		return fmt.Sprintf("%v(%v)", op.Kind, op.D)
+	case Reconfigure:
+		if op.Config == nil {
+			return "Reconfigure(nil)"
+		}
+		return fmt.Sprintf("Reconfigure(%+v)", *op.Config)
 	}
 	return op.Kind.String() + "()"
 }
@@ -159,6 +170,10 @@ func apply(b breakers.Breaker, clk *core.ManualClock, op Op) (obs Obs) {
 		b.Reset()
 	case HalfOpen:
 		b.HalfOpen()
+	case Reconfigure:
+		// A breaker that cannot be reconfigured, or a nil Config, panics,
+		// into Obs.Panic.
+		return Obs{Err: ErrOf(b.(breakers.Reconfigurable).Reconfigure(*op.Config))}
 	default:
 		return read(b, op.Kind)
 	}

@@ -1,0 +1,142 @@
+package race_test
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/casbreaker/casbreaker/core"
+	"github.com/casbreaker/casbreaker/internal/breakers"
+	"github.com/casbreaker/casbreaker/internal/difftest"
+)
+
+// Reconfigurations racing every path that reads the rules (R18, R13):
+// one goroutine reconfigures the breaker round a table of configs that
+// change the slow-call threshold and turn hints, the custom classifier, a
+// time window and a run of failures on and off, while others call Allow, Done (with hinted and
+// ignored errors), Record and RecordHint, step the clock, and read State,
+// Counts, RetryAfter and Snapshot. Afterwards no outcome is lost (Metrics
+// counts each report exactly once, as acted on or dropped, and each grant),
+// the notifications form one chain (difftest.Follows: a reconfiguration
+// stays in its generation), and there is one reconfiguration notification
+// per Reconfigure that changed a rule. Under -race, a read of the rules
+// outside the implementations' synchronization is reported.
+func TestReconfigureRacesEveryPath(t *testing.T) {
+	procs(t, 4)
+	// Slow calls from New: a reconfiguration may change the threshold, or
+	// stop measuring them, but not start (Settings.Reconfigured).
+	base := core.Config{WindowSize: 20, MinimumNumberOfCalls: 10, FailureRateThreshold: 80, OpenDuration: 50 * time.Millisecond,
+		SlowCallDurationThreshold: 2 * time.Millisecond, SlowCallRateThreshold: 95, PermittedCallsInHalfOpen: 3, SuccessesToClose: 2,
+		CollectMetrics: true}
+	alt := func(edit func(*core.Config)) core.Config {
+		c := base
+		edit(&c)
+		return c
+	}
+	configs := []core.Config{
+		alt(func(c *core.Config) { c.SlowCallDurationThreshold, c.SlowCallRateThreshold = time.Millisecond, 90 }),
+		alt(func(c *core.Config) { c.SlowCallDurationThreshold = 3 * time.Millisecond }),
+		alt(func(c *core.Config) { c.MaxRetryAfter = 20 * time.Millisecond }),
+		alt(func(c *core.Config) { c.Classifier = difftest.Classifier }),
+		alt(func(c *core.Config) { c.WindowType, c.WindowSize = core.TimeBased, 2 }),
+		alt(func(c *core.Config) { c.ConsecutiveFailures, c.WindowSize, c.MinimumNumberOfCalls = 4, 5, 5 }),
+		alt(func(c *core.Config) { c.RampUpDuration, c.MaxWaitInHalfOpen = 30*time.Millisecond, 70*time.Millisecond }),
+		base,
+	}
+	errs := []error{nil, nil, nil, nil, difftest.ErrFail, core.WithRetryAfter(difftest.ErrFail, 5*time.Millisecond), difftest.ErrIgnored, difftest.ErrSuccess}
+	workers, per, rounds := 3, size(2000, 300), size(400, 60)
+	forEachImpl(t, func(t *testing.T, newB newFunc) {
+		clock := core.NewManualClock(time.Hour)
+		cfg := base
+		cfg.Clock = clock
+		var rec transitions
+		cfg.OnStateChange = rec.listen
+		b := mustNew(t, newB, cfg).(breakers.Reconfigurable)
+		var grants, reports, changes atomic.Uint64
+		var done atomic.Bool
+		var working atomic.Int64
+		working.Store(int64(workers))
+		parallel(workers+2, func(i int) {
+			switch i {
+			case workers: // the reconfigurer, for as long as the callers call
+				defer done.Store(true)
+				last := base
+				for r := 0; r < rounds || working.Load() > 0; r++ {
+					c := configs[r%len(configs)]
+					c.Clock, c.OnStateChange, c.CollectMetrics = cfg.Clock, cfg.OnStateChange, true
+					if err := b.Reconfigure(c); err != nil {
+						t.Errorf("Reconfigure(%+v): %v", c, err)
+						return
+					}
+					if !sameRules(last, c) {
+						changes.Add(1)
+					}
+					last = c
+				}
+			case workers + 1: // the reader
+				for !done.Load() {
+					_ = b.State()
+					_ = b.Counts()
+					_ = b.RetryAfter()
+					_, _ = b.Snapshot(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC), true)
+				}
+			default:
+				defer working.Add(-1)
+				for k := range per {
+					if i < 2 && k%2 == 0 {
+						clock.Advance(3 * time.Millisecond) // through open, half-open and ramps
+					}
+					p, err := b.Allow()
+					if err != nil {
+						continue
+					}
+					grants.Add(1)
+					reports.Add(1)
+					switch j := k / 4; k % 4 { // mostly successes: the breaker closes again
+					case 0:
+						b.Done(p, errs[j%len(errs)])
+					case 1:
+						b.Record(p, core.Success)
+					case 2:
+						b.Record(p, core.Outcome(j%3))
+					default:
+						b.RecordHint(p, time.Duration(j%7)*time.Millisecond)
+					}
+				}
+			}
+		})
+		m := b.Metrics()
+		if m.Admitted != grants.Load() {
+			t.Errorf("Metrics admitted %d; the calls were granted %d", m.Admitted, grants.Load())
+		}
+		if n := m.Successes + m.Failures + m.Ignored + m.Dropped; n != reports.Load() {
+			t.Errorf("Metrics count %d outcomes (%+v); the calls reported %d", n, m, reports.Load())
+		}
+		trs := rec.get()
+		last, reconfigured := core.Transition{}, uint64(0)
+		for _, tr := range trs {
+			if !difftest.Follows(last, tr) {
+				t.Fatalf("notification %+v does not follow %+v", tr, last)
+			}
+			if tr.Reason == core.ReasonReconfigured {
+				reconfigured++
+			}
+			last = tr
+		}
+		if reconfigured != changes.Load() {
+			t.Errorf("%d reconfiguration notifications for %d reconfigurations that changed a rule", reconfigured, changes.Load())
+		}
+		t.Logf("%d grants, %d reports, %d notifications (%d reconfigurations); %+v", grants.Load(), reports.Load(), len(trs), reconfigured, m)
+	})
+}
+
+// sameRules reports whether Settings.Reconfigured finds no rule field of
+// b changed from a's.
+func sameRules(a, b core.Config) bool {
+	s, err := a.Validate()
+	if err != nil {
+		panic(err)
+	}
+	_, changed, err := s.Reconfigured(b)
+	return err == nil && changed == ""
+}
