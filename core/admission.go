@@ -26,7 +26,9 @@ func (b *Breaker) Allow() (Permit, error) {
 // allow is Allow past its fast path. A closed admission and an open
 // rejection stay inline here, a call cheaper than in functions of their
 // own; half-open, and
-// metrics-only and disabled admissions, have their own.
+// metrics-only and disabled admissions, have their own. Why it is long:
+// those two inline paths, and one case per state of the word (a
+// reconfigured breaker's moving word among them).
 func (b *Breaker) allow() (Permit, error) {
 	for {
 		// base before the word, as in Allow: the paths that admit without

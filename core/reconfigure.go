@@ -235,6 +235,9 @@ func (b *Breaker) successorOf(p *reconfiguration) (*Breaker, verdict) {
 		dispatch: b.dispatch, metrics: b.metrics, reconfigs: b.reconfigs + 1}
 	now := n.now()
 	u, gen := p.from.fields(), p.gen
+	// The backoff step stays, within the new ladder: a shorter one ends
+	// at its last step, as the ladder's own re-opens do.
+	u.step = min(u.step, s.lastStep)
 	v := verdict{to: HalfOpen, at: now}
 	switch u.state {
 	case Closed, MetricsOnly:
@@ -293,10 +296,12 @@ func (b *Breaker) carryWindow(old *Breaker, u word, gen uint64, now time.Duratio
 			b.copyRing(old.ring, g)
 		}
 	case b.buckets != nil:
-		// Seed keeps only what a window of the same width can hold.
+		// A window of the same width keeps the newest second the old one
+		// saw, in every state, and the outcomes of its counting
+		// generation; one of another width starts afresh.
 		var sealed buckets.Sealed
-		if old.buckets != nil && same {
-			sealed = old.buckets.Seal(g, now)
+		if old.buckets != nil && old.cfg.BucketWidth == b.cfg.BucketWidth {
+			sealed = old.buckets.Seal(uint32(gen), now)
 		}
 		b.buckets.Seed(g, sealed, now)
 	}

@@ -127,6 +127,12 @@ func (b *Breaker) recordHint(p Permit, retryAfter time.Duration, err error) {
 		b.successor().recordHint(p, retryAfter, err)
 		return
 	}
+	b.recordBounded(p, retryAfter, err)
+}
+
+// recordBounded is recordHint on a breaker whose rules were current when
+// it began: the hint bounded by its MaxRetryAfter.
+func (b *Breaker) recordBounded(p Permit, retryAfter time.Duration, err error) {
 	h := b.cfg.hint(retryAfter)
 	if h == 0 {
 		b.recordOf(p, Failure, err)

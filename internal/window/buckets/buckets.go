@@ -196,6 +196,11 @@ type layout struct {
 	// wholeSeconds: buckets of 1 s from the clock's 0, the breaker's
 	// default, whose readings tick converts by the constant second.
 	wholeSeconds bool
+	// seededSec and seededCalls are the head second Seed left and the
+	// calls it put there (written by Seed, before the window is shared):
+	// those outcomes were judged before the window was seeded, so they owe
+	// no trip (SnapshotOwed).
+	seededSec, seededCalls uint64
 }
 
 // bucket returns bucket i.
@@ -729,7 +734,8 @@ func (w *Window) Snapshot(gen uint32, now time.Duration) window.Counts {
 }
 
 // SnapshotOwed is Snapshot that also reports whether the state it returns
-// holds an outcome of its current second. Every outcome is counted in the
+// holds an outcome of its current second (one recorded since Seed, in a
+// seeded window). Every outcome is counted in the
 // current second, and a second evicts nothing once it is current, so then
 // the state is the window as its newest outcome left it: if it trips the
 // rule, the trip rule, judged after every outcome, owes that outcome (or an
@@ -747,6 +753,9 @@ func (w *Window) SnapshotOwed(gen uint32, now time.Duration) (c window.Counts, o
 	// missing from a cached sum a judge uses after we return.
 	w.head.others.Inc()
 	w.retract(gen&genMask, now)
+	if s.sec == w.seededSec {
+		return s.all, s.head.Calls > w.seededCalls
+	}
 	return s.all, s.head.Calls > 0
 }
 

@@ -109,9 +109,7 @@ func (w *Window) sumAndJudge(g *judging, gen uint32, now time.Duration, rule *tr
 		w.publish(g, &s)
 		c, summed = s.all, s.sec
 	}
-	if testHookJudged != nil {
-		testHookJudged()
-	}
+	judged()
 	if w.head.sealed.Load() != 0 {
 		// Seal may have taken part of what we summed (seal.go). Set
 		// before Seal moves any word: unset here, every count we read was
@@ -299,6 +297,13 @@ func (g *judging) now() bool {
 // and its install, where a goroutine can be descheduled; nil otherwise (one
 // load on the path that has just summed the window).
 var testHookJudged func()
+
+// judged runs testHookJudged, if a test set one.
+func judged() {
+	if testHookJudged != nil {
+		testHookJudged()
+	}
+}
 
 // nextJudgement is the judge word that replaces j in incarnation inc with
 // judgement m (safe, full and slack): ver one more than j's in the same incarnation, 1 in a new

@@ -237,6 +237,7 @@ func (w *Window) Seed(gen uint32, s Sealed, now time.Duration) {
 		_, inc, _ := unpackID(k.id.Load())
 		k.fill(packID((gen-1)&genMask, inc+1, 0), sealedSecond{})
 	}
+	w.seededSec, w.seededCalls = head, 0
 	if s.width == w.width {
 		// Both origins are whole seconds and width divides one, so the
 		// offset is whole seconds of the width.
@@ -249,6 +250,9 @@ func (w *Window) Seed(gen uint32, s Sealed, now time.Duration) {
 			k := w.bucket(w.slot(uint64(sec)))
 			_, inc, _ := unpackID(k.id.Load())
 			k.fill(packID(gen, inc, uint64(sec)), x)
+			if uint64(sec) == head {
+				w.seededCalls = x.counts().Calls
+			}
 			if x.ff|x.ss|x.sf != 0 {
 				raise(&w.head.lastUnclean, uint64(sec)+1)
 			}
