@@ -317,7 +317,11 @@ func (b *Breaker) copyRing(old *atomicring.Ring, gen uint32) {
 }
 
 // announce notifies the reconfiguration that made b, then the verdict it
-// started in, if any, with what that transition does beside its swap.
+// started in, if any, with what that transition does beside its swap. The
+// verdict's part runs before anything is delivered: a listener that
+// panics on the reconfiguration's notification must not skip its
+// OpenGate release or leave its notification unpublished (every later
+// one would wait behind it).
 func (b *Breaker) announce(p *reconfiguration, v verdict) {
 	st := p.from.state()
 	if b.dispatch != nil {
@@ -327,11 +331,15 @@ func (b *Breaker) announce(p *reconfiguration, v verdict) {
 	switch v.to {
 	case Closed:
 		b.releaseIf(HalfOpen, Closed)
-		b.notify(HalfOpen, Closed, p.gen+1, v.at, v.why)
+		b.notify(HalfOpen, Closed, p.gen+1, v.at, v.why) // delivers both
 	case Open:
-		b.notifyOpen(HalfOpen, p.gen+1, v.at, v.why, v.d)
+		b.notifyOpen(HalfOpen, p.gen+1, v.at, v.why, v.d) // delivers both
 		if v.pv != nil {
 			panic(v.pv)
+		}
+	default:
+		if b.dispatch != nil {
+			b.dispatch.deliver(false)
 		}
 	}
 }

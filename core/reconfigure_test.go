@@ -49,3 +49,39 @@ func TestReconfigureFromListener(t *testing.T) {
 		require.Equal(t, 4, r.B.(reconfigurer).Settings().ConsecutiveFailures)
 	})
 }
+
+// A listener that panics on a reconfiguration's notification must not
+// cost the transition the reconfiguration's verdict committed: kept
+// probe counts that close the breaker under the new rules still release
+// its OpenGate slot and are notified, in order, and the notifications
+// after them still come. (With the verdict's part run after the
+// reconfiguration's delivery, the panic skipped it: the slot leaked, the
+// half-open -> closed was never published, and every later notification
+// waited behind it for good.)
+func TestReconfigureListenerPanicKeepsTheVerdict(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		gate := &slots{capacity: 1}
+		c := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, PermittedCallsInHalfOpen: 3,
+			SuccessesToClose: 3, MaxWaitInHalfOpen: core.WaitForever, OpenGate: gate}
+		r := mk.build(t, c, func(tr core.Transition) {
+			if tr.Reason == core.ReasonReconfigured {
+				panic("listener")
+			}
+		})
+		r.B.Record(r.A(), core.Failure)
+		r.Clock.Advance(time.Second)
+		p1, p2, p3 := r.A(), r.A(), r.A()
+		r.B.Record(p1, core.Success)
+		r.B.Record(p2, core.Success)
+		requireHeld(t, gate, 1, "half-open")
+
+		c.SuccessesToClose = 2
+		require.PanicsWithValue(t, "listener", func() { _ = r.B.(reconfigurer).Reconfigure(c) })
+		require.Equal(t, core.Closed, r.B.State(), "2 successes close under the new rule")
+		requireHeld(t, gate, 0, "closed by the verdict")
+		r.B.Record(p3, core.Success) // stale now
+		require.NoError(t, r.B.ForceOpen(time.Second))
+		require.Equal(t, []string{"C>O@0", "O>H@1", "H>H@1", "H>C@1", "C>O@1"}, r.CBs())
+		requireHeld(t, gate, 1, "forced open")
+	})
+}
