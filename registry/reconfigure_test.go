@@ -146,3 +146,37 @@ func TestReconfigureFromListener(t *testing.T) {
 	other.Done(p, errFail)
 	require.Equal(t, core.Open, other.State(), "one failure trips it now")
 }
+
+// A breaker made after Reconfigure has the template's wiring, not the new
+// Config's: Reconfigure reads no Clock, OnStateChange, CollectMetrics or
+// InitialState from c, for the breakers made later either. (Storing c as
+// the template whole gave every later breaker the system clock, no
+// listener and no metrics.)
+func TestReconfigureKeepsTheTemplatesWiring(t *testing.T) {
+	clock := core.NewManualClock(0)
+	var mu sync.Mutex
+	var got []string
+	tmpl := core.Config{Name: "api", ConsecutiveFailures: 3, Clock: clock, CollectMetrics: true,
+		OnStateChange: func(tr core.Transition) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, fmt.Sprintf("%s %v>%v", tr.Name, tr.From, tr.To))
+		}}
+	r, err := registry.New(registry.Options[string]{Config: tmpl})
+	require.NoError(t, err)
+	next := core.Config{ConsecutiveFailures: 1, InitialState: core.ForcedOpen}
+	require.NoError(t, r.Reconfigure(next))
+	b := get(t, r, "later")
+	require.Equal(t, core.Closed, b.State(), "InitialState is the template's")
+	s := b.Settings()
+	require.Equal(t, 1, s.ConsecutiveFailures)
+	require.Same(t, clock, s.Clock)
+	require.True(t, s.CollectMetrics)
+	p, err := b.Allow()
+	require.NoError(t, err)
+	b.Done(p, errFail)
+	require.Equal(t, core.Open, b.State())
+	mu.Lock()
+	require.Equal(t, []string{"api/later closed>open"}, got, "the template's listener")
+	mu.Unlock()
+}
