@@ -115,18 +115,33 @@ func (b *Breaker) Reconfigure(c Config) error {
 	if cur == nil {
 		return err
 	}
+	// Deferred: a listener that panics on the announcement (or a clock
+	// that panics while the successor is built) must not leave b
+	// forwarding through cur.
+	defer b.forward(cur)
 	// Outside the mutex: the announcement runs the listener, which may
 	// call Reconfigure.
-	n := cur.successor()
-	// Later calls on b go straight to the newest breaker, so a breaker
-	// reconfigured a thousand times forwards a call once, not a thousand
-	// times, and the breakers in between can be collected. Forward only:
-	// a Reconfigure that planned later may have stored its successor
-	// first.
+	cur.successor()
+	return nil
+}
+
+// forward points b, the breaker New returned, at cur's successor, if cur
+// has one: later calls on b go straight to the newest breaker, so a
+// breaker reconfigured a thousand times forwards a call once, not a
+// thousand times, and the breakers in between can be collected. Forward
+// only: a Reconfigure that planned later may have stored its successor
+// first. Without a successor (its builder panicked) b is left as it is:
+// the next call that finds cur moving builds one, and the next
+// Reconfigure forwards b to it.
+func (b *Breaker) forward(cur *Breaker) {
+	n := cur.next.Load()
+	if n == nil {
+		return
+	}
 	for {
 		old := b.next.Load()
 		if old != nil && old.reconfigs >= n.reconfigs || b.next.CompareAndSwap(old, n) {
-			return nil
+			return
 		}
 	}
 }

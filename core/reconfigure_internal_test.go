@@ -1,8 +1,11 @@
 package core
 
 import (
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -57,4 +60,82 @@ func TestReconfigureHalfDoneIsCompletedByCallers(t *testing.T) {
 	require.NoError(t, err)
 	b.Record(p, Failure)
 	require.Equal(t, Open, b.State(), "the new rule judges the next outcome: 3 of 3 failed")
+}
+
+// hops is how many breakers a call on b passes through to reach the one
+// holding its state.
+func hops(b *Breaker) int {
+	n := 0
+	for x := b.next.Load(); x != nil; x = x.next.Load() {
+		n++
+	}
+	return n
+}
+
+// Thousands of Reconfigures racing traffic: a call on the breaker New
+// returned is forwarded once, and every breaker in between is garbage
+// (each gets a cleanup, which unlike a finalizer does not keep what
+// it points to alive for a cycle: all but the newest few must run).
+func TestReconfigureManyTimesLeavesGarbage(t *testing.T) {
+	c := Config{WindowSize: 100, MinimumNumberOfCalls: 100, FailureRateThreshold: 100, CollectMetrics: true,
+		Clock: NewManualClock(0), OnStateChange: func(Transition) {}}
+	b, err := New(c)
+	require.NoError(t, err)
+	const n = 3000
+	var finalized atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if p, err := b.Allow(); err == nil {
+					b.Record(p, Outcome(i%2))
+				}
+			}
+		})
+	}
+	for i := range n {
+		c.WindowSize = 100 + i%2
+		require.NoError(t, b.Reconfigure(c))
+		require.LessOrEqual(t, hops(b), 1, "after Reconfigure %d", i)
+		runtime.AddCleanup(b.latest(), func(struct{}) { finalized.Add(1) }, struct{}{})
+	}
+	close(stop)
+	wg.Wait()
+	require.Equal(t, 1, hops(b))
+	for range 10 {
+		runtime.GC()
+		if finalized.Load() >= n-2 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.GreaterOrEqual(t, finalized.Load(), int64(n-2), "breakers in between kept alive")
+	m := b.Metrics()
+	require.Equal(t, m.Admitted, m.Successes+m.Failures+m.Dropped, "%+v", m)
+}
+
+// A Reconfigure whose notification's listener panics still forwards the
+// breaker New returned to the newest successor: else each such
+// Reconfigure lengthens the line every call walks, and keeps every
+// breaker on it alive.
+func TestReconfigurePanickingListenerKeepsOneHop(t *testing.T) {
+	c := Config{ConsecutiveFailures: 5, OnStateChange: func(tr Transition) {
+		if tr.Reason == ReasonReconfigured {
+			panic("listener")
+		}
+	}}
+	b, err := New(c)
+	require.NoError(t, err)
+	for i := range 100 {
+		c.ConsecutiveFailures = 5 + i%2 + 1
+		require.Panics(t, func() { _ = b.Reconfigure(c) })
+		require.LessOrEqual(t, hops(b), 1, "after Reconfigure %d", i)
+	}
+	require.Equal(t, 7, b.Settings().ConsecutiveFailures)
 }
