@@ -2,6 +2,8 @@ package core_test
 
 import (
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,3 +87,106 @@ func TestReconfigureListenerPanicKeepsTheVerdict(t *testing.T) {
 		requireHeld(t, gate, 1, "forced open")
 	})
 }
+
+// panicClock is a manual clock whose reads panic while armed.
+type panicClock struct {
+	core.ManualClock
+	armed atomic.Bool
+}
+
+func (c *panicClock) Now() time.Duration {
+	if c.armed.Load() {
+		panic("clock")
+	}
+	return c.ManualClock.Now()
+}
+
+// A clock that panics while a Reconfigure builds the breaker under the
+// new rules leaves no hang and no half state: the panic goes out of
+// Reconfigure, and once the clock reads again every method works, the
+// reconfiguration has either happened (one notification) or not (none),
+// and the next Reconfigure takes effect.
+func TestReconfigurePanickingClock(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		clock := new(panicClock)
+		c := core.Config{ConsecutiveFailures: 3, Clock: clock}
+		r := mk.build(t, c)
+		r.B.Record(r.A(), core.Failure)
+		clock.armed.Store(true)
+		next := c
+		next.ConsecutiveFailures = 2
+		require.PanicsWithValue(t, "clock", func() { _ = r.B.(reconfigurer).Reconfigure(next) })
+		clock.armed.Store(false)
+
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			require.Equal(t, core.Closed, r.B.State())
+			applied := r.B.(reconfigurer).Settings().ConsecutiveFailures == 2
+			require.Len(t, r.Transitions(), map[bool]int{true: 1}[applied])
+			require.Equal(t, uint64(1), r.B.Counts().ConsecutiveFailures, "the run kept")
+			next.ConsecutiveFailures = 3 - map[bool]int{true: 1}[!applied] // 2 if not applied, else back to 3
+			require.NoError(t, r.B.(reconfigurer).Reconfigure(next))
+			require.Equal(t, next.ConsecutiveFailures, r.B.(reconfigurer).Settings().ConsecutiveFailures)
+			for range next.ConsecutiveFailures - 1 {
+				r.B.Record(r.A(), core.Failure)
+			}
+			require.Equal(t, core.Open, r.B.State())
+			tr := r.Transitions()
+			require.Equal(t, core.ReasonReconfigured, tr[len(tr)-2].Reason)
+			require.Equal(t, core.Open, tr[len(tr)-1].To)
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("hung after the clock's panic")
+		}
+	})
+}
+
+// A ProbeGate may call Reconfigure from AdmitProbe: the probe it is asked
+// about was counted before, is kept in flight, and is judged by the new
+// rules (one success closes now); a probe it refuses after reconfiguring
+// gives its slot back on the reconfigured breaker.
+func TestReconfigureFromProbeGate(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		for _, refuse := range []bool{false, true} {
+			var r *rig
+			c := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, PermittedCallsInHalfOpen: 2,
+				SuccessesToClose: 2, MaxWaitInHalfOpen: core.WaitForever}
+			var once sync.Once
+			c.ProbeGate = probeGateFunc(func(p core.Permit) (time.Duration, error) {
+				once.Do(func() {
+					next := c
+					next.SuccessesToClose = 1
+					require.NoError(t, r.B.(reconfigurer).Reconfigure(next))
+				})
+				if refuse {
+					return 0, core.ErrHalfOpenFull
+				}
+				return 0, nil
+			})
+			r = mk.build(t, c)
+			r.B.Record(r.A(), core.Failure)
+			r.Clock.Advance(time.Second)
+			p, err := r.B.Allow()
+			require.Equal(t, 1, r.B.(reconfigurer).Settings().SuccessesToClose)
+			if refuse {
+				require.ErrorIs(t, err, core.ErrHalfOpenFull)
+				require.Equal(t, core.Counts{State: core.HalfOpen, Generation: 2}, r.B.Counts(), "the slot given back")
+				continue
+			}
+			require.NoError(t, err)
+			require.Equal(t, 1, r.B.Counts().ProbesInFlight)
+			r.B.Record(p, core.Success)
+			require.Equal(t, core.Closed, r.B.State(), "one success closes under the new rule")
+			require.Equal(t, []string{"C>O@0", "O>H@1", "H>H@1", "H>C@1"}, r.CBs())
+		}
+	})
+}
+
+// probeGateFunc is a ProbeGate that asks a function and ignores ProbeDone.
+type probeGateFunc func(core.Permit) (time.Duration, error)
+
+func (f probeGateFunc) AdmitProbe(p core.Permit) (time.Duration, error) { return f(p) }
+func (probeGateFunc) ProbeDone(core.Permit, core.Outcome)               {}
