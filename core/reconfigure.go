@@ -277,7 +277,9 @@ func (b *Breaker) successorOf(p *reconfiguration) (*Breaker, verdict) {
 		}
 	}
 	n.carryWindow(b, u, gen, now)
-	n.choosePaths(s.Classifier == nil)
+	// s is validated: its Classifier is never nil, but DefaultClassifier
+	// where New's Config had none.
+	n.choosePaths(isDefaultClassifier(s.Classifier))
 	n.base.Store(n.genOfFields(u, gen))
 	n.state.Store(uint64(u.packed()))
 	return n, v

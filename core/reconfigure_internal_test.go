@@ -139,3 +139,36 @@ func TestReconfigurePanickingListenerKeepsOneHop(t *testing.T) {
 	}
 	require.Equal(t, 7, b.Settings().ConsecutiveFailures)
 }
+
+// A reconfigured breaker takes the fast paths New would choose for its
+// rules: Allow's, a success's and a plain error's. (With the successor's
+// validated Classifier, never nil, taken for a caller's own, a
+// reconfigured breaker lost the plain-error path for good.)
+func TestReconfigureChoosesNewsPaths(t *testing.T) {
+	configs := []Config{
+		{WindowSize: 100, FailureRateThreshold: 50},
+		{WindowType: TimeBased, WindowSize: 10, FailureRateThreshold: 50},
+		{WindowSize: 100, FailureRateThreshold: 50, ConsecutiveFailures: 5},
+		{ConsecutiveFailures: 5},
+		{WindowSize: 100, FailureRateThreshold: 50, CollectMetrics: true},
+		{WindowSize: 100, FailureRateThreshold: 50, Classifier: func(error) Outcome { return Failure }},
+		{WindowSize: 100, FailureRateThreshold: 50, MaxRetryAfter: time.Minute},
+	}
+	for i, from := range configs {
+		for j, to := range configs {
+			if from.CollectMetrics != to.CollectMetrics {
+				continue // wiring: kept from New's Config
+			}
+			b, err := New(from)
+			require.NoError(t, err)
+			if err := b.Reconfigure(to); err != nil || b.next.Load() == nil {
+				continue // refused, or nothing changed
+			}
+			want, err := New(to)
+			require.NoError(t, err)
+			got := b.latest()
+			require.Equal(t, [3]any{want.plainAllow, want.success, want.plainErrors}, [3]any{got.plainAllow, got.success, got.plainErrors},
+				"from config %d to %d", i, j)
+		}
+	}
+}
