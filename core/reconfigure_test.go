@@ -190,3 +190,25 @@ type probeGateFunc func(core.Permit) (time.Duration, error)
 
 func (f probeGateFunc) AdmitProbe(p core.Permit) (time.Duration, error) { return f(p) }
 func (probeGateFunc) ProbeDone(core.Permit, core.Outcome)               {}
+
+// RecordHint bounds a hint by the MaxRetryAfter of the rules in force:
+// turned off by a Reconfigure, a hint is a plain failure; turned on, it
+// trips. (The breaker New returned bounded every hint by its own
+// MaxRetryAfter, the first Config's, forever.)
+func TestReconfigureBoundsHintsByTheNewRules(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		c := core.Config{ConsecutiveFailures: 100, OpenDuration: time.Second, MaxRetryAfter: time.Minute}
+		r := mk.build(t, c)
+		next := c
+		next.MaxRetryAfter = 0
+		require.NoError(t, r.B.(reconfigurer).Reconfigure(next))
+		r.B.RecordHint(r.A(), 30*time.Second)
+		require.Equal(t, core.Counts{State: core.Closed, ConsecutiveFailures: 1}, r.B.Counts(), "hints off: a failure")
+
+		next.MaxRetryAfter = 10 * time.Second
+		require.NoError(t, r.B.(reconfigurer).Reconfigure(next))
+		r.B.RecordHint(r.A(), 30*time.Second)
+		require.Equal(t, core.Open, r.B.State(), "hints on again: it trips")
+		require.Equal(t, 10*time.Second, r.B.RetryAfter(), "for the hint, bounded by the new MaxRetryAfter")
+	})
+}

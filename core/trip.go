@@ -122,6 +122,11 @@ func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 // recordHint is RecordHint of a failure whose error, err, was classified
 // by Done (nil from RecordHint), for Config.OpenDurationFunc.
 func (b *Breaker) recordHint(p Permit, retryAfter time.Duration, err error) {
+	// The hint is bounded by the rules in force: a reconfigured breaker's
+	// successor's, not the first Config's.
+	for b.peek() == moving {
+		b = b.successor()
+	}
 	h := b.cfg.hint(retryAfter)
 	if h == 0 {
 		b.recordOf(p, Failure, err)
@@ -133,7 +138,17 @@ func (b *Breaker) recordHint(p Permit, retryAfter time.Duration, err error) {
 	for {
 		w := b.load()
 		if w == moving {
-			b = b.successor()
+			// Reconfigured since: bounded again by the new rules; with
+			// hints off there, a plain failure (the gate is told above).
+			if b = b.successor(); b.cfg.hint(retryAfter) == 0 {
+				if p.Probe {
+					b.settleProbe(p, Failure, err, true)
+				} else {
+					b.recordOf(p, Failure, err)
+				}
+				return
+			}
+			h = b.cfg.hint(retryAfter)
 			continue
 		}
 		u := w.fields()
