@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -190,6 +191,43 @@ type probeGateFunc func(core.Permit) (time.Duration, error)
 
 func (f probeGateFunc) AdmitProbe(p core.Permit) (time.Duration, error) { return f(p) }
 func (probeGateFunc) ProbeDone(core.Permit, core.Outcome)               {}
+
+// A breaker built with the default classifier and reconfigured with a
+// classifier of its own classifies a plain error (errors.New's) with the
+// new one, and a new OpenDurationFunc hears the error that tripped: for
+// permits granted before and after the Reconfigure. (The breaker New
+// returned kept its path for plain errors, which skips the classifier and
+// the error: a Classifier making every error Ignored still saw each plain
+// one counted as a failure.)
+func TestReconfigureClassifiesPlainErrorsWithTheNewRules(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		for _, window := range []core.WindowType{core.CountBased, core.TimeBased} {
+			c := core.Config{WindowType: window, WindowSize: 2, MinimumNumberOfCalls: 2, FailureRateThreshold: 50}
+			r := mk.build(t, c)
+			before := r.A()
+			next := c
+			next.Classifier = func(error) core.Outcome { return core.Ignored }
+			require.NoError(t, r.B.(reconfigurer).Reconfigure(next))
+			r.B.Done(before, errFail)
+			r.B.Done(r.A(), errFail)
+			require.Equal(t, core.Counts{State: core.Closed}, r.B.Counts(), "both ignored by the new classifier")
+
+			next = c
+			next.OpenDuration, next.MaxOpenDuration = time.Second, 10*time.Second
+			next.OpenDurationFunc = func(_ int, err error) time.Duration {
+				if errors.Is(err, errFail) {
+					return 7 * time.Second
+				}
+				return time.Second
+			}
+			require.NoError(t, r.B.(reconfigurer).Reconfigure(next))
+			r.B.Done(r.A(), errFail)
+			r.B.Done(r.A(), errFail)
+			require.Equal(t, core.Open, r.B.State())
+			require.Equal(t, 7*time.Second, r.B.RetryAfter(), "the open duration for the error that tripped")
+		}
+	})
+}
 
 // RecordHint bounds a hint by the MaxRetryAfter of the rules in force:
 // turned off by a Reconfigure, a hint is a plain failure; turned on, it
