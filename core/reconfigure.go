@@ -108,7 +108,10 @@ func (s *Settings) changed(n *Settings) string {
 // state: one more load and call than before its first Reconfigure. It
 // panics on a zero Breaker, naming New, and when
 // Config.OpenDurationFunc panics while a verdict re-opens (after the
-// reconfiguration and the re-open have been committed and notified).
+// reconfiguration and the re-open have been committed and notified). c's
+// OpenDurationFunc, for such a re-open, runs in Reconfigure before the
+// reconfiguration commits (with no error: no failing call decided it), so
+// that no call that finds the reconfiguration half done runs user code.
 func (b *Breaker) Reconfigure(c Config) error {
 	b.mustBeNew()
 	cur, err := b.propose(c)
@@ -178,9 +181,18 @@ func (b *Breaker) tryPropose(c Config) (planned, unfinished *Breaker, err error)
 		if err != nil || changed == "" {
 			return nil, nil, err
 		}
+		p := &reconfiguration{set: s, changed: changed, from: w, gen: cur.genOf(w)}
+		if u := w.fields(); u.state == HalfOpen && int(u.failure) >= s.FailuresToReopen && s.OpenDurationFunc != nil {
+			// The re-open the kept counts decide, for the function's
+			// duration, found here, before the swap: run by a call that
+			// finds the word moving, a function that calls into the
+			// breaker would find it moving too, and build a successor of
+			// its own, running itself again without end.
+			p.open, p.openPanic = s.openDurationOf(s.nextStep(u.step), 0, nil)
+		}
 		// The plan is stored before the swap that publishes it: a call that
 		// finds the word moving finds the plan of the swap that won.
-		cur.plan.Store(&reconfiguration{set: s, changed: changed, from: w, gen: cur.genOf(w)})
+		cur.plan.Store(p)
 		if cur.cas(w, moving) {
 			return cur, nil, nil
 		}
@@ -194,6 +206,10 @@ type reconfiguration struct {
 	changed string
 	from    stateWord // the word the swap to moving replaced
 	gen     uint64    // from's breaker generation
+	// With set's OpenDurationFunc, the open duration of the re-open that
+	// from's probe counts decide under set, and the function's panic.
+	open      time.Duration
+	openPanic any
 }
 
 // latest is the newest breaker of b's line: b itself until its first
@@ -264,8 +280,14 @@ func (b *Breaker) successorOf(p *reconfiguration) (*Breaker, verdict) {
 		}
 		switch {
 		case int(u.failure) >= s.FailuresToReopen:
-			var claim stateWord
-			claim, v.d, v.pv = n.claimOpenBy(s.nextStep(u.step), lowGen(gen+1), 0, cause{decided: true})
+			// claimOpenBy with the decided cause, the function already run
+			// (tryPropose).
+			step, claim := s.nextStep(u.step), stateWord(0)
+			if s.OpenDurationFunc != nil {
+				claim, v.d, v.pv = n.claimOpenFor(step, lowGen(gen+1), p.open), p.open, p.openPanic
+			} else {
+				claim, v.d = n.claimOpen(step, lowGen(gen+1), 0), s.openDurationHinted(step, 0)
+			}
 			u = n.settle(claim, now).fields()
 			v.to, v.why, v.d = Open, ReasonProbeFailed, s.jittered(v.d, now, lowGen(gen+1))
 		case int(u.success) >= s.SuccessesToClose:

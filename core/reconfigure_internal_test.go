@@ -172,3 +172,45 @@ func TestReconfigureChoosesNewsPaths(t *testing.T) {
 		}
 	}
 }
+
+// An OpenDurationFunc may call into the lock-free breaker (only the
+// baseline's runs under a mutex). When kept probe failures re-open the
+// breaker under a Reconfigure's new rules, the function must not run while
+// the breaker is mid-way (moving, with no successor yet): there, its call
+// into the breaker builds a successor of its own, which runs the function
+// again, without end (a fatal stack overflow; the function here panics
+// past a depth of 3 instead, and the test fails on that).
+func TestReconfigureOpenDurationFuncMayCallIn(t *testing.T) {
+	var b *Breaker
+	var depth, deepest atomic.Int64
+	c := Config{ConsecutiveFailures: 1, OpenDuration: time.Second, MaxOpenDuration: time.Minute,
+		PermittedCallsInHalfOpen: 2, FailuresToReopen: 2, SuccessesToClose: 2, MaxWaitInHalfOpen: WaitForever,
+		Clock: NewManualClock(0)}
+	c.OpenDurationFunc = func(int, error) time.Duration {
+		d := depth.Add(1)
+		defer depth.Add(-1)
+		if d > deepest.Load() {
+			deepest.Store(d)
+		}
+		if d > 3 {
+			panic("recursed")
+		}
+		_ = b.State()
+		return 5 * time.Second
+	}
+	b, err := New(c)
+	require.NoError(t, err)
+	p, err := b.Allow()
+	require.NoError(t, err)
+	b.Record(p, Failure)
+	c.Clock.(*ManualClock).Advance(5 * time.Second) // the function's open duration
+	p, err = b.Allow()
+	require.NoError(t, err)
+	b.Record(p, Failure) // 1 of 2
+	next := c
+	next.FailuresToReopen = 1
+	require.NotPanics(t, func() { require.NoError(t, b.Reconfigure(next)) })
+	require.EqualValues(t, 1, deepest.Load(), "the function ran inside itself")
+	require.Equal(t, Open, b.State())
+	require.Equal(t, 5*time.Second, b.RetryAfter(), "the function's open duration")
+}

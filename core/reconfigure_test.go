@@ -258,3 +258,37 @@ func TestReconfigureBoundsHintsByTheNewRules(t *testing.T) {
 		require.Equal(t, 10*time.Second, r.B.RetryAfter(), "for the hint, bounded by the new MaxRetryAfter")
 	})
 }
+
+// Kept probe failures that re-open the breaker under new rules with an
+// OpenDurationFunc: its duration is the re-open's; if it panics, the
+// reconfiguration and the re-open (for OpenDuration) are committed and
+// notified, then the panic goes out of Reconfigure.
+func TestReconfigureVerdictRunsOpenDurationFunc(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		for _, panics := range []bool{false, true} {
+			c := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, PermittedCallsInHalfOpen: 2,
+				FailuresToReopen: 2, SuccessesToClose: 2, MaxWaitInHalfOpen: core.WaitForever}
+			r := mk.build(t, c)
+			r.B.Record(r.A(), core.Failure)
+			r.Clock.Advance(time.Second)
+			r.B.Record(r.A(), core.Failure) // 1 of 2
+			next := c
+			next.FailuresToReopen, next.MaxOpenDuration = 1, time.Minute
+			next.OpenDurationFunc = func(reopens int, err error) time.Duration {
+				require.Equal(t, 1, reopens)
+				require.NoError(t, err)
+				if panics {
+					panic("open duration")
+				}
+				return 5 * time.Second
+			}
+			if panics {
+				require.PanicsWithValue(t, "open duration", func() { _ = r.B.(reconfigurer).Reconfigure(next) })
+			} else {
+				require.NoError(t, r.B.(reconfigurer).Reconfigure(next))
+			}
+			require.Equal(t, []string{"C>O@0", "O>H@1", "H>H@1", "H>O@1"}, r.CBs())
+			require.Equal(t, map[bool]time.Duration{false: 5 * time.Second, true: time.Second}[panics], r.B.RetryAfter())
+		}
+	})
+}
