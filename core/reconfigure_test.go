@@ -292,3 +292,39 @@ func TestReconfigureVerdictRunsOpenDurationFunc(t *testing.T) {
 		}
 	})
 }
+
+// A breaker whose kept window or run of failures trips the new rules
+// stays closed until its next outcome (Reconfigure's rule), but its
+// Snapshot must still Restore under those rules: Snapshot promises never
+// a window that trips the config's rule, and Restore refuses one ("no
+// closed breaker holds it"), as it refuses a run at the threshold. Open:
+// the fix is a decision on the rule (judge the kept window and run at
+// once, as half-open counts are, or let Snapshot and Restore carry an
+// unjudged window), so the test is skipped until then; it fails without
+// the Skip.
+func TestReconfigureSnapshotRestoresUnderTheNewRules(t *testing.T) {
+	t.Skip("known: a kept window or run that trips the new rules is not judged until the next outcome, and Restore refuses its Snapshot")
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		for _, c := range []core.Config{
+			{ConsecutiveFailures: 5},
+			{WindowSize: 10, MinimumNumberOfCalls: 10, FailureRateThreshold: 50},
+		} {
+			r := mk.build(t, c)
+			for i := range map[bool]int{true: 10, false: 4}[c.WindowSize > 0] { // 4 failures first
+				r.B.Record(r.A(), core.Outcome(map[bool]int{true: 1}[i < 4]))
+			}
+			next := c
+			if next.FailureRateThreshold > 0 {
+				next.FailureRateThreshold = 40 // 4 of 10 trip now
+			} else {
+				next.ConsecutiveFailures = 3
+			}
+			require.NoError(t, r.B.(reconfigurer).Reconfigure(next))
+			s, err := r.B.Snapshot(time.Unix(1000, 0), true)
+			require.NoError(t, err)
+			next.Clock, next.OnStateChange = nil, nil
+			_, err = mk.restore(next, s, time.Unix(1000, 0))
+			require.NoError(t, err, "%+v", s)
+		}
+	})
+}
