@@ -412,6 +412,13 @@ func controlStorm(t *testing.T, mk maker, round uint64, unpaced, reconfigure boo
 				} else {
 					s.reconfs.Add(1)
 				}
+				// The reads the difftest operations lack, racing it too.
+				if snap, err := s.b.Snapshot(time.Unix(1e9, 0), true); err != nil || len(snap.Window) > 8 {
+					s.report(fmt.Sprintf("Snapshot %+v, %v", snap, err))
+				}
+				if d := s.b.RetryAfter(); d < 0 && d != core.WaitForever {
+					s.report(fmt.Sprintf("RetryAfter %v", d))
+				}
 			}
 			s.apply(difftest.Op{Kind: difftest.State})
 			s.apply(difftest.Op{Kind: difftest.Metrics})
