@@ -141,6 +141,10 @@ func (b *Breaker) forward(cur *Breaker) {
 	if n == nil {
 		return
 	}
+	// The plan is done with: dropped, so that the breaker New returned,
+	// which no one collects, does not keep its first plan (a whole
+	// Settings) for good. A call that finds cur moving finds next first.
+	cur.plan.Store(nil)
 	for {
 		old := b.next.Load()
 		if old != nil && old.reconfigs >= n.reconfigs || b.next.CompareAndSwap(old, n) {
@@ -237,6 +241,9 @@ func (b *Breaker) successor() *Breaker {
 // offer wins, and its maker announces it.
 func (b *Breaker) takeOver() *Breaker {
 	p := b.plan.Load()
+	if p == nil {
+		return b.next.Load() // done, and its plan dropped (forward) after next was set
+	}
 	n, v := b.successorOf(p)
 	if b.next.CompareAndSwap(nil, n) {
 		n.announce(p, v)
