@@ -328,3 +328,33 @@ func TestReconfigureSnapshotRestoresUnderTheNewRules(t *testing.T) {
 		}
 	})
 }
+
+// A Config that changes no rule changes nothing: no notification, the
+// same settings, whatever wiring it carries (c's Name, Clock, listener,
+// metrics, gates and InitialState are not read); a function-valued rule
+// other than DefaultClassifier always counts as changed.
+func TestReconfigureNoOp(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		c := core.Config{WindowSize: 10, FailureRateThreshold: 50, OpenDuration: time.Second}
+		r := mk.build(t, c)
+		before := r.B.(reconfigurer).Settings()
+		same := c
+		same.Name, same.Clock, same.CollectMetrics, same.InitialState = "other", core.NewManualClock(time.Hour), true, core.ForcedOpen
+		same.OnStateChange = func(core.Transition) { t.Error("the new Config's listener ran") }
+		same.ProbeGate, same.OpenGate = probeGateFunc(nil), &slots{}
+		require.NoError(t, r.B.(reconfigurer).Reconfigure(same))
+		require.NoError(t, r.B.(reconfigurer).Reconfigure(c))
+		require.Empty(t, r.Transitions())
+		after := r.B.(reconfigurer).Settings()
+		require.Equal(t, before.Fingerprint(), after.Fingerprint())
+		require.Same(t, r.Clock, after.Clock)
+		require.Equal(t, core.Closed, r.B.State())
+
+		same.Classifier = func(error) core.Outcome { return core.Failure }
+		require.NoError(t, r.B.(reconfigurer).Reconfigure(same))
+		require.NoError(t, r.B.(reconfigurer).Reconfigure(same))
+		tr := r.Transitions()
+		require.Len(t, tr, 2)
+		require.Equal(t, "Classifier", tr[1].Changed)
+	})
+}
