@@ -32,6 +32,14 @@ func TestFeaturesConcurrent(t *testing.T) {
 	t.Run("probe gate racing: no slot leaked, every probe let go reported", func(t *testing.T) { forEachImpl(t, concurrentProbeGate) })
 	t.Run("reconfigure racing probes: the new limit from its return", func(t *testing.T) { forEachImpl(t, concurrentReconfigureProbes) })
 	t.Run("reconfigure racing outcomes: each kept once", func(t *testing.T) { forEachImpl(t, concurrentReconfigureOutcomes) })
+	t.Run("reconfigure racing probes' verdicts: gate, probes and metrics exact", func(t *testing.T) { forEachImpl(t, concurrentReconfigureVerdicts) })
+	t.Run("reconfigure racing the storm: one notification each, gate and metrics exact", func(t *testing.T) {
+		forEachImpl(t, func(t *testing.T, mk maker) {
+			for round := range rounds(6, 2) {
+				controlStorm(t, mk, uint64(round), false, true)
+			}
+		})
+	})
 }
 
 // featureWorkers is how many goroutines each of those races runs.
@@ -311,7 +319,7 @@ func concurrentMetrics(t *testing.T, mk maker) {
 func TestConcurrentControlsTripsProbes(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		for round := range rounds(6, 2) {
-			controlStorm(t, mk, uint64(round), false)
+			controlStorm(t, mk, uint64(round), false, false)
 		}
 	})
 }
@@ -329,7 +337,7 @@ func TestNotificationStormKeepsGenerations(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an unpaced storm of controls: full runs only")
 	}
-	controlStorm(t, maker{new: impls[0].New}, 0, true)
+	controlStorm(t, maker{new: impls[0].New}, 0, true, false)
 }
 
 // stormProbes is the storm config's PermittedCallsInHalfOpen.
@@ -354,18 +362,36 @@ type storm struct {
 
 	bad      atomic.Value     // the first impossible observation
 	rejected [4]atomic.Uint64 // by reason, in difftest.Sentinels order
+
+	gate     slots         // the OpenGate, with room for the one breaker
+	reconfs  atomic.Int64  // Reconfigure calls that returned nil
+	reconfed []core.Config // the controller's Reconfigure configs, alternating
 }
 
 // controlStorm runs three callers and a controller on one breaker from mk
 // (unpaced: the controller in a tight loop) and checks what they observed.
-func controlStorm(t *testing.T, mk maker, round uint64, unpaced bool) {
+// reconfigure: the controller also reconfigures the breaker, between two
+// sets of rules that keep every bound the guards check (a window of 6 or
+// 8, probe limits and verdicts no larger), so that kept probe counts reach
+// verdicts, windows are copied under records, and controls, probes and
+// trips race the takeover.
+func controlStorm(t *testing.T, mk maker, round uint64, unpaced, reconfigure bool) {
 	s := &storm{clk: core.NewManualClock(0), inFlight: map[uint64]int{}, letGo: map[uint64]int{}, told: map[uint64]int{},
-		reported: map[uint64]int{}, gateRng: rand.New(rand.NewPCG(round, 7))}
-	b, err := mk.new(core.Config{WindowSize: 8, MinimumNumberOfCalls: 2, FailureRateThreshold: 50, OpenDuration: time.Millisecond,
+		reported: map[uint64]int{}, gateRng: rand.New(rand.NewPCG(round, 7)), gate: slots{capacity: 1}}
+	c := core.Config{WindowSize: 8, MinimumNumberOfCalls: 2, FailureRateThreshold: 50, OpenDuration: time.Millisecond,
 		PermittedCallsInHalfOpen: stormProbes, SuccessesToClose: 3, FailuresToReopen: 2, MaxWaitInHalfOpen: 2 * time.Millisecond,
 		RampUpDuration: 5 * time.Millisecond, RampUpStartPercent: 20, MaxRetryAfter: 3 * time.Millisecond,
-		CollectMetrics: true, Classifier: classify, Clock: s.clk, OnStateChange: s.listen, ProbeGate: (*stormGate)(s)})
+		CollectMetrics: true, Classifier: classify, Clock: s.clk, OnStateChange: s.listen, ProbeGate: (*stormGate)(s),
+		OpenGate: &s.gate}
+	b, err := mk.new(c)
 	require.NoError(t, err)
+	if reconfigure {
+		tight := c
+		tight.WindowSize, tight.OpenDuration, tight.PermittedCallsInHalfOpen = 6, 2*time.Millisecond, stormProbes-1
+		tight.SuccessesToClose, tight.FailuresToReopen, tight.MaxWaitInHalfOpen = 2, 1, 3*time.Millisecond
+		tight.RampUpDuration = 4 * time.Millisecond
+		s.reconfed = []core.Config{tight, c}
+	}
 	s.b = b
 	opsPer := rounds(1500, 800)
 	var stop atomic.Bool
@@ -380,6 +406,20 @@ func controlStorm(t *testing.T, mk maker, round uint64, unpaced bool) {
 				runtime.Gosched()
 			}
 			s.apply(stormControl(rng))
+			if len(s.reconfed) > 0 && rng.IntN(3) == 0 {
+				if err := s.b.(reconfigurer).Reconfigure(s.reconfed[s.reconfs.Load()%2]); err != nil {
+					s.report("Reconfigure: " + err.Error())
+				} else {
+					s.reconfs.Add(1)
+				}
+				// The reads the difftest operations lack, racing it too.
+				if snap, err := s.b.Snapshot(time.Unix(1e9, 0), true); err != nil || len(snap.Window) > 8 {
+					s.report(fmt.Sprintf("Snapshot %+v, %v", snap, err))
+				}
+				if d := s.b.RetryAfter(); d < 0 && d != core.WaitForever {
+					s.report(fmt.Sprintf("RetryAfter %v", d))
+				}
+			}
 			s.apply(difftest.Op{Kind: difftest.State})
 			s.apply(difftest.Op{Kind: difftest.Metrics})
 		}
@@ -402,7 +442,7 @@ func (s *storm) listen(tr core.Transition) {
 	if n := len(s.chain); n > 0 {
 		last = s.chain[n-1]
 	}
-	if s.gap == "" && !difftest.Follows(last, tr) {
+	if s.gap == "" && !followsOrKeeps(last, tr) {
 		s.gap = fmt.Sprintf("%+v after %+v (notification %d)", tr, last, len(s.chain)+1)
 	}
 	s.chain = append(s.chain, tr)
@@ -537,6 +577,22 @@ func (s *storm) check(t *testing.T) {
 	s.nmu.Unlock()
 	require.Empty(t, gap)
 	require.Equal(t, last.Generation, s.b.Counts().Generation, "generation vs last notification")
+	var reconfs int
+	s.nmu.Lock()
+	for _, tr := range s.chain {
+		if tr.Reason == core.ReasonReconfigured {
+			reconfs++
+		}
+	}
+	s.nmu.Unlock()
+	require.EqualValues(t, s.reconfs.Load(), reconfs, "one notification per Reconfigure")
+	s.gate.mu.Lock()
+	held, negative := s.gate.held, s.gate.negative
+	s.gate.mu.Unlock()
+	require.False(t, negative, "an OpenGate slot released twice")
+	st := s.b.State()
+	require.Equal(t, map[bool]int{true: 1}[st == core.Open || st == core.HalfOpen || st == core.ForcedOpen], held,
+		"OpenGate slots held in %v", st)
 	require.Zero(t, s.b.Counts().ProbesInFlight, "every probe reported, yet a slot is held")
 	s.pmu.Lock()
 	require.Equal(t, s.letGo, s.reported, "probes let go by the gate vs reported by the callers, by generation")
@@ -550,7 +606,7 @@ func (s *storm) check(t *testing.T) {
 			trans += m.Transitions[i][j]
 		}
 	}
-	require.Equal(t, uint64(n), trans, "transitions counted vs notified")
+	require.Equal(t, uint64(n-reconfs), trans, "transitions counted vs notified")
 	require.Equal(t, [4]uint64{s.rejected[0].Load(), s.rejected[1].Load(), s.rejected[2].Load(), s.rejected[3].Load()},
 		[4]uint64{m.RejectedOpen, m.RejectedHalfOpenFull, m.RejectedForcedOpen, m.RejectedRampUp})
 }
@@ -607,6 +663,15 @@ func TestCountsNeverLosesCompletedOutcomes(t *testing.T) {
 			t.Fatal(v)
 		}
 	})
+}
+
+// followsOrKeeps is difftest.Follows, or for a reconfiguration's
+// notification: the state and the generation of the one before kept.
+func followsOrKeeps(last, tr core.Transition) bool {
+	if tr.Reason == core.ReasonReconfigured {
+		return tr.From == last.To && tr.To == last.To && tr.Generation == last.Generation && tr.Changed != ""
+	}
+	return difftest.Follows(last, tr) && tr.Changed == ""
 }
 
 // reconfigurer is a breaker with Reconfigure.
@@ -710,5 +775,109 @@ func concurrentReconfigureOutcomes(t *testing.T, mk maker) {
 			require.Equal(t, uint64(featureWorkers*per/2), got.Failures, "%+v", got)
 			require.Equal(t, uint64(featureWorkers*per/2), got.SlowCalls, "%+v", got)
 		}
+	}
+}
+
+// countingProbeGate lets every probe go and counts what it let go and
+// what it was told.
+type countingProbeGate struct{ letGo, told atomic.Int64 }
+
+func (g *countingProbeGate) AdmitProbe(core.Permit) (time.Duration, error) {
+	g.letGo.Add(1)
+	return 0, nil
+}
+
+func (g *countingProbeGate) ProbeDone(core.Permit, core.Outcome) { g.told.Add(1) }
+
+// concurrentReconfigureVerdicts: probes report successes and failures
+// while a Reconfigure lowers and raises SuccessesToClose and
+// FailuresToReopen, so that kept probe counts reach verdicts at the
+// takeover, racing verdicts the probes reach themselves, and a
+// consecutive-failures trip takes the breaker back to open for the next
+// half-open period. Once all returned: the notifications form one chain
+// with one per Reconfigure, the OpenGate holds exactly the slot of an
+// ejected breaker (never released twice), every probe let go was told
+// once, no probe slot is held, and every admitted permit was counted
+// once, as acted on or dropped.
+func concurrentReconfigureVerdicts(t *testing.T, mk maker) {
+	for range rounds(60, 10) {
+		gate, pg := &slots{capacity: 1}, new(countingProbeGate)
+		c := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, PermittedCallsInHalfOpen: 4,
+			SuccessesToClose: 4, FailuresToReopen: 4, MaxWaitInHalfOpen: core.WaitForever,
+			CollectMetrics: true, OpenGate: gate, ProbeGate: pg}
+		var nmu sync.Mutex
+		var chain []core.Transition
+		gap := ""
+		r := mk.build(t, c, func(tr core.Transition) {
+			nmu.Lock()
+			defer nmu.Unlock()
+			var last core.Transition
+			if len(chain) > 0 {
+				last = chain[len(chain)-1]
+			}
+			if gap == "" && !followsOrKeeps(last, tr) {
+				gap = fmt.Sprintf("%+v after %+v", tr, last)
+			}
+			chain = append(chain, tr)
+		})
+		var reconfs atomic.Int64
+		var rejected atomic.Uint64
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			rules := [][2]int{{2, 2}, {1, 3}, {4, 1}, {3, 4}}
+			for i := range 40 {
+				r.Clock.Advance(time.Second)
+				c.SuccessesToClose, c.FailuresToReopen = rules[i%4][0], rules[i%4][1]
+				require.NoError(t, r.B.(reconfigurer).Reconfigure(c))
+				reconfs.Add(1)
+				runtime.Gosched()
+			}
+		}()
+		parallel(4, func(i int) {
+			for j := range 60 {
+				p, err := r.B.Allow()
+				if err != nil {
+					rejected.Add(1)
+					runtime.Gosched()
+					continue
+				}
+				if (i+j)%3 == 0 {
+					r.B.Record(p, core.Failure)
+				} else {
+					r.B.Done(p, nil)
+				}
+			}
+		})
+		<-done
+		nmu.Lock()
+		require.Empty(t, gap)
+		var n, k int
+		for _, tr := range chain {
+			if tr.Reason == core.ReasonReconfigured {
+				k++
+			} else {
+				n++
+			}
+		}
+		nmu.Unlock()
+		require.EqualValues(t, reconfs.Load(), k, "one notification per Reconfigure")
+		st := r.B.Counts()
+		gate.mu.Lock()
+		require.False(t, gate.negative, "an OpenGate slot released twice")
+		require.Equal(t, map[bool]int{true: 1}[st.State == core.Open || st.State == core.HalfOpen], gate.held, "slots held, %+v", st)
+		gate.mu.Unlock()
+		require.Zero(t, st.ProbesInFlight)
+		require.Equal(t, pg.letGo.Load(), pg.told.Load(), "probes let go vs told")
+		m := r.B.Metrics()
+		require.Equal(t, m.Admitted, m.Successes+m.Failures+m.Ignored+m.Dropped, "conservation %+v", m)
+		require.Equal(t, rejected.Load(), m.RejectedOpen+m.RejectedHalfOpenFull)
+		var trans uint64
+		for i := range m.Transitions {
+			for j := range m.Transitions[i] {
+				trans += m.Transitions[i][j]
+			}
+		}
+		require.EqualValues(t, n, trans, "transitions counted vs notified")
 	}
 }

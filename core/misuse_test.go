@@ -68,6 +68,13 @@ func TestZeroBreakerPanicsNamingNew(t *testing.T) {
 		{"Do", func(b breakers.Breaker) {
 			_, _ = core.Do(context.Background(), b, func(context.Context) (int, error) { return 1, nil })
 		}},
+		{"Reconfigure", func(b breakers.Breaker) {
+			if r, ok := b.(reconfigurer); ok {
+				_ = r.Reconfigure(core.Config{ConsecutiveFailures: 1})
+			} else {
+				panic("baseline: Breaker used without New") // not there yet
+			}
+		}},
 		{"Settings", func(b breakers.Breaker) {
 			if s, ok := b.(interface{ Settings() core.Settings }); ok {
 				_ = s.Settings()

@@ -158,14 +158,15 @@ func (d *dispatcher) publish(r uint64, from, to State, gen uint64, at time.Durat
 }
 
 // publishReconfigured records the notification of a reconfiguration in
-// generation t.Generation, the r-th of the breaker, and delivers every
-// event that is next in line. It is rare, so it takes the overflow stack,
-// which carries a whole Transition, rather than widening every slot by
-// Changed.
+// generation t.Generation, the r-th of the breaker, without delivering it:
+// the caller publishes the transition the reconfiguration's verdict
+// committed, if any, or calls deliver, so that a listener panicking on
+// this one cannot keep the next from being published. It is rare, so it
+// takes the overflow stack, which carries a whole Transition, rather than
+// widening every slot by Changed.
 func (d *dispatcher) publishReconfigured(r uint64, t Transition) {
 	t.Name = d.name
 	d.park((t.Generation+r)&seqMask, t)
-	d.deliver(false)
 }
 
 // park pushes the event t, number seq in line, on the overflow stack.

@@ -109,25 +109,47 @@ func (s *Settings) changed(n *Settings) string {
 // state: one more load and call than before its first Reconfigure. It
 // panics on a zero Breaker, naming New, and when
 // Config.OpenDurationFunc panics while a verdict re-opens (after the
-// reconfiguration and the re-open have been committed and notified).
+// reconfiguration and the re-open have been committed and notified). c's
+// OpenDurationFunc, for such a re-open, runs in Reconfigure before the
+// reconfiguration commits (with no error: no failing call decided it), so
+// that no call that finds the reconfiguration half done runs user code.
 func (b *Breaker) Reconfigure(c Config) error {
 	b.mustBeNew()
 	cur, err := b.propose(c)
 	if cur == nil {
 		return err
 	}
+	// Deferred: a listener that panics on the announcement (or a clock
+	// that panics while the successor is built) must not leave b
+	// forwarding through cur.
+	defer b.forward(cur)
 	// Outside the mutex: the announcement runs the listener, which may
 	// call Reconfigure.
-	n := cur.successor()
-	// Later calls on b go straight to the newest breaker, so a breaker
-	// reconfigured a thousand times forwards a call once, not a thousand
-	// times, and the breakers in between can be collected. Forward only:
-	// a Reconfigure that planned later may have stored its successor
-	// first.
+	cur.successor()
+	return nil
+}
+
+// forward points b, the breaker New returned, at cur's successor, if cur
+// has one: later calls on b go straight to the newest breaker, so a
+// breaker reconfigured a thousand times forwards a call once, not a
+// thousand times, and the breakers in between can be collected. Forward
+// only: a Reconfigure that planned later may have stored its successor
+// first. Without a successor (its builder panicked) b is left as it is:
+// the next call that finds cur moving builds one, and the next
+// Reconfigure forwards b to it.
+func (b *Breaker) forward(cur *Breaker) {
+	n := cur.next.Load()
+	if n == nil {
+		return
+	}
+	// The plan is done with: dropped, so that the breaker New returned,
+	// which no one collects, does not keep its first plan (a whole
+	// Settings) for good. A call that finds cur moving finds next first.
+	cur.plan.Store(nil)
 	for {
 		old := b.next.Load()
 		if old != nil && old.reconfigs >= n.reconfigs || b.next.CompareAndSwap(old, n) {
-			return nil
+			return
 		}
 	}
 }
@@ -164,9 +186,18 @@ func (b *Breaker) tryPropose(c Config) (planned, unfinished *Breaker, err error)
 		if err != nil || changed == "" {
 			return nil, nil, err
 		}
+		p := &reconfiguration{set: s, changed: changed, from: w, gen: cur.genOf(w)}
+		if u := w.fields(); u.state == HalfOpen && int(u.failure) >= s.FailuresToReopen && s.OpenDurationFunc != nil {
+			// The re-open the kept counts decide, for the function's
+			// duration, found here, before the swap: run by a call that
+			// finds the word moving, a function that calls into the
+			// breaker would find it moving too, and build a successor of
+			// its own, running itself again without end.
+			p.open, p.openPanic = s.openDurationOf(s.nextStep(u.step), 0, nil)
+		}
 		// The plan is stored before the swap that publishes it: a call that
 		// finds the word moving finds the plan of the swap that won.
-		cur.plan.Store(&reconfiguration{set: s, changed: changed, from: w, gen: cur.genOf(w)})
+		cur.plan.Store(p)
 		if cur.cas(w, moving) {
 			return cur, nil, nil
 		}
@@ -180,6 +211,10 @@ type reconfiguration struct {
 	changed string
 	from    stateWord // the word the swap to moving replaced
 	gen     uint64    // from's breaker generation
+	// With set's OpenDurationFunc, the open duration of the re-open that
+	// from's probe counts decide under set, and the function's panic.
+	open      time.Duration
+	openPanic any
 }
 
 // latest is the newest breaker of b's line: b itself until its first
@@ -207,6 +242,9 @@ func (b *Breaker) successor() *Breaker {
 // offer wins, and its maker announces it.
 func (b *Breaker) takeOver() *Breaker {
 	p := b.plan.Load()
+	if p == nil {
+		return b.next.Load() // done, and its plan dropped (forward) after next was set
+	}
 	n, v := b.successorOf(p)
 	if b.next.CompareAndSwap(nil, n) {
 		n.announce(p, v)
@@ -253,8 +291,14 @@ func (b *Breaker) successorOf(p *reconfiguration) (*Breaker, verdict) {
 		}
 		switch {
 		case int(u.failure) >= s.FailuresToReopen:
-			var claim stateWord
-			claim, v.d, v.pv = n.claimOpenBy(s.nextStep(u.step), lowGen(gen+1), 0, cause{decided: true})
+			// claimOpenBy with the decided cause, the function already run
+			// (tryPropose).
+			step, claim := s.nextStep(u.step), stateWord(0)
+			if s.OpenDurationFunc != nil {
+				claim, v.d, v.pv = n.claimOpenFor(step, lowGen(gen+1), p.open), p.open, p.openPanic
+			} else {
+				claim, v.d = n.claimOpen(step, lowGen(gen+1), 0), s.openDurationHinted(step, 0)
+			}
 			u = n.settle(claim, now).fields()
 			v.to, v.why, v.d = Open, ReasonProbeFailed, s.jittered(v.d, now, lowGen(gen+1))
 		case int(u.success) >= s.SuccessesToClose:
@@ -266,7 +310,9 @@ func (b *Breaker) successorOf(p *reconfiguration) (*Breaker, verdict) {
 		}
 	}
 	n.carryWindow(b, u, gen, now)
-	n.choosePaths(s.Classifier == nil)
+	// s is validated: its Classifier is never nil, but DefaultClassifier
+	// where New's Config had none.
+	n.choosePaths(isDefaultClassifier(s.Classifier))
 	n.base.Store(n.genOfFields(u, gen))
 	n.state.Store(uint64(u.packed()))
 	return n, v
@@ -327,7 +373,11 @@ func (b *Breaker) copyRing(old *atomicring.Ring, gen uint32) {
 }
 
 // announce notifies the reconfiguration that made b, then the verdict it
-// started in, if any, with what that transition does beside its swap.
+// started in, if any, with what that transition does beside its swap. The
+// verdict's part runs before anything is delivered: a listener that
+// panics on the reconfiguration's notification must not skip its
+// OpenGate release or leave its notification unpublished (every later
+// one would wait behind it).
 func (b *Breaker) announce(p *reconfiguration, v verdict) {
 	st := p.from.state()
 	if b.dispatch != nil {
@@ -337,11 +387,15 @@ func (b *Breaker) announce(p *reconfiguration, v verdict) {
 	switch v.to {
 	case Closed:
 		b.releaseIf(HalfOpen, Closed)
-		b.notify(HalfOpen, Closed, p.gen+1, v.at, v.why)
+		b.notify(HalfOpen, Closed, p.gen+1, v.at, v.why) // delivers both
 	case Open:
-		b.notifyOpen(HalfOpen, p.gen+1, v.at, v.why, v.d)
+		b.notifyOpen(HalfOpen, p.gen+1, v.at, v.why, v.d) // delivers both
 		if v.pv != nil {
 			panic(v.pv)
+		}
+	default:
+		if b.dispatch != nil {
+			b.dispatch.deliver(false)
 		}
 	}
 }

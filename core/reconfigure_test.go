@@ -1,7 +1,10 @@
 package core_test
 
 import (
+	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -280,4 +283,310 @@ func TestReconfigureRules(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { forEachImpl(t, tc.run) })
 	}
+}
+
+// A listener that panics on a reconfiguration's notification must not
+// cost the transition the reconfiguration's verdict committed: kept
+// probe counts that close the breaker under the new rules still release
+// its OpenGate slot and are notified, in order, and the notifications
+// after them still come. (With the verdict's part run after the
+// reconfiguration's delivery, the panic skipped it: the slot leaked, the
+// half-open -> closed was never published, and every later notification
+// waited behind it for good.)
+func TestReconfigureListenerPanicKeepsTheVerdict(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		gate := &slots{capacity: 1}
+		c := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, PermittedCallsInHalfOpen: 3,
+			SuccessesToClose: 3, MaxWaitInHalfOpen: core.WaitForever, OpenGate: gate}
+		r := mk.build(t, c, func(tr core.Transition) {
+			if tr.Reason == core.ReasonReconfigured {
+				panic("listener")
+			}
+		})
+		r.B.Record(r.A(), core.Failure)
+		r.Clock.Advance(time.Second)
+		p1, p2, p3 := r.A(), r.A(), r.A()
+		r.B.Record(p1, core.Success)
+		r.B.Record(p2, core.Success)
+		requireHeld(t, gate, 1, "half-open")
+
+		c.SuccessesToClose = 2
+		require.PanicsWithValue(t, "listener", func() { _ = r.B.(reconfigurer).Reconfigure(c) })
+		require.Equal(t, core.Closed, r.B.State(), "2 successes close under the new rule")
+		requireHeld(t, gate, 0, "closed by the verdict")
+		r.B.Record(p3, core.Success) // stale now
+		require.NoError(t, r.B.ForceOpen(time.Second))
+		require.Equal(t, []string{"C>O@0", "O>H@1", "H>H@1", "H>C@1", "C>O@1"}, r.CBs())
+		requireHeld(t, gate, 1, "forced open")
+	})
+}
+
+// panicClock is a manual clock whose reads panic while armed.
+type panicClock struct {
+	core.ManualClock
+	armed atomic.Bool
+}
+
+func (c *panicClock) Now() time.Duration {
+	if c.armed.Load() {
+		panic("clock")
+	}
+	return c.ManualClock.Now()
+}
+
+// A clock that panics while a Reconfigure builds the breaker under the
+// new rules leaves no hang and no half state: the panic goes out of
+// Reconfigure (the lock-free one reads the clock there), and once the clock reads again every method works, the
+// reconfiguration has either happened (one notification) or not (none),
+// and the next Reconfigure takes effect.
+func TestReconfigurePanickingClock(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		clock := new(panicClock)
+		c := core.Config{ConsecutiveFailures: 3, Clock: clock}
+		r := mk.build(t, c)
+		r.B.Record(r.A(), core.Failure)
+		clock.armed.Store(true)
+		next := c
+		next.ConsecutiveFailures = 2
+		func() {
+			// An implementation may reconfigure without reading the clock.
+			defer func() {
+				if v := recover(); v != nil {
+					require.Equal(t, "clock", v)
+				}
+			}()
+			_ = r.B.(reconfigurer).Reconfigure(next)
+		}()
+		clock.armed.Store(false)
+
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			require.Equal(t, core.Closed, r.B.State())
+			applied := r.B.(reconfigurer).Settings().ConsecutiveFailures == 2
+			require.Len(t, r.Transitions(), map[bool]int{true: 1}[applied])
+			require.Equal(t, uint64(1), r.B.Counts().ConsecutiveFailures, "the run kept")
+			next.ConsecutiveFailures = 3 - map[bool]int{true: 1}[!applied] // 2 if not applied, else back to 3
+			require.NoError(t, r.B.(reconfigurer).Reconfigure(next))
+			require.Equal(t, next.ConsecutiveFailures, r.B.(reconfigurer).Settings().ConsecutiveFailures)
+			for range next.ConsecutiveFailures - 1 {
+				r.B.Record(r.A(), core.Failure)
+			}
+			require.Equal(t, core.Open, r.B.State())
+			tr := r.Transitions()
+			require.Equal(t, core.ReasonReconfigured, tr[len(tr)-2].Reason)
+			require.Equal(t, core.Open, tr[len(tr)-1].To)
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("hung after the clock's panic")
+		}
+	})
+}
+
+// A ProbeGate may call Reconfigure from AdmitProbe: the probe it is asked
+// about was counted before, is kept in flight, and is judged by the new
+// rules (one success closes now); a probe it refuses after reconfiguring
+// gives its slot back on the reconfigured breaker.
+func TestReconfigureFromProbeGate(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		for _, refuse := range []bool{false, true} {
+			var r *rig
+			c := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, PermittedCallsInHalfOpen: 2,
+				SuccessesToClose: 2, MaxWaitInHalfOpen: core.WaitForever}
+			var once sync.Once
+			c.ProbeGate = probeGateFunc(func(p core.Permit) (time.Duration, error) {
+				once.Do(func() {
+					next := c
+					next.SuccessesToClose = 1
+					require.NoError(t, r.B.(reconfigurer).Reconfigure(next))
+				})
+				if refuse {
+					return 0, core.ErrHalfOpenFull
+				}
+				return 0, nil
+			})
+			r = mk.build(t, c)
+			r.B.Record(r.A(), core.Failure)
+			r.Clock.Advance(time.Second)
+			p, err := r.B.Allow()
+			require.Equal(t, 1, r.B.(reconfigurer).Settings().SuccessesToClose)
+			if refuse {
+				require.ErrorIs(t, err, core.ErrHalfOpenFull)
+				require.Equal(t, core.Counts{State: core.HalfOpen, Generation: 2}, r.B.Counts(), "the slot given back")
+				continue
+			}
+			require.NoError(t, err)
+			require.Equal(t, 1, r.B.Counts().ProbesInFlight)
+			r.B.Record(p, core.Success)
+			require.Equal(t, core.Closed, r.B.State(), "one success closes under the new rule")
+			require.Equal(t, []string{"C>O@0", "O>H@1", "H>H@1", "H>C@1"}, r.CBs())
+		}
+	})
+}
+
+// probeGateFunc is a ProbeGate that asks a function and ignores ProbeDone.
+type probeGateFunc func(core.Permit) (time.Duration, error)
+
+func (f probeGateFunc) AdmitProbe(p core.Permit) (time.Duration, error) { return f(p) }
+func (probeGateFunc) ProbeDone(core.Permit, core.Outcome)               {}
+
+// A breaker built with the default classifier and reconfigured with a
+// classifier of its own classifies a plain error (errors.New's) with the
+// new one, and a new OpenDurationFunc hears the error that tripped: for
+// permits granted before and after the Reconfigure. (The breaker New
+// returned kept its path for plain errors, which skips the classifier and
+// the error: a Classifier making every error Ignored still saw each plain
+// one counted as a failure.)
+func TestReconfigureClassifiesPlainErrorsWithTheNewRules(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		for _, window := range []core.WindowType{core.CountBased, core.TimeBased} {
+			c := core.Config{WindowType: window, WindowSize: 2, MinimumNumberOfCalls: 2, FailureRateThreshold: 50}
+			r := mk.build(t, c)
+			before := r.A()
+			next := c
+			next.Classifier = func(error) core.Outcome { return core.Ignored }
+			require.NoError(t, r.B.(reconfigurer).Reconfigure(next))
+			r.B.Done(before, errFail)
+			r.B.Done(r.A(), errFail)
+			require.Equal(t, core.Counts{State: core.Closed}, r.B.Counts(), "both ignored by the new classifier")
+
+			next = c
+			next.OpenDuration, next.MaxOpenDuration = time.Second, 10*time.Second
+			next.OpenDurationFunc = func(_ int, err error) time.Duration {
+				if errors.Is(err, errFail) {
+					return 7 * time.Second
+				}
+				return time.Second
+			}
+			require.NoError(t, r.B.(reconfigurer).Reconfigure(next))
+			r.B.Done(r.A(), errFail)
+			r.B.Done(r.A(), errFail)
+			require.Equal(t, core.Open, r.B.State())
+			require.Equal(t, 7*time.Second, r.B.RetryAfter(), "the open duration for the error that tripped")
+		}
+	})
+}
+
+// RecordHint bounds a hint by the MaxRetryAfter of the rules in force:
+// turned off by a Reconfigure, a hint is a plain failure; turned on, it
+// trips. (The breaker New returned bounded every hint by its own
+// MaxRetryAfter, the first Config's, forever.)
+func TestReconfigureBoundsHintsByTheNewRules(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		c := core.Config{ConsecutiveFailures: 100, OpenDuration: time.Second, MaxRetryAfter: time.Minute}
+		r := mk.build(t, c)
+		next := c
+		next.MaxRetryAfter = 0
+		require.NoError(t, r.B.(reconfigurer).Reconfigure(next))
+		r.B.RecordHint(r.A(), 30*time.Second)
+		require.Equal(t, core.Counts{State: core.Closed, ConsecutiveFailures: 1}, r.B.Counts(), "hints off: a failure")
+
+		next.MaxRetryAfter = 10 * time.Second
+		require.NoError(t, r.B.(reconfigurer).Reconfigure(next))
+		r.B.RecordHint(r.A(), 30*time.Second)
+		require.Equal(t, core.Open, r.B.State(), "hints on again: it trips")
+		require.Equal(t, 10*time.Second, r.B.RetryAfter(), "for the hint, bounded by the new MaxRetryAfter")
+	})
+}
+
+// Kept probe failures that re-open the breaker under new rules with an
+// OpenDurationFunc: its duration is the re-open's; if it panics, the
+// reconfiguration and the re-open (for OpenDuration) are committed and
+// notified, then the panic goes out of Reconfigure.
+func TestReconfigureVerdictRunsOpenDurationFunc(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		for _, panics := range []bool{false, true} {
+			c := core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, PermittedCallsInHalfOpen: 2,
+				FailuresToReopen: 2, SuccessesToClose: 2, MaxWaitInHalfOpen: core.WaitForever}
+			r := mk.build(t, c)
+			r.B.Record(r.A(), core.Failure)
+			r.Clock.Advance(time.Second)
+			r.B.Record(r.A(), core.Failure) // 1 of 2
+			next := c
+			next.FailuresToReopen, next.MaxOpenDuration = 1, time.Minute
+			next.OpenDurationFunc = func(reopens int, err error) time.Duration {
+				require.Equal(t, 1, reopens)
+				require.NoError(t, err)
+				if panics {
+					panic("open duration")
+				}
+				return 5 * time.Second
+			}
+			if panics {
+				require.PanicsWithValue(t, "open duration", func() { _ = r.B.(reconfigurer).Reconfigure(next) })
+			} else {
+				require.NoError(t, r.B.(reconfigurer).Reconfigure(next))
+			}
+			require.Equal(t, []string{"C>O@0", "O>H@1", "H>H@1", "H>O@1"}, r.CBs())
+			require.Equal(t, map[bool]time.Duration{false: 5 * time.Second, true: time.Second}[panics], r.B.RetryAfter())
+		}
+	})
+}
+
+// A breaker whose kept window or run of failures trips the new rules
+// stays closed until its next outcome (Reconfigure's rule), but its
+// Snapshot must still Restore under those rules: Snapshot promises never
+// a window that trips the config's rule, and Restore refuses one ("no
+// closed breaker holds it"), as it refuses a run at the threshold. Open:
+// the fix is a decision on the rule (judge the kept window and run at
+// once, as half-open counts are, or let Snapshot and Restore carry an
+// unjudged window), so the test is skipped until then; it fails without
+// the Skip.
+func TestReconfigureSnapshotRestoresUnderTheNewRules(t *testing.T) {
+	t.Skip("known: a kept window or run that trips the new rules is not judged until the next outcome, and Restore refuses its Snapshot")
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		for _, c := range []core.Config{
+			{ConsecutiveFailures: 5},
+			{WindowSize: 10, MinimumNumberOfCalls: 10, FailureRateThreshold: 50},
+		} {
+			r := mk.build(t, c)
+			for i := range map[bool]int{true: 10, false: 4}[c.WindowSize > 0] { // 4 failures first
+				r.B.Record(r.A(), core.Outcome(map[bool]int{true: 1}[i < 4]))
+			}
+			next := c
+			if next.FailureRateThreshold > 0 {
+				next.FailureRateThreshold = 40 // 4 of 10 trip now
+			} else {
+				next.ConsecutiveFailures = 3
+			}
+			require.NoError(t, r.B.(reconfigurer).Reconfigure(next))
+			s, err := r.B.Snapshot(time.Unix(1000, 0), true)
+			require.NoError(t, err)
+			next.Clock, next.OnStateChange = nil, nil
+			_, err = mk.restore(next, s, time.Unix(1000, 0))
+			require.NoError(t, err, "%+v", s)
+		}
+	})
+}
+
+// A Config that changes no rule changes nothing: no notification, the
+// same settings, whatever wiring it carries (c's Name, Clock, listener,
+// metrics, gates and InitialState are not read); a function-valued rule
+// other than DefaultClassifier always counts as changed.
+func TestReconfigureNoOp(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		c := core.Config{WindowSize: 10, FailureRateThreshold: 50, OpenDuration: time.Second}
+		r := mk.build(t, c)
+		before := r.B.(reconfigurer).Settings()
+		same := c
+		same.Name, same.Clock, same.CollectMetrics, same.InitialState = "other", core.NewManualClock(time.Hour), true, core.ForcedOpen
+		same.OnStateChange = func(core.Transition) { t.Error("the new Config's listener ran") }
+		same.ProbeGate, same.OpenGate = probeGateFunc(nil), &slots{}
+		require.NoError(t, r.B.(reconfigurer).Reconfigure(same))
+		require.NoError(t, r.B.(reconfigurer).Reconfigure(c))
+		require.Empty(t, r.Transitions())
+		after := r.B.(reconfigurer).Settings()
+		require.Equal(t, before.Fingerprint(), after.Fingerprint())
+		require.Same(t, r.Clock, after.Clock)
+		require.Equal(t, core.Closed, r.B.State())
+
+		same.Classifier = func(error) core.Outcome { return core.Failure }
+		require.NoError(t, r.B.(reconfigurer).Reconfigure(same))
+		require.NoError(t, r.B.(reconfigurer).Reconfigure(same))
+		tr := r.Transitions()
+		require.Len(t, tr, 2)
+		require.Equal(t, "Classifier", tr[1].Changed)
+	})
 }

@@ -72,9 +72,12 @@ func (b *Breaker) Done(p Permit, err error) {
 // error, with no Is and no Unwrap method, runs no code of the caller's: on
 // a breaker whose window is all it records, its failure goes to the
 // window's path at once, without recordError's deferred release, its
-// indirect call and Record.
+// indirect call and Record. Not on a reconfigured breaker: its plainErrors
+// are its first Config's, and the rules in force may classify the error
+// otherwise, or want it for their OpenDurationFunc (recordError
+// classifies it on the successor).
 func (b *Breaker) doneError(p Permit, err error) {
-	if b.plainErrors && !p.Probe && plainFailure(err) {
+	if b.plainErrors && !p.Probe && plainFailure(err) && b.peek() != moving {
 		if b.success == successInRing {
 			b.recordRingOutcome(p, Failure)
 		} else {

@@ -122,17 +122,11 @@ func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 // recordHint is RecordHint of a failure whose error, err, was classified
 // by Done (nil from RecordHint), for Config.OpenDurationFunc.
 func (b *Breaker) recordHint(p Permit, retryAfter time.Duration, err error) {
-	if b.peek() == moving {
-		// MaxRetryAfter may be another: bound the hint by the successor's.
-		b.successor().recordHint(p, retryAfter, err)
-		return
+	// The hint is bounded by the rules in force: a reconfigured breaker's
+	// successor's, not the first Config's.
+	for b.peek() == moving {
+		b = b.successor()
 	}
-	b.recordBounded(p, retryAfter, err)
-}
-
-// recordBounded is recordHint on a breaker whose rules were current when
-// it began: the hint bounded by its MaxRetryAfter.
-func (b *Breaker) recordBounded(p Permit, retryAfter time.Duration, err error) {
 	h := b.cfg.hint(retryAfter)
 	if h == 0 {
 		b.recordOf(p, Failure, err)
@@ -144,7 +138,17 @@ func (b *Breaker) recordBounded(p Permit, retryAfter time.Duration, err error) {
 	for {
 		w := b.load()
 		if w == moving {
-			b = b.successor()
+			// Reconfigured since: bounded again by the new rules; with
+			// hints off there, a plain failure (the gate is told above).
+			if b = b.successor(); b.cfg.hint(retryAfter) == 0 {
+				if p.Probe {
+					b.settleProbe(p, Failure, err, true)
+				} else {
+					b.recordOf(p, Failure, err)
+				}
+				return
+			}
+			h = b.cfg.hint(retryAfter)
 			continue
 		}
 		u := w.fields()

@@ -32,7 +32,12 @@ func (r *Registry[K]) Reconfigure(c core.Config) error {
 	if c.OpenGate != nil {
 		return fmt.Errorf("%w: Config.OpenGate is set in the template: the registry gives each breaker its own (MaxOpenPercent)", ErrInvalidOptions)
 	}
-	old, err := r.tmpl.Load().Validate()
+	t := r.tmpl.Load()
+	// The wiring is the first template's, for the breakers made from now
+	// on too: c's is not read (every template stored keeps it).
+	c.Name, c.Clock, c.OnStateChange, c.CollectMetrics = t.Name, t.Clock, t.OnStateChange, t.CollectMetrics
+	c.ProbeGate, c.InitialState = t.ProbeGate, t.InitialState
+	old, err := t.Validate()
 	if err != nil {
 		return err // New validated it: unreachable, but not to be hidden
 	}

@@ -2,7 +2,11 @@ package registry_test
 
 import (
 	"fmt"
+	"os"
+	"runtime"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,4 +149,132 @@ func TestReconfigureFromListener(t *testing.T) {
 	require.NoError(t, err)
 	other.Done(p, errFail)
 	require.Equal(t, core.Open, other.State(), "one failure trips it now")
+}
+
+// A breaker made after Reconfigure has the template's wiring, not the new
+// Config's: Reconfigure reads no Clock, OnStateChange, CollectMetrics or
+// InitialState from c, for the breakers made later either. (Storing c as
+// the template whole gave every later breaker the system clock, no
+// listener and no metrics.)
+func TestReconfigureKeepsTheTemplatesWiring(t *testing.T) {
+	clock := core.NewManualClock(0)
+	var mu sync.Mutex
+	var got []string
+	tmpl := core.Config{Name: "api", ConsecutiveFailures: 3, Clock: clock, CollectMetrics: true,
+		OnStateChange: func(tr core.Transition) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, fmt.Sprintf("%s %v>%v", tr.Name, tr.From, tr.To))
+		}}
+	r, err := registry.New(registry.Options[string]{Config: tmpl})
+	require.NoError(t, err)
+	next := core.Config{ConsecutiveFailures: 1, InitialState: core.ForcedOpen}
+	require.NoError(t, r.Reconfigure(next))
+	b := get(t, r, "later")
+	require.Equal(t, core.Closed, b.State(), "InitialState is the template's")
+	s := b.Settings()
+	require.Equal(t, 1, s.ConsecutiveFailures)
+	require.Same(t, clock, s.Clock)
+	require.True(t, s.CollectMetrics)
+	p, err := b.Allow()
+	require.NoError(t, err)
+	b.Done(p, errFail)
+	require.Equal(t, core.Open, b.State())
+	mu.Lock()
+	require.Equal(t, []string{"api/later closed>open"}, got, "the template's listener")
+	mu.Unlock()
+}
+
+// heapAfterGC is the live heap once garbage is collected.
+func heapAfterGC() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// A registry of many breakers (10,000, or REGISTRY_SCALE_KEYS; count
+// windows of 100 and a listener) is reconfigured three times from new
+// templates while two goroutines Get, some of them new keys: every
+// breaker ends on the last rules, and the live heap a breaker holds
+// afterwards is bounded: the breakers each Reconfigure replaced are
+// garbage, and only the first breaker of each line (its sealed window,
+// the caller's handle) stays with the newest. The figures are logged
+// (REGISTRY_SCALE_KEYS=100000 go test -run AtScale -v).
+func TestReconfigureAtScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("many breakers")
+	}
+	n := 10_000
+	if v, err := strconv.Atoi(os.Getenv("REGISTRY_SCALE_KEYS")); err == nil {
+		n = v
+	}
+	tmpl := core.Config{WindowSize: 100, MinimumNumberOfCalls: 100, FailureRateThreshold: 50,
+		OnStateChange: func(core.Transition) {}}
+	r, err := registry.New(registry.Options[int]{Config: tmpl})
+	require.NoError(t, err)
+	base := heapAfterGC()
+	for k := range n {
+		b, err := r.Get(k)
+		require.NoError(t, err)
+		if k%10 == 0 {
+			p, err := b.Allow()
+			require.NoError(t, err)
+			b.Done(p, errFail)
+		}
+	}
+	before := heapAfterGC()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var bad atomic.Value
+	for w := range 2 {
+		wg.Go(func() {
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key := k % n
+				if k%100 == 0 {
+					key = n + w*1_000_000_000 + k // a new breaker
+				}
+				b, err := r.Get(key)
+				if err != nil {
+					bad.CompareAndSwap(nil, err)
+					return
+				}
+				if p, err := b.Allow(); err == nil {
+					b.Done(p, nil)
+				}
+			}
+		})
+	}
+	next := tmpl
+	for i, size := range []int{50, 80, 60} {
+		next.FailureRateThreshold, next.WindowSize, next.MinimumNumberOfCalls = 40+i, size, size
+		var ms0, ms1 runtime.MemStats
+		runtime.ReadMemStats(&ms0)
+		start := time.Now()
+		require.NoError(t, r.Reconfigure(next))
+		took := time.Since(start)
+		runtime.ReadMemStats(&ms1)
+		allocs, bytes := ms1.Mallocs-ms0.Mallocs, ms1.TotalAlloc-ms0.TotalAlloc
+		t.Logf("Reconfigure %d of %d breakers, 2 goroutines racing it with Gets: %v (%v a breaker), %d allocations (%.1f a breaker), %d B (%.0f a breaker), the racers' included",
+			i+1, n, took, took/time.Duration(n), allocs, float64(allocs)/float64(n), bytes, float64(bytes)/float64(n))
+	}
+	close(stop)
+	wg.Wait()
+	require.Nil(t, bad.Load())
+	for k, b := range r.All() {
+		s := b.Settings()
+		require.Equal(t, 42, s.FailureRateThreshold, "key %v", k)
+		require.Equal(t, 60, s.WindowSize, "key %v", k)
+	}
+	after := heapAfterGC()
+	per0, per1 := float64(before-base)/float64(n), float64(after-base)/float64(r.Len())
+	t.Logf("%d breakers (+%d made by racing Gets): live heap %.0f B a breaker before, %.0f after", n, r.Len()-n, per0, per1)
+	require.Less(t, per1, 2.2*per0, "the breakers in between are kept alive")
+	runtime.KeepAlive(r)
 }
