@@ -18,7 +18,8 @@ import (
 //   - sealed, in Seal: head.sealed 0 -> 1, once. From then on no recycle,
 //     takeover (RecordCurrent) or retire moves an id: each loads it
 //     after the id it would move, so a writer that loads an id Seal has
-//     already moved also finds the window sealed.
+//     already moved also finds the window sealed. A judge loads it after
+//     its sum (judge.go, sumAndJudge).
 //   - seal, in Seal: id (g, i, s) -> (g+2^23, i, s), every bucket. It fails
 //     the one recycle or retire per bucket that may still be pending from
 //     a writer that checked head.sealed before it was set (its CAS
@@ -32,10 +33,11 @@ import (
 //     the swap is in k; one after it finds tag i+1, which reads as newer
 //     than its i, and than every incarnation up to 127 recycles before i,
 //     and reports the outcome dropped (an older one reads it as older and
-//     re-checks id, which has moved). A catch-up whose re-check of id came before the
-//     seal CAS and whose CAS comes after the swap fails, as its expected
-//     word has changed. So every outcome reported recorded is in one
-//     swap's k, and every k is outcomes reported recorded.
+//     re-checks id, which has moved). A catch-up whose re-check of id
+//     came before the seal CAS and whose CAS comes after the swap fails,
+//     as its expected word has changed. So every outcome reported
+//     recorded is in one swap's k, and every k is outcomes reported
+//     recorded.
 //
 // The swaps need no order among themselves: an outcome is one counter.
 
@@ -85,11 +87,11 @@ func (s Sealed) Counts() window.Counts {
 // window at max(floor(now), head), head read once no recycle can move a
 // bucket to a newer second.
 //
-// It is exact, for every second it returns: an outcome of gen that
-// Record, RecordCurrent, RecordTrip, RecordSuccess or RecordFailure
-// reports recorded (before, during or after Seal) is counted in exactly
-// one second of the result, and every outcome it counts was reported
-// recorded. Outcomes of other generations, and of seconds that left the
+// It is exact, for every second inside the window at that reading: an
+// outcome of gen in it that Record, RecordCurrent, RecordTrip,
+// RecordSuccess or RecordFailure reports recorded (before Seal or while
+// it runs; none is after) is counted once, in that second of the result,
+// and every outcome it counts was reported recorded. Outcomes of other generations, and of seconds that left the
 // window, are not returned; they may have been reported recorded, as
 // evicted ones are. Generations compare as for Record, so gen is meant to
 // be the newest generation the window has seen.
