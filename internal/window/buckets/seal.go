@@ -26,7 +26,8 @@ import (
 //   - sealed, in Seal: head.sealed -> 1. From then on no recycle,
 //     takeover (RecordCurrent) or retire moves an id: each loads it
 //     after the id it would move, so a writer that loads an id Seal has
-//     already moved also finds the window sealed.
+//     already moved also finds the window sealed. A judge loads it after
+//     its sum (judge.go, sumAndJudge).
 //   - seal, in Seal: id (g, i, s) -> (H, i, s) if g is the sealed
 //     generation gen, (H+1, i, s) if another; H = gen + 2^22. A bucket
 //     holds a generation in (gen - 2^23, gen], so H and H+1 are held by no
@@ -97,11 +98,11 @@ func (s Sealed) Counts() window.Counts {
 // window at max(floor(now), head), head read once no recycle can move a
 // bucket to a newer second.
 //
-// It is exact, for every second it returns: an outcome of gen that
-// Record, RecordCurrent, RecordTrip, RecordSuccess or RecordFailure
-// reports recorded (before, during or after Seal) is counted in exactly
-// one second of the result, and every outcome it counts was reported
-// recorded. Outcomes of other generations, and of seconds that left the
+// It is exact, for every second inside the window at that reading: an
+// outcome of gen in it that Record, RecordCurrent, RecordTrip,
+// RecordSuccess or RecordFailure reports recorded (before Seal or while
+// it runs; none is after) is counted once, in that second of the result,
+// and every outcome it counts was reported recorded. Outcomes of other generations, and of seconds that left the
 // window, are not returned; they may have been reported recorded, as
 // evicted ones are. Generations compare as for Record, so gen is meant to
 // be the newest generation the window has seen.
