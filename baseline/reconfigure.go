@@ -1,6 +1,7 @@
 package baseline
 
 import (
+	"sync"
 	"time"
 
 	"github.com/casbreaker/casbreaker/core"
@@ -87,8 +88,10 @@ func (b *Breaker) Reconfigure(c core.Config) error {
 		b.reconfig.Unlock()
 		return err
 	}
+	// The clock, the caller's code, is read before the mutex, as every
+	// method reads it: a clock that panics leaves nothing locked.
+	now := b.readClockReleasing(&b.reconfig)
 	b.mu.Lock()
-	now := b.clock.Now()
 	old, step := b.cfg, b.step()
 	oldCount, oldTime, oldWindow := b.count, b.time, b.window
 	b.setRules(n)
@@ -207,4 +210,18 @@ func (b *Breaker) verdict(err error, now time.Duration, read bool) (pv any) {
 		}
 	}
 	return nil
+}
+
+// readClockReleasing reads the clock, and unlocks l if the clock panics
+// (the panic goes on).
+func (b *Breaker) readClockReleasing(l *sync.Mutex) time.Duration {
+	read := false
+	defer func() {
+		if !read {
+			l.Unlock()
+		}
+	}()
+	now := b.clock.Now()
+	read = true
+	return now
 }

@@ -226,6 +226,15 @@ func (b *Breaker) latest() *Breaker {
 	return b
 }
 
+// inForce is the breaker whose rules are in force for a call on b: b, or
+// the successor a Reconfigure gave it.
+func (b *Breaker) inForce() *Breaker {
+	for b.peek() == moving {
+		b = b.successor()
+	}
+	return b
+}
+
 // successor is the breaker that holds b's state under its new rules; call
 // it on a breaker whose word is moving. Small enough to inline: a
 // reconfigured breaker forwards every call through it.

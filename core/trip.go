@@ -124,31 +124,20 @@ func (b *Breaker) RecordHint(p Permit, retryAfter time.Duration) {
 func (b *Breaker) recordHint(p Permit, retryAfter time.Duration, err error) {
 	// The hint is bounded by the rules in force: a reconfigured breaker's
 	// successor's, not the first Config's.
-	for b.peek() == moving {
-		b = b.successor()
-	}
+	b = b.inForce()
 	h := b.cfg.hint(retryAfter)
 	if h == 0 {
 		b.recordOf(p, Failure, err)
 		return
 	}
-	if g := b.cfg.ProbeGate; g != nil && p.Probe {
-		defer g.ProbeDone(p, Failure)
-	}
+	defer b.tellProbeGate(p, Failure)
 	for {
 		w := b.load()
 		if w == moving {
-			// Reconfigured since: bounded again by the new rules; with
-			// hints off there, a plain failure (the gate is told above).
-			if b = b.successor(); b.cfg.hint(retryAfter) == 0 {
-				if p.Probe {
-					b.settleProbe(p, Failure, err, true)
-				} else {
-					b.recordOf(p, Failure, err)
-				}
+			// Reconfigured since: bounded again by the new rules.
+			if b, h = b.rehint(p, retryAfter, err); h == 0 {
 				return
 			}
-			h = b.cfg.hint(retryAfter)
 			continue
 		}
 		u := w.fields()
@@ -170,6 +159,31 @@ func (b *Breaker) recordHint(p Permit, retryAfter time.Duration, err error) {
 		}
 		b.countDropped()
 		return
+	}
+}
+
+// rehint is recordHint's step onto the successor of b, whose word it found
+// moving: the successor and the hint bounded by its rules; with hints off
+// there (zero), the failure is recorded as a plain one, recordHint having
+// told the probe gate already.
+func (b *Breaker) rehint(p Permit, retryAfter time.Duration, err error) (*Breaker, time.Duration) {
+	n := b.successor()
+	h := n.cfg.hint(retryAfter)
+	switch {
+	case h > 0:
+	case p.Probe:
+		n.settleProbe(p, Failure, err, true)
+	default:
+		n.recordOf(p, Failure, err)
+	}
+	return n, h
+}
+
+// tellProbeGate tells Config.ProbeGate, if there is one, the outcome o of
+// probe p, and nothing of a permit that is no probe.
+func (b *Breaker) tellProbeGate(p Permit, o Outcome) {
+	if g := b.cfg.ProbeGate; g != nil && p.Probe {
+		g.ProbeDone(p, o)
 	}
 }
 

@@ -175,7 +175,7 @@ func ReasonLabel(r core.Reason) string {
 }
 
 var stateLabels, reasonLabels = labels(core.NumStates, func(i int) string { return core.State(i).String() }),
-	labels(int(core.ReasonCapped)+1, func(i int) string { return core.Reason(i).String() })
+	labels(int(core.ReasonReconfigured)+1, func(i int) string { return core.Reason(i).String() })
 
 func labels(n int, name func(int) string) []string {
 	out := make([]string, n)

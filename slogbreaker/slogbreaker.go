@@ -22,8 +22,13 @@ type Options struct {
 // DefaultLevel is slog.LevelWarn for a transition into Open or ForcedOpen
 // (calls will be refused) and for a trip that a cap on open breakers
 // refused (core.ReasonCapped: the dependency failed enough to open, and
-// calls still go to it), and slog.LevelInfo for every other.
+// calls still go to it), and slog.LevelInfo for every other, a
+// reconfiguration (core.ReasonReconfigured, which changes no state)
+// included.
 func DefaultLevel(t core.Transition) slog.Level {
+	if t.Reason == core.ReasonReconfigured {
+		return slog.LevelInfo
+	}
 	if t.To == core.Open || t.To == core.ForcedOpen || t.Reason == core.ReasonCapped {
 		return slog.LevelWarn
 	}
@@ -40,6 +45,7 @@ func DefaultLevel(t core.Transition) slog.Level {
 //	open_for    for a transition into Open: how long until a call may probe
 //	open_until  the same as a wall-clock time, when the breaker's clock
 //	            tells one (Transition.Time is set)
+//	changed     for a reconfiguration: Transition.Changed, the fields
 //
 // The record's time is Transition.Time: the wall-clock time of the
 // transition, not of the logging, so lines from several breakers compare;
@@ -75,7 +81,9 @@ func Listener(logger *slog.Logger, o Options) func(core.Transition) {
 			slog.String("reason", t.Reason.String()),
 			slog.Uint64("generation", t.Generation),
 		)
-		if t.To == core.Open {
+		if t.Reason == core.ReasonReconfigured {
+			r.AddAttrs(slog.String("changed", t.Changed))
+		} else if t.To == core.Open {
 			openFor := t.OpenUntil - t.At
 			r.AddAttrs(slog.Duration("open_for", openFor))
 			if !t.Time.IsZero() {

@@ -73,3 +73,29 @@ func TestListenerLogsCappedTrip(t *testing.T) {
 	require.Equal(t, "capped", rec["reason"])
 	require.NotContains(t, rec, "open_for")
 }
+
+// A reconfiguration of an open breaker is logged at INFO with the fields
+// it changed, and no open_for: it opens nothing.
+func TestListenerLogsReconfiguration(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	c := core.Config{Name: "db", ConsecutiveFailures: 1, Clock: core.NewManualClock(0),
+		OnStateChange: slogbreaker.Listener(logger, slogbreaker.Options{})}
+	b, err := core.New(c)
+	require.NoError(t, err)
+	p, err := b.Allow()
+	require.NoError(t, err)
+	b.Done(p, errors.New("down"))
+	buf.Reset()
+	c.ConsecutiveFailures = 2
+	require.NoError(t, b.Reconfigure(c))
+
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &rec))
+	require.Equal(t, "INFO", rec["level"])
+	require.Equal(t, "open", rec["from"])
+	require.Equal(t, "open", rec["to"])
+	require.Equal(t, "reconfigured", rec["reason"])
+	require.Equal(t, "ConsecutiveFailures", rec["changed"])
+	require.NotContains(t, rec, "open_for")
+}
