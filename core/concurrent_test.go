@@ -389,7 +389,7 @@ func controlStorm(t *testing.T, mk maker, round uint64, unpaced, reconfigure boo
 		tight := c
 		tight.WindowSize, tight.OpenDuration, tight.PermittedCallsInHalfOpen = 6, 2*time.Millisecond, stormProbes-1
 		tight.SuccessesToClose, tight.FailuresToReopen, tight.MaxWaitInHalfOpen = 2, 1, 3*time.Millisecond
-		tight.RampUpDuration = 4 * time.Millisecond
+		tight.RampUpDuration, tight.MaxRetryAfter = 4*time.Millisecond, 0 // hints off, then on again
 		s.reconfed = []core.Config{tight, c}
 	}
 	s.b = b
