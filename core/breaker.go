@@ -3,6 +3,7 @@ package core
 import (
 	"sync"
 	"time"
+	"unsafe"
 
 	"go.uber.org/atomic"
 
@@ -76,18 +77,10 @@ type Breaker struct {
 	// generation that was current at some time, at most the current one and
 	// less than 2^20 behind it. Only committed raises it, and only forward.
 	base atomic.Uint64
-	// What Reconfigure needs (reconfigure.go), in the padding of the state
-	// word's line, so that a breaker is no larger for it: next is the
-	// breaker that took over this one's state under new rules, plan the
-	// reconfiguration in progress, both stored once and loaded only by
-	// calls that find the word moving; reconfigs (how many breakers came
-	// before this one) is fixed when it is built; mu orders Reconfigure
-	// calls on the breaker New returned.
-	next      atomic.Pointer[Breaker]
-	plan      atomic.Pointer[reconfiguration]
-	reconfigs uint64
-	mu        sync.Mutex
-	_         [cacheline.Size - 48]byte
+	// What Reconfigure needs, in the padding of the state word's line, so
+	// that a breaker is no larger for it (relay says what each is).
+	relay
+	_ [cacheline.Size - 16 - unsafe.Sizeof(relay{})]byte
 
 	cfg Settings
 	// sysOrigin is the runtime-clock reading at the base of cfg.Clock when
@@ -117,6 +110,20 @@ type Breaker struct {
 	// window all there is to record in (successInRing or successInBuckets),
 	// so Done takes a plain error's failure straight to the window.
 	plainErrors bool
+}
+
+// relay is what Reconfigure needs of a breaker (reconfigure.go): next is
+// the breaker that took over this one's state under new rules, plan the
+// reconfiguration in progress, both stored once and loaded only by calls
+// that find the word moving; reconfigs (how many breakers came before
+// this one) is fixed when it is built; mu orders Reconfigure calls on the
+// breaker New returned. Its size depends on the platform's pointers, so
+// the padding after it is computed.
+type relay struct {
+	next      atomic.Pointer[Breaker]
+	plan      atomic.Pointer[reconfiguration]
+	reconfigs uint64
+	mu        sync.Mutex
 }
 
 // successPath is the way Done takes a success outside half-open.

@@ -158,10 +158,9 @@ func concurrentMaxWaitRestart(t *testing.T, mk maker) {
 }
 
 // halfGate is a core.ProbeGate that refuses every other probe, keeping
-// count of the probes it let go that are not yet reported and of the most
-// ever out at once.
+// count of the probes it let go that are not yet reported.
 type halfGate struct {
-	asked, out, most, refused, done atomic.Int64
+	asked, out, refused, done atomic.Int64
 }
 
 func (g *halfGate) AdmitProbe(core.Permit) (time.Duration, error) {
@@ -169,9 +168,7 @@ func (g *halfGate) AdmitProbe(core.Permit) (time.Duration, error) {
 		g.refused.Add(1)
 		return time.Second, fmt.Errorf("refused by the gate: %w", core.ErrHalfOpenFull)
 	}
-	n := g.out.Add(1)
-	for m := g.most.Load(); n > m && !g.most.CompareAndSwap(m, n); m = g.most.Load() {
-	}
+	g.out.Add(1)
 	return 0, nil
 }
 
@@ -192,13 +189,17 @@ func concurrentProbeGate(t *testing.T, mk maker) {
 	r.X(core.Failure)
 	r.At(1)
 	n := rounds(400, 50)
-	var letGo, full atomic.Int64
+	var letGo, full, held, most atomic.Int64
 	parallel(featureWorkers, func(int) {
 		for range n {
 			p, err := r.B.Allow()
 			switch {
 			case err == nil && p.Probe:
 				letGo.Add(1)
+				n := held.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				held.Add(-1)
 				r.B.Record(p, core.Ignored)
 			case errors.Is(err, core.ErrHalfOpenFull):
 				full.Add(1)
@@ -208,7 +209,10 @@ func concurrentProbeGate(t *testing.T, mk maker) {
 		}
 	})
 	require.Zero(t, gate.out.Load(), "probes let go and not reported to the gate")
-	require.LessOrEqual(t, gate.most.Load(), int64(3), "more probes out at once than the breaker's slots")
+	// Held by callers, not as the gate counts them: the gate hears a
+	// report after the breaker took it back (R17), so another probe may
+	// be let go in between.
+	require.LessOrEqual(t, most.Load(), int64(3), "more probes out at once than the breaker's slots")
 	require.Equal(t, letGo.Load(), gate.done.Load())
 	require.Equal(t, gate.asked.Load(), letGo.Load()+gate.refused.Load())
 	require.Equal(t, 0, r.B.Counts().ProbesInFlight, "a slot leaked")

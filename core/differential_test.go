@@ -29,18 +29,6 @@ type history struct {
 	// alts are the configs a Reconfigure draws from
 	// (difftest.Alternatives of the history's config).
 	alts         []core.Config
-	reconfigured bool // a Reconfigure was drawn
-}
-
-// restorable reports whether a snapshot of the Differ's first side, taken
-// now, would restore a breaker with the Differ's config.
-func restorable(d *difftest.Differ, withWindow bool) bool {
-	snap, err := d.Sides[0].B.Snapshot(restartWall, withWindow)
-	if err != nil {
-		return false
-	}
-	set, err := d.Config().Validate()
-	return err == nil && snap.CheckFor(set) == nil
 }
 
 // reconfigure draws a Reconfigure to one of the history's alternative
@@ -63,15 +51,6 @@ func runHistory(t *testing.T, what string, cfg core.Config, base time.Duration, 
 	for i := range steps {
 		if i == re.at && re.ramping && !rampingUp(d) {
 			re.at++
-		}
-		if i == re.at && h.reconfigured && !restorable(d, re.window) {
-			// A reconfiguration that lowered a threshold keeps a run of
-			// failures, or a window, that its rule would trip on the next
-			// outcome (R18: not judged at the reconfiguration), and
-			// Restore refuses to carry one over (docs/semantics.md,
-			// Restarts): the restart waits for an outcome to judge it.
-			re.at++
-			kinds["restart postponed: not restorable"]++
 		}
 		if i == re.at {
 			tallySeen(kinds, d.Sides[0].Seen()) // the first process's
@@ -96,7 +75,6 @@ func runHistory(t *testing.T, what string, cfg core.Config, base time.Duration, 
 			h.held = nil // permits die with their process
 		}
 		op := next(h)
-		h.reconfigured = h.reconfigured || op.Kind == difftest.Reconfigure
 		obs, err := d.Step(op)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)

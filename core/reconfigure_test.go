@@ -525,17 +525,11 @@ func TestReconfigureVerdictRunsOpenDurationFunc(t *testing.T) {
 	})
 }
 
-// A breaker whose kept window or run of failures trips the new rules
-// stays closed until its next outcome (Reconfigure's rule), but its
-// Snapshot must still Restore under those rules: Snapshot promises never
-// a window that trips the config's rule, and Restore refuses one ("no
-// closed breaker holds it"), as it refuses a run at the threshold. Open:
-// the fix is a decision on the rule (judge the kept window and run at
-// once, as half-open counts are, or let Snapshot and Restore carry an
-// unjudged window), so the test is skipped until then; it fails without
-// the Skip.
+// A kept window or run that trips the new rules (a threshold lowered)
+// leaves the breaker closed until its next outcome, and its Snapshot
+// restores under those rules, closed, to a breaker whose next failure
+// trips it.
 func TestReconfigureSnapshotRestoresUnderTheNewRules(t *testing.T) {
-	t.Skip("known: a kept window or run that trips the new rules is not judged until the next outcome, and Restore refuses its Snapshot")
 	forEachImpl(t, func(t *testing.T, mk maker) {
 		for _, c := range []core.Config{
 			{ConsecutiveFailures: 5},
@@ -555,8 +549,13 @@ func TestReconfigureSnapshotRestoresUnderTheNewRules(t *testing.T) {
 			s, err := r.B.Snapshot(time.Unix(1000, 0), true)
 			require.NoError(t, err)
 			next.Clock, next.OnStateChange = nil, nil
-			_, err = mk.restore(next, s, time.Unix(1000, 0))
+			rb, err := mk.restore(next, s, time.Unix(1000, 0))
 			require.NoError(t, err, "%+v", s)
+			require.Equal(t, core.Closed, rb.State())
+			p, err := rb.Allow()
+			require.NoError(t, err)
+			rb.Record(p, core.Failure)
+			require.Equal(t, core.Open, rb.State(), "the next outcome judges it")
 		}
 	})
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/casbreaker/casbreaker/window"
 )
 
 // Snapshot is what a breaker remembers across a restart of its process: its
@@ -231,8 +229,8 @@ func (s Snapshot) CheckFor(set Settings) error {
 	if s.Step > set.lastStep {
 		return invalidSnapshot("backoff step %d is past the config's last, %d", s.Step, set.lastStep)
 	}
-	if s.ConsecutiveFailures != 0 && int(s.ConsecutiveFailures) >= set.ConsecutiveFailures {
-		return invalidSnapshot("%d consecutive failures, where the config trips at %d", s.ConsecutiveFailures, set.ConsecutiveFailures)
+	if s.ConsecutiveFailures != 0 && set.ConsecutiveFailures == 0 {
+		return invalidSnapshot("%d consecutive failures, where the config counts none", s.ConsecutiveFailures)
 	}
 	if err := s.checkWindow(&set); err != nil {
 		return err
@@ -262,18 +260,13 @@ func (s Snapshot) checkWindow(set *Settings) error {
 	if set.WindowType != CountBased || len(s.Window) > set.WindowSize {
 		return invalidSnapshot("a count window of %d calls, where the config's window is %d calls %v", len(s.Window), set.WindowSize, set.WindowType)
 	}
-	var c window.Counts
+	// A window (or a run of failures) that trips the rule is taken as it
+	// is: a breaker whose threshold Reconfigure lowered holds one, closed,
+	// until its next outcome judges it, and so does the restored one.
 	for _, x := range s.Window {
 		if x.Slow() && !set.slowEnabled() {
 			return invalidSnapshot("a slow call in the window, where the config has no slow-call threshold")
 		}
-		c.Calls++
-		c.Failures += uint64(x & CallFailure)
-		c.SlowCalls += uint64(x&CallSlowSuccess) >> 1
-		c.SlowFailures += uint64(x / CallSlowFailure)
-	}
-	if set.rule.Trips(c) {
-		return invalidSnapshot("the window %+v trips the config's rule: no closed breaker holds it", c)
 	}
 	return nil
 }
