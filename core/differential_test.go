@@ -28,7 +28,7 @@ type history struct {
 	held []core.Permit
 	// alts are the configs a Reconfigure draws from
 	// (difftest.Alternatives of the history's config).
-	alts         []core.Config
+	alts []core.Config
 }
 
 // reconfigure draws a Reconfigure to one of the history's alternative
