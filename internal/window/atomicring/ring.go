@@ -351,7 +351,7 @@ const (
 func procyield(cycles uint32)
 
 // Reset makes the ring hold generation gen (low 16 bits) with an empty
-// window, unless it already holds gen. It is for a caller that knows gen is
+// window, unless it already holds gen or Seal sealed it for gen. It is for a caller that knows gen is
 // current although Record reported it stale: a ring that saw no outcome while
 // the generation advanced 2^15 or more reads the current generation as
 // older, and only a caller with an authority on the generation (the
@@ -361,7 +361,19 @@ func procyield(cycles uint32)
 // while a Record of that generation's earlier stay is still between its
 // read of the leaving outcome and its swap, is the one way to shorten the
 // bound on such a paused Record (docs/design.md, The count window).
-func (r *Ring) Reset(gen uint32) { r.moveTo(uint16(gen), false) }
+func (r *Ring) Reset(gen uint32) {
+	g := uint16(gen)
+	for {
+		a := r.hot.a.Load()
+		// A ring sealed for gen keeps gen's window for good: a record that
+		// found the generation current a moment before the seal must not
+		// undo it (the breaker forwards the record instead).
+		h := uint16(a >> genShift)
+		if h == g || h == g+sealAhead || r.hot.a.CompareAndSwap(a, uint64(g)<<genShift) {
+			return
+		}
+	}
+}
 
 // Advance makes the ring hold generation gen (low 16 bits) with an empty
 // window if it holds an older one (serial arithmetic, as in Record), and
@@ -566,10 +578,10 @@ const sealAhead = 1 << 14
 // never will (it reports Stale), and the window it copies is final. A ring
 // holding another generation is sealed empty. calls must hold Size
 // elements. It may run concurrently with every other call on r, itself
-// included: every Seal of gen copies the same outcomes. A Reset or a claim
-// of a generation that reads as newer (2^14 or more ahead of gen) undoes
-// the seal, as it would any window; the breaker makes neither on a ring it
-// sealed.
+// included: every Seal of gen copies the same outcomes. A Reset to gen
+// leaves it sealed; a claim, or a Reset, of a generation that reads as
+// newer (2^14 or more ahead of gen) undoes the seal, as it would any
+// window, and the breaker makes neither on a ring it sealed.
 func (r *Ring) Seal(gen uint32, calls []uint8) (n int, closed bool) {
 	g := uint16(gen)
 	sealed := g + sealAhead

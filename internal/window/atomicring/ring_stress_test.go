@@ -482,3 +482,21 @@ func b2i(b bool) int {
 	}
 	return 0
 }
+
+// A Reset to the sealed generation, from a record that found it current
+// just before the seal, leaves the seal and its window as they were.
+func TestSeal_ResetToTheSealedGenerationKeepsIt(t *testing.T) {
+	r, err := New(4)
+	require.NoError(t, err)
+	r.Reset(7)
+	_, ok := r.Record(7, true, false)
+	require.True(t, ok)
+	calls := make([]uint8, 4)
+	n, _ := r.Seal(7, calls)
+	require.Equal(t, 1, n)
+	r.Reset(7)
+	m, _ := r.Seal(7, calls)
+	require.Equal(t, 1, m, "the Reset undid the seal")
+	_, ok = r.Record(7, true, false)
+	require.False(t, ok)
+}
