@@ -83,20 +83,28 @@ type Breaker struct {
 	jitter   uint64 // core.Config.OpenDurationJitter in units of 2^-32
 	maxWait  span   // the half-open max wait; zero: off
 	ramp     span   // the ramp-up after closing; zero: off
-	// early is what the paths before the mutex need of the rules (whether
-	// to read the clock, the classifier, whether hints are on), swapped
-	// whole by Reconfigure: a hint that the path checks again under the
-	// mutex, where a reconfiguration that came in between shows.
+	// early is what the error paths before the mutex need of the rules
+	// (the classifier, whether hints are on), swapped whole by
+	// Reconfigure: a hint that the path checks again under the mutex,
+	// where a reconfiguration that came in between shows.
 	early atomic.Pointer[earlyRules]
 	// reconfig makes Reconfigure calls run one at a time.
 	reconfig sync.Mutex
 
 	// The wiring, which a reconfiguration keeps (core.Settings.Reconfigured):
 	// set in New and never written again, so read without the mutex.
-	collect  bool // CollectMetrics
-	clock    core.Clock
-	onChange func(core.Transition)
-	probes   core.ProbeGate
+	collect bool // CollectMetrics
+	// timedAtNew and stampedAtNew are timed and stamped as New decided
+	// them: whether the paths before the mutex read the clock. Slow calls
+	// are never turned on later (core.Settings.Reconfigured refuses it),
+	// so a call not timed by them is timed by no later rules; a time
+	// window a Reconfigure brings to a count window's breaker is read for
+	// under the mutex instead. Plain fields on the hot paths, where an
+	// atomic copy of the rules cost the contender 20 instructions a call.
+	timedAtNew, stampedAtNew bool
+	clock                    core.Clock
+	onChange                 func(core.Transition)
+	probes                   core.ProbeGate
 	// system is the clock when that is a SystemClock, the default, which
 	// sysClock says: read by a direct call, as the lock-free breaker reads
 	// it, so that neither pays an indirect call the other does not.
@@ -138,6 +146,7 @@ func build(c core.Config) (*Breaker, error) {
 	}
 	b := &Breaker{collect: s.CollectMetrics, clock: s.Clock, onChange: s.OnStateChange, probes: s.ProbeGate}
 	b.setRules(s)
+	b.timedAtNew, b.stampedAtNew = b.timed, b.stamped
 	switch b.window {
 	case timeBased:
 		b.time = newTimeWindow(s.WindowSize, s.BucketWidth)
@@ -203,16 +212,15 @@ func (b *Breaker) mustBeNew() {
 func (b *Breaker) Allow() (core.Permit, error) {
 	b.mustBeNew()
 	var start time.Duration
-	timed := b.early.Load().timed
-	if timed {
+	if b.timedAtNew {
 		// The call's Start: any reading within Allow stamps it, so it is
 		// taken before the mutex. Only the mutex tells whether the breaker
 		// is closed, so a rejected or disabled call wastes it.
 		start = b.read()
 	}
 	b.mu.Lock()
-	if timed != b.timed {
-		start = b.startNow() // a reconfiguration came in between
+	if start != 0 && !b.timed {
+		start = 0 // a Reconfigure turned slow calls off
 	}
 	if b.state == core.Closed && !b.ramping {
 		if b.collect {
@@ -223,17 +231,6 @@ func (b *Breaker) Allow() (core.Permit, error) {
 		return core.Permit{Generation: gen, Start: start}, nil
 	}
 	return b.allowLocked(start)
-}
-
-// startNow is the Start of a call whose Allow read the clock, or did not,
-// by rules that a reconfiguration changed before it took the mutex: a
-// reading under it if calls are timed now, else none. The caller holds the
-// mutex.
-func (b *Breaker) startNow() time.Duration {
-	if b.timed {
-		return b.read()
-	}
-	return 0
 }
 
 // allowLocked is Allow on a breaker that is not closed or is ramping up,
@@ -521,7 +518,7 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 		o = core.Failure
 	}
 	var now time.Duration
-	stamped := b.early.Load().stamped && !p.Probe && o != core.Ignored
+	stamped := b.stampedAtNew && !p.Probe && o != core.Ignored
 	if stamped {
 		// The reading that times the call and places the outcome in a
 		// time window: any reading within Record will do (one older than
@@ -541,8 +538,8 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 		b.recordUncounted(p, o, errOf(failure))
 		return
 	}
-	if stamped != b.stamped {
-		now = b.placeNow(now) // a reconfiguration came in between
+	if !stamped && b.stamped {
+		now = b.read() // a Reconfigure gave a count window's breaker a time window
 	}
 	// Judged by the rules under the mutex (R18): a reconfiguration may
 	// have changed the threshold since the permit's Start (never turned
@@ -577,17 +574,6 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 	pv := b.trip(0, tripReason(&b.cfg, c), errOf(failure))
 	b.unlockAndNotify()
 	repanic(pv)
-}
-
-// placeNow is the reading that places an outcome whose Record read the
-// clock, or did not, by rules that a reconfiguration changed before it
-// took the mutex: taken under it if it is needed now. The caller holds the
-// mutex.
-func (b *Breaker) placeNow(now time.Duration) time.Duration {
-	if b.stamped {
-		return b.read()
-	}
-	return now
 }
 
 // recordUncounted is Record of an outcome that no window counts: a stale

@@ -12,8 +12,6 @@ import (
 type earlyRules struct {
 	classify func(error) core.Outcome
 	hints    bool // MaxRetryAfter > 0: a failure's error is searched for a hint
-	timed    bool // as Breaker.timed
-	stamped  bool // as Breaker.stamped
 }
 
 // setRules makes s the rules b decides by, with what it derives from them
@@ -34,7 +32,7 @@ func (b *Breaker) setRules(s core.Settings) {
 		b.window = countBased
 	}
 	b.stamped = b.timed || b.window == timeBased
-	e := &earlyRules{classify: s.Classifier, hints: s.MaxRetryAfter > 0, timed: b.timed, stamped: b.stamped}
+	e := &earlyRules{classify: s.Classifier, hints: s.MaxRetryAfter > 0}
 	if e.classify == nil {
 		e.classify = classify // R9's default, decided here too
 	}
