@@ -538,13 +538,10 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 		b.recordUncounted(p, o, errOf(failure))
 		return
 	}
-	if !stamped && b.stamped {
-		now = b.read() // a Reconfigure gave a count window's breaker a time window
-	}
 	// Judged by the rules under the mutex (R18): a reconfiguration may
 	// have changed the threshold since the permit's Start (never turned
 	// slow calls on: Settings.Reconfigured refuses that).
-	slow := isSlow(&b.cfg, now-p.Start)
+	slow := b.timed && isSlow(&b.cfg, now-p.Start) // timed: skip the arithmetic without slow calls
 	b.tally(true, o, slow)
 	var c windowCounts
 	switch b.window {
@@ -552,6 +549,13 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 		b.count.add(outcomeOf(fail, slow))
 		c = b.count.sum
 	case timeBased:
+		if now == 0 {
+			// Not read before the mutex: a Reconfigure gave a count
+			// window's breaker a time window (or the clock reads 0, and
+			// reading it again does no harm). Tested here, on now: a flag
+			// live across the lock cost every outcome 7 instructions.
+			now = b.read()
+		}
 		if now >= b.time.headEnd {
 			b.time.move(now)
 		}
