@@ -517,7 +517,7 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 	if o > core.Ignored {
 		o = core.Failure
 	}
-	var now time.Duration
+	now := notRead
 	stamped := b.stampedAtNew && !p.Probe && o != core.Ignored
 	if stamped {
 		// The reading that times the call and places the outcome in a
@@ -549,10 +549,9 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 		b.count.add(outcomeOf(fail, slow))
 		c = b.count.sum
 	case timeBased:
-		if now == 0 {
+		if now == notRead {
 			// Not read before the mutex: a Reconfigure gave a count
-			// window's breaker a time window (or the clock reads 0, and
-			// reading it again does no harm). Tested here, on now: a flag
+			// window's breaker a time window. Tested here, on now: a flag
 			// live across the lock cost every outcome 7 instructions.
 			now = b.read()
 		}
@@ -579,6 +578,11 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 	b.unlockAndNotify()
 	repanic(pv)
 }
+
+// notRead is record's reading when it took none before the mutex: -1 ns,
+// which the breaker clock, counting from its construction, does not read;
+// a clock that did would only be read once more.
+const notRead = time.Duration(-1)
 
 // recordUncounted is Record of an outcome that no window counts: a stale
 // permit's, a probe's, or an Ignored one (err: as record's). The caller
