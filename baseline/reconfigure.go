@@ -86,10 +86,12 @@ func (b *Breaker) Reconfigure(c core.Config) error {
 		b.reconfig.Unlock()
 		return err
 	}
-	// The clock, the caller's code, is read before the mutex, as every
-	// method reads it: a clock that panics leaves nothing locked.
-	now := b.readClockReleasing(&b.reconfig)
 	b.mu.Lock()
+	// Under the mutex, so that the reading is the reconfiguration's own
+	// (a verdict it commits takes its deadlines from it; one taken before
+	// the mutex could be older than a transition committed in between);
+	// a clock that panics leaves nothing locked.
+	now := b.readClockReleasing(&b.mu, &b.reconfig)
 	old, step := b.cfg, b.step()
 	oldCount, oldTime, oldWindow := b.count, b.time, b.window
 	b.setRules(n)
@@ -210,13 +212,15 @@ func (b *Breaker) verdict(err error, now time.Duration, read bool) (pv any) {
 	return nil
 }
 
-// readClockReleasing reads the clock, and unlocks l if the clock panics
-// (the panic goes on).
-func (b *Breaker) readClockReleasing(l *sync.Mutex) time.Duration {
+// readClockReleasing reads the clock, and unlocks held if the clock
+// panics (the panic goes on).
+func (b *Breaker) readClockReleasing(held ...*sync.Mutex) time.Duration {
 	read := false
 	defer func() {
 		if !read {
-			l.Unlock()
+			for _, l := range held {
+				l.Unlock()
+			}
 		}
 	}()
 	now := b.clock.Now()
