@@ -106,7 +106,8 @@ func (s *Settings) changed(n *Settings) string {
 // it (also from the notification of a reconfiguration). Calls that find it half done
 // complete it (so they may allocate a window, once). Every call on a
 // reconfigured breaker goes through to the breaker that now holds its
-// state: one more load and call than before its first Reconfigure. It
+// state, from the path its moving word sends it to: a few calls more than
+// before its first Reconfigure (docs/benchmarks.md has the figures). It
 // panics on a zero Breaker, naming New, and when
 // Config.OpenDurationFunc panics while a verdict re-opens (after the
 // reconfiguration and the re-open have been committed and notified). c's
@@ -236,8 +237,8 @@ func (b *Breaker) inForce() *Breaker {
 }
 
 // successor is the breaker that holds b's state under its new rules; call
-// it on a breaker whose word is moving. Small enough to inline: a
-// reconfigured breaker forwards every call through it.
+// it on a breaker whose word is moving: a reconfigured breaker forwards
+// every call through it.
 func (b *Breaker) successor() *Breaker {
 	n := b.next.Load()
 	if n == nil {
@@ -368,7 +369,7 @@ func (b *Breaker) carryWindow(old *Breaker, u word, gen uint64, now time.Duratio
 // outcome decided (the window closed, the trip not committed when the word
 // moved) is judged again under the new rule on the copy: its recorder,
 // finding the word moving, commits it on the successor if the new rule
-// trips too (commitForwardedTrip).
+// trips too (finishTrip, windowTrips).
 func (b *Breaker) copyRing(old *atomicring.Ring, gen uint32) {
 	calls := make([]uint8, old.Size())
 	k, closed := old.Seal(gen, calls)

@@ -312,9 +312,7 @@ func (b *Breaker) recordInRing(p Permit, o Outcome, err error) (trips, more bool
 	slow := b.slow && b.cfg.isSlow(b.now()-p.Start)
 	v := b.ring.RecordOutcome(gen, fail, slow, &b.cfg.rule)
 	for ; v == atomicring.Stale; v = b.ring.RecordOutcome(gen, fail, slow, &b.cfg.rule) {
-		if b.peek() == moving {
-			// Sealed by a Reconfigure: the outcome goes to the successor.
-			b.successor().recordOf(p, o, err)
+		if b.forwardSealed(p, o, err) {
 			return false, false
 		}
 		if !b.current(p.Generation) {
@@ -352,9 +350,7 @@ func (b *Breaker) recordInBuckets(p Permit, o Outcome, err error) (trips, more b
 	// reading as newer, so no takeover is needed.)
 	recorded, trips := b.buckets.RecordTrip(uint32(p.Generation), now, o == Failure, slow, &b.cfg.rule)
 	if !recorded {
-		if b.peek() == moving {
-			b.successor().recordOf(p, o, err) // sealed by a Reconfigure
-		} else {
+		if !b.forwardSealed(p, o, err) {
 			b.countDropped()
 		}
 		return false, false
@@ -376,6 +372,18 @@ func (b *Breaker) countDeferred(c deferredCount) {
 	if c.due {
 		b.countOutcome(c.o, c.slow)
 	}
+}
+
+// forwardSealed records, on the successor, the outcome o of p (classified
+// from err) that b's window refused, and reports whether it did: it did
+// if a Reconfigure sealed the window (b's word is moving), and otherwise
+// the refusal is the caller's to handle (stale, or a ring to reset).
+func (b *Breaker) forwardSealed(p Permit, o Outcome, err error) bool {
+	if b.peek() != moving {
+		return false
+	}
+	b.successor().recordOf(p, o, err)
+	return true
 }
 
 // dropped takes the outcome o, of a closed permit of generation gen, that

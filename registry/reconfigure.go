@@ -30,7 +30,7 @@ import (
 func (r *Registry[K]) Reconfigure(c core.Config) error {
 	r.mustBeNew()
 	if c.OpenGate != nil {
-		return fmt.Errorf("%w: Config.OpenGate is set in the template: the registry gives each breaker its own (MaxOpenPercent)", ErrInvalidOptions)
+		return errTemplateGate()
 	}
 	t := r.tmpl.Load()
 	// The wiring is the first template's, for the breakers made from now

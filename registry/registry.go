@@ -254,7 +254,7 @@ func New[K comparable](o Options[K]) (*Registry[K], error) {
 		errs = append(errs, fmt.Errorf("%w: MaxOpenPercent %d is outside 0..100 (0: no cap)", ErrInvalidOptions, o.MaxOpenPercent))
 	}
 	if o.Config.OpenGate != nil {
-		errs = append(errs, fmt.Errorf("%w: Config.OpenGate is set in the template: the registry gives each breaker its own (MaxOpenPercent), and evicts breakers a shared gate would go on counting", ErrInvalidOptions))
+		errs = append(errs, errTemplateGate())
 	}
 	if isNil(o.Extension) {
 		errs = append(errs, fmt.Errorf("%w: Extension is a nil %T (leave it nil for none)", ErrInvalidOptions, o.Extension))
@@ -289,6 +289,12 @@ func New[K comparable](o Options[K]) (*Registry[K], error) {
 		r.share = &openCap{percent: int64(o.MaxOpenPercent)}
 	}
 	return r, nil
+}
+
+// errTemplateGate is New's and Reconfigure's refusal of a template that
+// sets Config.OpenGate.
+func errTemplateGate() error {
+	return fmt.Errorf("%w: Config.OpenGate is set in the template: the registry gives each breaker its own (MaxOpenPercent), and evicts breakers a shared gate would go on counting", ErrInvalidOptions)
 }
 
 // holdsInterface reports whether comparing two values of type t may panic:
