@@ -204,7 +204,7 @@ func build(c Config) (*Breaker, error) {
 	if s.CollectMetrics {
 		b.metrics = new(counters)
 	}
-	b.choosePaths(c.Classifier == nil)
+	b.choosePaths()
 	return b, nil
 }
 
@@ -250,10 +250,11 @@ func (b *Breaker) start(st State) {
 	b.state.Store(uint64(u.packed()))
 }
 
-// choosePaths decides, once, which fast paths New's breaker takes: Allow's
-// (plainAllow), a success's (success) and a plain error's (plainErrors,
-// which needs the default classifier: defaultClassifier).
-func (b *Breaker) choosePaths(defaultClassifier bool) {
+// choosePaths decides, once, which fast paths a breaker takes (New's, or a
+// Reconfigure's successor): Allow's (plainAllow), a success's (success)
+// and a plain error's (plainErrors, which needs the default classifier,
+// told by its code: validated Settings never hold a nil one).
+func (b *Breaker) choosePaths() {
 	b.plainAllow = !b.slow && b.metrics == nil
 	windowed := b.ring != nil || b.buckets != nil
 	switch {
@@ -266,7 +267,7 @@ func (b *Breaker) choosePaths(defaultClassifier bool) {
 	default:
 		b.success = successInBuckets
 	}
-	b.plainErrors = defaultClassifier && b.cfg.MaxRetryAfter == 0 && b.cfg.OpenDurationFunc == nil && (b.success == successInRing || b.success == successInBuckets)
+	b.plainErrors = isDefaultClassifier(b.cfg.Classifier) && b.cfg.MaxRetryAfter == 0 && b.cfg.OpenDurationFunc == nil && (b.success == successInRing || b.success == successInBuckets)
 }
 
 // now reads the breaker's clock. The default SystemClock is read by a

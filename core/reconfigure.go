@@ -321,9 +321,7 @@ func (b *Breaker) successorOf(p *reconfiguration) (*Breaker, verdict) {
 		}
 	}
 	n.carryWindow(b, u, gen, now)
-	// s is validated: its Classifier is never nil, but DefaultClassifier
-	// where New's Config had none.
-	n.choosePaths(isDefaultClassifier(s.Classifier))
+	n.choosePaths()
 	n.base.Store(n.genOfFields(u, gen))
 	n.state.Store(uint64(u.packed()))
 	return n, v
