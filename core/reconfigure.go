@@ -367,7 +367,7 @@ func (b *Breaker) carryWindow(old *Breaker, u word, gen uint64, now time.Duratio
 // outcome decided (the window closed, the trip not committed when the word
 // moved) is judged again under the new rule on the copy: its recorder,
 // finding the word moving, commits it on the successor if the new rule
-// trips too (finishTrip, windowTrips).
+// trips too (finishTrip, carriedTrip).
 func (b *Breaker) copyRing(old *atomicring.Ring, gen uint32) {
 	calls := make([]uint8, old.Size())
 	k, closed := old.Seal(gen, calls)
@@ -415,10 +415,33 @@ func isDefaultClassifier(f func(error) Outcome) bool {
 	return reflect.ValueOf(f).Pointer() == reflect.ValueOf(DefaultClassifier).Pointer()
 }
 
+// carriedTrip follows b, whose word the caller found moving, to the
+// breaker that holds its state now, n, with n's word w (never moving), and
+// reports whether a trip of generation gen that b's window decided, under
+// rules a Reconfigure then replaced, stands on n: whether n's rules trip on
+// the window carried to it (copyRing judged a count window's copy again).
+// It is judged only on a breaker whose word is not moving: a window sealed
+// for a later Reconfigure reads as empty, and would drop a trip that its
+// copy, one successor on, still carries.
+func (b *Breaker) carriedTrip(gen uint64) (n *Breaker, w stateWord, trips bool) {
+	for {
+		b = b.successor()
+		if w = b.load(); w == moving {
+			continue
+		}
+		// A false read after a seal (the word moved since the load) is
+		// judged again one successor on.
+		if trips = b.windowTrips(gen); trips || b.peek() != moving {
+			return b, w, trips
+		}
+	}
+}
+
 // windowTrips reports whether b's rule trips on its window of generation
 // gen: the count window closed by a trip (copyRing judged the copy), or
-// the time window as it is now. A trip its recorder decided under rules a
-// Reconfigure then replaced stands only if this holds on the successor.
+// the time window as it is now. Both read as not tripping once a
+// Reconfigure has sealed the window: carriedTrip asks it of a breaker
+// whose word is not moving.
 func (b *Breaker) windowTrips(gen uint64) bool {
 	switch {
 	case b.ring != nil:

@@ -272,15 +272,14 @@ func (b *Breaker) record(p Permit, o Outcome, err error) {
 				return
 			}
 		}
-		w = b.load()
-		for w == moving {
+		if w = b.load(); w == moving {
 			// A Reconfigure replaced the rules after the window write: the
 			// run and the trip are the successor's to decide, and a trip
 			// the old rule found stands if the new rule trips on the window
 			// it carried.
-			b = b.successor()
-			trips = trips && b.windowTrips(p.Generation)
-			w = b.load()
+			var stands bool
+			b, w, stands = b.carriedTrip(p.Generation)
+			trips = trips && stands
 		}
 		if more = w.counting() && b.ofWord(w, p.Generation); !more && c.due {
 			b.countDropped() // the generation passed before the outcome took effect

@@ -31,10 +31,10 @@ func (b *Breaker) finishTrip(gen uint64, own bool) {
 		if w == moving {
 			// The trip was decided under rules a Reconfigure has replaced:
 			// it stands if the new rules trip on the window it carried.
-			if b = b.successor(); !b.windowTrips(gen) {
+			var stands bool
+			if b, w, stands = b.carriedTrip(gen); !stands {
 				return
 			}
-			continue
 		}
 		if !w.counting() || !b.ofWord(w, gen) || b.trip(w, gen, 0, deferredCount{}, cause{decided: own}) {
 			return

@@ -130,6 +130,66 @@ func TestReconfigureRacesEveryPath(t *testing.T) {
 	})
 }
 
+// A trip decided on a window that Reconfigures then carry on (R18, R1):
+// one goroutine records the two failures that trip the breaker while
+// another reconfigures it three times over, changing only the half-open
+// rules, so every successor keeps the window and trips on it. Once the
+// second failure's call has returned, an Allow must be refused, whichever
+// successor its trip was committed on. The lock-free core lost such trips
+// two ways: it judged a carried trip on a successor that a later
+// Reconfigure had already sealed, whose window then read as empty
+// (TestLinearizable's count-window family found it; here the count window
+// failed within about a hundred rounds under -race), and a time window's
+// judge that summed while Seal ran reported no trip, which no one judged
+// again (the time window failed within a few dozen rounds).
+func TestReconfigureKeepsADecidedTrip(t *testing.T) {
+	procs(t, 2)
+	for _, wt := range []core.WindowType{core.CountBased, core.TimeBased} {
+		base := core.Config{WindowType: wt, WindowSize: 4, MinimumNumberOfCalls: 2, FailureRateThreshold: 50,
+			OpenDuration: time.Second, PermittedCallsInHalfOpen: 2, SuccessesToClose: 2}
+		alt := func(p, s, f int) core.Config {
+			c := base
+			c.PermittedCallsInHalfOpen, c.SuccessesToClose, c.FailuresToReopen = p, s, f
+			c.Classifier = difftest.Classifier // also leaves the first Config's fast paths
+			return c
+		}
+		reconfigs := []core.Config{alt(4, 3, 0), alt(1, 1, 1), alt(4, 3, 0)}
+		t.Run(wt.String(), func(t *testing.T) {
+			forEachImpl(t, func(t *testing.T, newB newFunc) {
+				g := newGang(2)
+				defer g.stop()
+				for round := range size(20000, 3000) {
+					cfg := base
+					cfg.Clock = core.NewManualClock(time.Hour)
+					b := mustNew(t, newB, cfg).(breakers.Reconfigurable)
+					p1, _ := b.Allow()
+					p2, _ := b.Allow()
+					var admitted bool
+					g.run(func(i int) {
+						if i == 0 {
+							for _, c := range reconfigs {
+								c.Clock = cfg.Clock
+								if err := b.Reconfigure(c); err != nil {
+									t.Errorf("Reconfigure: %v", err)
+								}
+							}
+							return
+						}
+						b.Done(p1, difftest.ErrFail)
+						b.Done(p2, difftest.ErrFail)
+						_, err := b.Allow()
+						admitted = err == nil
+					})
+					if admitted {
+						t.Fatalf("round %d: an Allow after the tripping failure returned was admitted; now %v, %+v",
+							round, b.State(), b.Counts())
+					}
+				}
+			})
+		})
+	}
+}
+
 // sameRules reports whether Settings.Reconfigured finds no rule field of
 // b changed from a's.
 func sameRules(a, b core.Config) bool {

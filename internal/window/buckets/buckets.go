@@ -456,8 +456,11 @@ func (w *Window) RecordCurrent(gen uint32, now time.Duration, failure, slow bool
 // which read their own bucket, O(S), beside the other buckets' sum the
 // first cached (the judgement and its slack are described under Window
 // and in judge.go). In sequential use it equals
-// rule.Trips(Snapshot(gen, now)) after the record. It may run concurrently
-// with every other method and allocates nothing.
+// rule.Trips(Snapshot(gen, now)) after the record. An outcome recorded
+// while Seal runs whose judgement needed a sum reports trips true,
+// whatever the rule: the sum may lack what Seal took, so the judgement is
+// the sealer's to make again, on the window it moved the outcomes to. It
+// may run concurrently with every other method and allocates nothing.
 func (w *Window) RecordTrip(gen uint32, now time.Duration, failure, slow bool, rule *trip.Rule) (recorded, trips bool) {
 	sec, ok := w.record(gen, now, failure, slow, false)
 	if !ok || rule == nil || w.cleanAt(sec) {

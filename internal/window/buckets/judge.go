@@ -111,10 +111,13 @@ func (w *Window) sumAndJudge(g *judging, gen uint32, now time.Duration, rule *tr
 	}
 	judged()
 	if w.head.sealed.Load() != 0 {
-		// Seal may have taken part of what we summed (seal.go). Set
+		// Seal may have taken part of what we summed (seal.go), so the
+		// sum decides nothing: report the outcome as tripping, undecided,
+		// for the caller to judge again on the window Seal's outcomes went
+		// to (a reconfigured breaker judges it on its successor). Set
 		// before Seal moves any word: unset here, every count we read was
 		// read before Seal began, and the sum stands.
-		return false
+		return true
 	}
 	if rule.Trips(c) {
 		// The rule holds: no success may skip its judgement on a minimum

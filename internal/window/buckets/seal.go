@@ -112,10 +112,12 @@ func (s Sealed) Counts() window.Counts {
 // every path, records nothing and reports recorded false (and trips
 // false), and so does every write still in flight: a caller tells that
 // from a stale generation by its own state and records the outcome
-// elsewhere. A write that lands while Seal runs is judged (RecordTrip's
-// trips) on the window as the judge read it; a judge that sums a window
-// Seal has begun reports no trip, since the sum may have lost part of the
-// window to Seal. Snapshot of a sealed window returns what Seal has not yet
+// elsewhere. A write that lands while Seal runs and is covered by a
+// judgement made before Seal is judged by it (no trip); a judge that sums
+// a window Seal has begun reports a trip, undecided, since the sum may
+// have lost part of the window to Seal: the outcome is in what Seal
+// returns, and the caller judges it again on the window it seeds with
+// that (core's finishTrip does, on the successor). Snapshot of a sealed window returns what Seal has not yet
 // taken, the zero Counts once it has returned. Advance does nothing to it.
 //
 // It may run concurrently with every method but Seed, itself included:
