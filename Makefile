@@ -125,7 +125,7 @@ bench-mix: ## BenchmarkMix (failures x window, -cpu 1,2) and the floors into ben
 		BENCH_TIME=$(call given,BENCH_TIME,MIX_TIME) BENCH_RUN='^Benchmark(Mix|Floor|FloorParallel)$$' \
 		BENCH_OUT=$(call given,BENCH_OUT,MIX_OUT) BENCH_PEERS=$(MIX_PEERS) BENCH_TABLES=mix bash bench/run.sh
 
-bench-ab: ## interleaved A/B of the mix cells of AB_OLD (a git revision) against AB_NEW (default: the working tree), AB_ROUNDS (20) rounds, then benchstat; files in bench/results/*-ab-AB_NAME-{old,new}.txt.gz
+bench-ab: ## interleaved A/B of the mix cells of AB_OLD (a git revision) against AB_NEW (default: the working tree), AB_ROUNDS (20) rounds, then benchstat; AB_LAYOUTS=N spreads each side over N shuffled function layouts; files in bench/results/*-ab-AB_NAME-{old,new}.txt.gz
 	GO=$(GO) BENCHSTAT=$(BENCHSTAT) bash bench/ab.sh
 
 # bench-plot reads MIX_FILE, by default the newest *-mix.txt[.gz] by name (names
