@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -172,10 +173,19 @@ func TestLinearizable(t *testing.T) {
 		t.Run(fam.name, func(t *testing.T) {
 			forEachImpl(t, func(t *testing.T, newB newFunc) {
 				var ops, steps, reconfigs atomic.Int64
-				var kinds [4]int          // histories that saw open, half-open, a capped trip
-				var slowest time.Duration // the longest check
+				var kinds [4]int // histories that saw open, half-open, a capped trip
+				// Each history is checked on a goroutine of its own while
+				// the next one is recorded, one check at a time: recording
+				// keeps about one core busy, and so does a check.
+				var check sync.Mutex // held by the check in flight
+				var checks sync.WaitGroup
+				var slowest time.Duration // the longest check, under check
 				slowestRound := 0
+				var illegal atomic.Pointer[string]
 				for round := range histories {
+					if illegal.Load() != nil {
+						break
+					}
 					seed := uint64(round)
 					hist, reached := recordHistory(t, newB, fam, seed)
 					ops.Add(int64(len(hist)))
@@ -191,17 +201,24 @@ func TestLinearizable(t *testing.T) {
 					}
 					cfg := fam.cfg
 					cfg.Classifier = classify
-					began := time.Now()
-					res := porcupine.CheckOperationsTimeout(linModel(cfg, 0, fam.countsView(), &steps), hist, time.Minute)
-					took := time.Since(began)
-					if took > slowest {
-						slowest, slowestRound = took, round
-					}
-					if res == porcupine.Ok {
-						continue
-					}
-					msg := fmt.Sprintf("history %d (seed %d) is %s against the sequential model (checked in %v):\n%s", round, seed, res, took.Round(time.Microsecond), describeHistory(hist))
-					t.Fatal(msg)
+					check.Lock()
+					checks.Go(func() {
+						defer check.Unlock()
+						began := time.Now()
+						res := porcupine.CheckOperationsTimeout(linModel(cfg, 0, fam.countsView(), &steps), hist, time.Minute)
+						took := time.Since(began)
+						if took > slowest {
+							slowest, slowestRound = took, round
+						}
+						if res != porcupine.Ok {
+							msg := fmt.Sprintf("history %d (seed %d) is %s against the sequential model (checked in %v):\n%s", round, seed, res, took.Round(time.Microsecond), describeHistory(hist))
+							illegal.CompareAndSwap(nil, &msg)
+						}
+					})
+				}
+				checks.Wait()
+				if msg := illegal.Load(); msg != nil {
+					t.Fatal(*msg)
 				}
 				t.Logf("%d histories, %d operations (%d reconfigurations), %d model steps; histories that saw open: %d, half-open: %d, a capped trip: %d; slowest check %v (history %d)",
 					histories, ops.Load(), reconfigs.Load(), steps.Load(), kinds[core.Open], kinds[core.HalfOpen], kinds[reachedCapped], slowest.Round(time.Microsecond), slowestRound)
