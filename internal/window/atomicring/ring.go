@@ -94,12 +94,13 @@ type geometry struct {
 	delta [8]uint64
 }
 
-// hot is the aggregate word on a cache line of its own: 24 bytes of words
-// and 40 of padding make 64, so the read-only fields after it, which every
+// hot is the aggregate word on a cache line of its own: 32 bytes of words
+// and 32 of padding make 64, so the read-only fields after it, which every
 // claim reads, never share the line that every successful CAS invalidates.
 // The two read-only words beside A are the ones RecordFastSuccess needs, so
 // a healthy window's success touches this one line, which nothing writes
-// while the window stays healthy.
+// while the window stays healthy. sealed, written once in a ring's life,
+// is read only by Reset.
 type hot struct {
 	a atomic.Uint64
 	// healthyMask and the complement of notHealthy recognise, in one AND
@@ -111,7 +112,11 @@ type hot struct {
 	// healthy window of generation 0.
 	healthyMask uint64
 	notHealthy  uint64
-	_           [40]byte
+	// sealed is 1 once Seal has begun: a sealed ring holds generation
+	// gen+sealAhead, which a ring also reaches by plain records, so only
+	// this says that Reset must leave it alone.
+	sealed atomic.Uint64 // 8 bytes on every platform, so the padding is too
+	_      [32]byte
 }
 
 // New returns an empty ring of size calls that holds generation 0. It
@@ -351,7 +356,9 @@ const (
 func procyield(cycles uint32)
 
 // Reset makes the ring hold generation gen (low 16 bits) with an empty
-// window, unless it already holds gen or Seal sealed it for gen. It is for a caller that knows gen is
+// window, unless it already holds gen or Seal has sealed it (for any
+// generation: a sealed ring serves no one, and a Reset racing the seal
+// either lands first, and is sealed with it, or changes nothing). It is for a caller that knows gen is
 // current although Record reported it stale: a ring that saw no outcome while
 // the generation advanced 2^15 or more reads the current generation as
 // older, and only a caller with an authority on the generation (the
@@ -365,11 +372,14 @@ func (r *Ring) Reset(gen uint32) {
 	g := uint16(gen)
 	for {
 		a := r.hot.a.Load()
-		// A ring sealed for gen keeps gen's window for good: a record that
+		// A sealed ring keeps its sealed window for good: a record that
 		// found the generation current a moment before the seal must not
-		// undo it (the breaker forwards the record instead).
-		h := uint16(a >> genShift)
-		if h == g || h == g+sealAhead || r.hot.a.CompareAndSwap(a, uint64(g)<<genShift) {
+		// undo it (the breaker forwards the record instead). The flag is
+		// set before Seal's swap, so a Reset whose swap would follow that
+		// swap finds it, on the load after its swap failed. It is not read
+		// from A: a ring that holds gen+sealAhead from records alone
+		// (2^14 trips on) is not sealed, and Reset must take it back.
+		if uint16(a>>genShift) == g || r.hot.sealed.Load() != 0 || r.hot.a.CompareAndSwap(a, uint64(g)<<genShift) {
 			return
 		}
 	}
@@ -578,13 +588,14 @@ const sealAhead = 1 << 14
 // never will (it reports Stale), and the window it copies is final. A ring
 // holding another generation is sealed empty. calls must hold Size
 // elements. It may run concurrently with every other call on r, itself
-// included: every Seal of gen copies the same outcomes. A Reset to gen
-// leaves it sealed; a claim, or a Reset, of a generation that reads as
-// newer (2^14 or more ahead of gen) undoes the seal, as it would any
-// window, and the breaker makes neither on a ring it sealed.
+// included: every Seal of gen copies the same outcomes. A Reset after it
+// changes nothing; a claim of a generation that reads as newer (2^14 or
+// more ahead of gen) undoes the seal, as it would any window, and the
+// breaker makes none on a ring it sealed.
 func (r *Ring) Seal(gen uint32, calls []uint8) (n int, closed bool) {
 	g := uint16(gen)
 	sealed := g + sealAhead
+	r.hot.sealed.Store(1) // before the swap: see Reset
 	for {
 		a := r.hot.a.Load()
 		switch uint16(a >> genShift) {

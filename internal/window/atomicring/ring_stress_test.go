@@ -500,3 +500,19 @@ func TestSeal_ResetToTheSealedGenerationKeepsIt(t *testing.T) {
 	_, ok = r.Record(7, true, false)
 	require.False(t, ok)
 }
+
+// Reset tells a sealed ring from one whose generation reached gen+2^14 by
+// records alone: that one it takes back to gen, as it would from any
+// generation (FuzzAtomicRing found a Reset refused there, when the seal
+// was read from A's generation, and the outcome that followed dropped as
+// stale).
+func TestReset_TakesBackAGenerationSealAheadWithoutASeal(t *testing.T) {
+	r, err := New(4)
+	require.NoError(t, err)
+	_, ok := r.Record(7+sealAhead, true, false)
+	require.True(t, ok)
+	r.Reset(7)
+	c, ok := r.Record(7, true, true)
+	require.True(t, ok, "the Reset was refused")
+	require.Equal(t, window.Counts{Calls: 1, Failures: 1, SlowCalls: 1, SlowFailures: 1}, c)
+}
