@@ -52,19 +52,23 @@ func halfOpenVector(t *testing.T, r *rig, want core.State, outcomes ...core.Outc
 	r.Is(want)
 }
 
+// One row per peer test, each run against both implementations: a row
+// that fails names, in its log, the peer assertion casbreaker no longer
+// keeps.
 func TestPeerCases(t *testing.T) {
 	cases := []struct {
-		peer string // project, file, test (and the public issue)
+		name string
+		peer string // the peer test restated: project, file, test (or the public issue)
 		run  func(t *testing.T, mk maker)
 	}{
-		{"failsafe-go circuitbreaker/halfopenstate_test.go TestHalfOpenSuccessWithSuccessRatio", func(t *testing.T, mk maker) {
+		{"half-open 2 of 3 closes", "failsafe-go circuitbreaker/halfopenstate_test.go TestHalfOpenSuccessWithSuccessRatio", func(t *testing.T, mk maker) {
 			// Two of three probes succeed: the tolerated failure first.
 			r := mk.build(t, halfOpenRatio(2, 3))
 			halfOpenVector(t, r, core.Closed, F, S, S)
 			require.Equal(t, []string{"C>H@0", "H>C@0"}, r.CBs())
 			require.Equal(t, core.ReasonProbesPassed, r.Transitions()[1].Reason)
 		}},
-		{"failsafe-go circuitbreaker/halfopenstate_test.go TestHalfOpenFailureWithSuccessRatio", func(t *testing.T, mk maker) {
+		{"half-open 2 of 3 re-opens", "failsafe-go circuitbreaker/halfopenstate_test.go TestHalfOpenFailureWithSuccessRatio", func(t *testing.T, mk maker) {
 			// A second failure among three probes leaves two successes out
 			// of reach.
 			r := mk.build(t, halfOpenRatio(2, 3))
@@ -72,7 +76,7 @@ func TestPeerCases(t *testing.T) {
 			require.Equal(t, []string{"C>H@0", "H>O@0"}, r.CBs())
 			require.Equal(t, core.ReasonProbeFailed, r.Transitions()[1].Reason)
 		}},
-		{"failsafe-go circuitbreaker/halfopenstate_test.go TestHalfOpenSuccessWithSuccessAndFailureRatios", func(t *testing.T, mk maker) {
+		{"half-open 3 of 4 closes, closed-state rate not judging", "failsafe-go circuitbreaker/halfopenstate_test.go TestHalfOpenSuccessWithSuccessAndFailureRatios", func(t *testing.T, mk maker) {
 			// Three of four; failsafe-go's failure ratio does not judge
 			// half-open, and casbreaker's closed-state rules never do.
 			c := halfOpenRatio(3, 4)
@@ -80,13 +84,13 @@ func TestPeerCases(t *testing.T) {
 			r := mk.build(t, c)
 			halfOpenVector(t, r, core.Closed, S, F, S, S)
 		}},
-		{"failsafe-go circuitbreaker/halfopenstate_test.go TestHalfOpenFailureWithSuccessAndFailureRatios", func(t *testing.T, mk maker) {
+		{"half-open 3 of 4 re-opens", "failsafe-go circuitbreaker/halfopenstate_test.go TestHalfOpenFailureWithSuccessAndFailureRatios", func(t *testing.T, mk maker) {
 			c := halfOpenRatio(3, 4)
 			c.FailureRateThreshold, c.WindowSize = 60, 5
 			r := mk.build(t, c)
 			halfOpenVector(t, r, core.Open, S, F, S, F)
 		}},
-		{"failsafe-go test/circuitbreaker_test.go TestCircuitBreaker/should call OnClose listener", func(t *testing.T, mk maker) {
+		{"half-open 3 of 5 closes at the third success", "failsafe-go test/circuitbreaker_test.go TestCircuitBreaker/should call OnClose listener", func(t *testing.T, mk maker) {
 			// Three of five: two failures are tolerated, and the close is
 			// notified at the third success, with both failures counted
 			// up to it.
@@ -100,7 +104,7 @@ func TestPeerCases(t *testing.T) {
 			r.Is(core.Closed)
 			require.Equal(t, []string{"C>H@0", "H>C@0"}, r.CBs())
 		}},
-		{"failsafe-go test/circuitbreaker_test.go TestCircuitBreaker/should reject excessive attempts when breaker half-open", func(t *testing.T, mk maker) {
+		{"manual half-open refuses calls beyond the permitted", "failsafe-go test/circuitbreaker_test.go TestCircuitBreaker/should reject excessive attempts when breaker half-open", func(t *testing.T, mk maker) {
 			// A breaker put in half-open by hand admits its permitted calls
 			// and refuses every call beyond them while they are in flight
 			// (failsafe-go answers ErrOpen, casbreaker ErrHalfOpenFull).
@@ -119,7 +123,7 @@ func TestPeerCases(t *testing.T) {
 			}
 			r.Is(core.Closed)
 		}},
-		{"failsafe-go circuitbreaker/openstate_test.go TestTryAcquirePermit", func(t *testing.T, mk maker) {
+		{"delay function decides the open duration", "failsafe-go circuitbreaker/openstate_test.go TestTryAcquirePermit", func(t *testing.T, mk maker) {
 			// The delay function, not OpenDuration, decides how long the
 			// trip keeps the breaker open; the first call after it probes.
 			var reopens []int
@@ -135,7 +139,7 @@ func TestPeerCases(t *testing.T) {
 			require.Equal(t, []int{0}, reopens)
 			require.Equal(t, []string{"C>O@0", "O>H@0.1"}, r.CBs())
 		}},
-		{"failsafe-go circuitbreaker/openstate_test.go TestRemainingDelay", func(t *testing.T, mk maker) {
+		{"time left counts down, read without effect", "failsafe-go circuitbreaker/openstate_test.go TestRemainingDelay", func(t *testing.T, mk maker) {
 			// The time left counts down with the clock, and asking for it
 			// neither admits a call nor commits nor notifies anything.
 			r := mk.build(t, core.Config{ConsecutiveFailures: 1, MaxOpenDuration: time.Minute, OpenDurationFunc: openFor(time.Second)})
@@ -145,7 +149,7 @@ func TestPeerCases(t *testing.T) {
 			ftNoChange(r, "RetryAfter after 110 ms", func() { require.Equal(t, 890*time.Millisecond, r.B.RetryAfter()) })
 			ftWait(r, 890*time.Millisecond)
 		}},
-		{"failsafe-go circuitbreaker/openstate_test.go TestNoRemainingDelay, halfopenstate_test.go TestRemainingDelayInHalfOpenState", func(t *testing.T, mk maker) {
+		{"no time left closed, elapsed, or half-open", "failsafe-go circuitbreaker/openstate_test.go TestNoRemainingDelay, halfopenstate_test.go TestRemainingDelayInHalfOpenState", func(t *testing.T, mk maker) {
 			// Nothing is left to wait while closed, once the open duration
 			// has elapsed (the next call probes, and reading the time left
 			// does not commit the half-open) and in a half-open breaker
@@ -161,7 +165,7 @@ func TestPeerCases(t *testing.T) {
 			r.Is(core.HalfOpen)
 			require.Zero(t, r.B.RetryAfter())
 		}},
-		{"failsafe-go test/circuitbreaker_test.go TestCircuitBreaker/should support time based failure threshold", func(t *testing.T, mk maker) {
+		{"failure count in 200 ms buckets rolls off", "failsafe-go test/circuitbreaker_test.go TestCircuitBreaker/should support time based failure threshold", func(t *testing.T, mk maker) {
 			// Two failures in a 1 s window of 200 ms buckets. failsafe-go's
 			// window is 200 ms long; casbreaker's is whole seconds, with
 			// only its buckets below one. An outcome leaves with its bucket
@@ -190,7 +194,7 @@ func TestPeerCases(t *testing.T) {
 			r.Is(core.Closed)
 			require.Equal(t, []string{"C>O@2.1", "O>H@3.1", "H>O@3.1", "O>H@4.1", "H>C@4.1"}, r.CBs())
 		}},
-		{"gobreaker v2/gobreaker_test.go TestRollingWindowCircuitBreaker", func(t *testing.T, mk maker) {
+		{"failure rate in a rolling window of 250 ms buckets", "gobreaker v2/gobreaker_test.go TestRollingWindowCircuitBreaker", func(t *testing.T, mk maker) {
 			// A rate of at least 60 % of at least 3 counted calls, excluded
 			// calls not counted, in a rolling window whose oldest bucket
 			// leaves whole. gobreaker rolls 3 s buckets over 30 s; the
@@ -228,7 +232,7 @@ func TestPeerCases(t *testing.T) {
 			r.Cnt(0, 0, 0, 0)
 			require.Equal(t, []string{"C>O@2", "O>H@11", "H>C@11"}, r.CBs())
 		}},
-		{"Resilience4j resilience4j-circuitbreaker/.../internal/CircuitBreakerStateMachineTest.java shouldTransitionToHalfOpenAfterWaitInterval", func(t *testing.T, mk maker) {
+		{"exponential open duration from a function", "Resilience4j resilience4j-circuitbreaker/.../internal/CircuitBreakerStateMachineTest.java shouldTransitionToHalfOpenAfterWaitInterval", func(t *testing.T, mk maker) {
 			// An exponential interval function of 5 s and multiplier 1.5,
 			// fed the re-opens since the last close. Resilience4j counts
 			// manual transitions to open too; casbreaker's function decides
@@ -255,7 +259,7 @@ func TestPeerCases(t *testing.T) {
 			require.Equal(t, []int{0, 1, 2, 0}, reopens)
 			require.Equal(t, []string{"C>O@0", "O>H@5", "H>O@5", "O>H@12.5", "H>O@12.5", "O>H@23.75", "H>C@23.75", "C>O@23.75"}, r.CBs())
 		}},
-		{"Resilience4j resilience4j-core/.../IntervalFunctionTest.java generatesRandomizedIntervals", func(t *testing.T, mk maker) {
+		{"jittered open duration", "Resilience4j resilience4j-core/.../IntervalFunctionTest.java generatesRandomizedIntervals", func(t *testing.T, mk maker) {
 			// A randomized open duration. Resilience4j's factor spreads an
 			// interval both ways; casbreaker's jitter only lengthens it (the
 			// open duration stays a minimum) and is a hash of the trip's
@@ -281,7 +285,7 @@ func TestPeerCases(t *testing.T) {
 			}
 			require.Greater(t, len(seen), 4, "trips at different readings spread")
 		}},
-		{"Resilience4j resilience4j-circuitbreaker/.../internal/CircuitBreakerStateMachineTest.java circuitBreakerInitializeInOpenState", func(t *testing.T, mk maker) {
+		{"starts open, then half-open by hand", "Resilience4j resilience4j-circuitbreaker/.../internal/CircuitBreakerStateMachineTest.java circuitBreakerInitializeInOpenState", func(t *testing.T, mk maker) {
 			// A breaker that starts open does so with no transition; the
 			// manual half-open then admits the permitted probes.
 			r := mk.build(t, core.Config{WindowType: core.TimeBased, WindowSize: 1, FailureRateThreshold: 50,
@@ -300,7 +304,7 @@ func TestPeerCases(t *testing.T) {
 			require.Equal(t, []string{"O>H@1"}, r.CBs())
 			require.Equal(t, core.ReasonManual, r.Transitions()[0].Reason)
 		}},
-		{"Resilience4j resilience4j-circuitbreaker/.../CircuitBreakerRegistryTest.java testCreateUsingBuilderWithCircuitBreakerInitialState{MetricOnly,Disabled}", func(t *testing.T, mk maker) {
+		{"starts metrics-only or disabled", "Resilience4j resilience4j-circuitbreaker/.../CircuitBreakerRegistryTest.java testCreateUsingBuilderWithCircuitBreakerInitialState{MetricOnly,Disabled}", func(t *testing.T, mk maker) {
 			// Metrics-only starts there and admits every call while it
 			// counts them; disabled admits every call and counts none.
 			// Neither was reached by a transition.
@@ -320,7 +324,7 @@ func TestPeerCases(t *testing.T) {
 			r.Is(core.Disabled)
 			require.Empty(t, r.CBs())
 		}},
-		{"gobreaker v2/distributed_gobreaker_test.go TestDistributedCircuitBreakerStateTransitions, TestDistributedCircuitBreakerCounts", func(t *testing.T, mk maker) {
+		{"restarts carry the run and the deadline", "gobreaker v2/distributed_gobreaker_test.go TestDistributedCircuitBreakerStateTransitions, TestDistributedCircuitBreakerCounts", func(t *testing.T, mk maker) {
 			// gobreaker's instances share their state through a store;
 			// casbreaker carries it across a restart instead: the run of
 			// consecutive failures, then the open deadline, each into a
@@ -349,7 +353,7 @@ func TestPeerCases(t *testing.T) {
 			d.Is(core.Open)
 			require.Equal(t, []string{"O>H@1", "H>C@1", "C>O@1"}, d.CBs())
 		}},
-		{"Resilience4j issue #2325 (pull request #2365, unmerged; no test in the suite): reconfiguring a half-open breaker", func(t *testing.T, mk maker) {
+		{"reconfiguring half-open keeps its probes", "Resilience4j issue #2325 (pull request #2365, unmerged; no test in the suite): reconfiguring a half-open breaker", func(t *testing.T, mk maker) {
 			// New rules on a half-open breaker keep its state, generation
 			// and the probes counted and in flight, so reconfiguring lets
 			// no flood through; the next outcome is judged by the new
@@ -383,6 +387,9 @@ func TestPeerCases(t *testing.T) {
 		}},
 	}
 	for _, tc := range cases {
-		t.Run(tc.peer, func(t *testing.T) { forEachImpl(t, tc.run) })
+		t.Run(tc.name, func(t *testing.T) {
+			t.Logf("restates %s", tc.peer) // shown with a failure, to say which peer assertion broke
+			forEachImpl(t, tc.run)
+		})
 	}
 }
