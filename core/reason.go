@@ -42,8 +42,8 @@ const (
 	// ReasonMaxWaitInHalfOpen: half-open -> half-open, the half-open max
 	// wait passed without a verdict and a new probe generation started.
 	ReasonMaxWaitInHalfOpen
-	// ReasonManual: a manual control (ForceOpen, Disable, MetricsOnly,
-	// Reset).
+	// ReasonManual: a manual control (ForceOpen, HalfOpen, Disable,
+	// MetricsOnly, Reset).
 	ReasonManual
 	// ReasonCapped: closed -> closed, a trip that Config.OpenGate refused
 	// (no open slot free): "would have opened", in a new generation with a

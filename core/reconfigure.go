@@ -16,7 +16,10 @@ import (
 // OpenGate, ProbeGate and InitialState) taken from s instead of c; and
 // the names of the Config fields whose resolved values differ, in
 // Config's order, comma-separated (as Transition.Changed has them), or ""
-// when none does. A breaker built without a SlowCallDurationThreshold
+// when none does. Resolved: a field left zero takes its default, and a
+// default may come from another field (MaxOpenDuration and
+// HalfOpenFullWait from OpenDuration), so a new OpenDuration names them
+// too when they follow it. A breaker built without a SlowCallDurationThreshold
 // cannot be given one (its permits carry no start time to measure from):
 // that is an error too. Functions cannot be compared, so Classifier is named
 // unless both sides use DefaultClassifier, and OpenDurationFunc whenever
