@@ -360,6 +360,13 @@ func (b *Breaker) carryWindow(old *Breaker, u word, gen uint64, now time.Duratio
 		var sealed buckets.Sealed
 		if old.buckets != nil && old.cfg.BucketWidth == b.cfg.BucketWidth {
 			sealed = old.buckets.Seal(uint32(gen), now)
+			if same {
+				// A trip the old rule owes this window (decided, or left
+				// undecided by a judge that summed across the seal) stays
+				// owed on the successor's: a Counts there commits it if the
+				// new rule trips too, as the recorder will.
+				sealed.Judge(&old.cfg.rule)
+			}
 		}
 		b.buckets.Seed(g, sealed, now)
 	}
@@ -441,17 +448,21 @@ func (b *Breaker) carriedTrip(gen uint64) (n *Breaker, w stateWord, trips bool) 
 }
 
 // windowTrips reports whether b's rule trips on its window of generation
-// gen: the count window closed by a trip (copyRing judged the copy), or
-// the time window as it is now. Both read as not tripping once a
-// Reconfigure has sealed the window: carriedTrip asks it of a breaker
-// whose word is not moving.
+// gen: the count window closed by a trip (copyRing judged the copy), or a
+// time window that owes a trip as Counts judges it: the rule holds on the
+// window as an outcome in its current second left it (a trip the old
+// window owed stays owed in the seeded one: Sealed.Judge). Not merely as
+// it is now: eviction alone, after the clock moved on, trips nothing
+// (R1). Both read as not tripping once a Reconfigure has sealed the
+// window: carriedTrip asks it of a breaker whose word is not moving.
 func (b *Breaker) windowTrips(gen uint64) bool {
 	switch {
 	case b.ring != nil:
 		_, closed := b.ring.SnapshotClosed(uint32(gen))
 		return closed
 	case b.buckets != nil:
-		return b.cfg.rule.Trips(b.buckets.Snapshot(uint32(gen), b.now()))
+		c, owed := b.buckets.SnapshotOwed(uint32(gen), b.now())
+		return owed && b.cfg.rule.Trips(c)
 	}
 	return false
 }

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -214,4 +215,52 @@ func TestReconfigureOpenDurationFuncMayCallIn(t *testing.T) {
 	require.EqualValues(t, 1, deepest.Load(), "the function ran inside itself")
 	require.Equal(t, Open, b.State())
 	require.Equal(t, 5*time.Second, b.RetryAfter(), "the function's open duration")
+}
+
+// A success whose time-window judge summed while Seal ran reports trips,
+// undecided (buckets' sumAndJudge), and its recorder judges it again on
+// the successor (finishTrip, carriedTrip) with the clock as it is then.
+// If the clock moved meanwhile, eviction alone can make that window trip
+// the rule; judged as it is now (Snapshot) rather than as an outcome in
+// its current second left it (SnapshotOwed), the trip was committed though
+// no order of the outcomes trips (found by an adversary's review): here the rule is 100% of at least 2 calls; second 0 holds a failure
+// and four successes (S, the undecided one, among them), second 1 two
+// failures (3 of 7),
+// and at second 2 the window holds only the two failures. S placed at any
+// reading of the clock its call spans trips nothing (a success at second
+// 2 makes 2 of 3). White-box: the recorder's return from the undecided
+// judgement is simulated by calling finishTrip(gen, true) on the breaker
+// New returned, as Done's successInBuckets path does.
+func TestReconfigureUndecidedJudgementTripsNothingOnEviction(t *testing.T) {
+	clk := NewManualClock(time.Hour + 500*time.Millisecond)
+	cfg := Config{WindowType: TimeBased, WindowSize: 2, MinimumNumberOfCalls: 2, FailureRateThreshold: 100,
+		OpenDuration: time.Second, PermittedCallsInHalfOpen: 2, SuccessesToClose: 2, Clock: clk}
+	b, err := New(cfg)
+	require.NoError(t, err)
+	fail := errors.New("fail")
+	// Second 0: F_a, then S (whose judge sums: the window is unclean and
+	// S meets the minimum), then S_x, S_y, S_z: 1 of 5 failed.
+	for k := range 5 {
+		p, err := b.Allow()
+		require.NoError(t, err)
+		if k == 0 {
+			b.Done(p, fail)
+		} else {
+			b.Done(p, nil)
+		}
+	}
+	alt := cfg
+	alt.PermittedCallsInHalfOpen, alt.SuccessesToClose = 4, 3
+	require.NoError(t, b.Reconfigure(alt))
+	clk.Advance(time.Second) // second 1
+	for range 2 {
+		p, err := b.Allow()
+		require.NoError(t, err)
+		b.Done(p, fail)
+	}
+	require.Equal(t, Closed, b.State(), "3 of 7 failed")
+	clk.Advance(time.Second) // second 2: the successes leave the window
+	require.Equal(t, Closed, b.State(), "eviction alone trips nothing")
+	b.finishTrip(0, true) // S's recorder, back from its undecided judgement
+	require.Equal(t, Closed, b.State(), "no order of the outcomes trips the rule; S's undecided judgement tripped it on eviction")
 }

@@ -1,6 +1,7 @@
 package race_test
 
 import (
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -135,13 +136,18 @@ func TestReconfigureRacesEveryPath(t *testing.T) {
 // another reconfigures it three times over, changing only the half-open
 // rules, so every successor keeps the window and trips on it. Once the
 // second failure's call has returned, an Allow must be refused, whichever
-// successor its trip was committed on. The lock-free core lost such trips
+// successor its trip was committed on; and a third goroutine's Counts must
+// never show a closed breaker whose window trips the rule (the trip is
+// decided: Counts commits it first). The lock-free core lost such trips
 // two ways: it judged a carried trip on a successor that a later
 // Reconfigure had already sealed, whose window then read as empty
 // (TestLinearizable's count-window family found it; here the count window
 // failed within about a hundred rounds under -race), and a time window's
 // judge that summed while Seal ran reported no trip, which no one judged
-// again (the time window failed within a few dozen rounds).
+// again (the time window failed within a few dozen rounds). And its Counts
+// showed the time window's carried trip uncommitted (2 to 4 rounds in
+// 20,000): the seeded window owed no trip for the outcomes it was seeded
+// with, so Counts left the trip to its recorder (buckets' Sealed.Judge).
 func TestReconfigureKeepsADecidedTrip(t *testing.T) {
 	procs(t, 2)
 	for _, wt := range []core.WindowType{core.CountBased, core.TimeBased} {
@@ -156,37 +162,93 @@ func TestReconfigureKeepsADecidedTrip(t *testing.T) {
 		reconfigs := []core.Config{alt(4, 3, 0), alt(1, 1, 1), alt(4, 3, 0)}
 		t.Run(wt.String(), func(t *testing.T) {
 			forEachImpl(t, func(t *testing.T, newB newFunc) {
-				g := newGang(2)
+				g := newGang(3)
 				defer g.stop()
-				for round := range size(20000, 3000) {
+				for round := range size(20000, 1500) {
 					cfg := base
 					cfg.Clock = core.NewManualClock(time.Hour)
 					b := mustNew(t, newB, cfg).(breakers.Reconfigurable)
 					p1, _ := b.Allow()
 					p2, _ := b.Allow()
-					var admitted bool
+					var admitted, reported atomic.Bool
+					var shown core.Counts
 					g.run(func(i int) {
-						if i == 0 {
+						switch i {
+						case 0:
 							for _, c := range reconfigs {
 								c.Clock = cfg.Clock
 								if err := b.Reconfigure(c); err != nil {
 									t.Errorf("Reconfigure: %v", err)
 								}
 							}
-							return
+						case 1:
+							defer reported.Store(true)
+							b.Done(p1, difftest.ErrFail)
+							b.Done(p2, difftest.ErrFail)
+							_, err := b.Allow()
+							admitted.Store(err == nil)
+						default:
+							for !reported.Load() {
+								if c := b.Counts(); c.State == core.Closed && c.Failures == 2 {
+									shown = c
+									return
+								}
+							}
 						}
-						b.Done(p1, difftest.ErrFail)
-						b.Done(p2, difftest.ErrFail)
-						_, err := b.Allow()
-						admitted = err == nil
 					})
-					if admitted {
+					if admitted.Load() {
 						t.Fatalf("round %d: an Allow after the tripping failure returned was admitted; now %v, %+v",
 							round, b.State(), b.Counts())
+					}
+					if shown.Failures != 0 {
+						t.Fatalf("round %d: Counts showed a closed breaker whose window trips the rule: %+v", round, shown)
 					}
 				}
 			})
 		})
+	}
+}
+
+// A trip decided on a time window and carried to a successor by a
+// Reconfigure that changes only the half-open rules: between the seed and
+// the commit, the successor's Counts must not show a closed breaker whose
+// window trips the rule in force (Counts' contract; the window seeded from
+// the seal owes no trip, SnapshotOwed). Deterministic on the lock-free core:
+// the deciding recorder is held inside Config.OpenDurationFunc, which the
+// lock-free breaker runs outside every critical section, before its commit
+// (the baseline runs it under its mutex, where Reconfigure would wait).
+func TestReconfigureCountsCommitsACarriedTrip(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	odf := func(int, error) time.Duration {
+		once.Do(func() { close(entered); <-release })
+		return time.Second
+	}
+	cfg := core.Config{WindowType: core.TimeBased, WindowSize: 4, MinimumNumberOfCalls: 2, FailureRateThreshold: 50,
+		OpenDuration: time.Second, MaxOpenDuration: time.Minute, OpenDurationFunc: odf,
+		PermittedCallsInHalfOpen: 2, SuccessesToClose: 2, Clock: core.NewManualClock(time.Hour)}
+	b, err := core.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, _ := b.Allow()
+	p2, _ := b.Allow()
+	b.Done(p1, difftest.ErrFail)
+	done := make(chan struct{})
+	go func() { defer close(done); b.Done(p2, difftest.ErrFail) }()
+	<-entered
+	alt := cfg
+	alt.PermittedCallsInHalfOpen, alt.SuccessesToClose = 4, 3
+	if err := b.Reconfigure(alt); err != nil {
+		t.Fatal(err)
+	}
+	c := b.Counts()
+	st := b.State()
+	close(release)
+	<-done
+	t.Logf("after Reconfigure: Counts %+v, State %v; after the Done: %v", c, st, b.State())
+	if c.State == core.Closed && c.Calls == 2 && c.Failures == 2 {
+		t.Errorf("Counts showed a closed breaker whose window trips the rule (2 of 2 failed, minimum 2, 50%%): %+v", c)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/atomic"
 
+	"github.com/casbreaker/casbreaker/internal/trip"
 	"github.com/casbreaker/casbreaker/window"
 )
 
@@ -70,6 +71,22 @@ type Sealed struct {
 	// secs are the seconds of the generation inside the window at head
 	// that hold an outcome, oldest first, each with its counts by class.
 	secs []sealedSecond
+	// fresh: second head holds an outcome the window had not been seeded
+	// with, so the window is as an outcome left it (SnapshotOwed's owed).
+	fresh bool
+	// owes: Judge found the trip rule holding on it, fresh (see Judge).
+	owes bool
+}
+
+// Judge records whether rule trips on s with an outcome in its head second
+// that its window owed a judgement (one recorded since the window was
+// seeded): then a trip is owed, decided by a recorder that has not
+// committed it yet, or by a judge that summed while Seal ran. Seed keeps
+// that second owed (SnapshotOwed), so that the window's next reader, a
+// breaker's Counts, commits the trip if the successor's rule trips too,
+// rather than showing a closed breaker with a window that trips.
+func (s *Sealed) Judge(rule *trip.Rule) {
+	s.owes = s.fresh && rule.Trips(s.Counts())
 }
 
 // sealedSecond is one bucket's counts by class, as Seal took them.
@@ -148,7 +165,16 @@ func (w *Window) Seal(gen uint32, now time.Duration) Sealed {
 	head := w.current(now)
 	secs = slices.DeleteFunc(secs, func(x sealedSecond) bool { return head-x.sec >= uint64(len(w.ids)) })
 	slices.SortFunc(secs, func(a, b sealedSecond) int { return cmp.Compare(a.sec, b.sec) })
-	return Sealed{width: w.width, origin: w.origin, head: head, secs: secs}
+	fresh := false
+	if n := len(secs); n > 0 && secs[n-1].sec == head {
+		// As SnapshotOwed judges it: the seeded outcomes of the head owe nothing.
+		seeded := uint64(0)
+		if head == w.seededSec {
+			seeded = w.seededCalls
+		}
+		fresh = secs[n-1].counts().Calls > seeded
+	}
+	return Sealed{width: w.width, origin: w.origin, head: head, secs: secs, fresh: fresh}
 }
 
 // seal moves the bucket's id to its sealed form, (held, i, s) if it holds
@@ -253,7 +279,7 @@ func (w *Window) Seed(gen uint32, s Sealed, now time.Duration) {
 			k := w.bucket(w.slot(uint64(sec)))
 			_, inc, _ := unpackID(k.id.Load())
 			k.fill(packID(gen, inc, uint64(sec)), x)
-			if uint64(sec) == head {
+			if uint64(sec) == head && !s.owes {
 				w.seededCalls = x.counts().Calls
 			}
 			if x.ff|x.ss|x.sf != 0 {

@@ -417,3 +417,43 @@ func sealAndSeed(t *testing.T, r *rand.Rand, w *Window, o *oracle, gen uint32, n
 	}
 	return n, no, next, width
 }
+
+// A window sealed with outcomes in its head second that the rule trips on,
+// recorded since the window was seeded (a trip decided and not committed),
+// seeds a window whose head still owes that trip once Judge has found it,
+// so a breaker's Counts commits it there (SnapshotOwed); without Judge, or
+// with a rule that does not trip, the seeded outcomes owe nothing. Sealed
+// again, the seeded window passes on only what it owed.
+func TestSeal_JudgeKeepsAnOwedTripOwed(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		rule  *trip.Rule
+		owed  bool
+		judge bool
+	}{
+		{"judged, trips", &trip.Rule{FailureCountThreshold: 2}, true, true},
+		{"judged, holds not", &trip.Rule{FailureCountThreshold: 3}, false, true},
+		{"not judged", &trip.Rule{FailureCountThreshold: 2}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := mustNew(t, 10)
+			require.True(t, w.Record(1, 3*sec, true, false))
+			require.True(t, w.Record(1, 3*sec, true, false))
+			seed := func(w *Window) *Window {
+				s := w.Seal(1, 3*sec)
+				if tc.judge {
+					s.Judge(tc.rule)
+				}
+				n := mustNew(t, 10)
+				n.Seed(1, s, 3*sec)
+				return n
+			}
+			n := seed(w)
+			c, owed := n.SnapshotOwed(1, 3*sec)
+			require.Equal(t, window.Counts{Calls: 2, Failures: 2}, c)
+			require.Equal(t, tc.owed, owed)
+			_, owed = seed(n).SnapshotOwed(1, 3*sec)
+			require.Equal(t, tc.owed, owed, "sealed and seeded again")
+		})
+	}
+}
