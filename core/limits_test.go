@@ -12,6 +12,7 @@ package core_test
 import (
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -362,4 +363,45 @@ func TestLimit_SlowCallClassedByTheReadingBeforeItsWrite(t *testing.T) {
 			limitStands(t, c.SlowCalls == 0, "recorded after a read at 2 s saw it absent, and classed slow, as at 2 s")
 		})
 	}
+}
+
+// Limit: a trip committed on the deciding call's behalf may be capped by
+// that call's own reservation. The lock-free trip reserves its OpenGate
+// slot before it claims the state word, so that the gate never counts
+// fewer ejected breakers than there are; a call that finds the trip
+// decided but not committed (here Counts, on a count window the failure
+// closed) reserves too, and with one slot, which the deciding call holds,
+// it is refused and commits "would have opened": capped, though no other
+// breaker holds a slot (R16 caps a trip only when none is free). The
+// deciding call, resuming, finds the word moved and gives its slot back.
+// The test stops the deciding call between its reservation and its claim
+// inside OpenDurationFunc, which runs there; concurrent failures reach the
+// same interleaving without a hook (1 to 5 rounds in 20,000, three failures
+// on a breaker behind a gate of one slot). Lock-free only: the baseline
+// reserves and trips in one step under its mutex.
+func TestLimit_GateCapsATripCommittedOnBehalf(t *testing.T) {
+	gate := &slots{capacity: 1}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	b, err := core.New(core.Config{WindowSize: 2, MinimumNumberOfCalls: 2, FailureRateThreshold: 50,
+		OpenDuration: time.Second, MaxOpenDuration: time.Minute, OpenGate: gate, CollectMetrics: true,
+		OpenDurationFunc: func(int, error) time.Duration {
+			once.Do(func() { close(entered); <-release })
+			return time.Second
+		},
+		Clock: core.NewManualClock(0)})
+	require.NoError(t, err)
+	p1, _ := b.Allow()
+	p2, _ := b.Allow()
+	b.Done(p1, errFail)
+	done := make(chan struct{})
+	go func() { defer close(done); b.Done(p2, errFail) }() // decides the trip, holds the one slot
+	<-entered
+	st := b.Counts().State // commits the trip it finds decided, on the deciding call's behalf
+	close(release)
+	<-done
+	m := b.Metrics()
+	limitStands(t, st == core.Closed && m.Capped == 1 && b.State() == core.Closed && gate.held == 0,
+		"alone behind a gate of one slot, the trip committed on its behalf ended %v, capped %d, the gate holding %d",
+		b.State(), m.Capped, gate.held)
 }
