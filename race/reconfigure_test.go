@@ -1,6 +1,7 @@
 package race_test
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,9 +20,11 @@ import (
 // Counts, RetryAfter and Snapshot. Afterwards no outcome is lost (Metrics
 // counts each report exactly once, as acted on or dropped, and each grant),
 // the notifications form one chain (difftest.Follows: a reconfiguration
-// stays in its generation), and there is one reconfiguration notification
-// per Reconfigure that changed a rule. Under -race, a read of the rules
-// outside the implementations' synchronization is reported.
+// stays in its generation), there is one reconfiguration notification
+// per Reconfigure that changed a rule, and the OpenGate, which never
+// refuses, holds a slot exactly while the breaker is open or half-open
+// (a trip racing a seal reserves and gives back). Under -race, a read of
+// the rules outside the implementations' synchronization is reported.
 func TestReconfigureRacesEveryPath(t *testing.T) {
 	procs(t, 4)
 	// Slow calls from New: a reconfiguration may change the threshold, or
@@ -40,6 +43,13 @@ func TestReconfigureRacesEveryPath(t *testing.T) {
 		alt(func(c *core.Config) { c.MaxRetryAfter = 20 * time.Millisecond }),
 		alt(func(c *core.Config) { c.Classifier = difftest.Classifier }),
 		alt(func(c *core.Config) { c.WindowType, c.WindowSize = core.TimeBased, 2 }),
+		alt(func(c *core.Config) {
+			c.WindowType, c.WindowSize, c.BucketWidth = core.TimeBased, 2, 100*time.Millisecond
+		}),
+		alt(func(c *core.Config) {
+			c.OpenDurationFunc = func(reopens int, _ error) time.Duration { return time.Duration(reopens+1) * 20 * time.Millisecond }
+			c.MaxOpenDuration = 100 * time.Millisecond
+		}),
 		alt(func(c *core.Config) { c.ConsecutiveFailures, c.WindowSize, c.MinimumNumberOfCalls = 4, 5, 5 }),
 		alt(func(c *core.Config) { c.RampUpDuration, c.MaxWaitInHalfOpen = 30*time.Millisecond, 70*time.Millisecond }),
 		base,
@@ -52,6 +62,8 @@ func TestReconfigureRacesEveryPath(t *testing.T) {
 		cfg.Clock = clock
 		var rec transitions
 		cfg.OnStateChange = rec.listen
+		gate := &everySlot{}
+		cfg.OpenGate = gate
 		b := mustNew(t, newB, cfg).(breakers.Reconfigurable)
 		var grants, reports, changes atomic.Uint64
 		var done atomic.Bool
@@ -83,6 +95,11 @@ func TestReconfigureRacesEveryPath(t *testing.T) {
 				}
 			default:
 				defer working.Add(-1)
+				for changes.Load() == 0 {
+					// The lock-free calls are quick enough to finish before
+					// the first reconfiguration lands: start beside it.
+					runtime.Gosched()
+				}
 				for k := range per {
 					if i < 2 && k%2 == 0 {
 						clock.Advance(3 * time.Millisecond) // through open, half-open and ramps
@@ -126,6 +143,9 @@ func TestReconfigureRacesEveryPath(t *testing.T) {
 		}
 		if reconfigured != changes.Load() {
 			t.Errorf("%d reconfiguration notifications for %d reconfigurations that changed a rule", reconfigured, changes.Load())
+		}
+		if st, held := b.State(), gate.held.Load(); held != 0 && held != 1 || (held == 1) != (st == core.Open || st == core.HalfOpen) {
+			t.Errorf("the breaker is %v and the OpenGate holds %d slots for it", st, held)
 		}
 		t.Logf("%d grants, %d reports, %d notifications (%d reconfigurations); %+v", grants.Load(), reports.Load(), len(trs), reconfigured, m)
 	})
@@ -251,6 +271,13 @@ func TestReconfigureCountsCommitsACarriedTrip(t *testing.T) {
 		t.Errorf("Counts showed a closed breaker whose window trips the rule (2 of 2 failed, minimum 2, 50%%): %+v", c)
 	}
 }
+
+// everySlot is an OpenGate that never refuses and counts the slots held.
+type everySlot struct{ held atomic.Int64 }
+
+func (g *everySlot) TryAcquire() bool { g.held.Add(1); return true }
+func (g *everySlot) Acquire()         { g.held.Add(1) }
+func (g *everySlot) Release()         { g.held.Add(-1) }
 
 // sameRules reports whether Settings.Reconfigured finds no rule field of
 // b changed from a's.
