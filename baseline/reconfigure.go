@@ -143,7 +143,11 @@ func (b *Breaker) rewindow(old *core.Settings, oldKind windowKind, count *countW
 	case b.window == timeBased && oldKind == timeBased && b.cfg.BucketWidth == old.BucketWidth:
 		b.time = tw.resized(b.cfg.WindowSize, now)
 	case b.window == timeBased:
+		// Empty, its head at the reconfiguration's second, as the
+		// lock-free successor's (buckets' Seed): a reading the clock
+		// then takes back records into that second, not an earlier one.
 		b.time = newTimeWindow(b.cfg.WindowSize, b.cfg.BucketWidth)
+		b.time.move(now)
 	}
 }
 
