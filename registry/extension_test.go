@@ -330,8 +330,9 @@ func TestExtensionRacingEvictions(t *testing.T) {
 	wg.Wait()
 	ext.check(t, r)
 	clock.Advance(time.Hour)
-	r.EvictIdle()
-	r.EvictIdle() // the first pass stamps the marks of the last Gets
+	r.EvictIdle() // stamps a key looked up since the hand last passed as used now
+	clock.Advance(time.Hour)
+	r.EvictIdle() // an hour later, every key is idle
 	require.Zero(t, r.Len())
 	ext.check(t, r)
 	require.Equal(t, ext.extended, ext.dropped, "every part dropped, kept or not")
