@@ -149,8 +149,8 @@ FUZZ_TARGETS := ./fuzz:FuzzDifferential ./fuzz:FuzzAtomicRing ./fuzz:FuzzBuckets
 	./httpbreaker:FuzzParseRetryAfter ./httpbreaker:FuzzHostKey
 
 # stress-lin runs only the linearizability families whose clock steps
-# concurrently, LIN_COUNT (84) times: 84 x 3 families x 400 histories is
-# 100,800 stepping histories per implementation.
+# concurrently, LIN_COUNT (84) times: 84 x 5 families x 400 histories is
+# 168,000 stepping histories per implementation.
 LIN_COUNT    ?= 84
 
 .PHONY: stress stress-lin fuzz
