@@ -756,10 +756,17 @@ func (w *Window) SnapshotOwed(gen uint32, now time.Duration) (c window.Counts, o
 	// missing from a cached sum a judge uses after we return.
 	w.head.others.Inc()
 	w.retract(gen&genMask, now)
-	if s.sec == w.seededSec {
-		return s.all, s.head.Calls > w.seededCalls
+	return s.all, w.owes(s.sec, s.head.Calls)
+}
+
+// owes reports whether calls outcomes in current second sec hold one
+// recorded since Seed: the calls Seed put in its head second were judged
+// before the window was seeded, and owe no trip.
+func (w *Window) owes(sec, calls uint64) bool {
+	if sec == w.seededSec {
+		return calls > w.seededCalls
 	}
-	return s.all, s.head.Calls > 0
+	return calls > 0
 }
 
 // retract moves the judge word of the current second's bucket to a new

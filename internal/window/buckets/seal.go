@@ -165,15 +165,8 @@ func (w *Window) Seal(gen uint32, now time.Duration) Sealed {
 	head := w.current(now)
 	secs = slices.DeleteFunc(secs, func(x sealedSecond) bool { return head-x.sec >= uint64(len(w.ids)) })
 	slices.SortFunc(secs, func(a, b sealedSecond) int { return cmp.Compare(a.sec, b.sec) })
-	fresh := false
-	if n := len(secs); n > 0 && secs[n-1].sec == head {
-		// As SnapshotOwed judges it: the seeded outcomes of the head owe nothing.
-		seeded := uint64(0)
-		if head == w.seededSec {
-			seeded = w.seededCalls
-		}
-		fresh = secs[n-1].counts().Calls > seeded
-	}
+	n := len(secs)
+	fresh := n > 0 && secs[n-1].sec == head && w.owes(head, secs[n-1].counts().Calls)
 	return Sealed{width: w.width, origin: w.origin, head: head, secs: secs, fresh: fresh}
 }
 
