@@ -632,17 +632,6 @@ func (b *Breaker) tally(acted bool, o core.Outcome, slow bool) {
 // has no slot for it, closed -> closed (capped). It returns a panic of the
 // open-duration function, for the caller to raise once it has unlocked.
 func (b *Breaker) trip(h time.Duration, why core.Reason, err error) (pv any) {
-	if b.state == core.Closed && b.cfg.OpenGate != nil && !b.cfg.OpenGate.TryAcquire() {
-		var now time.Duration
-		if b.cfg.OnStateChange != nil {
-			now = b.cfg.Clock.Now()
-		}
-		b.transition(core.Closed, now, core.ReasonCapped)
-		if b.collect {
-			b.metrics.Capped++
-		}
-		return nil
-	}
 	if b.state == core.MetricsOnly {
 		var now time.Duration
 		if b.cfg.OnStateChange != nil {
@@ -651,7 +640,22 @@ func (b *Breaker) trip(h time.Duration, why core.Reason, err error) (pv any) {
 		b.transition(core.MetricsOnly, now, why)
 		return nil
 	}
-	return b.open(b.cfg.OpenDuration, h, 0, err, why)
+	// The open-duration function runs before the gate is asked, as in the
+	// lock-free breaker, so a trip the gate caps has run it too.
+	until, pv := b.openDuration(b.cfg.OpenDuration, h, 0, err)
+	if b.cfg.OpenGate != nil && !b.cfg.OpenGate.TryAcquire() {
+		var now time.Duration
+		if b.cfg.OnStateChange != nil {
+			now = b.cfg.Clock.Now()
+		}
+		b.transition(core.Closed, now, core.ReasonCapped)
+		if b.collect {
+			b.metrics.Capped++
+		}
+		return pv
+	}
+	b.openUntil(b.cfg.OpenDuration, until, 0, why, 0, true)
+	return pv
 }
 
 // RecordHint records a failure carrying a retry-after hint; see
@@ -736,12 +740,27 @@ func (b *Breaker) open(d, h time.Duration, reopens int, err error, why core.Reas
 // openAt is open at the clock reading now, or at one of its own taken
 // after the open-duration function when read is set.
 func (b *Breaker) openAt(d, h time.Duration, reopens int, err error, why core.Reason, now time.Duration, read bool) (pv any) {
-	until := hinted(d, h)
+	until, pv := b.openDuration(d, h, reopens, err)
+	b.openUntil(d, until, reopens, why, now, read)
+	return pv
+}
+
+// openDuration is how long open sees, before the jitter, and the
+// function's panic, if it panicked: open's rule, without the transition.
+func (b *Breaker) openDuration(d, h time.Duration, reopens int, err error) (until time.Duration, pv any) {
+	until = hinted(d, h)
 	if b.cfg.OpenDurationFunc != nil {
 		var fd time.Duration
 		fd, pv = openDurationOf(&b.cfg, reopens, err)
 		until = max(fd, wholeMillis(h))
 	}
+	return until, pv
+}
+
+// openUntil commits the transition to Open of openAt for the duration
+// until (before the jitter) that openDuration decided, d being the
+// period's open duration without the function.
+func (b *Breaker) openUntil(d, until time.Duration, reopens int, why core.Reason, now time.Duration, read bool) {
 	if read {
 		now = b.cfg.Clock.Now()
 	}
@@ -749,7 +768,6 @@ func (b *Breaker) openAt(d, h time.Duration, reopens int, err error, why core.Re
 	b.openFor, b.reopens = d, reopens
 	b.deadline = openDeadline(now, b.jittered(until, now))
 	b.announceDeadline()
-	return pv
 }
 
 // jittered is d lengthened by the jitter of the transition just committed

@@ -77,10 +77,12 @@ type Breaker struct {
 	// generation that was current at some time, at most the current one and
 	// less than 2^20 behind it. Only committed raises it, and only forward.
 	base atomic.Uint64
-	// What Reconfigure needs, in the padding of the state word's line, so
-	// that a breaker is no larger for it (relay says what each is).
+	// What Reconfigure and the OpenGate's trips need, in the padding of
+	// the state word's line, so that a breaker is no larger for them
+	// (relay and slotAsks say what each is).
 	relay
-	_ [cacheline.Size - 16 - unsafe.Sizeof(relay{})]byte
+	slotAsks
+	_ [cacheline.Size - 16 - unsafe.Sizeof(relay{}) - unsafe.Sizeof(slotAsks{})]byte
 
 	cfg Settings
 	// sysOrigin is the runtime-clock reading at the base of cfg.Clock when
@@ -124,6 +126,19 @@ type relay struct {
 	plan      atomic.Pointer[reconfiguration]
 	reconfigs uint64
 	mu        sync.Mutex
+}
+
+// slotAsks counts the calls committing a trip of this breaker that are
+// asking Config.OpenGate for the trip's slot, or hold one that no
+// committed transition has taken or given back yet (trip.go, reserveSlot):
+// a call the gate refuses while the count is not zero may have been
+// refused the slot that one of them holds for this very trip. asks points
+// at own of the breaker New returned, which every breaker that takes over
+// its state (Reconfigure) shares, since their trips of one generation are
+// one trip. Written only on a trip's slow path, and only with a gate.
+type slotAsks struct {
+	own  atomic.Int32
+	asks *atomic.Int32
 }
 
 // successPath is the way Done takes a success outside half-open.
@@ -192,6 +207,7 @@ func build(c Config) (*Breaker, error) {
 		return nil, err
 	}
 	b := &Breaker{cfg: s, slow: s.slowEnabled()}
+	b.asks = &b.own
 	if c, ok := s.Clock.(SystemClock); ok {
 		b.sysOrigin, b.sysClock = c.origin(), true
 	}

@@ -211,8 +211,10 @@ type Config struct {
 	// arguments: a trip that races other calls may run it more than once
 	// and keep one result, and a trip that another call commits on behalf
 	// of the deciding one (a race only; docs/design.md, Known limits) opens
-	// for OpenDuration without running it. If it panics, the transition
-	// still commits, for OpenDuration, and is notified; then the panic
+	// for OpenDuration without running it. A trip from closed runs it
+	// before asking OpenGate, so a trip the gate caps has run it, its
+	// result unused. If it panics, the transition (or the cap) still
+	// commits, for OpenDuration, and is notified; then the panic
 	// propagates out of the call that ran it, so no breaker is left wedged.
 	// Zero: OpenDuration and its backoff decide.
 	OpenDurationFunc func(reopens int, lastFailure error) time.Duration

@@ -12,7 +12,6 @@ package core_test
 import (
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -366,39 +365,36 @@ func TestLimit_SlowCallClassedByTheReadingBeforeItsWrite(t *testing.T) {
 }
 
 // Limit: a trip committed on the deciding call's behalf may be capped by
-// that call's own reservation. The lock-free trip reserves its OpenGate
-// slot before it claims the state word, so that the gate never counts
-// fewer ejected breakers than there are; a call that finds the trip
-// decided but not committed (here Counts, on a count window the failure
-// closed) reserves too, and with one slot, which the deciding call holds,
-// it is refused and commits "would have opened": capped, though no other
-// breaker holds a slot (R16 caps a trip only when none is free). The
-// deciding call, resuming, finds the word moved and gives its slot back.
-// The test stops the deciding call between its reservation and its claim
-// inside OpenDurationFunc, which runs there; concurrent failures reach the
-// same interleaving without a hook (1 to 5 rounds in 20,000, three failures
-// on a breaker behind a gate of one slot). Lock-free only: the baseline
-// reserves and trips in one step under its mutex.
+// that call's own reservation, if the deciding call stays paused between
+// its reservation and its claim for longer than the other call's bounded
+// wait. The lock-free trip reserves its OpenGate slot before it claims the
+// state word, so that the gate never counts fewer ejected breakers than
+// there are; a call that finds the trip decided but not committed (here
+// Counts, on a count window the failure closed) reserves too, and with one
+// slot, which the deciding call holds, it is refused. It then yields while
+// another ask of the breaker is counted, so that a deciding call that is
+// merely running finishes first (TestOpenGateRefusedCallWaitsForTheTrip);
+// a gate is opaque, so nothing else tells a slot held for this trip from
+// one another breaker took. Here the deciding call is held inside the
+// gate's TryAcquire after it reserved the slot, so the wait runs out and
+// Counts commits "would have opened": capped, though no other breaker
+// holds a slot (R16 caps a trip only when none is free). The deciding call,
+// resuming, finds the word moved and gives its slot back. Lock-free only:
+// the baseline reserves and trips in one step under its mutex.
 func TestLimit_GateCapsATripCommittedOnBehalf(t *testing.T) {
-	gate := &slots{capacity: 1}
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
+	gate := &heldGate{slots: slots{capacity: 1}}
 	b, err := core.New(core.Config{WindowSize: 2, MinimumNumberOfCalls: 2, FailureRateThreshold: 50,
-		OpenDuration: time.Second, MaxOpenDuration: time.Minute, OpenGate: gate, CollectMetrics: true,
-		OpenDurationFunc: func(int, error) time.Duration {
-			once.Do(func() { close(entered); <-release })
-			return time.Second
-		},
-		Clock: core.NewManualClock(0)})
+		OpenDuration: time.Second, OpenGate: gate, CollectMetrics: true, Clock: core.NewManualClock(0)})
 	require.NoError(t, err)
 	p1, _ := b.Allow()
 	p2, _ := b.Allow()
 	b.Done(p1, errFail)
+	gate.arm()
 	done := make(chan struct{})
 	go func() { defer close(done); b.Done(p2, errFail) }() // decides the trip, holds the one slot
-	<-entered
+	<-gate.entered
 	st := b.Counts().State // commits the trip it finds decided, on the deciding call's behalf
-	close(release)
+	close(gate.release)
 	<-done
 	m := b.Metrics()
 	limitStands(t, st == core.Closed && m.Capped == 1 && b.State() == core.Closed && gate.held == 0,

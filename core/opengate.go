@@ -20,11 +20,21 @@ package core
 // back if that transition loses a race (another call moved the breaker
 // first), so a gate never counts fewer slots than its breakers hold: for
 // a moment it may count one more.
+//
+// One trip may be committed by several calls of the lock-free breaker (the
+// call whose outcome decided it and calls that find it decided), and each
+// asks TryAcquire. One that is refused while another call of the same
+// breaker is asking or holds a slot waits for that call to finish, up to
+// 10 ms, and asks again, so that a trip is not capped for want of the slot
+// its own caller holds: a TryAcquire that blocks for longer after it has
+// reserved a slot can still get the trip capped (docs/design.md, Known
+// limits). The mutex baseline asks once per trip.
 type OpenGate interface {
 	// TryAcquire reserves one open slot for a trip (closed -> open) and
 	// reports true, or reports false and reserves nothing: the breaker
 	// then commits closed -> closed with ReasonCapped instead, a new
-	// generation with a fresh window, and rejects nothing.
+	// generation with a fresh window, and rejects nothing (unless another
+	// call committed the trip first: see above).
 	TryAcquire() bool
 	// Acquire takes one open slot whether or not one is free: for a
 	// manual control that ejects the breaker (ForceOpen, HalfOpen) and for

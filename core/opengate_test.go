@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -321,4 +322,110 @@ func TestOpenGateLostTripGivesSlotBack(t *testing.T) {
 			require.Equal(t, c.cbs, cbs, "the held operation committed nothing, or after the race")
 		})
 	}
+}
+
+// A trip from closed runs Config.OpenDurationFunc before it asks the gate,
+// in both implementations: a trip the gate caps has run it (its result
+// unused), and its panic goes on once the capped trip is committed and
+// notified.
+func TestOpenGateCappedTripRunsOpenDurationFunc(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, mk maker) {
+		var calls atomic.Int32
+		panics := false
+		r := mk.build(t, core.Config{ConsecutiveFailures: 1, OpenDuration: time.Second, MaxOpenDuration: time.Minute,
+			CollectMetrics: true, OpenGate: &slots{},
+			OpenDurationFunc: func(int, error) time.Duration {
+				calls.Add(1)
+				if panics {
+					panic("open duration")
+				}
+				return 5 * time.Second
+			}})
+		r.X(core.Failure)
+		require.Equal(t, int32(1), calls.Load(), "the capped trip ran the function")
+		panics = true
+		p := r.A()
+		require.PanicsWithValue(t, "open duration", func() { r.B.Done(p, errFail) })
+		r.Is(core.Closed)
+		require.Equal(t, uint64(2), r.B.Metrics().Capped)
+		require.Equal(t, []string{"C>C@0", "C>C@0"}, r.CBs(), "both capped trips committed and notified")
+	})
+}
+
+// A trip that another call commits on behalf of the deciding call takes
+// the one slot of its gate, while the deciding call runs its
+// open-duration function: the function runs before the deciding call
+// reserves, so it holds no slot there. Lock-free only (the baseline runs
+// the function under its mutex, where nothing can come between).
+func TestOpenGateTripCommittedOnBehalfTakesTheSlot(t *testing.T) {
+	gate := &slots{capacity: 1}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	b, err := core.New(core.Config{WindowSize: 2, MinimumNumberOfCalls: 2, FailureRateThreshold: 50,
+		OpenDuration: time.Second, MaxOpenDuration: time.Minute, OpenGate: gate, CollectMetrics: true,
+		OpenDurationFunc: func(int, error) time.Duration {
+			once.Do(func() { close(entered); <-release })
+			return time.Second
+		},
+		Clock: core.NewManualClock(0)})
+	require.NoError(t, err)
+	p1, _ := b.Allow()
+	p2, _ := b.Allow()
+	b.Done(p1, errFail)
+	done := make(chan struct{})
+	go func() { defer close(done); b.Done(p2, errFail) }() // decides the trip
+	<-entered
+	require.Equal(t, core.Open, b.Counts().State, "Counts commits the trip it finds decided")
+	close(release)
+	<-done
+	require.Equal(t, core.Open, b.State())
+	require.Zero(t, b.Metrics().Capped)
+	requireHeld(t, gate, 1, "the open breaker's slot")
+}
+
+// relayGate is slots whose first TryAcquire reserves and then waits until
+// a second TryAcquire, refused, lets it go on: the deciding call of a trip
+// is still inside the gate, holding the one slot, when another call of
+// the breaker is refused it.
+type relayGate struct {
+	slots
+	asks             atomic.Int32
+	entered, proceed chan struct{}
+}
+
+func (g *relayGate) TryAcquire() bool {
+	ok := g.slots.TryAcquire()
+	switch g.asks.Add(1) {
+	case 1:
+		close(g.entered)
+		<-g.proceed
+	case 2:
+		close(g.proceed)
+	}
+	return ok
+}
+
+// A call refused the slot that the deciding call of the same trip holds
+// yields until that call has committed the trip, then finds the breaker
+// open: the trip is not capped. GOMAXPROCS is 1, so the deciding call,
+// made runnable by the refused TryAcquire, runs to its end at the refused
+// call's first yield. Without the wait the refused call commits "would
+// have opened". Lock-free only, as above.
+func TestOpenGateRefusedCallWaitsForTheTrip(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	gate := &relayGate{slots: slots{capacity: 1}, entered: make(chan struct{}), proceed: make(chan struct{})}
+	b, err := core.New(core.Config{WindowSize: 2, MinimumNumberOfCalls: 2, FailureRateThreshold: 50,
+		OpenDuration: time.Second, OpenGate: gate, CollectMetrics: true, Clock: core.NewManualClock(0)})
+	require.NoError(t, err)
+	p1, _ := b.Allow()
+	p2, _ := b.Allow()
+	b.Done(p1, errFail)
+	done := make(chan struct{})
+	go func() { defer close(done); b.Done(p2, errFail) }() // decides the trip, reserves the one slot
+	<-gate.entered
+	require.Equal(t, core.Open, b.Counts().State, "Counts, refused, waited for the trip")
+	<-done
+	require.Zero(t, b.Metrics().Capped)
+	requireHeld(t, &gate.slots, 1, "the open breaker's slot")
+	require.Equal(t, 2, gate.askedN())
 }

@@ -284,7 +284,7 @@ func (b *Breaker) successorOf(p *reconfiguration) (*Breaker, verdict) {
 	s := p.set
 	n := &Breaker{cfg: s, slow: s.slowEnabled(), sysOrigin: b.sysOrigin, sysClock: b.sysClock,
 		dispatch: b.dispatch, metrics: b.metrics}
-	n.reconfigs = b.reconfigs + 1
+	n.reconfigs, n.asks = b.reconfigs+1, b.asks
 	now := n.now()
 	u, gen := p.from.fields(), p.gen
 	// The backoff step stays, within the new ladder: a shorter one ends

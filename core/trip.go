@@ -1,6 +1,9 @@
 package core
 
-import "time"
+import (
+	"runtime"
+	"time"
+)
 
 // tripPending commits the trip of the counting generation gen (the word
 // unpacked in u) if an outcome has closed its count window but the trip is
@@ -53,7 +56,8 @@ func (b *Breaker) finishTrip(gen uint64, own bool) {
 // c is the outcome to count once the swap wins, before the notification
 // goes out, so a listener never sees a transition without the outcome that
 // caused it; why is what decided the trip, for Config.OpenDurationFunc,
-// whose panic goes on once the trip is committed and notified.
+// whose panic goes on once the trip (or its cap) is committed and
+// notified.
 func (b *Breaker) trip(w stateWord, gen uint64, hint time.Duration, c deferredCount, why cause) bool {
 	g := gen + 1
 	if w.state() == MetricsOnly {
@@ -64,22 +68,35 @@ func (b *Breaker) trip(w stateWord, gen uint64, hint time.Duration, c deferredCo
 		b.notify(MetricsOnly, MetricsOnly, g, b.clockIfListening(), b.tripReasonIfListening(gen, hint))
 		return true
 	}
-	// The open slot is reserved before the claim, so the gate never
-	// counts fewer open breakers than there are, and given back if the
-	// claim loses.
-	gate := b.cfg.OpenGate
-	if gate != nil && !gate.TryAcquire() {
-		return b.capped(w, gen, c)
-	}
+	// Config.OpenDurationFunc runs here, before a slot is reserved: a
+	// call the gate refuses waits, briefly, for a slot this breaker's
+	// other calls hold (reserveSlot), and must not wait on user code.
+	claim, d, pv := b.claimOpenBy(0, lowGen(g), hint, why)
 	// closed -> open: a successful claim is the one trip of this
 	// generation; every other recorder of the old generation becomes
-	// stale and the window is abandoned with it (R8, R11).
-	claim, d, pv := b.claimOpenBy(0, lowGen(g), hint, why)
-	now, ok := b.commit(w, claim)
-	if !ok {
-		if gate != nil {
-			gate.Release()
+	// stale and the window is abandoned with it (R8, R11). The open slot
+	// is reserved before the claim, so the gate never counts fewer open
+	// breakers than there are, and given back if the claim loses.
+	var now time.Duration
+	var ok bool
+	if gate := b.cfg.OpenGate; gate == nil {
+		now, ok = b.commit(w, claim)
+	} else {
+		switch b.reserveSlot(gate, w) {
+		case slotMoved:
+			return false
+		case slotRefused:
+			if !b.capped(w, gen, c) {
+				return false
+			}
+			if pv != nil {
+				panic(pv)
+			}
+			return true
 		}
+		now, ok = b.commitHolding(gate, w, claim)
+	}
+	if !ok {
 		return false
 	}
 	b.countDeferred(c)
@@ -88,6 +105,92 @@ func (b *Breaker) trip(w stateWord, gen uint64, hint time.Duration, c deferredCo
 		panic(pv)
 	}
 	return true
+}
+
+// slotAnswer is what reserveSlot got for a trip.
+type slotAnswer uint8
+
+const (
+	// slotHeld: the gate reserved the trip's slot; the caller's ask stays
+	// counted until its claim has committed or it has given the slot back.
+	slotHeld slotAnswer = iota
+	// slotRefused: no slot is free, and no other call of the breaker was
+	// asking for one or holding one, or the wait for them ran out.
+	slotRefused
+	// slotMoved: the state word moved while the refused call waited: the
+	// caller reloads.
+	slotMoved
+)
+
+// slotWait bounds how long, by the system's monotonic clock, a refused
+// call waits for the breaker's other asks (reserveSlot) before it takes
+// the refusal as the answer: the scheduler's time slice, past which the
+// call it waits for has been descheduled rather than merely running.
+const slotWait = 10 * time.Millisecond
+
+// reserveSlot asks gate for the slot of a trip from the closed word w.
+//
+// Several calls may commit one trip: the one whose outcome decided it and
+// any that find it decided but not committed (Counts, a later outcome).
+// Each asks the gate, and only one claim wins. A refusal is the answer
+// only if no slot is free for the breaker: with one slot left, the first
+// asker takes it, and a second is refused the very slot the trip will
+// hold. So a refused call that finds another ask counted (slotAsks)
+// yields until none is: by then that ask has committed the trip (the word
+// has moved: the caller reloads), or was refused too, or gave its slot
+// back, and the call asks again. The gate is opaque, so nothing else tells
+// a slot held for this trip from one another breaker took, and a call
+// paused between its reservation and its claim cannot be helped; so the
+// wait is bounded, by slotWait, after which the refusal stands
+// (docs/design.md, Known limits). The wait reads the system clock, not
+// Config.Clock: it bounds a wait on the scheduler, not a rule's time.
+func (b *Breaker) reserveSlot(gate OpenGate, w stateWord) slotAnswer {
+	var deadline int64 // set at the first wait
+	for {
+		if b.ask(gate) {
+			return slotHeld
+		}
+		if b.asks.Load() == 0 {
+			return slotRefused
+		}
+		for b.asks.Load() != 0 {
+			switch now := nanotime(); {
+			case deadline == 0:
+				deadline = now + int64(slotWait)
+			case now > deadline:
+				return slotRefused
+			}
+			runtime.Gosched()
+			if b.peek() != w {
+				return slotMoved
+			}
+		}
+	}
+}
+
+// ask is one TryAcquire of gate, counted in slotAsks while it runs and,
+// when it reserves a slot, until the caller is done with it. A refusal or
+// a panic of the gate takes the count back at once.
+func (b *Breaker) ask(gate OpenGate) (granted bool) {
+	b.asks.Inc()
+	defer func() {
+		if !granted {
+			b.asks.Dec()
+		}
+	}()
+	return gate.TryAcquire()
+}
+
+// commitHolding is commit for a trip whose slot of gate reserveSlot has
+// reserved: the slot is given back if the claim loses, and the ask is
+// taken back once the slot is the open breaker's or the gate's again,
+// even if the clock or the gate panics.
+func (b *Breaker) commitHolding(gate OpenGate, w, c stateWord) (now time.Duration, ok bool) {
+	defer b.asks.Dec()
+	if now, ok = b.commit(w, c); !ok {
+		gate.Release()
+	}
+	return now, ok
 }
 
 // capped commits the trip of the closed word w of generation gen that the
