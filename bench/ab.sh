@@ -10,7 +10,10 @@
 # Environment: GO, BENCHSTAT (a pinned `go run` path), AB_OLD (required),
 # AB_NEW (default: the working tree), AB_ROUNDS (20), AB_CPU (1,2), AB_TIME
 # (20ms), AB_RUN (the benchmark regex: the mix cells of both of our
-# implementations), AB_NAME (ab), AB_LAYOUTS (0).
+# implementations), AB_NAME (ab), AB_LAYOUTS (0). make expands a $ in a
+# variable it passes on, so through `make bench-ab` write each $ of AB_RUN
+# as $$ (AB_RUN='^BenchmarkMix$$/^failures=0$$'), or run this script
+# with the variables in its environment.
 #
 # AB_LAYOUTS=N builds each side N times, each with the linker's function
 # order shuffled by a seed of its own (-ldflags=-randlayout=SEED, seeds 1..N),
