@@ -429,3 +429,78 @@ func TestOpenGateRefusedCallWaitsForTheTrip(t *testing.T) {
 	requireHeld(t, &gate.slots, 1, "the open breaker's slot")
 	require.Equal(t, 2, gate.askedN())
 }
+
+// movingGate is heldGate that, on each refused TryAcquire up to limit,
+// wakes a goroutine that moves the state word of its breaker once (moves).
+type movingGate struct {
+	heldGate
+	refused atomic.Int32
+	limit   int32
+	moves   chan struct{}
+}
+
+func (g *movingGate) TryAcquire() bool {
+	ok := g.heldGate.TryAcquire()
+	if !ok && g.refused.Add(1) <= g.limit {
+		g.moves <- struct{}{}
+	}
+	return ok
+}
+
+// A refused call's wait for another ask of its breaker is bounded over all
+// its attempts at the trip, not per attempt. The deciding call stays held
+// inside the gate with the one slot; a second failure decided the trip too
+// (a time window: its judgement stands) and is refused. Each time it is
+// refused, another outcome of the generation moves the state word (it
+// starts or ends a run of failures, short of the rule): GOMAXPROCS is 1,
+// so that outcome runs at the refused call's yield, and the call, finding
+// the word moved, tries again. It gives up once its wait has lasted 10 ms
+// in all, and commits "would have opened" while the deciding call is still
+// held (Known limits). With a fresh wait per attempt it never gave up
+// while the word kept moving: it waited as long as the deciding call was
+// held (here, until the test's limit of attempts stops the moves).
+func TestOpenGateRefusedCallWaitIsBoundedOverRetries(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const limit = 200000 // attempts, far more than 10 ms of them
+	gate := &movingGate{heldGate: heldGate{slots: slots{capacity: 1}}, limit: limit, moves: make(chan struct{}, 1)}
+	b, err := core.New(core.Config{WindowType: core.TimeBased, WindowSize: 10, MinimumNumberOfCalls: 2,
+		FailureRateThreshold: 100, ConsecutiveFailures: core.MaxConsecutiveFailures,
+		OpenDuration: time.Second, OpenGate: gate, CollectMetrics: true, Clock: core.NewManualClock(0)})
+	require.NoError(t, err)
+	p0, _ := b.Allow()
+	p1, _ := b.Allow()
+	p2, _ := b.Allow()
+	b.Done(p0, errFail)
+	gate.arm()
+	held := make(chan struct{})
+	go func() { defer close(held); b.Done(p1, errFail) }() // decides the trip, held with the one slot
+	<-gate.entered
+	moved := make(chan struct{})
+	go func() {
+		defer close(moved)
+		for i := 0; ; i++ {
+			if _, ok := <-gate.moves; !ok {
+				return
+			}
+			p, err := b.Allow()
+			if err != nil {
+				continue
+			}
+			if i%2 == 0 {
+				b.Done(p, nil) // ends the run of failures: the word moves
+			} else {
+				b.Done(p, errFail) // starts one, short of the rule: the word moves
+			}
+		}
+	}()
+	b.Done(p2, errFail) // decides the trip too, refused: waits, tries again, gives up
+	attempts := gate.refused.Load()
+	close(gate.moves)
+	<-moved
+	close(gate.release)
+	<-held
+	require.Less(t, attempts, int32(limit), "the refused call waited as long as the word kept moving")
+	require.Equal(t, core.Closed, b.State())
+	require.Equal(t, uint64(1), b.Metrics().Capped)
+	requireHeld(t, &gate.slots, 0, "the capped breaker holds no slot")
+}

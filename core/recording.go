@@ -237,6 +237,7 @@ func (b *Breaker) record(p Permit, o Outcome, err error) {
 	}
 	trips, more := false, true
 	var c deferredCount // counted by the window write, if there is one
+	var wait int64      // trip's wait for an OpenGate slot, over every attempt
 	switch {
 	case b.ring != nil:
 		trips, more = b.recordInRing(p, o, err)
@@ -257,7 +258,7 @@ func (b *Breaker) record(p Permit, o Outcome, err error) {
 			run++
 		}
 		if trips || b.cfg.consecutiveTrips(uint64(run)) {
-			if b.trip(w, p.Generation, 0, c, cause{err: err, decided: true}) {
+			if b.trip(w, p.Generation, 0, c, cause{err: err, decided: true}, &wait) {
 				return
 			}
 		} else {

@@ -29,6 +29,7 @@ func (b *Breaker) tripPending(u word, gen uint64) bool {
 // own says whether the caller is the call whose outcome (recorded with no
 // error) decided the trip, rather than one committing it on its behalf.
 func (b *Breaker) finishTrip(gen uint64, own bool) {
+	var wait int64 // reserveSlot's deadline, over every attempt
 	for {
 		w := b.load()
 		if w == moving {
@@ -39,7 +40,7 @@ func (b *Breaker) finishTrip(gen uint64, own bool) {
 				return
 			}
 		}
-		if !w.counting() || !b.ofWord(w, gen) || b.trip(w, gen, 0, deferredCount{}, cause{decided: own}) {
+		if !w.counting() || !b.ofWord(w, gen) || b.trip(w, gen, 0, deferredCount{}, cause{decided: own}, &wait) {
 			return
 		}
 	}
@@ -57,8 +58,9 @@ func (b *Breaker) finishTrip(gen uint64, own bool) {
 // goes out, so a listener never sees a transition without the outcome that
 // caused it; why is what decided the trip, for Config.OpenDurationFunc,
 // whose panic goes on once the trip (or its cap) is committed and
-// notified.
-func (b *Breaker) trip(w stateWord, gen uint64, hint time.Duration, c deferredCount, why cause) bool {
+// notified. wait is the caller's deadline for reserveSlot's wait, zero
+// until its first wait, kept over the caller's attempts at this trip.
+func (b *Breaker) trip(w stateWord, gen uint64, hint time.Duration, c deferredCount, why cause, wait *int64) bool {
 	g := gen + 1
 	if w.state() == MetricsOnly {
 		if !b.cas(w, word{state: MetricsOnly, gen: lowGen(g)}.packed()) {
@@ -82,7 +84,7 @@ func (b *Breaker) trip(w stateWord, gen uint64, hint time.Duration, c deferredCo
 	if gate := b.cfg.OpenGate; gate == nil {
 		now, ok = b.commit(w, claim)
 	} else {
-		switch b.reserveSlot(gate, w) {
+		switch b.reserveSlot(gate, w, wait) {
 		case slotMoved:
 			return false
 		case slotRefused:
@@ -142,10 +144,14 @@ const slotWait = 10 * time.Millisecond
 // a slot held for this trip from one another breaker took, and a call
 // paused between its reservation and its claim cannot be helped; so the
 // wait is bounded, by slotWait, after which the refusal stands
-// (docs/design.md, Known limits). The wait reads the system clock, not
-// Config.Clock: it bounds a wait on the scheduler, not a rule's time.
-func (b *Breaker) reserveSlot(gate OpenGate, w stateWord) slotAnswer {
-	var deadline int64 // set at the first wait
+// (docs/design.md, Known limits). The bound is the calling call's, over
+// all its attempts at the trip (deadline, zero until its first wait): a
+// call the word's moving sends back to try again (another outcome of the
+// generation changed its run of failures) would otherwise start a fresh
+// wait each time, and wait as long as the paused call it waits for. The
+// wait reads the system clock, not Config.Clock: it bounds a wait on the
+// scheduler, not a rule's time.
+func (b *Breaker) reserveSlot(gate OpenGate, w stateWord, deadline *int64) slotAnswer {
 	for {
 		if b.ask(gate) {
 			return slotHeld
@@ -155,9 +161,9 @@ func (b *Breaker) reserveSlot(gate OpenGate, w stateWord) slotAnswer {
 		}
 		for b.asks.Load() != 0 {
 			switch now := nanotime(); {
-			case deadline == 0:
-				deadline = now + int64(slotWait)
-			case now > deadline:
+			case *deadline == 0:
+				*deadline = now + int64(slotWait)
+			case now > *deadline:
 				return slotRefused
 			}
 			runtime.Gosched()
@@ -234,6 +240,7 @@ func (b *Breaker) recordHint(p Permit, retryAfter time.Duration, err error) {
 		return
 	}
 	defer b.tellProbeGate(p, Failure)
+	var wait int64 // reserveSlot's deadline, over every attempt
 	for {
 		w := b.load()
 		if w == moving {
@@ -250,7 +257,7 @@ func (b *Breaker) recordHint(p Permit, retryAfter time.Duration, err error) {
 			if b.tripPending(u, p.Generation) {
 				continue // this hint comes after that trip: stale
 			}
-			if b.trip(w, p.Generation, h, deferredCount{o: Failure, due: true}, cause{err: err, decided: true}) {
+			if b.trip(w, p.Generation, h, deferredCount{o: Failure, due: true}, cause{err: err, decided: true}, &wait) {
 				return
 			}
 			continue
