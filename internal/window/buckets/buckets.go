@@ -482,9 +482,20 @@ func (w *Window) RecordTrip(gen uint32, now time.Duration, failure, slow bool, r
 // allocates nothing and never panics.
 func (w *Window) RecordSuccess(gen uint32, now time.Duration, rule *trip.Rule) (recorded, trips bool) {
 	gen &= genMask
-	sec := w.tick(now)
-	i, id, ok := w.steady(gen, sec)
-	if !ok {
+	// steady, for the reading rather than its second: now falls in the
+	// head's second sec exactly when 0 <= now - origin - sec*width < width,
+	// which is tick(now) == sec (below the saturated second, whose later
+	// readings take RecordTrip, as every reading outside the head's second
+	// does), with one multiply where tick divides. Inline: in a call of
+	// its own (too large to inline), it cost more than the division.
+	hs := w.head.slot.Load()
+	i, sec := hs&slotMask, hs>>slotShift
+	width := uint64(w.width)
+	if uint64(now-w.origin)-sec*width >= width || sec != w.head.second.Load() || i >= uint64(len(w.ids)) {
+		return w.RecordTrip(gen, now, false, false, rule) // i past the end: the zero Window (width 0 fails first)
+	}
+	id := w.ids[i].Load()
+	if id&^incMask != uint64(gen)<<(incBits+secBits)|sec {
 		return w.RecordTrip(gen, now, false, false, rule)
 	}
 	inc := uint8(id >> secBits)
@@ -992,9 +1003,12 @@ func raise(x *atomic.Uint64, v uint64) uint64 {
 // than the general multiply by divM and shift by divShift (their loads,
 // the origin's subtraction and the moves MULQ needs); the compare that
 // picks the path costs three (bench/instructions.sh, a time-window
-// success: 274 instructions with the general path alone, 270 with both,
-// 264 before widths). The narrower widths' path stays inline: in a call
-// of its own it made RecordSuccess spill its arguments on every call.
+// success when it still called tick: 274 instructions with the general
+// path alone, 270 with both, 264 before widths). The narrower widths' path
+// stays inline: in a call of its own it made its callers spill their
+// arguments on every call. RecordSuccess, the bulk of the calls, needs no
+// second at all in its steady state: it tests whether the reading falls
+// in the head's second (261 instructions, at every width).
 func (w *Window) tick(now time.Duration) uint64 {
 	if w.wholeSeconds {
 		if now <= 0 {
