@@ -21,7 +21,10 @@ import (
 // by default (time-based).
 //
 // All methods are safe for concurrent use and none blocks: no lock, no
-// goroutine, no timer. Transitions happen lazily inside Allow, Done, Record
+// goroutine, no timer. One bounded wait is the exception: behind a
+// Config.OpenGate, a call committing a trip that the gate refuses while
+// another call of the breaker is asking for or holding a slot yields for
+// up to 10 ms for it to finish (OpenGate). Transitions happen lazily inside Allow, Done, Record
 // and Counts (which may commit a trip an outcome has already decided);
 // State commits nothing of its own (it reports an elapsed open duration as
 // half-open; the transition comes with the next Allow). A transition whose new word

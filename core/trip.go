@@ -171,6 +171,11 @@ func (b *Breaker) reserveSlot(gate OpenGate, w stateWord, deadline *int64) slotA
 				return slotMoved
 			}
 		}
+		// The count fell to zero: the call waited for may have committed
+		// the trip just before; ask again only if it did not.
+		if b.peek() != w {
+			return slotMoved
+		}
 	}
 }
 
