@@ -383,12 +383,7 @@ func TestLimit_SlowCallClassedByTheReadingBeforeItsWrite(t *testing.T) {
 // the baseline reserves and trips in one step under its mutex.
 func TestLimit_GateCapsATripCommittedOnBehalf(t *testing.T) {
 	gate := &heldGate{slots: slots{capacity: 1}}
-	b, err := core.New(core.Config{WindowSize: 2, MinimumNumberOfCalls: 2, FailureRateThreshold: 50,
-		OpenDuration: time.Second, OpenGate: gate, CollectMetrics: true, Clock: core.NewManualClock(0)})
-	require.NoError(t, err)
-	p1, _ := b.Allow()
-	p2, _ := b.Allow()
-	b.Done(p1, errFail)
+	b, p2 := tripOnNextFailure(t, core.Config{OpenGate: gate})
 	gate.arm()
 	done := make(chan struct{})
 	go func() { defer close(done); b.Done(p2, errFail) }() // decides the trip, holds the one slot

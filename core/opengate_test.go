@@ -65,6 +65,22 @@ func requireHeld(t *testing.T, g *slots, want int, what string) {
 	require.Equal(t, want, g.held, what)
 }
 
+// tripOnNextFailure is a lock-free breaker of config c with a count window
+// of two calls, a minimum of two and a threshold of 50 %, metrics and a
+// manual clock, that has recorded one failure; the permit it returns is
+// the second call's, whose failure decides the trip.
+func tripOnNextFailure(t *testing.T, c core.Config) (*core.Breaker, core.Permit) {
+	t.Helper()
+	c.WindowSize, c.MinimumNumberOfCalls, c.FailureRateThreshold = 2, 2, 50
+	c.OpenDuration, c.CollectMetrics, c.Clock = time.Second, true, core.NewManualClock(0)
+	b, err := core.New(c)
+	require.NoError(t, err)
+	p1, _ := b.Allow()
+	p2, _ := b.Allow()
+	b.Done(p1, errFail)
+	return b, p2
+}
+
 // A trip the gate refuses commits closed -> closed with ReasonCapped: a
 // new generation, a fresh window, the outcome counted, nothing rejected,
 // and Metrics.Capped; a trip it lets through holds the slot through
@@ -361,17 +377,11 @@ func TestOpenGateTripCommittedOnBehalfTakesTheSlot(t *testing.T) {
 	gate := &slots{capacity: 1}
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	b, err := core.New(core.Config{WindowSize: 2, MinimumNumberOfCalls: 2, FailureRateThreshold: 50,
-		OpenDuration: time.Second, MaxOpenDuration: time.Minute, OpenGate: gate, CollectMetrics: true,
+	b, p2 := tripOnNextFailure(t, core.Config{MaxOpenDuration: time.Minute, OpenGate: gate,
 		OpenDurationFunc: func(int, error) time.Duration {
 			once.Do(func() { close(entered); <-release })
 			return time.Second
-		},
-		Clock: core.NewManualClock(0)})
-	require.NoError(t, err)
-	p1, _ := b.Allow()
-	p2, _ := b.Allow()
-	b.Done(p1, errFail)
+		}})
 	done := make(chan struct{})
 	go func() { defer close(done); b.Done(p2, errFail) }() // decides the trip
 	<-entered
@@ -414,12 +424,7 @@ func (g *relayGate) TryAcquire() bool {
 func TestOpenGateRefusedCallWaitsForTheTrip(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	gate := &relayGate{slots: slots{capacity: 1}, entered: make(chan struct{}), proceed: make(chan struct{})}
-	b, err := core.New(core.Config{WindowSize: 2, MinimumNumberOfCalls: 2, FailureRateThreshold: 50,
-		OpenDuration: time.Second, OpenGate: gate, CollectMetrics: true, Clock: core.NewManualClock(0)})
-	require.NoError(t, err)
-	p1, _ := b.Allow()
-	p2, _ := b.Allow()
-	b.Done(p1, errFail)
+	b, p2 := tripOnNextFailure(t, core.Config{OpenGate: gate})
 	done := make(chan struct{})
 	go func() { defer close(done); b.Done(p2, errFail) }() // decides the trip, reserves the one slot
 	<-gate.entered
