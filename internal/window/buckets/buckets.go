@@ -495,7 +495,7 @@ func (w *Window) RecordSuccess(gen uint32, now time.Duration, rule *trip.Rule) (
 		return w.RecordTrip(gen, now, false, false, rule) // i past the end: the zero Window (width 0 fails first)
 	}
 	id := w.ids[i].Load()
-	if id&^incMask != uint64(gen)<<(incBits+secBits)|sec {
+	if !holds(id, gen, sec) {
 		return w.RecordTrip(gen, now, false, false, rule)
 	}
 	inc := uint8(id >> secBits)
@@ -536,7 +536,14 @@ func (w *Window) steady(gen uint32, sec uint64) (i, id uint64, ok bool) {
 		return 0, 0, false // i past the end: the zero Window
 	}
 	id = w.ids[i].Load()
-	return i, id, id&^incMask == uint64(gen)<<(incBits+secBits)|sec // packID(gen, 0, sec), spelled out: with the call, steady no longer inlines
+	return i, id, holds(id, gen, sec)
+}
+
+// holds reports whether a bucket's id names second sec of generation gen
+// (masked), in any incarnation: packID(gen, 0, sec) spelled out, since with
+// that call steady no longer inlined.
+func holds(id uint64, gen uint32, sec uint64) bool {
+	return id&^incMask == uint64(gen)<<(incBits+secBits)|sec
 }
 
 // RecordFailure is RecordTrip(gen, now, true, false, rule) for a failure
