@@ -27,6 +27,7 @@ package baseline
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -211,21 +212,34 @@ func (b *Breaker) mustBeNew() {
 // Allow asks to make one call; see core.Breaker.Allow.
 func (b *Breaker) Allow() (core.Permit, error) {
 	b.mustBeNew()
-	var start time.Duration
 	if b.timedAtNew {
-		// The call's Start: any reading within Allow stamps it, so it is
-		// taken before the mutex. Only the mutex tells whether the breaker
-		// is closed, so a rejected or disabled call wastes it.
-		start = b.read()
+		return b.allowTimed()
 	}
 	b.mu.Lock()
-	if start != 0 && !b.timed {
+	if b.state == core.Closed && !b.ramping {
+		b.admit()
+		gen := b.gen
+		b.mu.Unlock()
+		return core.Permit{Generation: gen}, nil
+	}
+	return b.allowLocked(0)
+}
+
+// allowTimed is Allow where New turned slow calls on. The call's Start:
+// any reading within Allow stamps it, so it is taken before the mutex.
+// Only the mutex tells whether the breaker is closed, and whether a
+// Reconfigure has turned slow calls off, so a rejected, disabled or
+// untimed call wastes it. Apart from Allow, so that a breaker New did not
+// time tests neither (2 instructions a call).
+func (b *Breaker) allowTimed() (core.Permit, error) {
+	start := b.read()
+	b.mu.Lock()
+	if !b.timed {
 		start = 0 // a Reconfigure turned slow calls off
 	}
+	// Allow's closed path again: a helper that unlocks does not inline.
 	if b.state == core.Closed && !b.ramping {
-		if b.collect {
-			b.metrics.Admitted++
-		}
+		b.admit()
 		gen := b.gen
 		b.mu.Unlock()
 		return core.Permit{Generation: gen, Start: start}, nil
@@ -452,7 +466,7 @@ func (b *Breaker) RetryAfter() time.Duration {
 // released as Ignored and the panic goes on.
 func (b *Breaker) Done(p core.Permit, err error) {
 	if err == nil {
-		b.Record(p, core.Success)
+		b.record(p, core.Success, nil)
 		return
 	}
 	b.doneWithError(p, err)
@@ -549,13 +563,15 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 		b.count.add(outcomeOf(fail, slow))
 		c = b.count.sum
 	case timeBased:
-		if now == notRead {
-			// Not read before the mutex: a Reconfigure gave a count
-			// window's breaker a time window. Tested here, on now: a flag
-			// live across the lock cost every outcome 7 instructions.
-			now = b.read()
-		}
 		if now >= b.time.headEnd {
+			// notRead, the largest reading, arrives here too: a
+			// Reconfigure gave a count window's breaker a time window,
+			// and the reading is taken now, under the mutex. Tested here,
+			// once a bucket, and not on every outcome (2 instructions); a
+			// flag live across the lock cost every outcome 7.
+			if now == notRead {
+				now = b.read()
+			}
 			b.time.move(now)
 		}
 		c = b.time.addHead(outcomeOf(fail, slow))
@@ -579,10 +595,10 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 	repanic(pv)
 }
 
-// notRead is record's reading when it took none before the mutex: -1 ns,
-// which the breaker clock, counting from its construction, does not read;
-// a clock that did would only be read once more.
-const notRead = time.Duration(-1)
+// notRead is record's reading when it took none before the mutex: the
+// largest reading, some 292 years of the breaker clock, which counts from
+// its construction; a clock that read it would only be read once more.
+const notRead = time.Duration(math.MaxInt64)
 
 // recordUncounted is Record of an outcome that no window counts: a stale
 // permit's, a probe's, or an Ignored one (err: as record's). The caller
