@@ -99,8 +99,8 @@ type Breaker struct {
 	// them: whether the paths before the mutex read the clock. Slow calls
 	// are never turned on later (core.Settings.Reconfigured refuses it),
 	// so a call not timed by them is timed by no later rules; a time
-	// window a Reconfigure brings to a count window's breaker is read for
-	// under the mutex instead. Plain fields on the hot paths, where an
+	// window a Reconfigure brings to a breaker New gave a count window or
+	// none is read for under the mutex instead. Plain fields on the hot paths, where an
 	// atomic copy of the rules cost the contender 20 instructions a call.
 	timedAtNew, stampedAtNew bool
 	clock                    core.Clock
@@ -228,8 +228,9 @@ func (b *Breaker) Allow() (core.Permit, error) {
 // allowTimed is Allow where New turned slow calls on. The call's Start:
 // any reading within Allow stamps it, so it is taken before the mutex.
 // Only the mutex tells whether the breaker is closed, and whether a
-// Reconfigure has turned slow calls off, so a rejected, disabled or
-// untimed call wastes it. Apart from Allow, so that a breaker New did not
+// Reconfigure has turned slow calls off, so a call that is not admitted
+// closed and timed (a rejection, a probe, a ramping or disabled call, or
+// one after slow calls were turned off) wastes it. Apart from Allow, so that a breaker New did not
 // time tests neither (2 instructions a call).
 func (b *Breaker) allowTimed() (core.Permit, error) {
 	start := b.read()
@@ -565,10 +566,11 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 	case timeBased:
 		if now >= b.time.headEnd {
 			// notRead, the largest reading, arrives here too: a
-			// Reconfigure gave a count window's breaker a time window,
-			// and the reading is taken now, under the mutex. Tested here,
-			// once a bucket, and not on every outcome (2 instructions); a
-			// flag live across the lock cost every outcome 7.
+			// Reconfigure gave a time window to a breaker New gave a count
+			// window or none, and the reading is taken now, under the
+			// mutex. Tested here, once a bucket, and not on every outcome
+			// (2 instructions); a flag live across the lock cost every
+			// outcome 7.
 			if now == notRead {
 				now = b.read()
 			}
@@ -596,8 +598,8 @@ func (b *Breaker) record(p core.Permit, o core.Outcome, failure *error) {
 }
 
 // notRead is record's reading when it took none before the mutex: the
-// largest reading, some 292 years of the breaker clock, which counts from
-// its construction; a clock that read it would only be read once more.
+// largest reading, which a clock reaches only after some 292 years of its
+// count; one that did read it would only be read once more.
 const notRead = time.Duration(math.MaxInt64)
 
 // recordUncounted is Record of an outcome that no window counts: a stale

@@ -15,9 +15,11 @@ import (
 // Reconfigurations racing every path that reads the rules (R18, R13):
 // one goroutine reconfigures the breaker round a table of configs that
 // change the slow-call threshold and turn hints, the custom classifier, a
-// time window and a run of failures on and off, while others call Allow, Done (with hinted and
+// time window and a run of failures on and off, and halfway stop measuring
+// slow calls for good, while others call Allow, Done (with hinted and
 // ignored errors), Record and RecordHint, step the clock, and read State,
-// Counts, RetryAfter and Snapshot. Afterwards no outcome is lost (Metrics
+// Counts, RetryAfter and Snapshot. An Allow begun after that Reconfigure
+// returned stamps no Start. Afterwards no outcome is lost (Metrics
 // counts each report exactly once, as acted on or dropped, and each grant),
 // the notifications form one chain (difftest.Follows: a reconfiguration
 // stays in its generation), there is one reconfiguration notification
@@ -28,7 +30,8 @@ import (
 func TestReconfigureRacesEveryPath(t *testing.T) {
 	procs(t, 4)
 	// Slow calls from New: a reconfiguration may change the threshold, or
-	// stop measuring them, but not start (Settings.Reconfigured).
+	// stop measuring them, but not start (Settings.Reconfigured): once
+	// stopped, they stay stopped.
 	base := core.Config{WindowSize: 20, MinimumNumberOfCalls: 10, FailureRateThreshold: 80, OpenDuration: 50 * time.Millisecond,
 		SlowCallDurationThreshold: 2 * time.Millisecond, SlowCallRateThreshold: 95, PermittedCallsInHalfOpen: 3, SuccessesToClose: 2,
 		CollectMetrics: true}
@@ -66,7 +69,7 @@ func TestReconfigureRacesEveryPath(t *testing.T) {
 		cfg.OpenGate = gate
 		b := mustNew(t, newB, cfg).(breakers.Reconfigurable)
 		var grants, reports, changes atomic.Uint64
-		var done atomic.Bool
+		var done, untimed atomic.Bool
 		var working atomic.Int64
 		working.Store(int64(workers))
 		parallel(workers+2, func(i int) {
@@ -77,9 +80,15 @@ func TestReconfigureRacesEveryPath(t *testing.T) {
 				for r := 0; r < rounds || working.Load() > 0; r++ {
 					c := configs[r%len(configs)]
 					c.Clock, c.OnStateChange, c.CollectMetrics = cfg.Clock, cfg.OnStateChange, true
+					if r >= rounds/2 {
+						c.SlowCallDurationThreshold, c.SlowCallRateThreshold = 0, 0
+					}
 					if err := b.Reconfigure(c); err != nil {
 						t.Errorf("Reconfigure(%+v): %v", c, err)
 						return
+					}
+					if r == rounds/2 {
+						untimed.Store(true)
 					}
 					if !sameRules(last, c) {
 						changes.Add(1)
@@ -104,9 +113,13 @@ func TestReconfigureRacesEveryPath(t *testing.T) {
 					if i < 2 && k%2 == 0 {
 						clock.Advance(3 * time.Millisecond) // through open, half-open and ramps
 					}
+					off := untimed.Load()
 					p, err := b.Allow()
 					if err != nil {
 						continue
+					}
+					if off && p.Start != 0 {
+						t.Errorf("Allow after slow calls were turned off: a permit with Start %v", p.Start)
 					}
 					grants.Add(1)
 					reports.Add(1)
